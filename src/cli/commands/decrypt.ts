@@ -1,0 +1,82 @@
+import type { Command } from 'commander';
+import type { Bind } from '../main.js';
+import type { CommandContext } from '../context.js';
+import { UsageError, ConfigError } from '../../errors.js';
+import { parseAad, parseKey } from '../../login/key-material.js';
+import { decryptField, FieldDecryptionError } from '../../login/field-cipher.js';
+import { decryptionError, decryptUserInfo, unwrapUserInfo } from '../../login/user-info.js';
+import { parseJsonInput, readInput } from '../input.js';
+
+interface DecryptOptions {
+  value?: string;
+  key?: string;
+  aad?: string;
+}
+
+export function registerDecrypt(program: Command, bind: Bind): void {
+  program
+    .command('decrypt')
+    .summary('decrypt the personal fields of a login-me response')
+    .description(
+      'Decrypt the personal fields (name, phone, birthday, ci, di, gender, nationality, email) of a ' +
+        'login-me response: the whole envelope, its success object, or a bare UserInfo. Reads FILE or stdin.\n\n' +
+        'Key and AAD come from --key/--aad, then MINIAPP_DECRYPT_KEY/MINIAPP_DECRYPT_AAD, then the profile. ' +
+        'Prefer the environment or the profile: flags end up in shell history.',
+    )
+    .argument('[file]', 'file holding the response; "-" or nothing reads stdin')
+    .option('--value <base64>', 'decrypt one encrypted value instead of a response')
+    .option('--key <key>', 'AES-256 key: 64 hex or 44 Base64 characters')
+    .option('--aad <hex>', 'AAD, hex')
+    .addHelpText(
+      'after',
+      '\nExamples:\n  miniapp decrypt response.json\n  curl -s ... | miniapp decrypt --json\n  miniapp decrypt --value "q7Yv...=="',
+    )
+    .action(bind(runDecrypt));
+}
+
+async function runDecrypt(cc: CommandContext, command: Command): Promise<void> {
+  const options = command.opts<DecryptOptions>();
+  const [file] = command.processedArgs as [string | undefined];
+  if (options.value !== undefined && file !== undefined) {
+    throw new UsageError('give either --value or a FILE, not both');
+  }
+  const keyText = options.key ?? (await cc.settings.require('decrypt-key', '--key'));
+  const aadText = options.aad ?? (await cc.settings.require('decrypt-aad', '--aad'));
+  const key = fromFlag(() => parseKey(keyText), options.key !== undefined, '--key');
+  const aad = fromFlag(() => parseAad(aadText), options.aad !== undefined, '--aad');
+
+  if (options.value !== undefined) {
+    try {
+      const value = decryptField(options.value, key.bytes, aad.bytes);
+      if (cc.out.json) cc.out.printJson({ value });
+      else cc.out.line(value);
+      return;
+    } catch (error) {
+      if (!(error instanceof FieldDecryptionError)) throw error;
+      throw decryptionError(
+        { user: {}, decrypted: [], failed: [{ field: '--value', reason: error.reason }] },
+        { '--value': options.value },
+        { key, aad, aadText },
+      );
+    }
+  }
+
+  const text = await readInput(file, cc.io.stdin, { what: 'login-me response' });
+  const info = unwrapUserInfo(parseJsonInput(text, 'login-me response'));
+  const outcome = decryptUserInfo(info, key.bytes, aad.bytes);
+  if (outcome.failed.length > 0) throw decryptionError(outcome, info, { key, aad, aadText });
+  cc.out.record(
+    Object.entries(outcome.user).map(([field, value]) => [field, Array.isArray(value) ? value.join(', ') : value] as const),
+    outcome.user,
+  );
+}
+
+/** Names the flag when a flag's value is what failed, since Settings only names env and profile. */
+function fromFlag<T>(parse: () => T, fromFlagValue: boolean, flag: string): T {
+  try {
+    return parse();
+  } catch (error) {
+    if (fromFlagValue && error instanceof ConfigError) throw new ConfigError(`${flag}: ${error.message}`, { hint: error.hint });
+    throw error;
+  }
+}

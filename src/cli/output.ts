@@ -1,0 +1,207 @@
+/**
+ * All rendering goes through here: what goes to stdout (data) and stderr
+ * (spinners, warnings, errors), the colour policy, and the three output
+ * modes: a table on a TTY, tab-separated rows when piped, exact JSON with
+ * `--json` (plus CSV where a command offers it).
+ *
+ * Heavy renderers (cli-table3, csv-stringify, ora) load on first use, and
+ * chalk only when some stream will show colour, so that quick paths such as
+ * `miniapp decrypt --json | jq` never pay for them.
+ */
+import { createRequire } from 'node:module';
+import type { ChalkInstance } from 'chalk';
+import { resolveColorLevel, type ColorLevel } from './color.js';
+
+export interface OutStream {
+  write(chunk: string): unknown;
+  isTTY?: boolean | undefined;
+  columns?: number | undefined;
+}
+
+export interface InStream extends AsyncIterable<Buffer | string> {
+  isTTY?: boolean | undefined;
+}
+
+export interface Io {
+  stdout: OutStream;
+  stderr: OutStream;
+  stdin: InStream;
+}
+
+export interface Column<Row> {
+  /** Header on a TTY and in CSV. */
+  header: string;
+  /** How to read the cell from a row. */
+  value: (row: Row) => unknown;
+  /** Cut longer cells on a TTY (never in TSV, CSV or JSON). */
+  maxWidth?: number;
+}
+
+export interface Spinner {
+  text(message: string): void;
+  succeed(message?: string): void;
+  fail(message?: string): void;
+  stop(): void;
+}
+
+const noSpinner: Spinner = { text() {}, succeed() {}, fail() {}, stop() {} };
+
+const requireCjs = createRequire(import.meta.url);
+
+/** `eyJh...9x2Q`: enough to recognise a secret, never enough to use it. */
+export function maskSecret(value: string): string {
+  const compact = value.trim();
+  if (compact.length < 16) return '****';
+  return `${compact.slice(0, 4)}...${compact.slice(-4)}`;
+}
+
+/** Renders any cell value as one line of text. */
+export function cellText(value: unknown): string {
+  if (value === undefined || value === null) return '';
+  if (typeof value === 'string') return value;
+  if (typeof value === 'number' || typeof value === 'boolean' || typeof value === 'bigint') return String(value);
+  if (value instanceof Date) return value.toISOString();
+  return JSON.stringify(value);
+}
+
+function oneLine(text: string): string {
+  return text.replace(/[\t\r\n]+/g, ' ');
+}
+
+function truncate(text: string, width: number | undefined): string {
+  if (width === undefined || text.length <= width) return text;
+  return `${text.slice(0, Math.max(1, width - 1))}…`;
+}
+
+export interface OutputOptions {
+  json: boolean;
+  noColor: boolean;
+  env: Readonly<Record<string, string | undefined>>;
+}
+
+/** Styles nothing: what chalk does at level 0, without loading chalk. */
+const plain: ChalkInstance = new Proxy(((...text: unknown[]) => text.join(' ')) as unknown as ChalkInstance, {
+  get: (target, property) => (property === 'level' ? 0 : property in target ? Reflect.get(target, property) : plain),
+});
+
+export async function createOutput(io: Io, options: OutputOptions): Promise<Output> {
+  const level = (stream: OutStream): ColorLevel =>
+    resolveColorLevel({ noColorFlag: options.noColor, env: options.env, isTTY: Boolean(stream.isTTY) });
+  const [outLevel, errLevel] = [level(io.stdout), level(io.stderr)];
+  if (outLevel === 0 && errLevel === 0) return new Output(io, options.json, plain, plain);
+  const { Chalk } = await import('chalk');
+  const styler = (lvl: ColorLevel) => (lvl === 0 ? plain : new Chalk({ level: lvl }));
+  return new Output(io, options.json, styler(outLevel), styler(errLevel));
+}
+
+export class Output {
+  constructor(
+    readonly io: Io,
+    readonly json: boolean,
+    /** Colours for stdout. */
+    readonly color: ChalkInstance,
+    /** Colours for stderr. */
+    readonly errColor: ChalkInstance,
+  ) {}
+
+  get isTTY(): boolean {
+    return Boolean(this.io.stdout.isTTY);
+  }
+
+  /** Human-oriented output: a TTY and not `--json`. */
+  get human(): boolean {
+    return this.isTTY && !this.json;
+  }
+
+  /** One line of data on stdout. */
+  line(text = ''): void {
+    this.io.stdout.write(`${text}\n`);
+  }
+
+  /** Exact machine output: what `--json` promises. */
+  printJson(value: unknown): void {
+    this.io.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
+  }
+
+  /**
+   * Rows of data: a table on a TTY, tab-separated rows without a header when
+   * piped, or `jsonValue` (the rows themselves by default) with `--json`.
+   */
+  table<Row>(rows: readonly Row[], columns: readonly Column<Row>[], jsonValue: unknown = rows): void {
+    if (this.json) {
+      this.printJson(jsonValue);
+      return;
+    }
+    if (!this.isTTY) {
+      for (const row of rows) this.line(columns.map((c) => oneLine(cellText(c.value(row)))).join('\t'));
+      return;
+    }
+    if (rows.length === 0) {
+      this.io.stderr.write(`${this.errColor.dim('(nothing to show)')}\n`);
+      return;
+    }
+    const Table = requireCjs('cli-table3') as typeof import('cli-table3');
+    const table = new Table({
+      head: columns.map((c) => this.color.bold(c.header)),
+      style: { head: [], border: [] },
+      wordWrap: true,
+    });
+    for (const row of rows) {
+      table.push(columns.map((c) => truncate(oneLine(cellText(c.value(row))), c.maxWidth)));
+    }
+    this.line(table.toString());
+  }
+
+  /**
+   * One object as field/value pairs: a two-column table on a TTY,
+   * `field<TAB>value` lines when piped, `jsonValue` with `--json`.
+   */
+  record(pairs: readonly (readonly [string, unknown])[], jsonValue: unknown): void {
+    this.table(pairs, [
+      { header: 'field', value: ([field]) => field },
+      { header: 'value', value: ([, value]) => value },
+    ], jsonValue);
+  }
+
+  /** RFC 4180 CSV with a header row. */
+  csv<Row>(rows: readonly Row[], columns: readonly Column<Row>[]): string {
+    const { stringify } = requireCjs('csv-stringify/sync') as typeof import('csv-stringify/sync');
+    return stringify(
+      rows.map((row) => columns.map((c) => cellText(c.value(row)))),
+      { header: true, columns: columns.map((c) => c.header), record_delimiter: 'windows' },
+    );
+  }
+
+  /** A remark for the person at the terminal; stderr, so pipes stay clean. */
+  info(message: string): void {
+    this.io.stderr.write(`${message}\n`);
+  }
+
+  warn(message: string): void {
+    this.io.stderr.write(`${this.errColor.yellow('warning:')} ${message}\n`);
+  }
+
+  success(message: string): void {
+    this.io.stderr.write(`${this.errColor.green('✓')} ${message}\n`);
+  }
+
+  /** Spinners only when stderr is a TTY and never under `--json`. */
+  async spinner(text: string): Promise<Spinner> {
+    if (this.json || !this.io.stderr.isTTY) return noSpinner;
+    const { default: ora } = await import('ora');
+    const spinner = ora({
+      text,
+      stream: this.io.stderr as NodeJS.WritableStream,
+      isEnabled: true,
+      color: 'cyan',
+    }).start();
+    return {
+      text: (message) => {
+        spinner.text = message;
+      },
+      succeed: (message) => void spinner.succeed(message),
+      fail: (message) => void spinner.fail(message),
+      stop: () => void spinner.stop(),
+    };
+  }
+}

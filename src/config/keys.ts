@@ -1,0 +1,176 @@
+/**
+ * The catalogue of settings: their names, the environment variables that
+ * override them, defaults, which are secrets, and how a value is checked
+ * before it is stored.
+ */
+import { existsSync, statSync } from 'node:fs';
+import { ConfigError } from '../errors.js';
+import { parseAad, parseKey } from '../login/key-material.js';
+
+export interface SettingSpec {
+  readonly key: string;
+  readonly env: string;
+  readonly description: string;
+  readonly default?: string;
+  /** Masked in listings; shown only on an explicit `--reveal`. */
+  readonly secret?: boolean;
+  /** Throws ConfigError for a value that cannot work; returns the value to store. */
+  readonly validate: (value: string) => string;
+}
+
+function httpUrl(key: string) {
+  return (value: string): string => {
+    let url: URL;
+    try {
+      url = new URL(value.trim());
+    } catch {
+      throw new ConfigError(`${key} must be an absolute URL such as https://api.example.com; got "${value}"`);
+    }
+    if (url.protocol !== 'http:' && url.protocol !== 'https:') {
+      throw new ConfigError(`${key} must be an http or https URL; got ${url.protocol.replace(':', '')}`);
+    }
+    if (url.search || url.hash) throw new ConfigError(`${key} must not carry a query or fragment; got "${value}"`);
+    return url.href.replace(/\/+$/, '');
+  };
+}
+
+function pathPrefix(value: string): string {
+  const trimmed = value.trim();
+  if (!/^\/[A-Za-z0-9._~\-/]*$/.test(trimmed)) {
+    throw new ConfigError(`path-prefix must be a URL path starting with "/"; got "${value}"`);
+  }
+  return trimmed.replace(/\/+$/, '') || '/';
+}
+
+/** A certificate, key or CA bundle: a readable file path or the PEM text itself. */
+function pem(key: string, label: RegExp, expected: string) {
+  return (value: string): string => {
+    const trimmed = value.trim();
+    if (trimmed.startsWith('-----BEGIN')) {
+      if (!label.test(trimmed) || !/-----END [A-Z ]+-----/.test(trimmed)) {
+        throw new ConfigError(`${key} holds PEM text of the wrong kind or an incomplete PEM block`, {
+          hint: `expected a block starting with "-----BEGIN ${expected}-----"`,
+        });
+      }
+      return `${trimmed}\n`;
+    }
+    if (!existsSync(trimmed) || !statSync(trimmed).isFile()) {
+      throw new ConfigError(`${key}: no file at ${trimmed}`, {
+        hint: 'give the path of a PEM file, or the PEM text itself (starting with -----BEGIN)',
+      });
+    }
+    return trimmed;
+  };
+}
+
+function nonEmpty(key: string) {
+  return (value: string): string => {
+    const trimmed = value.trim();
+    if (!trimmed) throw new ConfigError(`${key} must not be empty`);
+    return trimmed;
+  };
+}
+
+function hostPort(value: string): string {
+  const trimmed = value.trim();
+  const match = /^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+):(\d{1,5})$/.exec(trimmed);
+  const port = match ? Number(match[2]) : NaN;
+  if (!match || port < 1 || port > 65535) {
+    throw new ConfigError(`grpc-addr must be HOST:PORT with a port from 1 to 65535; got "${value}"`);
+  }
+  return trimmed;
+}
+
+const PEM_CERT = /-----BEGIN CERTIFICATE-----/;
+const PEM_KEY = /-----BEGIN (RSA |EC |ENCRYPTED )?PRIVATE KEY-----/;
+
+export const SETTINGS: readonly SettingSpec[] = [
+  { key: 'base-url', env: 'MINIAPP_BASE_URL', description: 'partner API base URL', validate: httpUrl('base-url') },
+  {
+    key: 'path-prefix',
+    env: 'MINIAPP_PATH_PREFIX',
+    description: 'path of the partner API under base-url',
+    default: '/api-partner/v1/miniapp/user/oauth2',
+    validate: pathPrefix,
+  },
+  {
+    key: 'decrypt-key',
+    env: 'MINIAPP_DECRYPT_KEY',
+    description: 'AES-256 key: 64 hex or 44 Base64 characters',
+    secret: true,
+    validate: (value) => {
+      parseKey(value);
+      return value.trim();
+    },
+  },
+  {
+    key: 'decrypt-aad',
+    env: 'MINIAPP_DECRYPT_AAD',
+    description: 'additional authenticated data (AAD), hex',
+    secret: true,
+    validate: (value) => {
+      parseAad(value);
+      return value.trim();
+    },
+  },
+  { key: 'mtls-cert', env: 'MINIAPP_MTLS_CERT', description: 'client certificate: file path or PEM text', validate: pem('mtls-cert', PEM_CERT, 'CERTIFICATE') },
+  {
+    key: 'mtls-key',
+    env: 'MINIAPP_MTLS_KEY',
+    description: 'client private key: file path or PEM text',
+    secret: true,
+    validate: pem('mtls-key', PEM_KEY, 'PRIVATE KEY'),
+  },
+  { key: 'mtls-ca', env: 'MINIAPP_MTLS_CA', description: 'CA bundle for the partner API: file path or PEM text', validate: pem('mtls-ca', PEM_CERT, 'CERTIFICATE') },
+  { key: 'relay-url', env: 'MINIAPP_RELAY_URL', description: 'URL of a running relay', validate: httpUrl('relay-url') },
+  {
+    key: 'graph-url',
+    env: 'MINIAPP_GRAPH_URL',
+    description: 'insights graph API base URL',
+    default: 'https://graph.facebook.com',
+    validate: httpUrl('graph-url'),
+  },
+  {
+    key: 'graph-version',
+    env: 'MINIAPP_GRAPH_VERSION',
+    description: 'graph API version path segment',
+    default: 'v18.0',
+    validate: (value) => {
+      const trimmed = value.trim();
+      if (!/^v\d+\.\d+$/.test(trimmed)) throw new ConfigError(`graph-version must look like v18.0; got "${value}"`);
+      return trimmed;
+    },
+  },
+  { key: 'graph-token', env: 'MINIAPP_GRAPH_TOKEN', description: 'graph API access token', secret: true, validate: nonEmpty('graph-token') },
+  {
+    key: 'graph-account',
+    env: 'MINIAPP_GRAPH_ACCOUNT',
+    description: 'business account ID for insights',
+    validate: (value) => {
+      const trimmed = value.trim();
+      if (!/^[A-Za-z0-9_-]+$/.test(trimmed)) throw new ConfigError(`graph-account must be an account ID; got "${value}"`);
+      return trimmed;
+    },
+  },
+  { key: 'grpc-addr', env: 'MINIAPP_GRPC_ADDR', description: 'user service address', default: '127.0.0.1:50051', validate: hostPort },
+  { key: 'grpc-token', env: 'MINIAPP_GRPC_TOKEN', description: 'bearer token for the user service', secret: true, validate: nonEmpty('grpc-token') },
+  { key: 'grpc-ca', env: 'MINIAPP_GRPC_CA', description: 'CA for a TLS user service: file path or PEM text', validate: pem('grpc-ca', PEM_CERT, 'CERTIFICATE') },
+];
+
+const byKey = new Map(SETTINGS.map((spec) => [spec.key, spec]));
+
+export function settingSpec(key: string): SettingSpec {
+  const spec = byKey.get(key);
+  if (!spec) {
+    throw new ConfigError(`unknown setting "${key}"`, {
+      hint: `valid settings: ${SETTINGS.map((s) => s.key).join(', ')}`,
+    });
+  }
+  return spec;
+}
+
+/** Secrets are masked unless they are a path to a file (a path gives nothing away). */
+export function isMaskedValue(spec: SettingSpec, value: string): boolean {
+  if (!spec.secret) return false;
+  return !(spec.key === 'mtls-key' && !value.trimStart().startsWith('-----BEGIN'));
+}

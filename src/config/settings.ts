@@ -1,0 +1,106 @@
+/**
+ * Resolves a setting for the active profile: the environment beats the
+ * file, the file beats the default. The config file (and `conf`, which is
+ * heavy to load) is opened only when a value is not already in the
+ * environment.
+ */
+import { ConfigError } from '../errors.js';
+import { configDir } from './paths.js';
+import { settingSpec, type SettingSpec } from './keys.js';
+import type { ConfigStore } from './store.js';
+
+export type SettingSource = 'env' | 'profile' | 'default';
+
+export interface ResolvedSetting {
+  spec: SettingSpec;
+  value: string | undefined;
+  source: SettingSource | undefined;
+}
+
+type Env = Readonly<Record<string, string | undefined>>;
+
+const PROFILE_NAME = /^[A-Za-z0-9_.-]{1,64}$/;
+
+export function checkProfileName(name: string): string {
+  if (!PROFILE_NAME.test(name)) {
+    throw new ConfigError(`invalid profile name "${name}"`, {
+      hint: 'a profile name is 1 to 64 letters, digits, ".", "_" or "-"',
+    });
+  }
+  return name;
+}
+
+export class Settings {
+  #store: Promise<ConfigStore> | undefined;
+
+  constructor(
+    readonly profile: string,
+    private readonly env: Env,
+    private readonly homedir: string,
+  ) {}
+
+  get configDir(): string {
+    return configDir(this.env, this.homedir);
+  }
+
+  store(): Promise<ConfigStore> {
+    this.#store ??= import('./store.js').then(({ ConfigStore }) => new ConfigStore(this.configDir));
+    return this.#store;
+  }
+
+  /** The environment's value, if the variable is set and not empty. */
+  fromEnv(spec: SettingSpec): string | undefined {
+    const value = this.env[spec.env];
+    return value !== undefined && value.trim() !== '' ? value : undefined;
+  }
+
+  /** Resolves and validates a setting, naming where a bad value came from. */
+  async get(key: string): Promise<ResolvedSetting> {
+    const spec = settingSpec(key);
+    const fromEnv = this.fromEnv(spec);
+    let resolved: ResolvedSetting;
+    if (fromEnv !== undefined) {
+      resolved = { spec, value: fromEnv, source: 'env' };
+    } else {
+      const stored = (await this.store()).getSetting(this.profile, key);
+      resolved =
+        stored !== undefined
+          ? { spec, value: stored, source: 'profile' }
+          : { spec, value: spec.default, source: spec.default === undefined ? undefined : 'default' };
+    }
+    if (resolved.value !== undefined && resolved.source !== 'default') {
+      try {
+        resolved.value = spec.validate(resolved.value);
+      } catch (error) {
+        if (error instanceof ConfigError) {
+          throw new ConfigError(`${this.describeSource(resolved)}: ${error.message}`, { hint: error.hint });
+        }
+        throw error;
+      }
+    }
+    return resolved;
+  }
+
+  /** A setting that must be present, with a message on how to provide it. */
+  async require(key: string, flag?: string): Promise<string> {
+    const resolved = await this.get(key);
+    if (resolved.value === undefined) {
+      const ways = [flag, resolved.spec.env, `\`miniapp config set ${key} VALUE${this.profile === 'default' ? '' : ` --profile ${this.profile}`}\``]
+        .filter(Boolean)
+        .join(', ');
+      throw new ConfigError(`${key} is not set in profile "${this.profile}"`, { hint: `provide it with ${ways}` });
+    }
+    return resolved.value;
+  }
+
+  describeSource(resolved: ResolvedSetting): string {
+    switch (resolved.source) {
+      case 'env':
+        return `${resolved.spec.key} (from ${resolved.spec.env})`;
+      case 'profile':
+        return `${resolved.spec.key} (from profile "${this.profile}")`;
+      default:
+        return resolved.spec.key;
+    }
+  }
+}

@@ -1,0 +1,114 @@
+/**
+ * The config file, on `conf`: one JSON file holding named profiles, each a
+ * separate namespace of settings plus state that later commands keep there
+ * (stored tokens). Written atomically with mode 0600; an older, looser file
+ * is tightened on open. A file that is not valid JSON is reported, never
+ * cleared.
+ */
+import { chmodSync, mkdirSync, statSync } from 'node:fs';
+import Conf from 'conf';
+import { ConfigError } from '../errors.js';
+import { CONFIG_NAME, configFilePath } from './paths.js';
+
+export interface ProfileData {
+  settings?: Record<string, string>;
+  [section: string]: unknown;
+}
+
+interface FileShape {
+  profiles: Record<string, ProfileData>;
+  [other: string]: unknown;
+}
+
+const FILE_MODE = 0o600;
+const DIR_MODE = 0o700;
+
+
+/** Removes group and other permissions from a file that has them. */
+function tighten(path: string): void {
+  try {
+    if ((statSync(path).mode & 0o077) !== 0) chmodSync(path, FILE_MODE);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+  }
+}
+
+export class ConfigStore {
+  readonly #conf: Conf<FileShape>;
+
+  constructor(readonly dir: string) {
+    mkdirSync(dir, { recursive: true, mode: DIR_MODE });
+    tighten(configFilePath(dir));
+    try {
+      this.#conf = new Conf<FileShape>({
+        cwd: dir,
+        configName: CONFIG_NAME,
+        configFileMode: FILE_MODE,
+        accessPropertiesByDotNotation: false,
+        clearInvalidConfig: false,
+        watch: false,
+        defaults: { profiles: {} },
+      });
+    } catch (error) {
+      throw new ConfigError(`cannot read the config file ${configFilePath(dir)}: ${(error as Error).message}`, {
+        hint: 'fix the JSON by hand, or move the file away to start afresh',
+        cause: error,
+      });
+    }
+  }
+
+  get path(): string {
+    return this.#conf.path;
+  }
+
+  profileNames(): string[] {
+    return Object.keys(this.#profiles()).sort();
+  }
+
+  settings(profile: string): Record<string, string> {
+    return { ...this.#profiles()[profile]?.settings };
+  }
+
+  getSetting(profile: string, key: string): string | undefined {
+    return this.#profiles()[profile]?.settings?.[key];
+  }
+
+  setSetting(profile: string, key: string, value: string): void {
+    this.#update(profile, (data) => ({ ...data, settings: { ...data.settings, [key]: value } }));
+  }
+
+  /** Returns whether the key was set. */
+  unsetSetting(profile: string, key: string): boolean {
+    const had = this.getSetting(profile, key) !== undefined;
+    if (had) {
+      this.#update(profile, (data) => {
+        const { [key]: _removed, ...settings } = data.settings ?? {};
+        return { ...data, settings };
+      });
+    }
+    return had;
+  }
+
+  /** State kept by commands beside the settings (stored tokens, for example). */
+  getSection<T>(profile: string, section: string): T | undefined {
+    return this.#profiles()[profile]?.[section] as T | undefined;
+  }
+
+  setSection(profile: string, section: string, value: unknown): void {
+    if (section === 'settings') throw new Error('use setSetting for settings');
+    this.#update(profile, (data) => {
+      const next: ProfileData = { ...data, [section]: value };
+      if (value === undefined) delete next[section];
+      return next;
+    });
+  }
+
+  #profiles(): Record<string, ProfileData> {
+    return this.#conf.get('profiles') ?? {};
+  }
+
+  #update(profile: string, change: (data: ProfileData) => ProfileData): void {
+    const profiles = this.#profiles();
+    this.#conf.set('profiles', { ...profiles, [profile]: change(profiles[profile] ?? {}) });
+  }
+}

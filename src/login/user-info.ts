@@ -1,0 +1,152 @@
+/**
+ * The UserInfo of login-me: which fields are encrypted, how to find it in
+ * any of the shapes people hold (the whole envelope, its `success` object,
+ * or the bare object), and field-by-field decryption that attempts every
+ * field and reports all failures at once.
+ */
+import { DecryptError, MiniappError, UsageError } from '../errors.js';
+import { decryptField, diagnoseTagMismatch, encryptField, FieldDecryptionError, type FieldFailureReason } from './field-cipher.js';
+import type { KeyMaterial } from './key-material.js';
+
+export const ENCRYPTED_FIELDS = ['name', 'phone', 'birthday', 'ci', 'di', 'gender', 'nationality', 'email'] as const;
+export type EncryptedField = (typeof ENCRYPTED_FIELDS)[number];
+
+export interface UserInfo {
+  userKey: number;
+  scope: string;
+  agreedTerms: string[];
+  name?: string | null;
+  phone?: string | null;
+  birthday?: string | null;
+  ci?: string | null;
+  di?: string | null;
+  gender?: string | null;
+  nationality?: string | null;
+  email?: string | null;
+  [extra: string]: unknown;
+}
+
+/** Absent, empty, JSON null and the literal text "null" are not decrypted (spec rule 5). */
+export function isEmptyField(value: unknown): boolean {
+  return value === undefined || value === null || value === '' || value === 'null';
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/** Finds the UserInfo in an envelope, a `success` object or a bare UserInfo. */
+export function unwrapUserInfo(payload: unknown): Record<string, unknown> {
+  if (!isObject(payload)) {
+    throw new UsageError('the input is not a login-me response: expected a JSON object');
+  }
+  if (payload.resultType === 'FAIL') {
+    const error = isObject(payload.error) ? payload.error : {};
+    throw new MiniappError(
+      `the input is a FAIL envelope, not user information: ${String(error.errorCode ?? 'no errorCode')}: ${String(error.reason ?? 'no reason')}`,
+    );
+  }
+  const info = isObject(payload.success) ? payload.success : payload;
+  const known = ['userKey', ...ENCRYPTED_FIELDS].some((field) => field in info);
+  if (!known) {
+    throw new UsageError('the input holds no userKey and no encrypted field; is it a login-me response?', {
+      hint: 'accepted shapes: the whole response { resultType, success }, its success object, or a bare UserInfo',
+    });
+  }
+  return info;
+}
+
+export interface FieldFailure {
+  field: string;
+  reason: FieldFailureReason;
+}
+
+export interface DecryptOutcome {
+  /** The input with every decryptable field replaced by its plaintext; other fields unchanged. */
+  user: Record<string, unknown>;
+  decrypted: EncryptedField[];
+  failed: FieldFailure[];
+}
+
+export function decryptUserInfo(info: Record<string, unknown>, key: Buffer, aad: Buffer): DecryptOutcome {
+  const user: Record<string, unknown> = { ...info };
+  const decrypted: EncryptedField[] = [];
+  const failed: FieldFailure[] = [];
+  for (const field of ENCRYPTED_FIELDS) {
+    if (!(field in info)) continue;
+    const value = info[field];
+    if (isEmptyField(value)) {
+      user[field] = value === 'null' ? null : value;
+      continue;
+    }
+    try {
+      user[field] = decryptField(value, key, aad);
+      decrypted.push(field);
+    } catch (error) {
+      if (!(error instanceof FieldDecryptionError)) throw error;
+      failed.push({ field, reason: error.reason });
+    }
+  }
+  return { user, decrypted, failed };
+}
+
+/** The inverse, for the sandbox and tests: every non-empty personal field encrypted. */
+export function encryptUserInfo(info: Record<string, unknown>, key: Buffer, aad: Buffer): Record<string, unknown> {
+  const out: Record<string, unknown> = { ...info };
+  for (const field of ENCRYPTED_FIELDS) {
+    const value = info[field];
+    if (!isEmptyField(value)) out[field] = encryptField(String(value), key, aad);
+  }
+  return out;
+}
+
+/**
+ * Builds the one error a user sees when fields fail: which fields, and the
+ * likely causes ranked by what the other fields tell us.
+ */
+export function decryptionError(
+  outcome: DecryptOutcome,
+  info: Record<string, unknown>,
+  material: { key: KeyMaterial; aad: KeyMaterial; aadText: string },
+): DecryptError {
+  const names = outcome.failed.map((f) => f.field);
+  const mismatched = outcome.failed.filter((f) => f.reason === 'tag-mismatch');
+  const malformed = outcome.failed.filter((f) => f.reason !== 'tag-mismatch');
+  const parts = [`could not decrypt ${names.length} of ${names.length + outcome.decrypted.length} encrypted fields: ${names.join(', ')}`];
+  const causes: string[] = [];
+  if (malformed.length > 0) {
+    causes.push(
+      `${malformed.map((f) => `${f.field} (${REASONS[f.reason]})`).join(', ')}: not an encrypted value, which is Base64 of IV(12) + ciphertext + tag(16)`,
+    );
+  }
+  if (mismatched.length > 0) {
+    const first = mismatched[0]!;
+    const diagnosis = diagnoseTagMismatch(info[first.field], material.key.bytes, material.aad.bytes, material.aadText);
+    if (diagnosis) {
+      causes.push(diagnosis);
+    } else if (outcome.decrypted.length > 0) {
+      causes.push(
+        `${mismatched.map((f) => f.field).join(', ')} failed the tag check while the same key and AAD decrypted ${outcome.decrypted.join(', ')}: those values were altered or truncated after encryption`,
+      );
+    } else {
+      causes.push(
+        'the authentication tag check failed (MAC check failed). Likely causes: a wrong decrypt key; a wrong AAD; ' +
+          (material.key.encoding === 'base64'
+            ? 'a hex/Base64 mix-up (the key was read as Base64; the console issues it as hex); '
+            : 'a key or AAD in another encoding than the hex the console issues; ') +
+          'or values sliced other than IV(12) + ciphertext + tag(16)',
+      );
+    }
+  }
+  return new DecryptError(parts.join(''), names, {
+    hint: `${causes.join('\n')}\ncheck decrypt-key and decrypt-aad with \`miniapp config list\` (values stay masked)`,
+  });
+}
+
+const REASONS: Record<FieldFailureReason, string> = {
+  'not-base64': 'not Base64',
+  'too-short': 'shorter than 28 bytes',
+  'tag-mismatch': 'tag check failed',
+  'not-utf8': 'plaintext is not UTF-8',
+  'not-a-string': 'not a string',
+};
