@@ -144,6 +144,8 @@ export class Output {
     const table = new Table({
       head: columns.map((c) => this.color.bold(c.header)),
       style: { head: [], border: [] },
+      // No rule between rows: compact, like `gh` and `kubectl` listings.
+      chars: { mid: '', 'left-mid': '', 'mid-mid': '', 'right-mid': '' },
       wordWrap: true,
     });
     for (const row of rows) {
@@ -194,6 +196,8 @@ export class Output {
       stream: this.io.stderr as NodeJS.WritableStream,
       isEnabled: true,
       color: 'cyan',
+      // Commands may read stdin themselves (decrypt, bulk-create, chat).
+      discardStdin: false,
     }).start();
     return {
       text: (message) => {

@@ -23,6 +23,8 @@ export function registerConfig(program: Command, bind: Bind): void {
     .description('validate and store a setting in the profile ("-" as VALUE reads it from stdin)')
     .argument('<key>', 'setting name')
     .argument('<value>', 'value, or "-" to read it from stdin (keeps secrets out of shell history)')
+    // PEM text starts with "-----BEGIN": a value, not an option.
+    .allowUnknownOption()
     .addHelpText('after', '\nExamples:\n  miniapp config set base-url https://partner.example.com\n  miniapp config set decrypt-key - < key.txt')
     .action(bind(runSet));
 
@@ -105,6 +107,7 @@ async function runUnset(cc: CommandContext, command: Command): Promise<void> {
 
 async function runList(cc: CommandContext, command: Command): Promise<void> {
   const reveal = Boolean(command.opts<{ reveal?: boolean }>().reveal);
+  await cc.settings.store(); // a broken file fails the whole listing, not one row
   const resolved = await Promise.all(SETTINGS.map((spec) => cc.settings.get(spec.key).catch((error: unknown) => ({ spec, error }))));
   const rows = resolved.map((r) =>
     'error' in r

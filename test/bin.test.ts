@@ -1,0 +1,101 @@
+/**
+ * A few runs of the real launcher, bin/miniapp.js, against the compiled
+ * dist/ (npm test builds it first), the way a user runs it.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { AAD_HEX, KEY_HEX, PLAIN_USER, envelope, sealedUser } from './helpers/vectors.js';
+
+const root = fileURLToPath(new URL('..', import.meta.url));
+const bin = join(root, 'bin', 'miniapp.js');
+let home: string;
+
+beforeAll(() => {
+  if (!existsSync(join(root, 'dist', 'cli', 'main.js'))) throw new Error('dist/ is missing: run `npm run build` (npm test does)');
+  home = mkdtempSync(join(tmpdir(), 'miniapp-bin-'));
+});
+afterAll(() => rmSync(home, { recursive: true, force: true }));
+
+function miniapp(args: string[], options: { env?: Record<string, string>; input?: string; nodeArgs?: string[] } = {}) {
+  const result = spawnSync(process.execPath, [...(options.nodeArgs ?? []), bin, ...args], {
+    input: options.input ?? '',
+    encoding: 'utf8',
+    env: {
+      PATH: process.env.PATH,
+      HOME: home,
+      MINIAPP_CONFIG_DIR: join(home, 'config'),
+      MINIAPP_DATA_DIR: join(home, 'data'),
+      ...options.env,
+    },
+  });
+  return { code: result.status, stdout: result.stdout, stderr: result.stderr };
+}
+
+describe('bin/miniapp.js', () => {
+  it('prints the version of package.json', () => {
+    const { version } = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { version: string };
+    expect(miniapp(['--version'])).toMatchObject({ code: 0, stdout: `${version}\n` });
+  });
+
+  it('lists the command groups', () => {
+    const result = miniapp(['--help']);
+    expect(result.code).toBe(0);
+    expect(result.stdout).toMatch(/Commands:\n {2}decrypt .*\n {2}config /);
+  });
+
+  it('decrypts a payload from stdin with the key and AAD from the environment', () => {
+    const result = miniapp(['decrypt', '--json'], {
+      env: { MINIAPP_DECRYPT_KEY: KEY_HEX, MINIAPP_DECRYPT_AAD: AAD_HEX },
+      input: JSON.stringify(envelope(sealedUser())),
+    });
+    expect(result.stderr).toBe('');
+    expect(result.code).toBe(0);
+    expect(JSON.parse(result.stdout)).toEqual({ ...PLAIN_USER, di: null });
+  });
+
+  it('exits 3 with a wrong AAD and 2 with a 31-byte key', () => {
+    const input = JSON.stringify(envelope(sealedUser()));
+    const wrongAad = miniapp(['decrypt'], { env: { MINIAPP_DECRYPT_KEY: KEY_HEX, MINIAPP_DECRYPT_AAD: '00ff' }, input });
+    expect(wrongAad.code).toBe(3);
+    expect(wrongAad.stderr).toContain('name, phone, birthday, ci, gender, nationality, email');
+    const shortKey = miniapp(['decrypt'], { env: { MINIAPP_DECRYPT_KEY: KEY_HEX.slice(2), MINIAPP_DECRYPT_AAD: AAD_HEX }, input });
+    expect(shortKey.code).toBe(2);
+    expect(shortKey.stderr).toContain('31 bytes');
+  });
+
+  it('persists config across runs', () => {
+    expect(miniapp(['config', 'set', 'base-url', 'https://partner.example']).code).toBe(0);
+    expect(miniapp(['config', 'get', 'base-url']).stdout).toBe('https://partner.example\n');
+  });
+});
+
+describe('start-up cost', () => {
+  function loads(args: string[], env: Record<string, string> = {}, input = ''): string[] {
+    const trace = join(home, `trace-${Math.random().toString(36).slice(2)}.txt`);
+    const result = miniapp(args, {
+      env: { ...env, MINIAPP_TRACE_LOADS: trace },
+      input,
+      nodeArgs: ['--import', join(root, 'test', 'fixtures', 'trace-loads.mjs')],
+    });
+    expect(result.code, result.stderr).toBe(0);
+    return readFileSync(trace, 'utf8').split('\n');
+  }
+  const heavy = /node_modules\/(conf|ora|chalk|cli-table3|csv-stringify|ajv)\/|require:(cli-table3|csv-stringify)/;
+
+  it('--help loads no command group and no heavy module', () => {
+    const loaded = loads(['--help']);
+    expect(loaded.some((url) => url.includes('node_modules/commander/'))).toBe(true);
+    expect(loaded.filter((url) => heavy.test(url))).toEqual([]);
+    expect(loaded.filter((url) => /dist\/(cli\/commands|config|login)\//.test(url))).toEqual([]);
+  });
+
+  it('decrypt --json with the key in the environment skips the config file, chalk and the renderers', () => {
+    const loaded = loads(['decrypt', '--json'], { MINIAPP_DECRYPT_KEY: KEY_HEX, MINIAPP_DECRYPT_AAD: AAD_HEX }, JSON.stringify(sealedUser()));
+    expect(loaded.some((url) => url.includes('dist/cli/commands/decrypt.js'))).toBe(true);
+    expect(loaded.filter((url) => heavy.test(url) || url.includes('dist/config/store.js'))).toEqual([]);
+  });
+});

@@ -1,0 +1,137 @@
+import { describe, expect, it } from 'vitest';
+import { resolveColorLevel } from '../../src/cli/color.js';
+import { createOutput, maskSecret, type Output } from '../../src/cli/output.js';
+import { Capture, plain } from '../helpers/cli.js';
+import { Readable } from 'node:stream';
+
+async function outputFor(options: { tty: boolean; json?: boolean; env?: Record<string, string> }) {
+  const stdout = new Capture(options.tty);
+  const stderr = new Capture(options.tty);
+  const out: Output = await createOutput(
+    { stdout, stderr, stdin: Readable.from([]) },
+    { json: options.json ?? false, noColor: false, env: options.env ?? {} },
+  );
+  return { out, stdout, stderr };
+}
+
+const rows = [
+  { id: 1, name: 'alpha', tags: ['a', 'b'], note: 'tab\there' },
+  { id: 2, name: 'beta', tags: [], note: null },
+];
+const columns = [
+  { header: 'id', value: (r: (typeof rows)[number]) => r.id },
+  { header: 'name', value: (r: (typeof rows)[number]) => r.name },
+  { header: 'note', value: (r: (typeof rows)[number]) => r.note },
+];
+
+describe('resolveColorLevel', () => {
+  const tty = { noColorFlag: false, isTTY: true };
+  it.each([
+    [{ ...tty, env: {} }, 1],
+    [{ ...tty, env: { TERM: 'xterm-256color' } }, 2],
+    [{ ...tty, env: { COLORTERM: 'truecolor' } }, 3],
+    [{ ...tty, env: { TERM: 'dumb' } }, 0],
+    [{ ...tty, env: { NO_COLOR: '1' } }, 0],
+    [{ ...tty, env: { NO_COLOR: '' } }, 1],
+    [{ ...tty, noColorFlag: true, env: { FORCE_COLOR: '3' } }, 0],
+    [{ noColorFlag: false, isTTY: false, env: {} }, 0],
+    [{ noColorFlag: false, isTTY: false, env: { FORCE_COLOR: '1' } }, 1],
+    [{ noColorFlag: false, isTTY: false, env: { FORCE_COLOR: '' } }, 1],
+    [{ noColorFlag: false, isTTY: false, env: { FORCE_COLOR: '2' } }, 2],
+    [{ ...tty, env: { FORCE_COLOR: '0' } }, 0],
+    [{ ...tty, env: { FORCE_COLOR: 'false' } }, 0],
+    [{ noColorFlag: false, isTTY: false, env: { FORCE_COLOR: '1', NO_COLOR: '1' } }, 1],
+  ])('%j gives level %i', (options, level) => {
+    expect(resolveColorLevel(options)).toBe(level);
+  });
+});
+
+describe('Output.table', () => {
+  it('prints a table with a header on a TTY', async () => {
+    const { out, stdout } = await outputFor({ tty: true });
+    out.table(rows, columns);
+    const text = plain(stdout.text);
+    expect(text).toMatch(/│ id │ name +│ note +│/);
+    expect(text).toMatch(/│ 1 +│ alpha │ tab here │/);
+    expect(stdout.text).toContain('\u001b['); // coloured header on a TTY
+  });
+
+  it('prints tab-separated rows without a header when piped, with no colour', async () => {
+    const { out, stdout } = await outputFor({ tty: false });
+    out.table(rows, columns);
+    expect(stdout.text).toBe('1\talpha\ttab here\n2\tbeta\t\n');
+  });
+
+  it('prints exact JSON with --json, even on a TTY', async () => {
+    const { out, stdout } = await outputFor({ tty: true, json: true });
+    out.table(rows, columns);
+    expect(JSON.parse(stdout.text)).toEqual(rows);
+  });
+
+  it('honours NO_COLOR on a TTY', async () => {
+    const { out, stdout } = await outputFor({ tty: true, env: { NO_COLOR: '1' } });
+    out.table(rows, columns);
+    expect(stdout.text).not.toContain('\u001b[');
+  });
+
+  it('cuts long cells on a TTY only', async () => {
+    const long = [{ text: 'x'.repeat(100) }];
+    const cols = [{ header: 'text', value: (r: { text: string }) => r.text, maxWidth: 10 }];
+    const tty = await outputFor({ tty: true });
+    tty.out.table(long, cols);
+    expect(plain(tty.stdout.text)).toContain(`${'x'.repeat(9)}…`);
+    const piped = await outputFor({ tty: false });
+    piped.out.table(long, cols);
+    expect(piped.stdout.text).toBe(`${'x'.repeat(100)}\n`);
+  });
+});
+
+describe('Output.csv', () => {
+  it('writes RFC 4180: header, CRLF, quotes doubled, commas and newlines quoted', async () => {
+    const { out } = await outputFor({ tty: false });
+    const csv = out.csv(
+      [{ id: '1', caption: 'Hello, "world"\nsecond line' }, { id: '2', caption: '' }],
+      [
+        { header: 'id', value: (r: { id: string }) => r.id },
+        { header: 'caption', value: (r: { caption: string }) => r.caption },
+      ],
+    );
+    expect(csv).toBe('id,caption\r\n1,"Hello, ""world""\nsecond line"\r\n2,\r\n');
+  });
+});
+
+describe('Output streams', () => {
+  it('sends warnings to stderr and never to stdout', async () => {
+    const { out, stdout, stderr } = await outputFor({ tty: false });
+    out.warn('careful');
+    expect(stdout.text).toBe('');
+    expect(stderr.text).toBe('warning: careful\n');
+  });
+
+  it('shows no spinner when stderr is not a TTY or under --json', async () => {
+    for (const options of [{ tty: false }, { tty: true, json: true }]) {
+      const { out, stderr } = await outputFor(options);
+      const spinner = await out.spinner('working');
+      spinner.text('still working');
+      spinner.succeed('done');
+      expect(stderr.text).toBe('');
+    }
+  });
+
+  it('shows a spinner on a TTY stderr', async () => {
+    const { out, stderr, stdout } = await outputFor({ tty: true });
+    const spinner = await out.spinner('working');
+    spinner.succeed('done');
+    expect(plain(stderr.text)).toContain('done');
+    expect(stdout.text).toBe('');
+  });
+});
+
+describe('maskSecret', () => {
+  it('shows the first and last four characters of a long secret', () => {
+    expect(maskSecret('eyJhbGciOiJIUzI1NiJ9.payload.sig9x2Q')).toBe('eyJh...9x2Q');
+  });
+  it('hides short secrets entirely', () => {
+    expect(maskSecret('short-secret')).toBe('****');
+  });
+});
