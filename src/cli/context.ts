@@ -14,6 +14,8 @@ export interface Context {
   homedir: string;
   now: () => Date;
   version: string;
+  /** Resolves with the signal's name when the process is asked to stop (SIGINT, SIGTERM). */
+  waitForShutdown: () => Promise<string>;
 }
 
 /** What a command's action receives: the context plus what the global flags decided. */
@@ -39,5 +41,15 @@ export function processContext(): Context {
     homedir: homedir(),
     now: () => new Date(),
     version: packageVersion(),
+    waitForShutdown: () =>
+      new Promise((resolve) => {
+        const stop = (signal: NodeJS.Signals) => {
+          process.off('SIGINT', stop);
+          process.off('SIGTERM', stop);
+          resolve(signal);
+        };
+        process.on('SIGINT', stop);
+        process.on('SIGTERM', stop);
+      }),
   };
 }

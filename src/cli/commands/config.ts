@@ -14,7 +14,6 @@ const KEYS_HELP = `\nSettings (environment variable in brackets; env beats the f
 export function registerConfig(program: Command, bind: Bind): void {
   const config = program
     .command('config')
-    .summary('read and write settings of a profile')
     .description('Read and write settings. Each --profile is a separate namespace in one file, mode 0600.')
     .addHelpText('after', KEYS_HELP);
 

@@ -1,8 +1,9 @@
 import type { Command } from 'commander';
 import type { Bind } from '../main.js';
 import type { CommandContext } from '../context.js';
-import { UsageError, ConfigError } from '../../errors.js';
-import { parseAad, parseKey } from '../../login/key-material.js';
+import { UsageError } from '../../errors.js';
+import { decryptMaterial } from '../profile.js';
+import { printUserInfo } from '../user-view.js';
 import { decryptField, FieldDecryptionError } from '../../login/field-cipher.js';
 import { decryptionError, decryptUserInfo, unwrapUserInfo } from '../../login/user-info.js';
 import { parseJsonInput, readInput } from '../input.js';
@@ -16,7 +17,6 @@ interface DecryptOptions {
 export function registerDecrypt(program: Command, bind: Bind): void {
   program
     .command('decrypt')
-    .summary('decrypt the personal fields of a login-me response')
     .description(
       'Decrypt the personal fields (name, phone, birthday, ci, di, gender, nationality, email) of a ' +
         'login-me response: the whole envelope, its success object, or a bare UserInfo. Reads FILE or stdin.\n\n' +
@@ -40,10 +40,8 @@ async function runDecrypt(cc: CommandContext, command: Command): Promise<void> {
   if (options.value !== undefined && file !== undefined) {
     throw new UsageError('give either --value or a FILE, not both');
   }
-  const keyText = options.key ?? (await cc.settings.require('decrypt-key', '--key'));
-  const aadText = options.aad ?? (await cc.settings.require('decrypt-aad', '--aad'));
-  const key = fromFlag(() => parseKey(keyText), options.key !== undefined, '--key');
-  const aad = fromFlag(() => parseAad(aadText), options.aad !== undefined, '--aad');
+  const material = await decryptMaterial(cc, options);
+  const { key, aad } = material;
 
   if (options.value !== undefined) {
     try {
@@ -56,7 +54,7 @@ async function runDecrypt(cc: CommandContext, command: Command): Promise<void> {
       throw decryptionError(
         { user: {}, decrypted: [], failed: [{ field: '--value', reason: error.reason }] },
         { '--value': options.value },
-        { key, aad, aadText },
+        material,
       );
     }
   }
@@ -64,19 +62,6 @@ async function runDecrypt(cc: CommandContext, command: Command): Promise<void> {
   const text = await readInput(file, cc.io.stdin, { what: 'login-me response' });
   const info = unwrapUserInfo(parseJsonInput(text, 'login-me response'));
   const outcome = decryptUserInfo(info, key.bytes, aad.bytes);
-  if (outcome.failed.length > 0) throw decryptionError(outcome, info, { key, aad, aadText });
-  cc.out.record(
-    Object.entries(outcome.user).map(([field, value]) => [field, Array.isArray(value) ? value.join(', ') : value] as const),
-    outcome.user,
-  );
-}
-
-/** Names the flag when a flag's value is what failed, since Settings only names env and profile. */
-function fromFlag<T>(parse: () => T, fromFlagValue: boolean, flag: string): T {
-  try {
-    return parse();
-  } catch (error) {
-    if (fromFlagValue && error instanceof ConfigError) throw new ConfigError(`${flag}: ${error.message}`, { hint: error.hint });
-    throw error;
-  }
+  if (outcome.failed.length > 0) throw decryptionError(outcome, info, material);
+  printUserInfo(cc.out, outcome.user);
 }

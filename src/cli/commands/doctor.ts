@@ -1,0 +1,75 @@
+import type { Command } from 'commander';
+import type { Bind } from '../main.js';
+import type { CommandContext } from '../context.js';
+import { MiniappError } from '../../errors.js';
+import { partnerClient, timeoutOption, tokenStore } from '../profile.js';
+
+export function registerDoctor(program: Command, bind: Bind): void {
+  program
+    .command('doctor')
+    .description(
+      'Run a checklist of the profile: the key and AAD decode, the client certificate and key parse and match and ' +
+        'are not expiring, the partner API answers over (mutual) TLS, and the stored tokens. A table on a terminal, ' +
+        'JSON otherwise; exits 1 when a check fails.',
+    )
+    .addOption(timeoutOption())
+    .action(bind(runDoctor));
+}
+
+async function runDoctor(cc: CommandContext, command: Command): Promise<void> {
+  const { timeout } = command.opts<{ timeout: string }>();
+  const { runChecks } = await import('../../login/doctor.js');
+  const { readPem } = await import('../../login/pem.js');
+  const setting = async (key: string) => {
+    try {
+      return { value: (await cc.settings.get(key)).value };
+    } catch (error) {
+      return { error: (error as Error).message };
+    }
+  };
+  const [key, aad, cert, privateKey, ca, baseUrl] = await Promise.all(
+    ['decrypt-key', 'decrypt-aad', 'mtls-cert', 'mtls-key', 'mtls-ca', 'base-url'].map(setting),
+  );
+  const pem = (value: { value?: string | undefined; error?: string }, name: string) => {
+    if (value.error || !value.value) return value;
+    try {
+      return { value: readPem(value.value, name) };
+    } catch (error) {
+      return { error: (error as Error).message };
+    }
+  };
+  const store = await tokenStore(cc);
+  const checks = await runChecks({
+    now: cc.now(),
+    key: key!,
+    aad: aad!,
+    cert: pem(cert!, 'mtls-cert'),
+    privateKey: pem(privateKey!, 'mtls-key'),
+    ca: pem(ca!, 'mtls-ca'),
+    baseUrl: baseUrl!,
+    tokens: store.load(),
+    probe: async () => {
+      const client = await partnerClient(cc, { timeout });
+      try {
+        return await client.probe();
+      } finally {
+        await client.close();
+      }
+    },
+  });
+  const color = cc.out.color;
+  const mark = { ok: color.green('ok'), warn: color.yellow('warn'), fail: color.red('FAIL'), skip: color.dim('skip') };
+  if (cc.out.human) {
+    cc.out.table(checks, [
+      { header: 'check', value: (c) => c.check },
+      { header: 'status', value: (c) => mark[c.status] },
+      { header: 'detail', value: (c) => c.detail, maxWidth: 90 },
+    ]);
+  } else {
+    cc.out.printJson({ ok: !checks.some((c) => c.status === 'fail'), checks });
+  }
+  const failed = checks.filter((c) => c.status === 'fail');
+  if (failed.length > 0) {
+    throw new MiniappError(`${failed.length} check${failed.length === 1 ? '' : 's'} failed: ${failed.map((c) => c.check).join(', ')}`);
+  }
+}

@@ -1,0 +1,163 @@
+/**
+ * The one partner-API client, used by the CLI and by the relay: undici with
+ * a 10 s time-out on every call, JSON bodies, mutual TLS when a client
+ * certificate is configured, and every failure as a typed error.
+ */
+import { Agent, request, type Dispatcher } from 'undici';
+import { UpstreamError } from '../errors.js';
+import { explainTlsFailure, transportError } from '../transport-error.js';
+import { unwrapEnvelope, type PartnerOperation } from './envelope.js';
+import { readTokenData, type TokenData } from './token-data.js';
+
+export const DEFAULT_TIMEOUT_MS = 10_000;
+export const DEFAULT_PATH_PREFIX = '/api-partner/v1/miniapp/user/oauth2';
+const MAX_RESPONSE_BYTES = 1024 * 1024;
+
+export interface ClientTls {
+  /** PEM text. */
+  cert?: string | undefined;
+  key?: string | undefined;
+  ca?: string | undefined;
+}
+
+export interface PartnerClientOptions {
+  baseUrl: string;
+  pathPrefix?: string;
+  timeoutMs?: number;
+  tls?: ClientTls;
+  /** A dispatcher to share (the relay's pool); the client then does not own it. */
+  dispatcher?: Dispatcher;
+}
+
+/** An undici Agent with the client certificate and CA, and our time-outs. */
+export function partnerAgent(tls: ClientTls | undefined, timeoutMs: number, connections?: number): Agent {
+  return new Agent({
+    connect: {
+      ...(tls?.cert ? { cert: tls.cert } : {}),
+      ...(tls?.key ? { key: tls.key } : {}),
+      ...(tls?.ca ? { ca: tls.ca } : {}),
+      timeout: timeoutMs,
+    },
+    headersTimeout: timeoutMs,
+    bodyTimeout: timeoutMs,
+    maxResponseSize: MAX_RESPONSE_BYTES,
+    ...(connections ? { connections } : {}),
+  });
+}
+
+export class PartnerClient {
+  readonly baseUrl: string;
+  readonly pathPrefix: string;
+  readonly timeoutMs: number;
+  readonly #dispatcher: Dispatcher;
+  readonly #ownsDispatcher: boolean;
+  readonly #clientCertificate: boolean;
+  readonly #tls: ClientTls;
+
+  constructor(options: PartnerClientOptions) {
+    this.baseUrl = options.baseUrl.replace(/\/+$/, '');
+    this.pathPrefix = (options.pathPrefix ?? DEFAULT_PATH_PREFIX).replace(/\/+$/, '');
+    this.timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+    this.#tls = options.tls ?? {};
+    this.#clientCertificate = Boolean(this.#tls.cert && this.#tls.key);
+    this.#ownsDispatcher = !options.dispatcher;
+    this.#dispatcher = options.dispatcher ?? partnerAgent(options.tls, this.timeoutMs);
+  }
+
+  async generateToken(authorizationCode: string, referrer: string): Promise<TokenData> {
+    return readTokenData(await this.#call('generate-token', 'POST', '/generate-token', { body: { authorizationCode, referrer } }));
+  }
+
+  async refreshToken(refreshToken: string): Promise<TokenData> {
+    return readTokenData(await this.#call('refresh-token', 'POST', '/refresh-token', { body: { refreshToken } }));
+  }
+
+  /** The signed-in user, personal fields still encrypted. */
+  async loginMe(accessToken: string): Promise<Record<string, unknown>> {
+    const payload = await this.#call('login-me', 'GET', '/login-me', { accessToken });
+    if (typeof payload !== 'object' || payload === null || Array.isArray(payload)) {
+      throw new UpstreamError('the partner API answered login-me without a user object', { code: 'BAD_RESPONSE' });
+    }
+    return payload as Record<string, unknown>;
+  }
+
+  async removeByAccessToken(accessToken: string): Promise<void> {
+    await this.#call('remove-by-access-token', 'POST', '/access/remove-by-access-token', { accessToken, body: {} });
+  }
+
+  /** The spec requires the Bearer token; some integrations send none, so it is optional. */
+  async removeByUserKey(userKey: number, accessToken?: string): Promise<void> {
+    await this.#call('remove-by-user-key', 'POST', '/access/remove-by-user-key', { accessToken, body: { userKey } });
+  }
+
+  /**
+   * One GET of login-me with a token that cannot be valid: any HTTP answer
+   * proves that TLS and routing work. Returns the status and whether the
+   * body was the partner envelope.
+   */
+  async probe(): Promise<{ status: number; envelope: boolean }> {
+    const { status, body } = await this.#send('probe', 'GET', '/login-me', { accessToken: 'miniapp-doctor-probe' });
+    const envelope = typeof body === 'object' && body !== null && 'resultType' in body;
+    return { status, envelope };
+  }
+
+  async close(): Promise<void> {
+    if (this.#ownsDispatcher) await this.#dispatcher.close();
+  }
+
+  url(path: string): string {
+    return `${this.baseUrl}${this.pathPrefix}${path}`;
+  }
+
+  async #call(
+    operation: PartnerOperation,
+    method: 'GET' | 'POST',
+    path: string,
+    options: { accessToken?: string | undefined; body?: unknown },
+  ): Promise<unknown> {
+    const { status, body } = await this.#send(operation, method, path, options);
+    return unwrapEnvelope(operation, status, body);
+  }
+
+  async #send(
+    operation: PartnerOperation,
+    method: 'GET' | 'POST',
+    path: string,
+    options: { accessToken?: string | undefined; body?: unknown },
+  ): Promise<{ status: number; body: unknown }> {
+    const url = this.url(path);
+    const headers: Record<string, string> = { accept: 'application/json' };
+    if (options.body !== undefined) headers['content-type'] = 'application/json';
+    if (options.accessToken) headers.authorization = `Bearer ${options.accessToken}`;
+    let status: number;
+    let text: string;
+    try {
+      const response = await request(url, {
+        method,
+        headers,
+        body: options.body === undefined ? undefined : JSON.stringify(options.body),
+        dispatcher: this.#dispatcher,
+        signal: AbortSignal.timeout(this.timeoutMs),
+      });
+      status = response.statusCode;
+      text = await response.body.text();
+    } catch (error) {
+      const explained = await explainTlsFailure(error, url, this.#tls, this.timeoutMs);
+      throw transportError(explained ?? error, {
+        service: 'the partner API',
+        url: this.baseUrl,
+        timeoutMs: this.timeoutMs,
+        clientCertificate: this.#clientCertificate,
+      });
+    }
+    if (!text.trim()) return { status, body: status < 300 ? {} : undefined };
+    try {
+      return { status, body: JSON.parse(text) as unknown };
+    } catch {
+      if (operation === 'probe' || status >= 400) return { status, body: undefined }; // e.g. a proxy's HTML error page
+      throw new UpstreamError(`the partner API answered ${operation} with HTTP ${status} and a body that is not JSON`, {
+        code: 'BAD_RESPONSE',
+      });
+    }
+  }
+}
