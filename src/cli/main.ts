@@ -35,6 +35,31 @@ export const GROUPS: readonly Group[] = [
     load: async () => (await import('./commands/decrypt.js')).registerDecrypt,
   },
   {
+    name: 'token',
+    summary: 'exchange, refresh and show partner-API tokens',
+    load: async () => (await import('./commands/token.js')).registerToken,
+  },
+  {
+    name: 'me',
+    summary: 'read the signed-in user (login-me), decrypted',
+    load: async () => (await import('./commands/me.js')).registerMe,
+  },
+  {
+    name: 'logout',
+    summary: 'remove the login connection, forget the tokens',
+    load: async () => (await import('./commands/logout.js')).registerLogout,
+  },
+  {
+    name: 'doctor',
+    summary: 'check key, AAD, certificates, upstream and tokens',
+    load: async () => (await import('./commands/doctor.js')).registerDoctor,
+  },
+  {
+    name: 'sandbox',
+    summary: 'offline emulators of the partner and graph APIs',
+    load: async () => (await import('./commands/sandbox.js')).registerSandbox,
+  },
+  {
     name: 'config',
     summary: 'read and write settings of a profile',
     load: async () => (await import('./commands/config.js')).registerConfig,
@@ -124,8 +149,12 @@ export async function buildProgram(
 
   const wanted = groupNameOf(argv);
   for (const group of GROUPS) {
-    if (group.name === wanted) (await group.load())(program, bind);
-    else program.command(group.name).summary(group.summary).helpOption(false);
+    if (group.name === wanted) {
+      (await group.load())(program, bind);
+      program.commands.find((command) => command.name() === group.name)?.summary(group.summary);
+    } else {
+      program.command(group.name).summary(group.summary).helpOption(false);
+    }
   }
   return program;
 }

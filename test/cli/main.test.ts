@@ -12,7 +12,8 @@ describe('miniapp (program)', () => {
   it('lists every command group in --help, with the exit codes', async () => {
     const result = await sb.run(['--help']);
     expect(result.code).toBe(0);
-    for (const group of GROUPS) expect(result.stdout).toMatch(new RegExp(`\\n  ${group.name} +${group.summary}`));
+    const escape = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+    for (const group of GROUPS) expect(result.stdout).toMatch(new RegExp(`\\n  ${group.name} +${escape(group.summary)}`));
     expect(result.stdout).toContain('--profile <name>');
     expect(result.stdout).toContain('2  usage or config');
   });

@@ -40,6 +40,8 @@ export interface RunOptions {
   /** Whether stdin is a terminal (default: a pipe when `stdin` is given, a terminal otherwise). */
   stdinTTY?: boolean;
   now?: Date;
+  /** Resolves when a long-running command (sandbox, serve) should stop; default: never. */
+  shutdown?: Promise<string>;
 }
 
 export interface RunResult {
@@ -72,6 +74,7 @@ export class Sandbox {
       homedir: this.root,
       now: () => options.now ?? new Date('2026-11-21T12:00:00Z'),
       version: '9.9.9-test',
+      waitForShutdown: () => options.shutdown ?? new Promise<string>(() => {}),
     };
     const code = await runCli(argv, ctx);
     return { code, stdout: stdout.text, stderr: stderr.text };

@@ -1,0 +1,85 @@
+/**
+ * The sandbox: offline emulators of the partner API (and, mounted under
+ * /graph, the graph API) in one Fastify server. `buildSandbox` returns the
+ * app unstarted, so tests can `inject()` or listen on port 0.
+ */
+import Fastify, { type FastifyInstance } from 'fastify';
+import { SandboxClock } from './clock.js';
+import { PartnerState } from './partner/state.js';
+import { partnerRoutes, type ErrorShape } from './partner/routes.js';
+import type { CallbackTarget } from './partner/callback.js';
+
+export const DEFAULT_PARTNER_PREFIX = '/api-partner/v1/miniapp/user/oauth2';
+
+export interface SandboxTls {
+  cert: string;
+  key: string;
+  /** CA that client certificates must chain to; with it, a client certificate is required. */
+  ca: string;
+}
+
+/** Options of the graph-API emulator mounted under /graph. */
+export interface GraphSandboxOptions {
+  /** Media items of the first business account (default 250). */
+  media?: number;
+  /** Calls allowed per token per window (default 200 an hour, as the real API). */
+  rateLimit?: { calls: number; windowMs: number };
+}
+
+export interface SandboxOptions {
+  key: Buffer;
+  aad: Buffer;
+  prefix?: string;
+  clock?: SandboxClock;
+  delayMs?: number;
+  errorShape?: ErrorShape;
+  callback?: CallbackTarget | undefined;
+  tls?: SandboxTls | undefined;
+  logger?: boolean;
+  graph?: GraphSandboxOptions;
+}
+
+export interface SandboxStats {
+  partnerCalls: number;
+  graphCalls: number;
+}
+
+export interface Sandbox {
+  app: FastifyInstance;
+  state: PartnerState;
+  clock: SandboxClock;
+  stats: SandboxStats;
+}
+
+export async function buildSandbox(options: SandboxOptions): Promise<Sandbox> {
+  const clock = options.clock ?? new SandboxClock();
+  const state = new PartnerState(clock);
+  const stats: SandboxStats = { partnerCalls: 0, graphCalls: 0 };
+  const app = Fastify({
+    logger: options.logger ?? false,
+    ...(options.tls
+      ? { https: { cert: options.tls.cert, key: options.tls.key, ca: options.tls.ca, requestCert: true, rejectUnauthorized: true } }
+      : {}),
+  }) as unknown as FastifyInstance;
+
+  await app.register(partnerRoutes, {
+    state,
+    clock,
+    key: options.key,
+    aad: options.aad,
+    partnerPrefix: options.prefix ?? DEFAULT_PARTNER_PREFIX,
+    delayMs: options.delayMs ?? 0,
+    errorShape: options.errorShape ?? 'envelope',
+    callback: options.callback,
+    stats,
+  });
+
+  app.get('/__sandbox/stats', async () => ({
+    ...stats,
+    now: new Date(clock.now()).toISOString(),
+    offsetMs: clock.offsetMs,
+    connectedUsers: state.connectedUsers,
+  }));
+
+  return { app, state, clock, stats };
+}

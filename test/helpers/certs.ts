@@ -1,0 +1,58 @@
+/**
+ * A CA, a server certificate for 127.0.0.1 and client certificates, made
+ * at test time with the openssl binary, in a temp dir.
+ */
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+export interface Pki {
+  dir: string;
+  caCert: string;
+  serverCert: string;
+  serverKey: string;
+  clientCert: string;
+  clientKey: string;
+  /** A client certificate from another CA, which the server must refuse. */
+  rogueCert: string;
+  rogueKey: string;
+  read(path: string): string;
+  dispose(): void;
+}
+
+function openssl(dir: string, args: string[]): void {
+  execFileSync('openssl', args, { cwd: dir, stdio: 'pipe' });
+}
+
+function ca(dir: string, name: string): void {
+  openssl(dir, ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', `${name}.key`, '-out', `${name}.crt`, '-days', '2', '-subj', `/CN=${name}`]);
+}
+
+function leaf(dir: string, name: string, caName: string, extensions: string): void {
+  writeFileSync(join(dir, `${name}.ext`), extensions);
+  openssl(dir, ['req', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', `${name}.key`, '-out', `${name}.csr`, '-subj', `/CN=${name}`]);
+  openssl(dir, ['x509', '-req', '-in', `${name}.csr`, '-CA', `${caName}.crt`, '-CAkey', `${caName}.key`, '-CAcreateserial', '-out', `${name}.crt`, '-days', '2', '-extfile', `${name}.ext`]);
+}
+
+export function makePki(): Pki {
+  const dir = mkdtempSync(join(tmpdir(), 'miniapp-pki-'));
+  ca(dir, 'ca');
+  ca(dir, 'rogue-ca');
+  leaf(dir, 'server', 'ca', 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n');
+  leaf(dir, 'client', 'ca', 'extendedKeyUsage=clientAuth\n');
+  leaf(dir, 'rogue', 'rogue-ca', 'extendedKeyUsage=clientAuth\n');
+  const path = (file: string) => join(dir, file);
+  return {
+    dir,
+    caCert: path('ca.crt'),
+    serverCert: path('server.crt'),
+    serverKey: path('server.key'),
+    clientCert: path('client.crt'),
+    clientKey: path('client.key'),
+    rogueCert: path('rogue.crt'),
+    rogueKey: path('rogue.key'),
+    read: (file) => readFileSync(file, 'utf8'),
+    dispose: () => rmSync(dir, { recursive: true, force: true }),
+  };
+}
