@@ -30,6 +30,16 @@ interface Group {
 /** Every command group, in the order `miniapp --help` lists them. */
 export const GROUPS: readonly Group[] = [
   {
+    name: 'serve',
+    summary: 'run the relay (/api/auth/*, /health) over SQLite',
+    load: async () => (await import('./commands/serve.js')).registerServe,
+  },
+  {
+    name: 'callbacks',
+    summary: 'list the unlink callbacks the relay recorded',
+    load: async () => (await import('./commands/callbacks.js')).registerCallbacks,
+  },
+  {
     name: 'decrypt',
     summary: 'decrypt the personal fields of a login-me response',
     load: async () => (await import('./commands/decrypt.js')).registerDecrypt,

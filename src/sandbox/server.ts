@@ -46,6 +46,8 @@ export interface SandboxStats {
 
 export interface Sandbox {
   app: FastifyInstance;
+  /** Points unlink callbacks somewhere else (or nowhere). */
+  setCallback(target: CallbackTarget | undefined): void;
   state: PartnerState;
   clock: SandboxClock;
   stats: SandboxStats;
@@ -55,6 +57,7 @@ export async function buildSandbox(options: SandboxOptions): Promise<Sandbox> {
   const clock = options.clock ?? new SandboxClock();
   const state = new PartnerState(clock);
   const stats: SandboxStats = { partnerCalls: 0, graphCalls: 0 };
+  const callback = { current: options.callback };
   const app = Fastify({
     logger: options.logger ?? false,
     ...(options.tls
@@ -70,7 +73,7 @@ export async function buildSandbox(options: SandboxOptions): Promise<Sandbox> {
     partnerPrefix: options.prefix ?? DEFAULT_PARTNER_PREFIX,
     delayMs: options.delayMs ?? 0,
     errorShape: options.errorShape ?? 'envelope',
-    callback: options.callback,
+    callback,
     stats,
   });
 
@@ -81,5 +84,5 @@ export async function buildSandbox(options: SandboxOptions): Promise<Sandbox> {
     connectedUsers: state.connectedUsers,
   }));
 
-  return { app, state, clock, stats };
+  return { app, state, clock, stats, setCallback: (target) => void (callback.current = target) };
 }

@@ -2,18 +2,11 @@ import type { Command } from 'commander';
 import type { Bind } from '../main.js';
 import type { CommandContext } from '../context.js';
 import { UsageError } from '../../errors.js';
+import { normalizeReferrer } from '../../login/referrer.js';
 import { partnerClient, timeoutOption, tokenStore } from '../profile.js';
 import { maskSecret } from '../output.js';
 import { formatDuration } from '../../duration.js';
 import type { StoredTokens } from '../../login/session.js';
-
-/** The spec's two referrers; any casing is accepted (the SDK's types say SANDBOX). */
-export function normalizeReferrer(value: string): 'DEFAULT' | 'sandbox' {
-  const lower = value.trim().toLowerCase();
-  if (lower === 'default') return 'DEFAULT';
-  if (lower === 'sandbox') return 'sandbox';
-  throw new UsageError(`unknown referrer "${value}": use DEFAULT (production host app) or sandbox`);
-}
 
 export function registerToken(program: Command, bind: Bind): void {
   const token = program

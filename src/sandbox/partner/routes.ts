@@ -25,7 +25,8 @@ export interface PartnerRouteOptions {
   /** Answer every partner call this much later (a fault for time-out tests). */
   delayMs: number;
   errorShape: ErrorShape;
-  callback: CallbackTarget | undefined;
+  /** Where unlink callbacks go; a holder, so a server started later (the relay) can be named after the fact. */
+  callback: { current: CallbackTarget | undefined };
   stats: { partnerCalls: number };
 }
 
@@ -113,7 +114,8 @@ export async function partnerRoutes(app: FastifyInstance, options: PartnerRouteO
       const userKey = userKeyOf(input.userKey);
       const reason = typeof input.reason === 'string' && input.reason ? input.reason : 'UNLINK';
       state.disconnect(userKey);
-      const callback = options.callback ? await sendUnlinkCallback(options.callback, { userKey, referrer: reason }) : null;
+      const target = options.callback.current;
+      const callback = target ? await sendUnlinkCallback(target, { userKey, referrer: reason }) : null;
       return { userKey, reason, callback };
     });
 

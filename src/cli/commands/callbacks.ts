@@ -1,0 +1,59 @@
+import type { Command } from 'commander';
+import type { Bind } from '../main.js';
+import type { CommandContext } from '../context.js';
+import { UsageError } from '../../errors.js';
+import { parseDuration } from '../../duration.js';
+
+export function registerCallbacks(program: Command, bind: Bind): void {
+  const callbacks = program.command('callbacks').description('the unlink callbacks that `miniapp serve` has recorded');
+  callbacks
+    .command('list')
+    .description('list recorded unlink callbacks, oldest first')
+    .option('--since <when>', 'only those received since a date (2026-11-01, an ISO time) or a duration ago (2h, 7d)')
+    .option('--user-key <n>', 'only those of this userKey')
+    .option('--data-dir <dir>', 'the data dir of `miniapp serve` (default: MINIAPP_DATA_DIR, else ~/.local/share/miniapp)')
+    .addHelpText('after', '\nExamples:\n  miniapp callbacks list\n  miniapp callbacks list --since 7d --user-key 1001 --json')
+    .action(bind(runList));
+}
+
+function sinceOf(text: string, now: Date): Date {
+  if (/^\d+(\.\d+)?(ms|s|m|h|d|w)/.test(text.trim())) return new Date(now.getTime() - parseDuration(text, '--since'));
+  const date = new Date(text);
+  if (Number.isNaN(date.getTime())) throw new UsageError(`--since must be a date such as 2026-11-01 or a duration such as 7d; got "${text}"`);
+  return date;
+}
+
+async function runList(cc: CommandContext, command: Command): Promise<void> {
+  const flags = command.opts<{ since?: string; userKey?: string; dataDir?: string }>();
+  const since = flags.since === undefined ? undefined : sinceOf(flags.since, cc.now());
+  let userKey: number | undefined;
+  if (flags.userKey !== undefined) {
+    userKey = /^\d+$/.test(flags.userKey) ? Number(flags.userKey) : NaN;
+    if (!Number.isSafeInteger(userKey)) throw new UsageError(`--user-key must be a non-negative integer; got "${flags.userKey}"`);
+  }
+  const [{ openDatabase, databasePath }, { UnlinkEventStore }, { dataDir }, { existsSync }] = await Promise.all([
+    import('../../store/database.js'),
+    import('../../store/unlink-events.js'),
+    import('../../config/paths.js'),
+    import('node:fs'),
+  ]);
+  const directory = flags.dataDir ?? dataDir(cc.env, cc.homedir);
+  if (!existsSync(databasePath(directory))) {
+    cc.out.info(`no database at ${databasePath(directory)} yet: \`miniapp serve\` has recorded nothing with this data dir`);
+    cc.out.table([], []);
+    return;
+  }
+  const db = openDatabase({ dataDir: directory }, { readonly: true });
+  try {
+    const events = new UnlinkEventStore(db).list({ since, userKey });
+    cc.out.table(events, [
+      { header: 'received', value: (e) => e.receivedAt },
+      { header: 'userKey', value: (e) => e.userKey },
+      { header: 'referrer', value: (e) => e.referrer ?? '' },
+      { header: 'method', value: (e) => e.method },
+      { header: 'source', value: (e) => e.source ?? '' },
+    ]);
+  } finally {
+    db.close();
+  }
+}

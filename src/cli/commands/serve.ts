@@ -1,0 +1,154 @@
+import type { Command } from 'commander';
+import type { Bind } from '../main.js';
+import type { CommandContext } from '../context.js';
+import { MiniappError, UsageError } from '../../errors.js';
+import { timeoutMs } from '../profile.js';
+
+interface ServeFlags {
+  host: string;
+  port: string;
+  upstream?: string;
+  corsOrigin?: string;
+  dataDir?: string;
+  store: string;
+  callbackAuth?: string;
+  logLevel: string;
+  timeout: string;
+}
+
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
+
+export function registerServe(program: Command, bind: Bind): void {
+  program
+    .command('serve')
+    .description(
+      'Start the HTTP server: the relay (/api/auth/*, /health). The upstream partner API is --upstream, else the ' +
+        'profile\'s base-url, else a sandbox started in the same process. Data (unlink callbacks) lives in a SQLite ' +
+        'database in the data dir. Stops cleanly on Ctrl-C or SIGTERM, finishing the requests in flight.',
+    )
+    .option('--host <host>', 'address to bind', '127.0.0.1')
+    .option('--port <port>', 'HTTP port (0 picks a free one)', '3000')
+    .option('--upstream <url>', 'partner API base URL (default: the profile\'s base-url, else an embedded sandbox)')
+    .option('--cors-origin <origin>', 'the one browser origin allowed to call the relay, with credentials')
+    .option('--data-dir <dir>', 'where the database lives (default: MINIAPP_DATA_DIR, else ~/.local/share/miniapp)')
+    .option('--store <kind>', 'sqlite (in the data dir) or memory', 'sqlite')
+    .option('--callback-auth <id:password>', 'Basic-Auth credentials the unlink callback must carry')
+    .option('--log-level <level>', `log level: ${LOG_LEVELS.join(', ')}`, 'info')
+    .option('--timeout <duration>', 'time-out of each call to the partner API', '10s')
+    .addHelpText('after', '\nExamples:\n  miniapp serve\n  miniapp serve --port 8080 --cors-origin https://app.example.com --callback-auth partner:s3cret')
+    .action(bind(runServe));
+}
+
+function portOf(text: string): number {
+  const port = /^\d+$/.test(text) ? Number(text) : NaN;
+  if (!(port >= 0 && port <= 65535)) throw new UsageError(`--port must be a number from 0 to 65535; got "${text}"`);
+  return port;
+}
+
+async function runServe(cc: CommandContext, command: Command): Promise<void> {
+  const flags = command.opts<ServeFlags>();
+  const port = portOf(flags.port);
+  if (flags.store !== 'sqlite' && flags.store !== 'memory') throw new UsageError(`--store must be sqlite or memory; got "${flags.store}"`);
+  if (!LOG_LEVELS.includes(flags.logLevel)) throw new UsageError(`--log-level must be one of ${LOG_LEVELS.join(', ')}`);
+  if (flags.callbackAuth !== undefined && !/^[^:]+:.+$/.test(flags.callbackAuth)) throw new UsageError('--callback-auth must be id:password');
+  if (flags.corsOrigin !== undefined) {
+    let origin: URL | undefined;
+    try {
+      origin = new URL(flags.corsOrigin);
+    } catch {
+      origin = undefined;
+    }
+    if (!origin || origin.origin !== flags.corsOrigin.replace(/\/$/, '')) {
+      throw new UsageError(`--cors-origin must be an origin such as https://app.example.com; got "${flags.corsOrigin}"`);
+    }
+  }
+  const [{ startServe }, { dataDir }, { readPem }, { settingSpec }] = await Promise.all([
+    import('../../server/serve.js'),
+    import('../../config/paths.js'),
+    import('../../login/pem.js'),
+    import('../../config/keys.js'),
+  ]);
+
+  const baseUrl = flags.upstream !== undefined ? settingSpec('base-url').validate(flags.upstream) : (await cc.settings.get('base-url')).value;
+  let upstream;
+  if (baseUrl) {
+    const [prefix, cert, key, ca] = await Promise.all(['path-prefix', 'mtls-cert', 'mtls-key', 'mtls-ca'].map((name) => cc.settings.get(name)));
+    upstream = {
+      baseUrl,
+      pathPrefix: prefix!.value!,
+      tls: {
+        cert: cert!.value ? readPem(cert!.value, 'mtls-cert') : undefined,
+        key: key!.value ? readPem(key!.value, 'mtls-key') : undefined,
+        ca: ca!.value ? readPem(ca!.value, 'mtls-ca') : undefined,
+      },
+    };
+  }
+  const directory = flags.dataDir ?? dataDir(cc.env, cc.homedir);
+  let running;
+  try {
+    running = await startServe({
+      host: flags.host,
+      port,
+      store: flags.store === 'memory' ? { kind: 'memory' } : { kind: 'sqlite', dataDir: directory },
+      upstream,
+      timeoutMs: timeoutMs(flags.timeout),
+      decrypt: { key: (await cc.settings.get('decrypt-key')).value, aad: (await cc.settings.get('decrypt-aad')).value },
+      corsOrigin: flags.corsOrigin?.replace(/\/$/, ''),
+      callbackAuth: flags.callbackAuth,
+      logger: flags.logLevel === 'silent' ? false : { level: flags.logLevel, stream: cc.io.stderr },
+      version: cc.version,
+      now: cc.now,
+    });
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'EADDRINUSE') throw new MiniappError(`port ${port} on ${flags.host} is already in use`, { hint: 'pick another with --port (0 picks a free one)' });
+    if (code === 'EADDRNOTAVAIL') throw new UsageError(`cannot bind to --host ${flags.host}`);
+    throw error;
+  }
+
+  const info = {
+    url: running.url,
+    health: `${running.url}/health`,
+    relay: `${running.url}/api/auth`,
+    upstream: running.upstreamUrl,
+    database: running.databaseFile ?? null,
+    corsOrigin: flags.corsOrigin ?? null,
+    sandbox: running.sandbox ?? null,
+  };
+  if (cc.out.json) {
+    cc.io.stdout.write(`${JSON.stringify(info)}\n`);
+  } else {
+    const c = cc.out.color;
+    const relay = info.relay;
+    const lines = [
+      `miniapp serve listening on ${c.bold(running.url)}`,
+      `  relay     POST ${relay}/token   POST ${relay}/refresh   GET ${relay}/me`,
+      `            POST ${relay}/logout   POST ${relay}/logout-by-user-key`,
+      `            GET|POST ${relay}/unlink-callback${flags.callbackAuth ? ' (Basic auth required)' : ''}`,
+      `  health    GET ${info.health}`,
+      `  upstream  ${info.upstream}${running.sandbox ? ' (embedded sandbox)' : ''}`,
+      `  data      ${info.database ?? 'in memory (--store memory): nothing is kept after exit'}`,
+      `  CORS      ${flags.corsOrigin ?? 'no browser origin allowed (--cors-origin ORIGIN)'}`,
+    ];
+    if (running.sandbox) {
+      const sb = running.sandbox;
+      lines.push(
+        '',
+        c.yellow.bold('No upstream is configured: the relay talks to a sandbox started in this process.'),
+        `  sandbox     ${sb.url}`,
+        `  decrypt key ${sb.key}${sb.generated ? ' (generated for this run)' : ' (from the profile)'}`,
+        `  decrypt AAD ${sb.aad}`,
+        `  get a code  miniapp sandbox login --user-key 1001 --url ${sb.url}`,
+        `  then        curl -X POST ${relay}/token -H 'content-type: application/json' -d '{"authorizationCode":"CODE","referrer":"sandbox"}'`,
+        `  unlink      miniapp sandbox unlink --user-key 1001 --url ${sb.url}   (lands in \`miniapp callbacks list\`)`,
+        `  Point at the real partner API with --upstream URL or \`miniapp config set base-url URL\`.`,
+      );
+    }
+    lines.push('Stop with Ctrl-C.');
+    cc.out.line(lines.join('\n'));
+  }
+  const signal = await cc.waitForShutdown();
+  cc.out.info(`${signal}: finishing requests in flight, then stopping`);
+  await running.close();
+  cc.out.info('stopped');
+}

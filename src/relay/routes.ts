@@ -1,0 +1,143 @@
+/**
+ * The relay backend (spec 000, "Reference relay backend"): /api/auth/* in
+ * front of the partner API, through the one PartnerClient, and /health.
+ * Unlink callbacks are stored durably before they are acknowledged.
+ */
+import { createHash, timingSafeEqual } from 'node:crypto';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { UsageError } from '../errors.js';
+import type { PartnerClient } from '../login/partner-client.js';
+import { normalizeReferrer } from '../login/referrer.js';
+import { decryptUserInfo, decryptionError } from '../login/user-info.js';
+import type { KeyMaterial } from '../login/key-material.js';
+import type { UnlinkEventStore } from '../store/unlink-events.js';
+import { HttpError } from '../server/http-errors.js';
+
+export const KNOWN_UNLINK_REFERRERS = ['UNLINK', 'WITHDRAWAL_TERMS', 'WITHDRAWAL_PLATFORM'];
+
+export interface RelayOptions {
+  client: PartnerClient;
+  key: KeyMaterial;
+  aad: KeyMaterial;
+  aadText: string;
+  events: UnlinkEventStore;
+  /** `id:password` the unlink callback must carry as Basic auth. */
+  callbackAuth?: string | undefined;
+  version: string;
+  now: () => Date;
+}
+
+function jsonObject(request: FastifyRequest, expected: string): Record<string, unknown> {
+  const body = request.body;
+  if (body === undefined || body === null) throw new HttpError(400, 'MISSING_BODY', `the request needs a JSON body with ${expected}`);
+  if (typeof body !== 'object' || Array.isArray(body)) throw new HttpError(400, 'INVALID_BODY', `the body must be a JSON object with ${expected}`);
+  return body as Record<string, unknown>;
+}
+
+function requiredString(body: Record<string, unknown>, field: string): string {
+  const value = body[field];
+  if (value === undefined || value === null || value === '') throw new HttpError(400, 'MISSING_FIELD', `${field} is required`);
+  if (typeof value !== 'string') throw new HttpError(400, 'INVALID_FIELD', `${field} must be a string`);
+  return value;
+}
+
+/** The Bearer value, after the 7-character prefix `Bearer ` (spec rule 5). */
+function bearer(request: FastifyRequest): string {
+  const header = request.headers.authorization;
+  if (!header) throw new HttpError(401, 'MISSING_AUTHORIZATION', 'the Authorization header is missing', { 'www-authenticate': 'Bearer' });
+  if (!header.startsWith('Bearer ') || !header.slice(7).trim()) {
+    throw new HttpError(401, 'MALFORMED_AUTHORIZATION', 'the Authorization header must be "Bearer <access token>"', { 'www-authenticate': 'Bearer' });
+  }
+  return header.slice(7).trim();
+}
+
+function userKeyOf(value: unknown, where: string): number {
+  if (value === undefined || value === null || value === '') throw new HttpError(400, 'MISSING_FIELD', `userKey is required (${where})`);
+  const number = typeof value === 'string' && /^\d+$/.test(value.trim()) ? Number(value) : value;
+  if (typeof number !== 'number' || !Number.isSafeInteger(number) || number < 0) {
+    throw new HttpError(400, 'INVALID_FIELD', 'userKey must be a non-negative integer');
+  }
+  return number;
+}
+
+/** Compares in constant time; hashing first makes the lengths equal. */
+function sameSecret(given: string, expected: string): boolean {
+  const digest = (text: string) => createHash('sha256').update(text).digest();
+  return timingSafeEqual(digest(given), digest(expected));
+}
+
+export async function relayRoutes(app: FastifyInstance, options: RelayOptions): Promise<void> {
+  const { client } = options;
+
+  app.get('/health', async () => ({
+    status: 'ok',
+    timestamp: options.now().toISOString(),
+    service: 'miniapp-relay',
+    version: options.version,
+  }));
+
+  app.register(
+    async (auth) => {
+      auth.post('/token', async (request) => {
+        const body = jsonObject(request, 'authorizationCode and referrer');
+        const code = requiredString(body, 'authorizationCode');
+        let referrer: string;
+        try {
+          referrer = normalizeReferrer(requiredString(body, 'referrer'));
+        } catch (error) {
+          if (error instanceof UsageError) throw new HttpError(400, 'INVALID_FIELD', 'referrer must be DEFAULT or sandbox');
+          throw error;
+        }
+        return client.generateToken(code, referrer);
+      });
+
+      auth.post('/refresh', async (request) => {
+        const body = jsonObject(request, 'refreshToken');
+        return client.refreshToken(requiredString(body, 'refreshToken'));
+      });
+
+      auth.get('/me', async (request) => {
+        const token = bearer(request);
+        const info = await client.loginMe(token);
+        const outcome = decryptUserInfo(info, options.key.bytes, options.aad.bytes);
+        if (outcome.failed.length > 0) throw decryptionError(outcome, info, options);
+        return outcome.user;
+      });
+
+      auth.post('/logout', async (request) => {
+        await client.removeByAccessToken(bearer(request));
+        return { success: true };
+      });
+
+      auth.post('/logout-by-user-key', async (request) => {
+        const token = bearer(request);
+        const query = request.query as Record<string, unknown>;
+        const body = request.body && typeof request.body === 'object' ? (request.body as Record<string, unknown>) : {};
+        const userKey = userKeyOf(query.userKey ?? body.userKey, 'as a query parameter or in the JSON body');
+        await client.removeByUserKey(userKey, token);
+        return { success: true, userKey };
+      });
+
+      const receive = (method: 'GET' | 'POST') => async (request: FastifyRequest) => {
+        if (options.callbackAuth) {
+          const header = request.headers.authorization ?? '';
+          const expected = `Basic ${Buffer.from(options.callbackAuth).toString('base64')}`;
+          if (!sameSecret(header, expected)) {
+            throw new HttpError(401, 'CALLBACK_UNAUTHORIZED', 'the callback did not carry the configured Basic-Auth credentials', {
+              'www-authenticate': 'Basic realm="miniapp unlink callback"',
+            });
+          }
+        }
+        const input = method === 'GET' ? (request.query as Record<string, unknown>) : jsonObject(request, 'userKey and referrer');
+        const userKey = userKeyOf(input.userKey, method === 'GET' ? 'as a query parameter' : 'in the JSON body');
+        const referrer = input.referrer === undefined || input.referrer === null ? null : String(input.referrer);
+        const event = options.events.record({ receivedAt: options.now().toISOString(), userKey, referrer, method, source: request.ip });
+        request.log.info({ userKey, referrer, known: referrer !== null && KNOWN_UNLINK_REFERRERS.includes(referrer), id: event.id }, 'unlink callback recorded');
+        return { success: true };
+      };
+      auth.get('/unlink-callback', receive('GET'));
+      auth.post('/unlink-callback', receive('POST'));
+    },
+    { prefix: '/api/auth' },
+  );
+}

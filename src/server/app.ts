@@ -1,0 +1,61 @@
+/**
+ * The HTTP server of `miniapp serve`: one Fastify app with the logger (its
+ * redaction keeps credentials out of the log), one error body for every
+ * route, CORS for one origin, and the relay. Later parts (metrics, the
+ * blog API) register here too.
+ */
+import Fastify, { type FastifyInstance } from 'fastify';
+import cors from '@fastify/cors';
+import { installErrorHandling } from './http-errors.js';
+import { relayRoutes, type RelayOptions } from '../relay/routes.js';
+
+export const DEFAULT_BODY_LIMIT = 64 * 1024;
+
+export interface LogSink {
+  write(line: string): unknown;
+}
+
+export interface ServerOptions {
+  logger?: { level: string; stream: LogSink } | false;
+  /** The one browser origin allowed, with credentials; none allows no cross-origin call. */
+  corsOrigin?: string | undefined;
+  bodyLimit?: number;
+  relay: RelayOptions;
+}
+
+/** Paths in log records that could carry a secret; Fastify's request serializer does not log headers, this makes sure. */
+export const REDACTED_LOG_PATHS = [
+  'req.headers.authorization',
+  'req.headers.cookie',
+  'req.body',
+  'res.headers["set-cookie"]',
+  'accessToken',
+  'refreshToken',
+  'authorizationCode',
+];
+
+export async function buildServer(options: ServerOptions): Promise<FastifyInstance> {
+  const app = Fastify({
+    logger: options.logger
+      ? { level: options.logger.level, stream: options.logger.stream, redact: { paths: REDACTED_LOG_PATHS, censor: '[redacted]' } }
+      : false,
+    bodyLimit: options.bodyLimit ?? DEFAULT_BODY_LIMIT,
+    // Behind a proxy, the client's address comes from X-Forwarded-For only when the operator says so.
+    trustProxy: false,
+    // Idle keep-alive sockets close on shutdown; requests in flight finish first.
+    forceCloseConnections: 'idle',
+  }) as unknown as FastifyInstance;
+  installErrorHandling(app);
+  if (options.corsOrigin) {
+    const allowed = options.corsOrigin;
+    await app.register(cors, {
+      origin: (origin, callback) => callback(null, origin === allowed),
+      credentials: true,
+      methods: ['GET', 'POST', 'OPTIONS'],
+      allowedHeaders: ['Authorization', 'Content-Type'],
+      maxAge: 600,
+    });
+  }
+  await app.register(relayRoutes, options.relay);
+  return app;
+}

@@ -1,0 +1,118 @@
+/**
+ * `miniapp serve` put together: the data dir's database, the upstream (a
+ * real partner API, or a sandbox started in the same process when none is
+ * configured), the partner client, and the HTTP server. Returns the running
+ * parts and one `close` that drains requests, then closes the rest.
+ */
+import type { FastifyInstance } from 'fastify';
+import { randomBytes } from 'node:crypto';
+import { ConfigError } from '../errors.js';
+import { parseAad, parseKey } from '../login/key-material.js';
+import { PartnerClient, type ClientTls } from '../login/partner-client.js';
+import { databasePath, openDatabase } from '../store/database.js';
+import { UnlinkEventStore } from '../store/unlink-events.js';
+import { buildSandbox, DEFAULT_PARTNER_PREFIX, type Sandbox } from '../sandbox/server.js';
+import { buildServer, type LogSink } from './app.js';
+
+export interface ServeOptions {
+  host: string;
+  port: number;
+  store: { kind: 'sqlite'; dataDir: string } | { kind: 'memory' };
+  /** The partner API; undefined starts an embedded sandbox. */
+  upstream?: { baseUrl: string; pathPrefix: string; tls: ClientTls } | undefined;
+  timeoutMs?: number;
+  decrypt: { key?: string | undefined; aad?: string | undefined };
+  corsOrigin?: string | undefined;
+  callbackAuth?: string | undefined;
+  logger: { level: string; stream: LogSink } | false;
+  version: string;
+  now: () => Date;
+}
+
+export interface EmbeddedSandbox {
+  url: string;
+  partnerUrl: string;
+  key: string;
+  aad: string;
+  generated: boolean;
+}
+
+export interface RunningServe {
+  app: FastifyInstance;
+  url: string;
+  upstreamUrl: string;
+  databaseFile: string | undefined;
+  sandbox: EmbeddedSandbox | undefined;
+  close(): Promise<void>;
+}
+
+function urlOf(app: FastifyInstance, host: string, scheme = 'http'): string {
+  const address = app.server.address();
+  const port = typeof address === 'object' && address ? address.port : 0;
+  // A wildcard bind is reached through loopback from this machine.
+  const shown = host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host.includes(':') ? `[${host}]` : host;
+  return `${scheme}://${shown}:${port}`;
+}
+
+export async function startServe(options: ServeOptions): Promise<RunningServe> {
+  const cleanups: (() => Promise<void> | void)[] = [];
+  const closeAll = async () => {
+    for (const cleanup of cleanups.reverse()) await cleanup();
+  };
+  try {
+    const db = openDatabase(options.store.kind === 'memory' ? 'memory' : { dataDir: options.store.dataDir });
+    cleanups.push(() => void db.close());
+    const events = new UnlinkEventStore(db);
+
+    let sandbox: Sandbox | undefined;
+    let embedded: EmbeddedSandbox | undefined;
+    let upstream = options.upstream;
+    let keyText = options.decrypt.key;
+    let aadText = options.decrypt.aad;
+    if (!upstream) {
+      const generated = !keyText || !aadText;
+      const key = keyText ? parseKey(keyText).bytes : randomBytes(32);
+      const aad = aadText ? parseAad(aadText).bytes : randomBytes(16);
+      keyText = key.toString('hex');
+      aadText = aad.toString('hex');
+      sandbox = await buildSandbox({ key, aad });
+      cleanups.push(() => sandbox!.app.close());
+      await sandbox.app.listen({ host: '127.0.0.1', port: 0 });
+      const url = urlOf(sandbox.app, '127.0.0.1');
+      embedded = { url, partnerUrl: `${url}${DEFAULT_PARTNER_PREFIX}`, key: keyText, aad: aadText, generated };
+      upstream = { baseUrl: url, pathPrefix: DEFAULT_PARTNER_PREFIX, tls: {} };
+    }
+    if (!keyText || !aadText) {
+      throw new ConfigError(`${keyText ? 'decrypt-aad' : 'decrypt-key'} is not set: /api/auth/me could not decrypt the personal fields`, {
+        hint: 'set decrypt-key and decrypt-aad (`miniapp config set ...` or MINIAPP_DECRYPT_KEY / MINIAPP_DECRYPT_AAD)',
+      });
+    }
+    const key = parseKey(keyText);
+    const aad = parseAad(aadText);
+
+    const client = new PartnerClient({ ...upstream, timeoutMs: options.timeoutMs });
+    cleanups.push(() => client.close());
+
+    const app = await buildServer({
+      logger: options.logger,
+      corsOrigin: options.corsOrigin,
+      relay: { client, key, aad, aadText, events, callbackAuth: options.callbackAuth, version: options.version, now: options.now },
+    });
+    cleanups.push(() => app.close());
+    await app.listen({ host: options.host, port: options.port });
+    const url = urlOf(app, options.host);
+    sandbox?.setCallback({ url: `${url}/api/auth/unlink-callback`, method: 'POST', basicAuth: options.callbackAuth });
+
+    return {
+      app,
+      url,
+      upstreamUrl: `${upstream.baseUrl}${upstream.pathPrefix}`,
+      databaseFile: options.store.kind === 'sqlite' ? databasePath(options.store.dataDir) : undefined,
+      sandbox: embedded,
+      close: closeAll,
+    };
+  } catch (error) {
+    await closeAll();
+    throw error;
+  }
+}

@@ -1,0 +1,93 @@
+/**
+ * The SQLite database of `miniapp serve` (better-sqlite3): one file in the
+ * data dir, WAL for concurrent readers, and schema migrations versioned in
+ * code through `PRAGMA user_version`. Each migration runs in a
+ * transaction, so a crash never leaves half a schema.
+ */
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import { ConfigError } from '../errors.js';
+
+export type Db = Database.Database;
+
+export interface Migration {
+  version: number;
+  description: string;
+  sql: string;
+}
+
+/** Every schema change, in order. Never edit a released entry; add the next. */
+export const MIGRATIONS: readonly Migration[] = [
+  {
+    version: 1,
+    description: 'unlink callback receipts',
+    sql: `
+      CREATE TABLE unlink_events (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        received_at TEXT NOT NULL,
+        user_key INTEGER NOT NULL,
+        referrer TEXT,
+        method TEXT NOT NULL,
+        source TEXT
+      );
+      CREATE INDEX unlink_events_user_key ON unlink_events (user_key);
+      CREATE INDEX unlink_events_received_at ON unlink_events (received_at);
+    `,
+  },
+];
+
+export const DATABASE_FILE = 'miniapp.db';
+
+export function databasePath(dataDir: string): string {
+  return join(dataDir, DATABASE_FILE);
+}
+
+/** Opens (creating it if needed) and migrates the database; `memory` keeps it in memory. */
+export function openDatabase(location: { dataDir: string } | 'memory', options: { readonly?: boolean } = {}): Db {
+  let db: Db;
+  if (location === 'memory') {
+    db = new Database(':memory:');
+  } else {
+    if (!options.readonly) mkdirSync(location.dataDir, { recursive: true, mode: 0o700 });
+    const file = databasePath(location.dataDir);
+    try {
+      db = new Database(file, { readonly: Boolean(options.readonly), fileMustExist: Boolean(options.readonly) });
+    } catch (error) {
+      throw new ConfigError(`cannot open the database ${file}: ${(error as Error).message}`, {
+        hint: options.readonly ? 'has `miniapp serve` run with this data dir yet? (--data-dir or MINIAPP_DATA_DIR)' : 'check the permissions of the data dir',
+        cause: error,
+      });
+    }
+    if (!options.readonly) db.pragma('journal_mode = WAL');
+  }
+  db.pragma('foreign_keys = ON');
+  db.pragma('busy_timeout = 5000');
+  if (!options.readonly) migrate(db);
+  else if (schemaVersion(db) > latestVersion()) {
+    throw new ConfigError(`the database was written by a newer miniapp (schema ${schemaVersion(db)}); upgrade miniapp`);
+  }
+  return db;
+}
+
+export function schemaVersion(db: Db): number {
+  return db.pragma('user_version', { simple: true }) as number;
+}
+
+function latestVersion(): number {
+  return MIGRATIONS.at(-1)?.version ?? 0;
+}
+
+export function migrate(db: Db): void {
+  const current = schemaVersion(db);
+  if (current > latestVersion()) {
+    throw new ConfigError(`the database was written by a newer miniapp (schema ${current}, this one knows ${latestVersion()}); upgrade miniapp`);
+  }
+  for (const migration of MIGRATIONS) {
+    if (migration.version <= current) continue;
+    db.transaction(() => {
+      db.exec(migration.sql);
+      db.pragma(`user_version = ${migration.version}`);
+    })();
+  }
+}
