@@ -8,6 +8,7 @@ import Fastify, { type FastifyInstance } from 'fastify';
 import cors from '@fastify/cors';
 import { installErrorHandling } from './http-errors.js';
 import { relayRoutes, type RelayOptions } from '../relay/routes.js';
+import type { Registry } from 'prom-client';
 
 export const DEFAULT_BODY_LIMIT = 64 * 1024;
 
@@ -21,6 +22,8 @@ export interface ServerOptions {
   corsOrigin?: string | undefined;
   bodyLimit?: number;
   relay: RelayOptions;
+  /** Served at GET /metrics in the Prometheus text format. */
+  metrics?: Registry | undefined;
 }
 
 /** Paths in log records that could carry a secret; Fastify's request serializer does not log headers, this makes sure. */
@@ -57,5 +60,12 @@ export async function buildServer(options: ServerOptions): Promise<FastifyInstan
     });
   }
   await app.register(relayRoutes, options.relay);
+  const registry = options.metrics;
+  if (registry) {
+    app.get('/metrics', async (_request, reply) => {
+      void reply.type(registry.contentType);
+      return registry.metrics();
+    });
+  }
   return app;
 }

@@ -13,6 +13,12 @@ import { databasePath, openDatabase } from '../store/database.js';
 import { UnlinkEventStore } from '../store/unlink-events.js';
 import { buildSandbox, DEFAULT_PARTNER_PREFIX, type Sandbox } from '../sandbox/server.js';
 import { buildServer, type LogSink } from './app.js';
+import { createMetrics } from './metrics.js';
+import { UserStore } from '../users/user-store.js';
+import { TokenService } from '../auth/tokens.js';
+import { UserServiceImpl } from '../users/service.js';
+import { startGrpcServer, type RunningGrpcServer } from '../users/grpc-server.js';
+import { DEFAULT_HASH_COST } from '../auth/passwords.js';
 
 export interface ServeOptions {
   host: string;
@@ -27,6 +33,12 @@ export interface ServeOptions {
   logger: { level: string; stream: LogSink } | false;
   version: string;
   now: () => Date;
+  /** The gRPC user service; false leaves it out. */
+  grpc: { host: string; port: number; tls?: { cert: string; key: string } | undefined } | false;
+  /** log2 of scrypt's N for password hashes (default 14). */
+  hashCost?: number;
+  /** How long a graceful shutdown waits for running calls. */
+  shutdownDeadlineMs?: number;
 }
 
 export interface EmbeddedSandbox {
@@ -43,6 +55,10 @@ export interface RunningServe {
   upstreamUrl: string;
   databaseFile: string | undefined;
   sandbox: EmbeddedSandbox | undefined;
+  grpc: { address: string; port: number; tls: boolean } | undefined;
+  /** The admin token of the user service, kept in the data dir. */
+  adminToken: string | undefined;
+  users: UserServiceImpl | undefined;
   close(): Promise<void>;
 }
 
@@ -93,10 +109,24 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
     const client = new PartnerClient({ ...upstream, timeoutMs: options.timeoutMs });
     cleanups.push(() => client.close());
 
+    const metrics = createMetrics();
+    let grpcServer: RunningGrpcServer | undefined;
+    let users: UserServiceImpl | undefined;
+    let adminToken: string | undefined;
+    if (options.grpc) {
+      const userStore = new UserStore(db, options.now);
+      const tokens = new TokenService(db, userStore, options.now);
+      adminToken = tokens.ensureAdminToken(options.store.kind === 'sqlite' ? options.store.dataDir : undefined);
+      users = new UserServiceImpl({ users: userStore, tokens, hashCost: options.hashCost ?? DEFAULT_HASH_COST, now: options.now });
+      grpcServer = await startGrpcServer({ ...options.grpc, service: users, metrics });
+      cleanups.push(() => grpcServer!.shutdown(options.shutdownDeadlineMs));
+    }
+
     const app = await buildServer({
       logger: options.logger,
       corsOrigin: options.corsOrigin,
       relay: { client, key, aad, aadText, events, callbackAuth: options.callbackAuth, version: options.version, now: options.now },
+      metrics: metrics.registry,
     });
     cleanups.push(() => app.close());
     await app.listen({ host: options.host, port: options.port });
@@ -109,6 +139,9 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
       upstreamUrl: `${upstream.baseUrl}${upstream.pathPrefix}`,
       databaseFile: options.store.kind === 'sqlite' ? databasePath(options.store.dataDir) : undefined,
       sandbox: embedded,
+      grpc: grpcServer && options.grpc ? { address: grpcServer.address, port: grpcServer.port, tls: Boolean(options.grpc.tls) } : undefined,
+      adminToken,
+      users,
       close: closeAll,
     };
   } catch (error) {

@@ -35,6 +35,32 @@ export const MIGRATIONS: readonly Migration[] = [
       CREATE INDEX unlink_events_received_at ON unlink_events (received_at);
     `,
   },
+  {
+    version: 2,
+    description: 'users and API tokens',
+    sql: `
+      CREATE TABLE users (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        username TEXT NOT NULL,
+        email TEXT NOT NULL,
+        full_name TEXT NOT NULL DEFAULT '',
+        is_active INTEGER NOT NULL DEFAULT 1,
+        roles TEXT NOT NULL DEFAULT '[]',
+        password_hash TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL
+      );
+      CREATE UNIQUE INDEX users_username ON users (username COLLATE NOCASE);
+      CREATE UNIQUE INDEX users_email ON users (email COLLATE NOCASE);
+      CREATE TABLE api_tokens (
+        token_hash TEXT PRIMARY KEY,
+        kind TEXT NOT NULL CHECK (kind IN ('admin', 'user')),
+        user_id INTEGER REFERENCES users (id) ON DELETE CASCADE,
+        created_at TEXT NOT NULL,
+        expires_at TEXT
+      );
+    `,
+  },
 ];
 
 export const DATABASE_FILE = 'miniapp.db';

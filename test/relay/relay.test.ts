@@ -30,6 +30,7 @@ async function serve(overrides: Partial<ServeOptions> = {}): Promise<RunningServ
     logger: { level: 'info', stream: logs },
     version: '1.2.3',
     now: () => new Date(),
+    grpc: false,
     ...overrides,
   });
 }

@@ -28,7 +28,7 @@ interface ServeInfo {
 }
 
 function serve(args: string[] = []): Promise<ServeInfo> {
-  child = spawn(process.execPath, [bin, 'serve', '--port', '0', '--json', '--log-level', 'warn', ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  child = spawn(process.execPath, [bin, 'serve', '--port', '0', '--grpc-port', '0', '--json', '--log-level', 'warn', ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   let err = '';
   child.stderr!.on('data', (chunk) => (err += chunk));

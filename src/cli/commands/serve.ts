@@ -1,4 +1,4 @@
-import type { Command } from 'commander';
+import { Option, type Command } from 'commander';
 import type { Bind } from '../main.js';
 import type { CommandContext } from '../context.js';
 import { MiniappError, UsageError } from '../../errors.js';
@@ -14,6 +14,12 @@ interface ServeFlags {
   callbackAuth?: string;
   logLevel: string;
   timeout: string;
+  grpc: boolean;
+  grpcHost: string;
+  grpcPort: string;
+  grpcTlsCert?: string;
+  grpcTlsKey?: string;
+  passwordHashCost: string;
 }
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
@@ -35,13 +41,21 @@ export function registerServe(program: Command, bind: Bind): void {
     .option('--callback-auth <id:password>', 'Basic-Auth credentials the unlink callback must carry')
     .option('--log-level <level>', `log level: ${LOG_LEVELS.join(', ')}`, 'info')
     .option('--timeout <duration>', 'time-out of each call to the partner API', '10s')
+    .option('--grpc-host <host>', 'address of the gRPC user service', '127.0.0.1')
+    .option('--grpc-port <port>', 'port of the gRPC user service (0 picks a free one)', '50051')
+    .option('--grpc-tls-cert <file>', 'serve gRPC over TLS with this certificate (PEM file or text)')
+    .option('--grpc-tls-key <file>', 'and this private key')
+    .option('--no-grpc', 'do not start the gRPC user service')
+    .addOption(
+      new Option('--password-hash-cost <log2N>', 'scrypt cost of new password hashes, as log2 of N (10 to 20)').default('14'),
+    )
     .addHelpText('after', '\nExamples:\n  miniapp serve\n  miniapp serve --port 8080 --cors-origin https://app.example.com --callback-auth partner:s3cret')
     .action(bind(runServe));
 }
 
-function portOf(text: string): number {
+function portOf(text: string, flag = '--port'): number {
   const port = /^\d+$/.test(text) ? Number(text) : NaN;
-  if (!(port >= 0 && port <= 65535)) throw new UsageError(`--port must be a number from 0 to 65535; got "${text}"`);
+  if (!(port >= 0 && port <= 65535)) throw new UsageError(`${flag} must be a number from 0 to 65535; got "${text}"`);
   return port;
 }
 
@@ -84,6 +98,11 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
     };
   }
   const directory = flags.dataDir ?? dataDir(cc.env, cc.homedir);
+  const grpcPort = portOf(flags.grpcPort, '--grpc-port');
+  const hashCost = /^\d+$/.test(flags.passwordHashCost) ? Number(flags.passwordHashCost) : NaN;
+  if (!(hashCost >= 10 && hashCost <= 20)) throw new UsageError(`--password-hash-cost must be a whole number from 10 to 20; got "${flags.passwordHashCost}"`);
+  if (Boolean(flags.grpcTlsCert) !== Boolean(flags.grpcTlsKey)) throw new UsageError('--grpc-tls-cert and --grpc-tls-key go together');
+  const grpcTls = flags.grpcTlsCert && flags.grpcTlsKey ? { cert: readPem(flags.grpcTlsCert, '--grpc-tls-cert'), key: readPem(flags.grpcTlsKey, '--grpc-tls-key') } : undefined;
   let running;
   try {
     running = await startServe({
@@ -98,16 +117,33 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
       logger: flags.logLevel === 'silent' ? false : { level: flags.logLevel, stream: cc.io.stderr },
       version: cc.version,
       now: cc.now,
+      grpc: flags.grpc ? { host: flags.grpcHost, port: grpcPort, tls: grpcTls } : false,
+      hashCost,
     });
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
+    const message = (error as Error).message ?? '';
+    if (/No address added out of total|EADDRINUSE.*50051|bind/i.test(message) && flags.grpc) {
+      throw new MiniappError(`cannot listen for gRPC on ${flags.grpcHost}:${grpcPort}: ${message}`, { hint: 'pick another with --grpc-port (0 picks a free one), or --no-grpc' });
+    }
     if (code === 'EADDRINUSE') throw new MiniappError(`port ${port} on ${flags.host} is already in use`, { hint: 'pick another with --port (0 picks a free one)' });
     if (code === 'EADDRNOTAVAIL') throw new UsageError(`cannot bind to --host ${flags.host}`);
     throw error;
   }
 
+  // Local `miniapp users` calls just work: the profile learns the admin token and the address.
+  if (running.adminToken && running.grpc) {
+    const store = await cc.settings.store();
+    store.setSetting(cc.profile, 'grpc-token', running.adminToken);
+    const configured = (await cc.settings.get('grpc-addr')).value;
+    if (configured !== running.grpc.address) store.setSetting(cc.profile, 'grpc-addr', running.grpc.address);
+  }
+
   const info = {
     url: running.url,
+    metrics: `${running.url}/metrics`,
+    grpc: running.grpc ? { address: running.grpc.address, tls: running.grpc.tls } : null,
+    adminToken: running.adminToken ?? null,
     health: `${running.url}/health`,
     relay: `${running.url}/api/auth`,
     upstream: running.upstreamUrl,
@@ -126,6 +162,13 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
       `            POST ${relay}/logout   POST ${relay}/logout-by-user-key`,
       `            GET|POST ${relay}/unlink-callback${flags.callbackAuth ? ' (Basic auth required)' : ''}`,
       `  health    GET ${info.health}`,
+      `  metrics   GET ${info.metrics}`,
+      ...(running.grpc
+        ? [
+            `  gRPC      ${running.grpc.address}${running.grpc.tls ? ' (TLS)' : ''}: user.v1.UserService, MonitoringService, grpc.health.v1, reflection`,
+            `  admin     token ${running.adminToken} (stored as grpc-token in profile "${cc.profile}")`,
+          ]
+        : []),
       `  upstream  ${info.upstream}${running.sandbox ? ' (embedded sandbox)' : ''}`,
       `  data      ${info.database ?? 'in memory (--store memory): nothing is kept after exit'}`,
       `  CORS      ${flags.corsOrigin ?? 'no browser origin allowed (--cors-origin ORIGIN)'}`,

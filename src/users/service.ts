@@ -1,0 +1,511 @@
+/**
+ * UserService (user.v1) on grpc-js: the spec's behaviour rules with the
+ * issue's improvements (validation naming fields, uniqueness by the
+ * database, AIP-134 update masks, AIP-158 paging, scrypt hashes), watch,
+ * chat and sync streams that let go of everything when a call ends.
+ */
+import { EventEmitter } from 'node:events';
+import * as grpc from '@grpc/grpc-js';
+import { hashPassword } from '../auth/passwords.js';
+import type { Principal, TokenService } from '../auth/tokens.js';
+import { toTimestamp, type EventTypeName, type UserMessage } from './proto.js';
+import {
+  checkEmail,
+  checkPassword,
+  checkRoles,
+  checkUsername,
+  DuplicateUserError,
+  UserValidationError,
+  type NewUser,
+  type UserChanges,
+  type UserRecord,
+  type UserStore,
+} from './user-store.js';
+
+const { status: Status } = grpc;
+
+export const MAX_PAGE_SIZE = 100;
+const BULK_CHUNK = 256;
+const UPDATABLE_PATHS = ['username', 'email', 'full_name', 'is_active', 'roles'] as const;
+
+/** A failure with its gRPC status. */
+export class RpcError extends Error {
+  constructor(
+    readonly code: grpc.status,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+export function statusName(code: grpc.status): string {
+  return Status[code] ?? String(code);
+}
+
+/** Any error as a gRPC status; unknown errors become INTERNAL without their details. */
+function toStatus(error: unknown): { code: grpc.status; details: string } {
+  if (error instanceof RpcError) return { code: error.code, details: error.message };
+  if (error instanceof UserValidationError) return { code: Status.INVALID_ARGUMENT, details: error.message };
+  if (error instanceof DuplicateUserError) return { code: Status.ALREADY_EXISTS, details: error.message };
+  return { code: Status.INTERNAL, details: 'internal error' };
+}
+
+export function userMessage(user: UserRecord): UserMessage {
+  return {
+    id: String(user.id),
+    username: user.username,
+    email: user.email,
+    full_name: user.fullName,
+    is_active: user.isActive,
+    roles: user.roles,
+    created_at: toTimestamp(new Date(user.createdAt)),
+  };
+}
+
+interface UserEventMessage {
+  type: EventTypeName;
+  user: UserMessage;
+  timestamp: ReturnType<typeof toTimestamp>;
+}
+
+interface CreateRequest {
+  username: string;
+  email: string;
+  password: string;
+  full_name: string;
+}
+
+interface ChatMessage {
+  room: string;
+  sender: string;
+  text: string;
+  sent_at: ReturnType<typeof toTimestamp> | null;
+}
+
+interface SyncRequest {
+  client_ref: string;
+  operation?: 'upsert' | 'delete_user_id';
+  upsert?: { user: UserMessage | null; password: string } | null;
+  delete_user_id?: string;
+}
+
+export interface UserServiceOptions {
+  users: UserStore;
+  tokens: TokenService;
+  /** log2 of scrypt's N for new password hashes. */
+  hashCost: number;
+  now: () => Date;
+  log?: (message: string, fields?: Record<string, unknown>) => void;
+}
+
+/** Checks fields of a new user, naming every field that is wrong. */
+function checkNewUser(request: CreateRequest): void {
+  const problems: UserValidationError[] = [];
+  for (const check of [() => checkUsername(request.username), () => checkEmail(request.email), () => checkPassword(request.password)]) {
+    try {
+      check();
+    } catch (error) {
+      if (error instanceof UserValidationError) problems.push(error);
+      else throw error;
+    }
+  }
+  if (problems.length > 0) {
+    throw new UserValidationError(problems.map((p) => p.field).join(','), problems.map((p) => p.message).join('; '));
+  }
+}
+
+function userIdOf(value: string | number | undefined, field = 'user_id'): number {
+  const id = Number(value ?? 0);
+  if (!Number.isSafeInteger(id) || id <= 0) throw new RpcError(Status.INVALID_ARGUMENT, `${field} must be a positive integer`);
+  return id;
+}
+
+export class UserServiceImpl {
+  readonly events = new EventEmitter();
+  readonly #rooms = new Map<string, Set<grpc.ServerDuplexStream<ChatMessage, ChatMessage>>>();
+  /** Streams that never end by themselves; ended by `endStreams` at shutdown. */
+  readonly #open = new Set<{ end(): void }>();
+
+  constructor(private readonly options: UserServiceOptions) {
+    // Every watcher is one listener; the default limit of 10 would warn on normal use.
+    this.events.setMaxListeners(0);
+  }
+
+  /** Open watch streams, for tests and metrics: each holds exactly one listener. */
+  watcherCount(): number {
+    return this.events.listenerCount('event');
+  }
+
+  /** Ends the open watch and chat streams, so that a graceful shutdown can finish. */
+  endStreams(): void {
+    for (const call of this.#open) call.end();
+    this.#open.clear();
+  }
+
+  chatParticipantCount(): number {
+    let count = 0;
+    for (const members of this.#rooms.values()) count += members.size;
+    return count;
+  }
+
+  handlers(): grpc.UntypedServiceImplementation {
+    return {
+      CreateUser: this.#unary((request: CreateRequest) => this.#createUser(request), { public: true }),
+      GetUser: this.#unary((request: { user_id: string }) => {
+        const user = this.options.users.get(userIdOf(request.user_id));
+        if (!user) throw new RpcError(Status.NOT_FOUND, `no user with id ${request.user_id}`);
+        return userMessage(user);
+      }),
+      UpdateUser: this.#unary((request, principal) => this.#updateUser(request, principal)),
+      DeleteUser: this.#unary((request: { user_id: string }, principal) => {
+        const id = userIdOf(request.user_id);
+        this.#mayChange(principal, id, 'delete');
+        const user = this.options.users.delete(id);
+        if (!user) throw new RpcError(Status.NOT_FOUND, `no user with id ${request.user_id}`);
+        this.#emit('DELETED', user);
+        return {};
+      }),
+      ListUsers: (call: grpc.ServerWritableStream<{ page: number; page_size: number; filter: string }, UserMessage>) => this.#listUsers(call),
+      WatchUserChanges: (call: grpc.ServerWritableStream<{ user_id: string; types: EventTypeName[] }, UserEventMessage>) => this.#watch(call),
+      BulkCreateUsers: (call: grpc.ServerReadableStream<CreateRequest, unknown>, callback: grpc.sendUnaryData<unknown>) =>
+        this.#bulkCreate(call, callback),
+      UserChat: (call: grpc.ServerDuplexStream<ChatMessage, ChatMessage>) => this.#chat(call),
+      SyncUsers: (call: grpc.ServerDuplexStream<SyncRequest, unknown>) => this.#sync(call),
+    };
+  }
+
+  /** The principal behind the call's `authorization` metadata, or UNAUTHENTICATED. */
+  authenticate(metadata: grpc.Metadata): Principal {
+    const values = metadata.get('authorization');
+    if (values.length === 0) {
+      throw new RpcError(Status.UNAUTHENTICATED, 'missing authorization metadata: send "authorization: Bearer <token>"');
+    }
+    const header = String(values[0]);
+    const token = /^Bearer\s+(\S+)\s*$/i.exec(header)?.[1];
+    if (!token) throw new RpcError(Status.UNAUTHENTICATED, 'the authorization metadata must be "Bearer <token>"');
+    const principal = this.options.tokens.authenticate(token);
+    if (!principal) throw new RpcError(Status.UNAUTHENTICATED, 'invalid or expired token');
+    return principal;
+  }
+
+  /** Wraps a unary handler: authentication, one callback exactly once, statuses from errors. */
+  #unary<Req, Res>(run: (request: Req, principal: Principal) => Res | Promise<Res>, options: { public?: boolean } = {}) {
+    return (call: grpc.ServerUnaryCall<Req, Res>, callback: grpc.sendUnaryData<Res>) => {
+      Promise.resolve()
+        .then(() => {
+          const principal = options.public ? ANONYMOUS : this.authenticate(call.metadata);
+          return run(call.request, principal);
+        })
+        .then(
+          (response) => callback(null, response),
+          (error: unknown) => {
+            const status = toStatus(error);
+            if (status.code === Status.INTERNAL) this.options.log?.('user service internal error', { error: String(error) });
+            callback(status);
+          },
+        );
+    };
+  }
+
+  #emit(type: EventTypeName, user: UserRecord): void {
+    const event: UserEventMessage = { type, user: userMessage(user), timestamp: toTimestamp(this.options.now()) };
+    this.events.emit('event', event);
+  }
+
+  /** Changing or deleting another user, or anyone's roles or activity, needs the admin role. */
+  #mayChange(principal: Principal, targetId: number, action: string, privileged = false): void {
+    if (principal.isAdmin) return;
+    if (principal.userId !== targetId) throw new RpcError(Status.PERMISSION_DENIED, `to ${action} another user you need the admin role`);
+    if (privileged) throw new RpcError(Status.PERMISSION_DENIED, 'changing is_active or roles needs the admin role');
+  }
+
+  async #newUser(request: CreateRequest): Promise<NewUser> {
+    checkNewUser(request);
+    return {
+      username: request.username,
+      email: request.email,
+      fullName: request.full_name ?? '',
+      passwordHash: await hashPassword(request.password, this.options.hashCost),
+    };
+  }
+
+  async #createUser(request: CreateRequest) {
+    const user = this.options.users.create(await this.#newUser(request));
+    this.#emit('CREATED', user);
+    return { user: userMessage(user), message: `user ${user.username} created with id ${user.id}` };
+  }
+
+  #updateUser(request: { user_id: string; user: UserMessage | null; update_mask: { paths: string[] } | null }, principal: Principal) {
+    const id = userIdOf(request.user_id);
+    const given = request.user ?? ({} as Partial<UserMessage>);
+    const paths = request.update_mask?.paths ?? [];
+    let changes: UserChanges;
+    if (paths.length === 0) {
+      // No mask: the non-empty fields replace the stored ones, as the reference does.
+      changes = {};
+      if (given.username) changes.username = given.username;
+      if (given.email) changes.email = given.email;
+      if (given.full_name) changes.fullName = given.full_name;
+    } else {
+      const all = paths.includes('*');
+      if (all && paths.length > 1) throw new RpcError(Status.INVALID_ARGUMENT, 'update_mask "*" must stand alone');
+      const unknown = paths.filter((path) => path !== '*' && !(UPDATABLE_PATHS as readonly string[]).includes(path));
+      if (unknown.length > 0) {
+        throw new RpcError(Status.INVALID_ARGUMENT, `unknown update_mask path ${unknown.map((p) => `"${p}"`).join(', ')}; valid: ${UPDATABLE_PATHS.join(', ')}, *`);
+      }
+      const wants = (path: (typeof UPDATABLE_PATHS)[number]) => all || paths.includes(path);
+      changes = {};
+      if (wants('username')) changes.username = given.username ?? '';
+      if (wants('email')) changes.email = given.email ?? '';
+      if (wants('full_name')) changes.fullName = given.full_name ?? '';
+      if (wants('is_active')) changes.isActive = Boolean(given.is_active);
+      if (wants('roles')) changes.roles = [...(given.roles ?? [])];
+    }
+    this.#mayChange(principal, id, 'change', changes.isActive !== undefined || changes.roles !== undefined);
+    if (changes.username !== undefined) checkUsername(changes.username);
+    if (changes.email !== undefined) checkEmail(changes.email);
+    if (changes.roles !== undefined) checkRoles(changes.roles);
+    const user = this.options.users.update(id, changes);
+    if (!user) throw new RpcError(Status.NOT_FOUND, `no user with id ${request.user_id}`);
+    this.#emit('UPDATED', user);
+    return userMessage(user);
+  }
+
+  #listUsers(call: grpc.ServerWritableStream<{ page: number; page_size: number; filter: string }, UserMessage>): void {
+    try {
+      this.authenticate(call.metadata);
+      const { page, page_size: pageSize, filter } = call.request;
+      if (page < 0) throw new RpcError(Status.INVALID_ARGUMENT, 'page must not be negative');
+      if (pageSize < 0) throw new RpcError(Status.INVALID_ARGUMENT, 'page_size must not be negative');
+      const size = pageSize === 0 ? undefined : Math.min(pageSize, MAX_PAGE_SIZE);
+      const { users } = this.options.users.list({ filter, limit: size, offset: size === undefined ? 0 : (Math.max(page, 1) - 1) * size });
+      for (const user of users) call.write(userMessage(user));
+      call.end();
+    } catch (error) {
+      failStream(call, error);
+    }
+  }
+
+  #watch(call: grpc.ServerWritableStream<{ user_id: string; types: EventTypeName[] }, UserEventMessage>): void {
+    try {
+      this.authenticate(call.metadata);
+    } catch (error) {
+      failStream(call, error);
+      return;
+    }
+    const userId = Number(call.request.user_id || 0);
+    const types = new Set(call.request.types ?? []);
+    const listener = (event: UserEventMessage) => {
+      if (userId && Number(event.user.id) !== userId) return;
+      if (types.size > 0 && !types.has(event.type)) return;
+      call.write(event);
+    };
+    this.events.on('event', listener);
+    this.#open.add(call);
+    const release = () => {
+      this.events.off('event', listener);
+      this.#open.delete(call);
+    };
+    call.once('cancelled', release);
+    call.once('close', release);
+    call.once('error', release);
+    call.once('finish', release);
+  }
+
+  #bulkCreate(call: grpc.ServerReadableStream<CreateRequest, unknown>, callback: grpc.sendUnaryData<unknown>): void {
+    let principal: Principal;
+    try {
+      principal = this.authenticate(call.metadata);
+      if (!principal.isAdmin) throw new RpcError(Status.PERMISSION_DENIED, 'creating users in bulk needs the admin role');
+    } catch (error) {
+      callback(toStatus(error));
+      return;
+    }
+    const failures: { index: number; status: string; message: string }[] = [];
+    let created = 0;
+    let index = 0;
+    let pending: { index: number; request: CreateRequest }[] = [];
+    let work = Promise.resolve();
+    let failed = false;
+    let answered = false;
+    const answer = (error: ReturnType<typeof toStatus> | null) => {
+      if (answered) return;
+      answered = true;
+      if (error) callback(error);
+      else callback(null, { created_count: created, failures });
+    };
+
+    const flush = async (batch: { index: number; request: CreateRequest }[]) => {
+      const prepared = await Promise.all(
+        batch.map(async ({ index: at, request }) => {
+          try {
+            return { at, user: await this.#newUser(request) };
+          } catch (error) {
+            const status = toStatus(error);
+            failures.push({ index: at, status: statusName(status.code), message: status.details });
+            return undefined;
+          }
+        }),
+      );
+      const valid = prepared.filter((p): p is { at: number; user: NewUser } => p !== undefined);
+      const results = this.options.users.createMany(valid.map((v) => v.user));
+      results.forEach((result, i) => {
+        if ('user' in result) {
+          created++;
+          this.#emit('CREATED', result.user);
+        } else {
+          failures.push({ index: valid[i]!.at, status: 'ALREADY_EXISTS', message: result.error.message });
+        }
+      });
+    };
+    const schedule = () => {
+      const batch = pending;
+      pending = [];
+      call.pause();
+      work = work
+        .then(() => flush(batch))
+        .then(() => {
+          call.resume();
+        })
+        .catch((error: unknown) => {
+          failed = true;
+          answer(toStatus(error));
+        });
+    };
+
+    call.on('data', (request: CreateRequest) => {
+      pending.push({ index: index++, request });
+      if (pending.length >= BULK_CHUNK) schedule();
+    });
+    call.on('end', () => {
+      if (pending.length > 0) schedule();
+      void work.then(() => {
+        if (!failed) {
+          failures.sort((a, b) => a.index - b.index);
+          answer(null);
+        }
+      });
+    });
+    call.on('error', () => answer({ code: Status.CANCELLED, details: 'the client stream failed' }));
+  }
+
+  #chat(call: grpc.ServerDuplexStream<ChatMessage, ChatMessage>): void {
+    let principal: Principal;
+    try {
+      principal = this.authenticate(call.metadata);
+    } catch (error) {
+      failStream(call, error);
+      return;
+    }
+    const joined = new Set<string>();
+    this.#open.add(call);
+    const leave = () => {
+      this.#open.delete(call);
+      for (const room of joined) {
+        const members = this.#rooms.get(room);
+        members?.delete(call);
+        if (members?.size === 0) this.#rooms.delete(room);
+      }
+      joined.clear();
+    };
+    call.on('data', (message: ChatMessage) => {
+      const room = message.room?.trim() || 'general';
+      if (!joined.has(room)) {
+        joined.add(room);
+        if (!this.#rooms.has(room)) this.#rooms.set(room, new Set());
+        this.#rooms.get(room)!.add(call);
+      }
+      // An empty text joins the room without saying anything.
+      if (!message.text) return;
+      const out: ChatMessage = {
+        room,
+        sender: principal.username ?? (message.sender || 'admin'),
+        text: message.text,
+        sent_at: message.sent_at ?? toTimestamp(this.options.now()),
+      };
+      for (const member of this.#rooms.get(room) ?? []) if (member !== call) member.write(out);
+    });
+    call.on('end', () => {
+      leave();
+      call.end();
+    });
+    call.once('cancelled', leave);
+    call.once('close', leave);
+    call.once('error', leave);
+  }
+
+  #sync(call: grpc.ServerDuplexStream<SyncRequest, unknown>): void {
+    let principal: Principal;
+    try {
+      principal = this.authenticate(call.metadata);
+    } catch (error) {
+      failStream(call, error);
+      return;
+    }
+    let queue = Promise.resolve();
+    call.on('data', (request: SyncRequest) => {
+      // Answered strictly in order, whatever each one costs.
+      queue = queue.then(async () => {
+        const ref = request.client_ref ?? '';
+        try {
+          const user = await this.#syncOne(request, principal);
+          call.write({ client_ref: ref, user: userMessage(user) });
+        } catch (error) {
+          const status = toStatus(error);
+          call.write({ client_ref: ref, failure: { status: statusName(status.code), message: status.details } });
+        }
+      });
+    });
+    call.on('end', () => void queue.then(() => call.end()));
+  }
+
+  async #syncOne(request: SyncRequest, principal: Principal): Promise<UserRecord> {
+    if (request.operation === 'delete_user_id') {
+      const id = userIdOf(request.delete_user_id, 'delete_user_id');
+      this.#mayChange(principal, id, 'delete');
+      const user = this.options.users.delete(id);
+      if (!user) throw new RpcError(Status.NOT_FOUND, `no user with id ${id}`);
+      this.#emit('DELETED', user);
+      return user;
+    }
+    if (request.operation !== 'upsert' || !request.upsert?.user) {
+      throw new RpcError(Status.INVALID_ARGUMENT, 'each request needs an upsert (with a user) or a delete_user_id');
+    }
+    const given = request.upsert.user;
+    const id = Number(given.id || 0);
+    if (!id) {
+      if (!principal.isAdmin) throw new RpcError(Status.PERMISSION_DENIED, 'creating users through sync needs the admin role');
+      const user = this.options.users.create({
+        ...(await this.#newUser({ username: given.username, email: given.email, password: request.upsert.password, full_name: given.full_name })),
+        isActive: given.is_active,
+        roles: given.roles,
+      });
+      this.#emit('CREATED', user);
+      return user;
+    }
+    const current = this.options.users.get(userIdOf(id, 'user.id'));
+    const privileged = current !== undefined && (current.isActive !== given.is_active || current.roles.join() !== (given.roles ?? []).join());
+    this.#mayChange(principal, id, 'change', privileged);
+    checkUsername(given.username);
+    checkEmail(given.email);
+    checkRoles(given.roles ?? []);
+    const user = this.options.users.update(id, {
+      username: given.username,
+      email: given.email,
+      fullName: given.full_name,
+      isActive: given.is_active,
+      roles: given.roles ?? [],
+    });
+    if (!user) throw new RpcError(Status.NOT_FOUND, `no user with id ${id}`);
+    this.#emit('UPDATED', user);
+    return user;
+  }
+}
+
+/** Ends a streaming call with the error's status (grpc-js takes it through the 'error' event). */
+function failStream(call: { emit(event: 'error', error: grpc.ServerErrorResponse): boolean }, error: unknown): void {
+  const status = toStatus(error);
+  call.emit('error', Object.assign(new Error(status.details), status));
+}
+
+const ANONYMOUS: Principal = { kind: 'user', userId: null, username: null, roles: [], isAdmin: false };

@@ -1,0 +1,218 @@
+/**
+ * Users in SQLite. Uniqueness of username and e-mail (case-insensitive) is
+ * the database's job, so concurrent creates cannot race past a check.
+ * Validation names the field. Password hashes never leave this module.
+ */
+import type { Db } from '../store/database.js';
+
+export interface UserRecord {
+  id: number;
+  username: string;
+  email: string;
+  fullName: string;
+  isActive: boolean;
+  roles: string[];
+  createdAt: string;
+  updatedAt: string;
+}
+
+export interface NewUser {
+  username: string;
+  email: string;
+  fullName: string;
+  passwordHash: string;
+  roles?: string[];
+  isActive?: boolean;
+}
+
+export type UserChanges = Partial<Pick<UserRecord, 'username' | 'email' | 'fullName' | 'isActive' | 'roles'>>;
+
+/** A rule a value broke, with the field it concerns. */
+export class UserValidationError extends Error {
+  constructor(
+    readonly field: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+export class DuplicateUserError extends Error {
+  constructor(readonly field: 'username' | 'email') {
+    super(`a user with this ${field === 'email' ? 'e-mail' : 'username'} already exists`);
+  }
+}
+
+// A pragmatic address check: something@domain.tld, no spaces; the mailbox proves the rest.
+const EMAIL = /^[^\s@]+@[^\s@]+\.[^\s@]+$/;
+const USERNAME_CHARS = /^[\p{L}\p{N}_.-]+$/u;
+
+export function checkUsername(username: string): void {
+  if (!username) throw new UserValidationError('username', 'username is required');
+  const length = [...username].length;
+  if (length < 3 || length > 20) throw new UserValidationError('username', `username must be 3 to 20 characters; it is ${length}`);
+  if (!USERNAME_CHARS.test(username)) throw new UserValidationError('username', 'username may hold letters, digits, ".", "_" and "-" only');
+}
+
+export function checkEmail(email: string): void {
+  if (!email) throw new UserValidationError('email', 'email is required');
+  if (email.length > 254 || !EMAIL.test(email)) throw new UserValidationError('email', 'email is not a valid e-mail address');
+}
+
+export function checkPassword(password: string): void {
+  if (!password) throw new UserValidationError('password', 'password is required');
+  if ([...password].length < 8) throw new UserValidationError('password', 'password must be at least 8 characters');
+  if (password.length > 1024) throw new UserValidationError('password', 'password must be at most 1024 characters');
+}
+
+export function checkRoles(roles: string[]): void {
+  for (const role of roles) {
+    if (!/^[a-z][a-z0-9_-]{0,31}$/.test(role)) throw new UserValidationError('roles', `role "${role}" must be lower-case letters, digits, "_" or "-" (at most 32)`);
+  }
+}
+
+interface Row {
+  id: number;
+  username: string;
+  email: string;
+  full_name: string;
+  is_active: number;
+  roles: string;
+  created_at: string;
+  updated_at: string;
+}
+
+function toRecord(row: Row): UserRecord {
+  return {
+    id: row.id,
+    username: row.username,
+    email: row.email,
+    fullName: row.full_name,
+    isActive: row.is_active === 1,
+    roles: JSON.parse(row.roles) as string[],
+    createdAt: row.created_at,
+    updatedAt: row.updated_at,
+  };
+}
+
+function duplicateOf(error: unknown): DuplicateUserError | undefined {
+  const { code, message } = error as { code?: string; message?: string };
+  if (code !== 'SQLITE_CONSTRAINT_UNIQUE') return undefined;
+  return new DuplicateUserError(message?.includes('email') ? 'email' : 'username');
+}
+
+const COLUMNS = 'id, username, email, full_name, is_active, roles, created_at, updated_at';
+
+export class UserStore {
+  readonly #insert;
+  readonly #byId;
+  readonly #delete;
+  readonly #savepoint;
+  readonly #release;
+  readonly #rollback;
+
+  constructor(
+    readonly db: Db,
+    private readonly now: () => Date = () => new Date(),
+  ) {
+    this.#insert = db.prepare(
+      `INSERT INTO users (username, email, full_name, is_active, roles, password_hash, created_at, updated_at)
+       VALUES (@username, @email, @fullName, @isActive, @roles, @passwordHash, @at, @at) RETURNING ${COLUMNS}`,
+    );
+    this.#byId = db.prepare(`SELECT ${COLUMNS} FROM users WHERE id = ?`);
+    this.#delete = db.prepare(`DELETE FROM users WHERE id = ? RETURNING ${COLUMNS}`);
+    this.#savepoint = db.prepare('SAVEPOINT row');
+    this.#release = db.prepare('RELEASE row');
+    this.#rollback = db.prepare('ROLLBACK TO row');
+  }
+
+  /** Inserts one user; the caller has validated the fields. */
+  create(user: NewUser): UserRecord {
+    try {
+      const row = this.#insert.get({
+        username: user.username,
+        email: user.email,
+        fullName: user.fullName,
+        isActive: user.isActive === false ? 0 : 1,
+        roles: JSON.stringify(user.roles ?? []),
+        passwordHash: user.passwordHash,
+        at: this.now().toISOString(),
+      }) as Row;
+      return toRecord(row);
+    } catch (error) {
+      throw duplicateOf(error) ?? error;
+    }
+  }
+
+  /**
+   * Inserts many users in one transaction per batch; a row that breaks a
+   * uniqueness rule is reported and skipped, the others go in.
+   */
+  createMany(users: readonly NewUser[]): ({ user: UserRecord } | { error: DuplicateUserError })[] {
+    return this.db.transaction(() =>
+      users.map((user) => {
+        this.#savepoint.run();
+        try {
+          const created = this.create(user);
+          this.#release.run();
+          return { user: created };
+        } catch (error) {
+          this.#rollback.run();
+          this.#release.run();
+          if (error instanceof DuplicateUserError) return { error };
+          throw error;
+        }
+      }),
+    )();
+  }
+
+  get(id: number): UserRecord | undefined {
+    const row = this.#byId.get(id) as Row | undefined;
+    return row ? toRecord(row) : undefined;
+  }
+
+  findByLogin(field: 'username' | 'email', value: string): (UserRecord & { passwordHash: string }) | undefined {
+    const row = this.db
+      .prepare(`SELECT ${COLUMNS}, password_hash FROM users WHERE ${field === 'email' ? 'email' : 'username'} = ? COLLATE NOCASE`)
+      .get(value) as (Row & { password_hash: string }) | undefined;
+    return row ? { ...toRecord(row), passwordHash: row.password_hash } : undefined;
+  }
+
+  update(id: number, changes: UserChanges): UserRecord | undefined {
+    const sets: string[] = [];
+    const params: Record<string, unknown> = { id, at: this.now().toISOString() };
+    if (changes.username !== undefined) (sets.push('username = @username'), (params.username = changes.username));
+    if (changes.email !== undefined) (sets.push('email = @email'), (params.email = changes.email));
+    if (changes.fullName !== undefined) (sets.push('full_name = @fullName'), (params.fullName = changes.fullName));
+    if (changes.isActive !== undefined) (sets.push('is_active = @isActive'), (params.isActive = changes.isActive ? 1 : 0));
+    if (changes.roles !== undefined) (sets.push('roles = @roles'), (params.roles = JSON.stringify(changes.roles)));
+    if (sets.length === 0) return this.get(id);
+    try {
+      const row = this.db.prepare(`UPDATE users SET ${sets.join(', ')}, updated_at = @at WHERE id = @id RETURNING ${COLUMNS}`).get(params) as Row | undefined;
+      return row ? toRecord(row) : undefined;
+    } catch (error) {
+      throw duplicateOf(error) ?? error;
+    }
+  }
+
+  delete(id: number): UserRecord | undefined {
+    const row = this.#delete.get(id) as Row | undefined;
+    return row ? toRecord(row) : undefined;
+  }
+
+  /** One page of users matching `filter` (case-insensitive, username, e-mail or full name), and the total. */
+  list(options: { filter?: string; offset?: number; limit?: number }): { users: UserRecord[]; total: number } {
+    const filter = options.filter?.trim();
+    const where = filter ? `WHERE username LIKE @like ESCAPE '\\' OR email LIKE @like ESCAPE '\\' OR full_name LIKE @like ESCAPE '\\'` : '';
+    const params: Record<string, unknown> = {};
+    if (filter) params.like = `%${filter.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+    const total = (this.db.prepare(`SELECT count(*) AS n FROM users ${where}`).get(params) as { n: number }).n;
+    const page = options.limit === undefined ? '' : `LIMIT ${Math.max(0, Math.floor(options.limit))} OFFSET ${Math.max(0, Math.floor(options.offset ?? 0))}`;
+    const rows = this.db.prepare(`SELECT ${COLUMNS} FROM users ${where} ORDER BY id ${page}`).all(params) as Row[];
+    return { users: rows.map(toRecord), total };
+  }
+
+  count(): number {
+    return (this.db.prepare('SELECT count(*) AS n FROM users').get() as { n: number }).n;
+  }
+}
