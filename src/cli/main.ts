@@ -45,6 +45,11 @@ export const GROUPS: readonly Group[] = [
     load: async () => (await import('./commands/decrypt.js')).registerDecrypt,
   },
   {
+    name: 'insights',
+    summary: 'media and account insights as tables, CSV or JSON',
+    load: async () => (await import('./commands/insights.js')).registerInsights,
+  },
+  {
     name: 'token',
     summary: 'exchange, refresh and show partner-API tokens',
     load: async () => (await import('./commands/token.js')).registerToken,

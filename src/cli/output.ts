@@ -113,6 +113,11 @@ export class Output {
     return this.isTTY && !this.json;
   }
 
+  /** Data on stdout exactly as given (CSV carries its own line endings). */
+  write(text: string): void {
+    this.io.stdout.write(text);
+  }
+
   /** One line of data on stdout. */
   line(text = ''): void {
     this.io.stdout.write(`${text}\n`);

@@ -7,6 +7,7 @@ import Fastify, { type FastifyInstance } from 'fastify';
 import { SandboxClock } from './clock.js';
 import { PartnerState } from './partner/state.js';
 import { partnerRoutes, type ErrorShape } from './partner/routes.js';
+import { graphRoutes } from './graph/routes.js';
 import type { CallbackTarget } from './partner/callback.js';
 
 export const DEFAULT_PARTNER_PREFIX = '/api-partner/v1/miniapp/user/oauth2';
@@ -76,6 +77,8 @@ export async function buildSandbox(options: SandboxOptions): Promise<Sandbox> {
     callback,
     stats,
   });
+
+  await app.register(graphRoutes, { prefix: '/graph', stats, clock, ...options.graph });
 
   app.get('/__sandbox/stats', async () => ({
     ...stats,

@@ -174,7 +174,7 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
     generatedKey: generated,
   };
   if (cc.out.json) {
-    cc.io.stdout.write(`${JSON.stringify(info)}\n`);
+    cc.out.line(JSON.stringify(info));
   } else {
     const c = cc.out.color;
     const lines = [

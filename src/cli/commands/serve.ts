@@ -152,7 +152,7 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
     sandbox: running.sandbox ?? null,
   };
   if (cc.out.json) {
-    cc.io.stdout.write(`${JSON.stringify(info)}\n`);
+    cc.out.line(JSON.stringify(info));
   } else {
     const c = cc.out.color;
     const relay = info.relay;
