@@ -31,13 +31,18 @@ interface Group {
 export const GROUPS: readonly Group[] = [
   {
     name: 'serve',
-    summary: 'run the relay (/api/auth/*, /health) over SQLite',
+    summary: 'run the relay, blog API and gRPC user service',
     load: async () => (await import('./commands/serve.js')).registerServe,
   },
   {
     name: 'callbacks',
     summary: 'list the unlink callbacks the relay recorded',
     load: async () => (await import('./commands/callbacks.js')).registerCallbacks,
+  },
+  {
+    name: 'webhooks',
+    summary: 'list webhook deliveries, verify signatures',
+    load: async () => (await import('./commands/webhooks.js')).registerWebhooks,
   },
   {
     name: 'decrypt',

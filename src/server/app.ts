@@ -9,6 +9,8 @@ import cors from '@fastify/cors';
 import { installErrorHandling } from './http-errors.js';
 import { relayRoutes, type RelayOptions } from '../relay/routes.js';
 import type { Registry } from 'prom-client';
+import fastifyStatic from '@fastify/static';
+import { blogApi, type BlogOptions } from '../blog/api.js';
 
 export const DEFAULT_BODY_LIMIT = 64 * 1024;
 
@@ -24,7 +26,16 @@ export interface ServerOptions {
   relay: RelayOptions;
   /** Served at GET /metrics in the Prometheus text format. */
   metrics?: Registry | undefined;
+  /** The blog API at /api/v1, /api/v2 and /api (the latest), and its images at /uploads/. */
+  blog?: Omit<BlogOptions, 'version'> | undefined;
 }
+
+/** Each mount of the blog API and the version it serves; /api follows the latest. */
+export const BLOG_MOUNTS = [
+  { prefix: '/api/v1', version: 1 },
+  { prefix: '/api/v2', version: 2 },
+  { prefix: '/api', version: 2 },
+] as const;
 
 /** Paths in log records that could carry a secret; Fastify's request serializer does not log headers, this makes sure. */
 export const REDACTED_LOG_PATHS = [
@@ -60,6 +71,18 @@ export async function buildServer(options: ServerOptions): Promise<FastifyInstan
     });
   }
   await app.register(relayRoutes, options.relay);
+  if (options.blog) {
+    for (const mount of BLOG_MOUNTS) await app.register(blogApi, { ...options.blog, version: mount.version, prefix: mount.prefix });
+    await app.register(fastifyStatic, {
+      root: options.blog.images.directory,
+      prefix: '/uploads/',
+      // Content-addressed: a name never changes its bytes.
+      immutable: true,
+      maxAge: '365d',
+      index: false,
+      dotfiles: 'deny',
+    });
+  }
   const registry = options.metrics;
   if (registry) {
     app.get('/metrics', async (_request, reply) => {

@@ -19,6 +19,12 @@ import { TokenService } from '../auth/tokens.js';
 import { UserServiceImpl } from '../users/service.js';
 import { startGrpcServer, type RunningGrpcServer } from '../users/grpc-server.js';
 import { DEFAULT_HASH_COST } from '../auth/passwords.js';
+import { PostStore } from '../blog/posts.js';
+import { ImageStore } from '../blog/uploads.js';
+import { POST_CREATED, WebhookDispatcher, type SendWebhook } from '../blog/webhooks.js';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 
 export interface ServeOptions {
   host: string;
@@ -39,6 +45,12 @@ export interface ServeOptions {
   hashCost?: number;
   /** How long a graceful shutdown waits for running calls. */
   shutdownDeadlineMs?: number;
+  /** Publish the blog API's docs pages and OpenAPI descriptions (default true). */
+  docs?: boolean;
+  /** Where `post.created` goes, signed with the secret. A secret alone still resumes pending deliveries. */
+  webhooks?: { urls: string[]; secret: string } | undefined;
+  /** Test aid: the webhook dispatcher's sender. */
+  webhookSend?: SendWebhook | undefined;
 }
 
 export interface EmbeddedSandbox {
@@ -56,9 +68,10 @@ export interface RunningServe {
   databaseFile: string | undefined;
   sandbox: EmbeddedSandbox | undefined;
   grpc: { address: string; port: number; tls: boolean } | undefined;
-  /** The admin token of the user service, kept in the data dir. */
-  adminToken: string | undefined;
-  users: UserServiceImpl | undefined;
+  /** The admin token of the user service and the blog API, kept in the data dir. */
+  adminToken: string;
+  users: UserServiceImpl;
+  webhooks: WebhookDispatcher | undefined;
   close(): Promise<void>;
 }
 
@@ -110,27 +123,57 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
     cleanups.push(() => client.close());
 
     const metrics = createMetrics();
+    // One user store and one token module for the gRPC service and the blog API.
+    const userStore = new UserStore(db, options.now);
+    const tokens = new TokenService(db, userStore, options.now);
+    const adminToken = tokens.ensureAdminToken(options.store.kind === 'sqlite' ? options.store.dataDir : undefined);
+    const users = new UserServiceImpl({ users: userStore, tokens, hashCost: options.hashCost ?? DEFAULT_HASH_COST, now: options.now });
     let grpcServer: RunningGrpcServer | undefined;
-    let users: UserServiceImpl | undefined;
-    let adminToken: string | undefined;
     if (options.grpc) {
-      const userStore = new UserStore(db, options.now);
-      const tokens = new TokenService(db, userStore, options.now);
-      adminToken = tokens.ensureAdminToken(options.store.kind === 'sqlite' ? options.store.dataDir : undefined);
-      users = new UserServiceImpl({ users: userStore, tokens, hashCost: options.hashCost ?? DEFAULT_HASH_COST, now: options.now });
       grpcServer = await startGrpcServer({ ...options.grpc, service: users, metrics });
       cleanups.push(() => grpcServer!.shutdown(options.shutdownDeadlineMs));
     }
+
+    let imageDir: string;
+    if (options.store.kind === 'sqlite') {
+      imageDir = join(options.store.dataDir, 'uploads');
+    } else {
+      imageDir = mkdtempSync(join(tmpdir(), 'miniapp-uploads-'));
+      cleanups.push(() => rmSync(imageDir, { recursive: true, force: true }));
+    }
+    const webhooks = options.webhooks;
+    const dispatcher = webhooks
+      ? new WebhookDispatcher({ db, secret: webhooks.secret, now: options.now, version: options.version, send: options.webhookSend })
+      : undefined;
+    const blog = {
+      posts: new PostStore(db, options.now),
+      users,
+      tokens,
+      images: new ImageStore(imageDir),
+      docs: options.docs ?? true,
+      onPublished: (post: unknown) => {
+        if (!dispatcher || !webhooks || webhooks.urls.length === 0) return;
+        dispatcher.outbox.enqueue(POST_CREATED, post, webhooks.urls);
+        // Wake the dispatcher once the transaction that wrote the post has committed.
+        setImmediate(() => dispatcher.notify());
+      },
+    };
 
     const app = await buildServer({
       logger: options.logger,
       corsOrigin: options.corsOrigin,
       relay: { client, key, aad, aadText, events, callbackAuth: options.callbackAuth, version: options.version, now: options.now },
       metrics: metrics.registry,
+      blog,
     });
     cleanups.push(() => app.close());
     await app.listen({ host: options.host, port: options.port });
     const url = urlOf(app, options.host);
+    if (dispatcher) {
+      dispatcher.start();
+      // Registered after the database, so it stops first: the attempt in flight is recorded before the close.
+      cleanups.push(() => dispatcher.stop());
+    }
     sandbox?.setCallback({ url: `${url}/api/auth/unlink-callback`, method: 'POST', basicAuth: options.callbackAuth });
 
     return {
@@ -142,6 +185,7 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
       grpc: grpcServer && options.grpc ? { address: grpcServer.address, port: grpcServer.port, tls: Boolean(options.grpc.tls) } : undefined,
       adminToken,
       users,
+      webhooks: dispatcher,
       close: closeAll,
     };
   } catch (error) {

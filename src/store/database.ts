@@ -61,6 +61,52 @@ export const MIGRATIONS: readonly Migration[] = [
       );
     `,
   },
+  {
+    version: 3,
+    description: 'blog posts, user profiles, webhook outbox',
+    sql: `
+      ALTER TABLE users ADD COLUMN bio TEXT;
+      ALTER TABLE users ADD COLUMN avatar_url TEXT;
+      CREATE TABLE posts (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        title TEXT NOT NULL,
+        content TEXT NOT NULL,
+        author_id INTEGER REFERENCES users (id) ON DELETE SET NULL,
+        author TEXT NOT NULL,
+        tags TEXT NOT NULL DEFAULT '[]',
+        is_published INTEGER NOT NULL DEFAULT 1,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL,
+        published_at TEXT
+      );
+      CREATE INDEX posts_created_at ON posts (created_at);
+      CREATE TABLE post_tags (
+        post_id INTEGER NOT NULL REFERENCES posts (id) ON DELETE CASCADE,
+        tag TEXT NOT NULL COLLATE NOCASE,
+        PRIMARY KEY (post_id, tag)
+      );
+      CREATE INDEX post_tags_tag ON post_tags (tag);
+      CREATE TABLE webhook_deliveries (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        event TEXT NOT NULL,
+        url TEXT NOT NULL,
+        body TEXT NOT NULL,
+        state TEXT NOT NULL CHECK (state IN ('pending', 'delivered', 'failed')),
+        attempts INTEGER NOT NULL DEFAULT 0,
+        next_attempt_at TEXT,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL
+      );
+      CREATE INDEX webhook_deliveries_due ON webhook_deliveries (state, next_attempt_at);
+      CREATE TABLE webhook_attempts (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        delivery_id INTEGER NOT NULL REFERENCES webhook_deliveries (id) ON DELETE CASCADE,
+        attempted_at TEXT NOT NULL,
+        status_code INTEGER,
+        error TEXT
+      );
+    `,
+  },
 ];
 
 export const DATABASE_FILE = 'miniapp.db';

@@ -6,13 +6,13 @@
  */
 import { EventEmitter } from 'node:events';
 import * as grpc from '@grpc/grpc-js';
-import { hashPassword } from '../auth/passwords.js';
+import { hashPassword, verifyPassword } from '../auth/passwords.js';
 import type { Principal, TokenService } from '../auth/tokens.js';
 import { toTimestamp, type EventTypeName, type UserMessage } from './proto.js';
 import {
   checkEmail,
-  checkPassword,
   checkRoles,
+  newUserProblems,
   checkUsername,
   DuplicateUserError,
   UserValidationError,
@@ -100,18 +100,9 @@ export interface UserServiceOptions {
 
 /** Checks fields of a new user, naming every field that is wrong. */
 function checkNewUser(request: CreateRequest): void {
-  const problems: UserValidationError[] = [];
-  for (const check of [() => checkUsername(request.username), () => checkEmail(request.email), () => checkPassword(request.password)]) {
-    try {
-      check();
-    } catch (error) {
-      if (error instanceof UserValidationError) problems.push(error);
-      else throw error;
-    }
-  }
-  if (problems.length > 0) {
-    throw new UserValidationError(problems.map((p) => p.field).join(','), problems.map((p) => p.message).join('; '));
-  }
+  const problems = newUserProblems({ username: request.username, email: request.email, password: request.password });
+  const fields = Object.keys(problems);
+  if (fields.length > 0) throw new UserValidationError(fields.join(','), Object.values(problems).flat().join('; '));
 }
 
 function userIdOf(value: string | number | undefined, field = 'user_id'): number {
@@ -174,6 +165,16 @@ export class UserServiceImpl {
     };
   }
 
+  /** The user whose login (username or e-mail) and password match, if any, and active. */
+  async checkCredentials(field: 'username' | 'email', login: string, password: string): Promise<UserRecord | undefined> {
+    const user = this.options.users.findByLogin(field, login);
+    // Hash anyway when there is no such user, so the answer takes as long either way.
+    const ok = await verifyPassword(password, user?.passwordHash ?? DUMMY_HASH);
+    if (!user || !ok || !user.isActive) return undefined;
+    const { passwordHash: _hash, ...record } = user;
+    return record;
+  }
+
   /** The principal behind the call's `authorization` metadata, or UNAUTHENTICATED. */
   authenticate(metadata: grpc.Metadata): Principal {
     const values = metadata.get('authorization');
@@ -229,9 +230,18 @@ export class UserServiceImpl {
     };
   }
 
-  async #createUser(request: CreateRequest) {
-    const user = this.options.users.create(await this.#newUser(request));
+  /**
+   * Creates a user from any front door (gRPC CreateUser, the blog's POST
+   * /users): validated, hashed, stored, and announced to watchers.
+   */
+  async registerUser(request: CreateRequest & { bio?: string | null | undefined; avatar_url?: string | null | undefined }): Promise<UserRecord> {
+    const user = this.options.users.create({ ...(await this.#newUser(request)), bio: request.bio, avatarUrl: request.avatar_url });
     this.#emit('CREATED', user);
+    return user;
+  }
+
+  async #createUser(request: CreateRequest) {
+    const user = await this.registerUser(request);
     return { user: userMessage(user), message: `user ${user.username} created with id ${user.id}` };
   }
 
@@ -507,5 +517,8 @@ function failStream(call: { emit(event: 'error', error: grpc.ServerErrorResponse
   const status = toStatus(error);
   call.emit('error', Object.assign(new Error(status.details), status));
 }
+
+// A valid hash of a random password at the default cost, for logins of unknown users.
+const DUMMY_HASH = 'scrypt$14$8$1$c2FsdHNhbHRzYWx0c2FsdA==$0dF6qo0xq5X3h2VpQm1s3b0f9S8nq7r2bZyZkqW2v0Y=';
 
 const ANONYMOUS: Principal = { kind: 'user', userId: null, username: null, roles: [], isAdmin: false };

@@ -14,6 +14,8 @@ export interface UserRecord {
   roles: string[];
   createdAt: string;
   updatedAt: string;
+  bio: string | null;
+  avatarUrl: string | null;
 }
 
 export interface NewUser {
@@ -21,8 +23,10 @@ export interface NewUser {
   email: string;
   fullName: string;
   passwordHash: string;
-  roles?: string[];
-  isActive?: boolean;
+  roles?: string[] | undefined;
+  isActive?: boolean | undefined;
+  bio?: string | null | undefined;
+  avatarUrl?: string | null | undefined;
 }
 
 export type UserChanges = Partial<Pick<UserRecord, 'username' | 'email' | 'fullName' | 'isActive' | 'roles'>>;
@@ -65,6 +69,46 @@ export function checkPassword(password: string): void {
   if (password.length > 1024) throw new UserValidationError('password', 'password must be at most 1024 characters');
 }
 
+export function checkBio(bio: string): void {
+  if ([...bio].length > 500) throw new UserValidationError('bio', 'bio must be at most 500 characters');
+}
+
+export function checkAvatarUrl(url: string): void {
+  let parsed: URL | undefined;
+  try {
+    parsed = new URL(url);
+  } catch {
+    parsed = undefined;
+  }
+  if (!parsed || (parsed.protocol !== 'https:' && parsed.protocol !== 'http:')) {
+    throw new UserValidationError('avatar_url', 'avatar_url must be an http or https URL');
+  }
+}
+
+/** Every problem of a new user's fields, by field: `{ username: ['...'], password: ['...'] }`. */
+export function newUserProblems(fields: { username?: unknown; email?: unknown; password?: unknown; bio?: unknown; avatar_url?: unknown }): Record<string, string[]> {
+  const problems: Record<string, string[]> = {};
+  const run = (field: string, value: unknown, check: (value: string) => void, optional = false) => {
+    if (optional && (value === undefined || value === null)) return;
+    if (value !== undefined && value !== null && typeof value !== 'string') {
+      (problems[field] ??= []).push(`${field} must be a string`);
+      return;
+    }
+    try {
+      check((value as string | undefined) ?? '');
+    } catch (error) {
+      if (!(error instanceof UserValidationError)) throw error;
+      (problems[field] ??= []).push(error.message);
+    }
+  };
+  run('username', fields.username, checkUsername);
+  run('email', fields.email, checkEmail);
+  run('password', fields.password, checkPassword);
+  run('bio', fields.bio, checkBio, true);
+  run('avatar_url', fields.avatar_url, checkAvatarUrl, true);
+  return problems;
+}
+
 export function checkRoles(roles: string[]): void {
   for (const role of roles) {
     if (!/^[a-z][a-z0-9_-]{0,31}$/.test(role)) throw new UserValidationError('roles', `role "${role}" must be lower-case letters, digits, "_" or "-" (at most 32)`);
@@ -80,6 +124,8 @@ interface Row {
   roles: string;
   created_at: string;
   updated_at: string;
+  bio: string | null;
+  avatar_url: string | null;
 }
 
 function toRecord(row: Row): UserRecord {
@@ -92,6 +138,8 @@ function toRecord(row: Row): UserRecord {
     roles: JSON.parse(row.roles) as string[],
     createdAt: row.created_at,
     updatedAt: row.updated_at,
+    bio: row.bio,
+    avatarUrl: row.avatar_url,
   };
 }
 
@@ -101,7 +149,7 @@ function duplicateOf(error: unknown): DuplicateUserError | undefined {
   return new DuplicateUserError(message?.includes('email') ? 'email' : 'username');
 }
 
-const COLUMNS = 'id, username, email, full_name, is_active, roles, created_at, updated_at';
+const COLUMNS = 'id, username, email, full_name, is_active, roles, created_at, updated_at, bio, avatar_url';
 
 export class UserStore {
   readonly #insert;
@@ -116,8 +164,8 @@ export class UserStore {
     private readonly now: () => Date = () => new Date(),
   ) {
     this.#insert = db.prepare(
-      `INSERT INTO users (username, email, full_name, is_active, roles, password_hash, created_at, updated_at)
-       VALUES (@username, @email, @fullName, @isActive, @roles, @passwordHash, @at, @at) RETURNING ${COLUMNS}`,
+      `INSERT INTO users (username, email, full_name, is_active, roles, password_hash, created_at, updated_at, bio, avatar_url)
+       VALUES (@username, @email, @fullName, @isActive, @roles, @passwordHash, @at, @at, @bio, @avatarUrl) RETURNING ${COLUMNS}`,
     );
     this.#byId = db.prepare(`SELECT ${COLUMNS} FROM users WHERE id = ?`);
     this.#delete = db.prepare(`DELETE FROM users WHERE id = ? RETURNING ${COLUMNS}`);
@@ -137,6 +185,8 @@ export class UserStore {
         roles: JSON.stringify(user.roles ?? []),
         passwordHash: user.passwordHash,
         at: this.now().toISOString(),
+        bio: user.bio ?? null,
+        avatarUrl: user.avatarUrl ?? null,
       }) as Row;
       return toRecord(row);
     } catch (error) {

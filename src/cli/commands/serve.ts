@@ -1,7 +1,7 @@
 import { Option, type Command } from 'commander';
 import type { Bind } from '../main.js';
 import type { CommandContext } from '../context.js';
-import { MiniappError, UsageError } from '../../errors.js';
+import { ConfigError, MiniappError, UsageError } from '../../errors.js';
 import { timeoutMs } from '../profile.js';
 
 interface ServeFlags {
@@ -20,6 +20,9 @@ interface ServeFlags {
   grpcTlsCert?: string;
   grpcTlsKey?: string;
   passwordHashCost: string;
+  docs: boolean;
+  webhookUrl: string[];
+  webhookSecret?: string;
 }
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
@@ -28,7 +31,8 @@ export function registerServe(program: Command, bind: Bind): void {
   program
     .command('serve')
     .description(
-      'Start the HTTP server: the relay (/api/auth/*, /health). The upstream partner API is --upstream, else the ' +
+      'Start the servers: over HTTP the relay (/api/auth/*, /health), the blog API (/api/v1, /api/v2, /api) and ' +
+        '/metrics; over gRPC the user service. The upstream partner API is --upstream, else the ' +
         'profile\'s base-url, else a sandbox started in the same process. Data (unlink callbacks) lives in a SQLite ' +
         'database in the data dir. Stops cleanly on Ctrl-C or SIGTERM, finishing the requests in flight.',
     )
@@ -46,6 +50,9 @@ export function registerServe(program: Command, bind: Bind): void {
     .option('--grpc-tls-cert <file>', 'serve gRPC over TLS with this certificate (PEM file or text)')
     .option('--grpc-tls-key <file>', 'and this private key')
     .option('--no-grpc', 'do not start the gRPC user service')
+    .option('--no-docs', 'do not publish the blog API\'s docs pages and OpenAPI descriptions')
+    .option('--webhook-url <url>', 'send post.created to this URL (repeatable)', (value: string, all: string[]) => [...all, value], [] as string[])
+    .option('--webhook-secret <secret>', 'HMAC-SHA256 key of X-Webhook-Signature (or MINIAPP_WEBHOOK_SECRET)')
     .addOption(
       new Option('--password-hash-cost <log2N>', 'scrypt cost of new password hashes, as log2 of N (10 to 20)').default('14'),
     )
@@ -102,6 +109,18 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
   const hashCost = /^\d+$/.test(flags.passwordHashCost) ? Number(flags.passwordHashCost) : NaN;
   if (!(hashCost >= 10 && hashCost <= 20)) throw new UsageError(`--password-hash-cost must be a whole number from 10 to 20; got "${flags.passwordHashCost}"`);
   if (Boolean(flags.grpcTlsCert) !== Boolean(flags.grpcTlsKey)) throw new UsageError('--grpc-tls-cert and --grpc-tls-key go together');
+  const { checkWebhookUrl } = await import('../../blog/webhooks.js');
+  const webhookUrls = flags.webhookUrl.map((url) => {
+    try {
+      return checkWebhookUrl(url);
+    } catch (error) {
+      throw new UsageError(`--webhook-url: ${(error as Error).message}`);
+    }
+  });
+  const webhookSecret = flags.webhookSecret ?? (cc.env.MINIAPP_WEBHOOK_SECRET?.trim() || undefined);
+  if (webhookUrls.length > 0 && !webhookSecret) {
+    throw new ConfigError('--webhook-url needs a secret to sign the deliveries', { hint: 'pass --webhook-secret or set MINIAPP_WEBHOOK_SECRET' });
+  }
   const grpcTls = flags.grpcTlsCert && flags.grpcTlsKey ? { cert: readPem(flags.grpcTlsCert, '--grpc-tls-cert'), key: readPem(flags.grpcTlsKey, '--grpc-tls-key') } : undefined;
   let running;
   try {
@@ -119,6 +138,8 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
       now: cc.now,
       grpc: flags.grpc ? { host: flags.grpcHost, port: grpcPort, tls: grpcTls } : false,
       hashCost,
+      docs: flags.docs,
+      webhooks: webhookSecret ? { urls: webhookUrls, secret: webhookSecret } : undefined,
     });
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
@@ -145,6 +166,7 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
     grpc: running.grpc ? { address: running.grpc.address, tls: running.grpc.tls } : null,
     adminToken: running.adminToken ?? null,
     health: `${running.url}/health`,
+    blog: { v1: `${running.url}/api/v1`, v2: `${running.url}/api/v2`, latest: `${running.url}/api` },
     relay: `${running.url}/api/auth`,
     upstream: running.upstreamUrl,
     database: running.databaseFile ?? null,
@@ -161,6 +183,9 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
       `  relay     POST ${relay}/token   POST ${relay}/refresh   GET ${relay}/me`,
       `            POST ${relay}/logout   POST ${relay}/logout-by-user-key`,
       `            GET|POST ${relay}/unlink-callback${flags.callbackAuth ? ' (Basic auth required)' : ''}`,
+      `  blog      ${running.url}/api/v1, ${running.url}/api/v2, ${running.url}/api (latest: v2)`,
+      ...(flags.docs ? [`  docs      ${running.url}/api/v2/docs   OpenAPI ${running.url}/api/v2/openapi.json (and per mount)`] : []),
+      ...(webhookUrls.length ? [`  webhooks  post.created -> ${webhookUrls.join(', ')} (signed; \`miniapp webhooks list\`)`] : []),
       `  health    GET ${info.health}`,
       `  metrics   GET ${info.metrics}`,
       ...(running.grpc

@@ -1,0 +1,554 @@
+/**
+ * The blog HTTP API (spec 002, Part B), one Fastify plugin per version
+ * mount: /api/v1 (1.0.0), /api/v2 (2.1.0) and /api (the latest). The route
+ * schemas validate requests, shape responses and generate each mount's
+ * OpenAPI description and docs page, so the three never disagree.
+ */
+import type { FastifyInstance, FastifyReply, FastifyRequest, FastifySchema } from 'fastify';
+import swagger from '@fastify/swagger';
+import swaggerUi from '@fastify/swagger-ui';
+import multipart from '@fastify/multipart';
+import type { Principal, TokenService } from '../auth/tokens.js';
+import type { UserServiceImpl } from '../users/service.js';
+import { DuplicateUserError, newUserProblems, type UserRecord } from '../users/user-store.js';
+import type { Post, PostSort, PostStore } from './posts.js';
+import { MAX_IMAGE_BYTES, MAX_IMAGES, type ImageStore, type StoredImage } from './uploads.js';
+
+export type ApiVersion = 1 | 2;
+
+export const API_VERSIONS: Record<ApiVersion, string> = { 1: '1.0.0', 2: '2.1.0' };
+export const LOGIN_TOKEN_TTL_SECONDS = 3600;
+const V1_LIST_LIMIT = 20;
+
+const CHANGE_HISTORY = `
+## Change history
+
+- **2.1.0**: tags on post creation (\`POST /blog/posts\` accepts \`tags\`); the \`sort\` parameter on the post list.
+- **2.0.0** (breaking): the post list is paginated (\`page\`, \`page_size\`; answers \`count\`, \`next\`, \`previous\`, \`results\`)
+  and filtered; \`POST /auth/login\` takes \`email\` instead of \`username\`.
+- **1.0.0**: posts (list of at most 20, read, create, update), users, login by username, image uploads.
+`;
+
+export interface BlogOptions {
+  version: ApiVersion;
+  posts: PostStore;
+  users: UserServiceImpl;
+  tokens: TokenService;
+  images: ImageStore;
+  /** Publish the interactive docs page and the OpenAPI description. */
+  docs: boolean;
+  /**
+   * Called when a post becomes public: created published, or published for
+   * the first time by an update; inside the transaction that writes the post.
+   */
+  onPublished: (post: Post) => void;
+}
+
+/** The standardized error body, with its HTTP status. */
+export class ApiError extends Error {
+  constructor(
+    readonly statusCode: number,
+    readonly code: string,
+    readonly title: string,
+    readonly detail: unknown,
+    readonly headers: Record<string, string> = {},
+  ) {
+    super(typeof detail === 'string' ? detail : title);
+  }
+}
+
+const unauthorized = (detail: string) =>
+  new ApiError(401, 'UNAUTHORIZED', 'Unauthorized', detail, { 'www-authenticate': 'Bearer' });
+
+// ---- schemas: one source for validation, serialisation and OpenAPI ----
+
+const ErrorSchema = {
+  type: 'object',
+  description: 'The standardized error body.',
+  properties: {
+    error: { type: 'string', examples: ['Validation Error'] },
+    detail: { description: 'What went wrong: a message, or for POST /users an object mapping each field to its messages.' },
+    code: { type: 'string', examples: ['VALIDATION_ERROR'] },
+  },
+  required: ['error', 'detail', 'code'],
+} as const;
+
+const PostSchema = {
+  type: 'object',
+  properties: {
+    id: { type: 'integer' },
+    title: { type: 'string' },
+    content: { type: 'string' },
+    author: { type: 'string' },
+    created_at: { type: 'string', format: 'date-time' },
+    updated_at: { type: 'string', format: 'date-time' },
+    tags: { type: 'array', items: { type: 'string' } },
+    is_published: { type: 'boolean' },
+  },
+  required: ['id', 'title', 'content', 'author', 'created_at', 'updated_at', 'tags', 'is_published'],
+} as const;
+
+const TagsSchema = { type: 'array', items: { type: 'string', minLength: 1, maxLength: 50 }, maxItems: 20 } as const;
+const TitleSchema = { type: 'string', minLength: 1, maxLength: 200 } as const;
+const ContentSchema = { type: 'string', minLength: 1, maxLength: 100_000 } as const;
+
+const UserProfileSchema = {
+  type: 'object',
+  properties: {
+    id: { type: 'integer' },
+    username: { type: 'string', minLength: 3, maxLength: 20 },
+    email: { type: 'string' },
+    avatar_url: { type: ['string', 'null'] },
+    bio: { type: ['string', 'null'], maxLength: 500 },
+    created_at: { type: 'string', format: 'date-time' },
+  },
+  required: ['id', 'username', 'email', 'avatar_url', 'bio', 'created_at'],
+} as const;
+
+const ImageSchema = {
+  type: 'object',
+  properties: {
+    url: { type: 'string' },
+    width: { type: 'integer' },
+    height: { type: 'integer' },
+    size: { type: 'integer', description: 'bytes' },
+  },
+  required: ['url', 'width', 'height', 'size'],
+} as const;
+
+const errors = (...statuses: number[]) => Object.fromEntries(statuses.map((status) => [status, ErrorSchema]));
+const bearer = [{ bearerAuth: [] }];
+const PostIdParams = { type: 'object', properties: { post_id: { type: 'integer', minimum: 1 } }, required: ['post_id'] } as const;
+
+// ---- helpers ----
+
+function principalOf(request: FastifyRequest, tokens: TokenService): Principal {
+  const header = request.headers.authorization;
+  if (!header) throw unauthorized('this endpoint needs "Authorization: Bearer <access_token>" (POST /auth/login gives one)');
+  const token = /^Bearer\s+(\S+)\s*$/i.exec(header)?.[1];
+  if (!token) throw unauthorized('the Authorization header must be "Bearer <access_token>"');
+  const principal = tokens.authenticate(token);
+  if (!principal) throw unauthorized('the access token is invalid or has expired; log in again');
+  return principal;
+}
+
+function profile(user: UserRecord) {
+  return { id: user.id, username: user.username, email: user.email, avatar_url: user.avatarUrl, bio: user.bio, created_at: user.createdAt };
+}
+
+function dateBound(value: string | undefined, end: boolean): string | undefined {
+  if (!value) return undefined;
+  // A bare date means the start of that day (UTC); the bound is compared with ISO timestamps.
+  const date = /^\d{4}-\d{2}-\d{2}$/.test(value) ? new Date(`${value}T00:00:00.000Z`) : new Date(value);
+  void end;
+  return date.toISOString();
+}
+
+function tagList(value: string[] | undefined): string[] | undefined {
+  if (!value) return undefined;
+  return value.flatMap((tag) => tag.split(','));
+}
+
+/** The absolute URL of the same list with another page. */
+function pageUrl(request: FastifyRequest, page: number): string {
+  const url = new URL(request.url, `${request.protocol}://${request.host}`);
+  url.searchParams.set('page', String(page));
+  return url.href;
+}
+
+/** Fastify's validation errors as `{ field: [messages] }`. */
+function fieldProblems(error: { validation?: { instancePath: string; params: Record<string, unknown>; message?: string }[] }): Record<string, string[]> {
+  const problems: Record<string, string[]> = {};
+  for (const issue of error.validation ?? []) {
+    const field = (issue.params.missingProperty as string | undefined) ?? issue.instancePath.replace(/^\//, '').split('/')[0] ?? 'body';
+    (problems[field || 'body'] ??= []).push(issue.params.missingProperty ? `${field} is required` : `${field} ${issue.message ?? 'is invalid'}`);
+  }
+  return problems;
+}
+
+// ---- the plugin ----
+
+export async function blogApi(app: FastifyInstance, options: BlogOptions): Promise<void> {
+  const { version, posts, users, tokens } = options;
+  const auth = (request: FastifyRequest) => principalOf(request, tokens);
+
+  app.setErrorHandler((error: unknown, request: FastifyRequest, reply: FastifyReply) => {
+    const sent = toApiError(error);
+    if (sent.statusCode >= 500) request.log.error({ err: error }, 'blog API error');
+    void reply.status(sent.statusCode).headers(sent.headers).send({ error: sent.title, detail: sent.detail, code: sent.code });
+  });
+  app.setNotFoundHandler((request, reply) => {
+    void reply.status(404).send({ error: 'Not Found', detail: `no route for ${request.method} ${request.url.split('?')[0]}`, code: 'NOT_FOUND' });
+  });
+
+  if (options.docs) {
+    await app.register(swagger, {
+      openapi: {
+        openapi: '3.0.3',
+        info: {
+          title: `miniapp blog API v${version}`,
+          version: API_VERSIONS[version],
+          description: `Posts, users, login and image uploads, served by \`miniapp serve\`.\n${CHANGE_HISTORY}`,
+        },
+        components: { securitySchemes: { bearerAuth: { type: 'http', scheme: 'bearer', description: 'access_token from POST /auth/login' } } },
+        tags: [{ name: 'posts' }, { name: 'users' }, { name: 'auth' }, { name: 'uploads' }],
+      },
+    });
+    await app.register(swaggerUi, { routePrefix: '/docs', uiConfig: { docExpansion: 'list', deepLinking: true } });
+    app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
+  }
+  await app.register(multipart, { limits: { fileSize: MAX_IMAGE_BYTES, files: MAX_IMAGES, fields: 10, parts: MAX_IMAGES + 10 } });
+
+  // -- posts --
+  if (version === 1) {
+    app.get(
+      '/blog/posts',
+      {
+        schema: {
+          tags: ['posts'],
+          summary: 'The newest posts, at most 20',
+          querystring: { type: 'object', properties: { is_published: { type: 'boolean', default: true } } },
+          response: { 200: { type: 'array', items: PostSchema, maxItems: V1_LIST_LIMIT }, ...errors(400) },
+        } as FastifySchema,
+      },
+      async (request) => {
+        const query = request.query as { is_published: boolean };
+        return posts.list({ is_published: query.is_published }, { limit: V1_LIST_LIMIT }).posts;
+      },
+    );
+  } else {
+    app.get(
+      '/blog/posts',
+      {
+        schema: {
+          tags: ['posts'],
+          summary: 'Posts, filtered and paginated',
+          description:
+            'Filters combine with AND, except `tags`, which match any of the given tags (OR). `search` matches title or content, ' +
+            'case-insensitively. `tags` may repeat (`tags=a&tags=b`) or be comma-separated.',
+          querystring: {
+            type: 'object',
+            properties: {
+              page: { type: 'integer', minimum: 1, default: 1 },
+              page_size: { type: 'integer', minimum: 1, maximum: 100, default: 20 },
+              sort: { type: 'string', enum: ['created_at', '-created_at', 'title', '-title'], default: '-created_at', description: 'a leading "-" sorts descending' },
+              search: { type: 'string', maxLength: 200 },
+              author: { type: 'string', maxLength: 50 },
+              tags: { type: 'array', items: { type: 'string', maxLength: 200 }, maxItems: 20 },
+              is_published: { type: 'boolean', default: true },
+              created_after: { type: 'string', anyOf: [{ format: 'date' }, { format: 'date-time' }], description: 'inclusive' },
+              created_before: { type: 'string', anyOf: [{ format: 'date' }, { format: 'date-time' }], description: 'exclusive' },
+            },
+          },
+          response: {
+            200: {
+              type: 'object',
+              properties: {
+                count: { type: 'integer' },
+                next: { type: ['string', 'null'] },
+                previous: { type: ['string', 'null'] },
+                results: { type: 'array', items: PostSchema },
+              },
+              required: ['count', 'next', 'previous', 'results'],
+            },
+            ...errors(400),
+          },
+        } as FastifySchema,
+      },
+      async (request) => {
+        const query = request.query as {
+          page: number;
+          page_size: number;
+          sort: PostSort;
+          search?: string;
+          author?: string;
+          tags?: string[];
+          is_published: boolean;
+          created_after?: string;
+          created_before?: string;
+        };
+        const { posts: results, total } = posts.list(
+          {
+            search: query.search,
+            author: query.author,
+            tags: tagList(query.tags),
+            is_published: query.is_published,
+            created_after: dateBound(query.created_after, false),
+            created_before: dateBound(query.created_before, true),
+          },
+          { sort: query.sort, limit: query.page_size, offset: (query.page - 1) * query.page_size },
+        );
+        const pages = Math.ceil(total / query.page_size);
+        return {
+          count: total,
+          next: query.page < pages ? pageUrl(request, query.page + 1) : null,
+          previous: query.page > 1 ? pageUrl(request, Math.min(query.page - 1, Math.max(pages, 1))) : null,
+          results,
+        };
+      },
+    );
+  }
+
+  app.get(
+    '/blog/posts/:post_id',
+    {
+      schema: { tags: ['posts'], summary: 'One post', params: PostIdParams, response: { 200: PostSchema, ...errors(400, 404) } } as FastifySchema,
+    },
+    async (request) => {
+      const { post_id: id } = request.params as { post_id: number };
+      const post = posts.get(id);
+      if (!post) throw new ApiError(404, 'NOT_FOUND', 'Not Found', `no post with id ${id}`);
+      const { authorId: _a, firstPublished: _f, ...body } = post;
+      return body;
+    },
+  );
+
+  app.post(
+    '/blog/posts',
+    {
+      schema: {
+        tags: ['posts'],
+        summary: 'Create a post (published at once; the author is the token\'s user)',
+        security: bearer,
+        body: {
+          type: 'object',
+          properties: version === 1 ? { title: TitleSchema, content: ContentSchema } : { title: TitleSchema, content: ContentSchema, tags: { ...TagsSchema, default: [] } },
+          required: ['title', 'content'],
+          // Unknown fields are dropped (v1 predates tags on creation).
+          additionalProperties: false,
+        },
+        response: { 201: PostSchema, ...errors(400, 401) },
+      } as FastifySchema,
+    },
+    async (request, reply) => {
+      const principal = auth(request);
+      const body = request.body as { title: string; content: string; tags?: string[] };
+      // The post and its webhook deliveries are written together or not at all.
+      const post = posts.transaction(() => {
+        const created = posts.create({
+          title: body.title,
+          content: body.content,
+          tags: body.tags ?? [],
+          authorId: principal.userId,
+          author: principal.username ?? 'admin',
+        });
+        options.onPublished(created);
+        return created;
+      });
+      return reply.status(201).send(post);
+    },
+  );
+
+  app.patch(
+    '/blog/posts/:post_id',
+    {
+      schema: {
+        tags: ['posts'],
+        summary: 'Change a post (its author or an admin)',
+        security: bearer,
+        params: PostIdParams,
+        body: {
+          type: 'object',
+          description: 'PostUpdateSchema: every field optional; null leaves it as it is.',
+          properties: {
+            // A type list, not anyOf: ajv would coerce "" to null to satisfy the null branch.
+            title: { ...TitleSchema, type: ['string', 'null'] },
+            content: { ...ContentSchema, type: ['string', 'null'] },
+            tags: { ...TagsSchema, type: ['array', 'null'] },
+            is_published: { type: ['boolean', 'null'] },
+          },
+          additionalProperties: false,
+        },
+        response: { 200: PostSchema, ...errors(400, 401, 403, 404) },
+      } as FastifySchema,
+    },
+    async (request) => {
+      const principal = auth(request);
+      const { post_id: id } = request.params as { post_id: number };
+      const current = posts.get(id);
+      if (!current) throw new ApiError(404, 'NOT_FOUND', 'Not Found', `no post with id ${id}`);
+      if (!principal.isAdmin && principal.userId !== current.authorId) {
+        throw new ApiError(403, 'FORBIDDEN', 'Forbidden', 'only the author of a post or an admin may change it');
+      }
+      const body = (request.body ?? {}) as { title?: string | null; content?: string | null; tags?: string[] | null; is_published?: boolean | null };
+      const result = posts.transaction(() => {
+        const updated = posts.update(id, {
+          title: body.title ?? undefined,
+          content: body.content ?? undefined,
+          tags: body.tags ?? undefined,
+          is_published: body.is_published ?? undefined,
+        })!;
+        if (updated.firstPublication) options.onPublished(updated.post);
+        return updated;
+      });
+      return result.post;
+    },
+  );
+
+  // -- users and login --
+  app.post(
+    '/users',
+    {
+      attachValidation: true,
+      schema: {
+        tags: ['users'],
+        summary: 'Create a user (the same users as the gRPC user service)',
+        body: {
+          type: 'object',
+          properties: {
+            username: { type: 'string', minLength: 3, maxLength: 20 },
+            email: { type: 'string', format: 'email' },
+            password: { type: 'string', minLength: 8 },
+            bio: { type: ['string', 'null'], maxLength: 500 },
+            avatar_url: { type: ['string', 'null'], format: 'uri' },
+          },
+          required: ['username', 'email', 'password'],
+        },
+        response: { 201: UserProfileSchema, ...errors(400) },
+      } as FastifySchema,
+    },
+    async (request, reply) => {
+      const body = (request.body && typeof request.body === 'object' ? request.body : {}) as Record<string, unknown>;
+      // The domain's messages first (they name the rule), then the schema's for anything else.
+      const problems = newUserProblems(body);
+      if (request.validationError) {
+        for (const [field, messages] of Object.entries(fieldProblems(request.validationError as never))) problems[field] ??= messages;
+      }
+      if (Object.keys(problems).length > 0) throw new ApiError(400, 'VALIDATION_ERROR', 'Validation Error', problems);
+      try {
+        const user = await users.registerUser({
+          username: body.username as string,
+          email: body.email as string,
+          password: body.password as string,
+          full_name: '',
+          bio: (body.bio as string | null | undefined) ?? null,
+          avatar_url: (body.avatar_url as string | null | undefined) ?? null,
+        });
+        return reply.status(201).send(profile(user));
+      } catch (error) {
+        if (error instanceof DuplicateUserError) {
+          throw new ApiError(400, 'VALIDATION_ERROR', 'Validation Error', { [error.field]: [error.message] });
+        }
+        throw error;
+      }
+    },
+  );
+
+  const loginField = version === 1 ? 'username' : 'email';
+  app.post(
+    '/auth/login',
+    {
+      schema: {
+        tags: ['auth'],
+        summary: version === 1 ? 'Log in by username and password' : 'Log in by e-mail and password',
+        body: {
+          type: 'object',
+          properties: { [loginField]: { type: 'string', minLength: 1, maxLength: 254 }, password: { type: 'string', minLength: 1, maxLength: 1024 } },
+          required: [loginField, 'password'],
+        },
+        response: {
+          200: {
+            type: 'object',
+            properties: { access_token: { type: 'string' }, token_type: { type: 'string' }, expires_in: { type: 'integer' } },
+            required: ['access_token', 'token_type', 'expires_in'],
+          },
+          ...errors(400, 401),
+        },
+      } as FastifySchema,
+    },
+    async (request) => {
+      const body = request.body as Record<string, string>;
+      const user = await users.checkCredentials(loginField, body[loginField]!, body.password!);
+      if (!user) throw new ApiError(401, 'INVALID_CREDENTIALS', 'Unauthorized', `wrong ${loginField} or password`);
+      const { token, expiresIn } = tokens.issueUserToken(user.id, LOGIN_TOKEN_TTL_SECONDS);
+      return { access_token: token, token_type: 'bearer', expires_in: expiresIn };
+    },
+  );
+
+  // -- uploads --
+  const imageUrl = (request: FastifyRequest, image: StoredImage) => `${request.protocol}://${request.host}/uploads/${image.name}`;
+  const receiveImages = async (request: FastifyRequest, field: 'file' | 'files', most: number) => {
+    if (!request.isMultipart()) {
+      throw new ApiError(415, 'UNSUPPORTED_MEDIA_TYPE', 'Unsupported Media Type', `send multipart/form-data with the image in the part "${field}"`);
+    }
+    const buffers: { name: string; bytes: Buffer }[] = [];
+    try {
+      for await (const part of request.parts({ limits: { files: most } })) {
+        if (part.type !== 'file') continue;
+        if (part.fieldname !== field) {
+          await part.toBuffer().catch(() => undefined);
+          throw new ApiError(400, 'VALIDATION_ERROR', 'Validation Error', `unexpected file part "${part.fieldname}"; send images in the part "${field}"`);
+        }
+        buffers.push({ name: part.filename, bytes: await part.toBuffer() });
+      }
+    } catch (error) {
+      const code = (error as { code?: string }).code;
+      if (code === 'FST_REQ_FILE_TOO_LARGE') {
+        throw new ApiError(413, 'PAYLOAD_TOO_LARGE', 'Payload Too Large', `each image may be at most ${MAX_IMAGE_BYTES / 1024 / 1024} MB`);
+      }
+      if (code === 'FST_FILES_LIMIT') {
+        throw new ApiError(400, 'TOO_MANY_FILES', 'Validation Error', `at most ${most} image${most === 1 ? '' : 's'} per request`);
+      }
+      if (error instanceof ApiError) throw error;
+      // Anything else here comes from reading the form: a body that is not the multipart it claims to be.
+      throw new ApiError(400, 'VALIDATION_ERROR', 'Validation Error', `malformed multipart/form-data body: ${(error as Error).message}`);
+    }
+    if (buffers.length === 0) throw new ApiError(400, 'VALIDATION_ERROR', 'Validation Error', `no image in the part "${field}"`);
+    // Check every image before storing any.
+    const { recogniseImage } = await import('./uploads.js');
+    const rejected = buffers.filter((b) => !recogniseImage(b.bytes));
+    if (rejected.length > 0) {
+      throw new ApiError(
+        415,
+        'UNSUPPORTED_MEDIA_TYPE',
+        'Unsupported Media Type',
+        `${rejected.map((b) => `"${b.name}"`).join(', ')} ${rejected.length === 1 ? 'is' : 'are'} not a JPEG, PNG or WebP image (recognised by content, not by the declared type)`,
+      );
+    }
+    return buffers.map((b) => options.images.save(b.bytes)!);
+  };
+
+  const uploadSchema = (summary: string, field: string, response: object): FastifySchema =>
+    ({
+      tags: ['uploads'],
+      summary,
+      description: `multipart/form-data; the image${field === 'files' ? 's' : ''} in the part "${field}". JPEG, PNG or WebP (by content), at most 5 MB each; recommended at most 1920x1080.`,
+      security: bearer,
+      consumes: ['multipart/form-data'],
+      response: { 200: response, ...errors(400, 401, 413, 415) },
+    }) as FastifySchema;
+
+  app.post('/upload/image', { schema: uploadSchema('Upload an image', 'file', ImageSchema) }, async (request) => {
+    auth(request);
+    const [image] = await receiveImages(request, 'file', 1);
+    return { url: imageUrl(request, image!), width: image!.width, height: image!.height, size: image!.size };
+  });
+
+  app.post(
+    '/upload/images',
+    { schema: uploadSchema(`Upload up to ${MAX_IMAGES} images`, 'files', { type: 'array', items: ImageSchema, maxItems: MAX_IMAGES }) },
+    async (request) => {
+      auth(request);
+      const images = await receiveImages(request, 'files', MAX_IMAGES);
+      return images.map((image) => ({ url: imageUrl(request, image), width: image.width, height: image.height, size: image.size }));
+    },
+  );
+}
+
+const FASTIFY_ERRORS: Record<string, [number, string, string]> = {
+  FST_ERR_CTP_BODY_TOO_LARGE: [413, 'PAYLOAD_TOO_LARGE', 'Payload Too Large'],
+  FST_ERR_CTP_INVALID_MEDIA_TYPE: [415, 'UNSUPPORTED_MEDIA_TYPE', 'Unsupported Media Type'],
+  FST_ERR_CTP_EMPTY_JSON_BODY: [400, 'VALIDATION_ERROR', 'Validation Error'],
+  FST_ERR_CTP_INVALID_JSON_BODY: [400, 'VALIDATION_ERROR', 'Validation Error'],
+  FST_INVALID_MULTIPART_CONTENT_TYPE: [415, 'UNSUPPORTED_MEDIA_TYPE', 'Unsupported Media Type'],
+};
+
+function toApiError(error: unknown): ApiError {
+  if (error instanceof ApiError) return error;
+  const e = error as { code?: string; statusCode?: number; message?: string; validation?: unknown };
+  if (e.validation) return new ApiError(400, 'VALIDATION_ERROR', 'Validation Error', e.message ?? 'invalid request');
+  const known = e.code ? FASTIFY_ERRORS[e.code] : undefined;
+  if (known) return new ApiError(known[0], known[1], known[2], e.message ?? known[2]);
+  if (e.statusCode && e.statusCode >= 400 && e.statusCode < 500) return new ApiError(e.statusCode, 'BAD_REQUEST', 'Bad Request', e.message ?? 'bad request');
+  return new ApiError(500, 'INTERNAL_ERROR', 'Internal Server Error', 'an unexpected error occurred');
+}

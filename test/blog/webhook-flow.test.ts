@@ -1,0 +1,81 @@
+/**
+ * post.created from the blog API to a real receiver, through `serve`'s
+ * outbox: created published, or first published by an update; signed.
+ */
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { createServer, type Server } from 'node:http';
+import { request } from 'undici';
+import { startServe, type RunningServe } from '../../src/server/serve.js';
+import { verifySignature } from '../../src/blog/webhooks.js';
+
+const SECRET = 'whsec-test-0123456789';
+let receiver: Server;
+let received: { headers: Record<string, string | string[] | undefined>; body: string }[];
+let running: RunningServe;
+
+beforeEach(async () => {
+  received = [];
+  receiver = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      received.push({ headers: req.headers, body: Buffer.concat(chunks).toString('utf8') });
+      res.writeHead(204).end();
+    });
+  });
+  await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
+  const port = (receiver.address() as { port: number }).port;
+  running = await startServe({
+    host: '127.0.0.1',
+    port: 0,
+    store: { kind: 'memory' },
+    decrypt: {},
+    logger: false,
+    version: 'test',
+    now: () => new Date(),
+    grpc: false,
+    hashCost: 10,
+    webhooks: { urls: [`http://127.0.0.1:${port}/hook`], secret: SECRET },
+  });
+});
+afterEach(async () => {
+  await running.close();
+  await new Promise<void>((resolve) => receiver.close(() => resolve()));
+});
+
+async function json(method: string, path: string, body: unknown, token = running.adminToken) {
+  const res = await request(`${running.url}${path}`, {
+    method: method as 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+    body: JSON.stringify(body),
+  });
+  return (await res.body.json()) as any;
+}
+
+const until = async (check: () => boolean) => {
+  for (let i = 0; i < 300 && !check(); i++) await new Promise((r) => setTimeout(r, 10));
+  expect(check()).toBe(true);
+};
+
+describe('post.created webhook', () => {
+  it('is sent, signed over the exact body, when a post is created', async () => {
+    const post = await json('POST', '/api/v2/blog/posts', { title: 'Hooked', content: 'Body', tags: ['x'] });
+    await until(() => received.length === 1);
+    const [delivery] = received;
+    expect(delivery!.headers['x-webhook-event']).toBe('post.created');
+    expect(verifySignature(delivery!.body, SECRET, String(delivery!.headers['x-webhook-signature']))).toBe(true);
+    expect(verifySignature(delivery!.body, 'other-secret', String(delivery!.headers['x-webhook-signature']))).toBe(false);
+    const payload = JSON.parse(delivery!.body);
+    expect(payload).toEqual({ event: 'post.created', timestamp: expect.any(String), data: post });
+  });
+
+  it('is sent once when a draft is first published, not on later edits', async () => {
+    const post = await json('POST', '/api/v2/blog/posts', { title: 'Draft', content: 'Body' });
+    await until(() => received.length === 1);
+    await json('PATCH', `/api/v2/blog/posts/${post.id}`, { is_published: false });
+    await json('PATCH', `/api/v2/blog/posts/${post.id}`, { is_published: true });
+    await json('PATCH', `/api/v2/blog/posts/${post.id}`, { title: 'Draft, edited' });
+    await new Promise((r) => setTimeout(r, 200));
+    expect(received).toHaveLength(1);
+  });
+});

@@ -1,0 +1,208 @@
+/**
+ * `miniapp webhooks list` and `miniapp webhooks verify` through the
+ * in-process CLI. They need the 'webhooks' entry in GROUPS (src/cli/main.ts).
+ */
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { GROUPS } from '../../../src/cli/main.js';
+import { openDatabase } from '../../../src/store/database.js';
+import { POST_CREATED, signBody, WebhookDispatcher } from '../../../src/blog/webhooks.js';
+import { Sandbox } from '../../helpers/cli.js';
+
+const SECRET = 'cli-test-secret';
+const T0 = new Date('2026-11-21T12:00:00.000Z');
+
+let sb: Sandbox;
+let dir: string;
+
+beforeEach(() => {
+  sb = new Sandbox();
+  dir = mkdtempSync(join(tmpdir(), 'miniapp-webhooks-cli-'));
+});
+afterEach(() => {
+  sb.dispose();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+it('the webhooks group is registered in src/cli/main.ts GROUPS', () => {
+  const group = GROUPS.find((g) => g.name === 'webhooks');
+  expect(group, "add the 'webhooks' entry to GROUPS in src/cli/main.ts").toBeDefined();
+  expect(group!.summary.length).toBeLessThan(50);
+});
+
+/** A data dir with three deliveries: delivered, pending after a refused connection, failed after four 500s. */
+async function fillDatabase(): Promise<{ body: string }> {
+  let now = T0;
+  const db = openDatabase({ dataDir: dir });
+  const answers = new Map<string, () => Promise<{ status: number }>>([
+    ['http://127.0.0.1:9/ok', async () => ({ status: 200 })],
+    ['http://127.0.0.1:9/down', async () => {
+      throw Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:9'), { code: 'ECONNREFUSED' });
+    }],
+    ['http://127.0.0.1:9/broken', async () => ({ status: 500 })],
+  ]);
+  const hooks = new WebhookDispatcher({ db, secret: SECRET, now: () => now, version: '1.0.0', send: (url) => answers.get(url)!() });
+  hooks.outbox.enqueue(POST_CREATED, { id: 1, title: 'First' }, ['http://127.0.0.1:9/ok', 'http://127.0.0.1:9/down']);
+  hooks.outbox.enqueue(POST_CREATED, { id: 2, title: 'Second' }, ['http://127.0.0.1:9/broken']);
+  await hooks.runDue();
+  // Only the broken one is retried through to failure: the down one stays pending at +1 min.
+  for (const minutes of [1, 6, 36]) {
+    now = new Date(T0.getTime() + minutes * 60_000);
+    db.prepare(`UPDATE webhook_deliveries SET next_attempt_at = ? WHERE url LIKE '%/down'`).run(new Date(T0.getTime() + 86_400_000).toISOString());
+    await hooks.runDue();
+  }
+  db.prepare(`UPDATE webhook_deliveries SET next_attempt_at = ? WHERE url LIKE '%/down'`).run(new Date(T0.getTime() + 60_000).toISOString());
+  const body = hooks.outbox.list()[0]!.body;
+  db.close();
+  return { body };
+}
+
+describe('webhooks list', () => {
+  it('prints one tab-separated row per delivery, oldest first, when piped', async () => {
+    await fillDatabase();
+    const result = await sb.run(['webhooks', 'list', '--data-dir', dir]);
+    expect(result.stderr).toBe('');
+    expect(result.code).toBe(0);
+    const rows = result.stdout.trimEnd().split('\n').map((line) => line.split('\t'));
+    expect(rows).toEqual([
+      ['1', 'post.created', 'http://127.0.0.1:9/ok', 'delivered', '1', '', 'HTTP 200', T0.toISOString()],
+      ['2', 'post.created', 'http://127.0.0.1:9/down', 'pending', '1', '2026-11-21T12:01:00.000Z', 'connect ECONNREFUSED 127.0.0.1:9', T0.toISOString()],
+      ['3', 'post.created', 'http://127.0.0.1:9/broken', 'failed', '4', '', 'HTTP 500', T0.toISOString()],
+    ]);
+  });
+
+  it('shows a table with headers on a terminal', async () => {
+    await fillDatabase();
+    const result = await sb.run(['webhooks', 'list', '--data-dir', dir, '--no-color'], { tty: true });
+    expect(result.code).toBe(0);
+    for (const header of ['id', 'event', 'url', 'state', 'attempts', 'next attempt', 'last result', 'created']) {
+      expect(result.stdout).toContain(header);
+    }
+    expect(result.stdout).toContain('failed');
+  });
+
+  it('--json prints every delivery with its body and all its attempts', async () => {
+    const { body } = await fillDatabase();
+    const result = await sb.run(['webhooks', 'list', '--data-dir', dir, '--json']);
+    expect(result.code).toBe(0);
+    const deliveries = JSON.parse(result.stdout) as any[];
+    expect(deliveries).toHaveLength(3);
+    expect(deliveries[0]).toEqual({
+      id: 1,
+      event: 'post.created',
+      url: 'http://127.0.0.1:9/ok',
+      body,
+      state: 'delivered',
+      attemptCount: 1,
+      nextAttemptAt: null,
+      createdAt: T0.toISOString(),
+      updatedAt: T0.toISOString(),
+      attempts: [{ at: T0.toISOString(), statusCode: 200, error: null }],
+    });
+    expect(JSON.parse(deliveries[0].body)).toEqual({ event: 'post.created', timestamp: T0.toISOString(), data: { id: 1, title: 'First' } });
+    expect(deliveries[1].attempts).toEqual([{ at: T0.toISOString(), statusCode: null, error: 'connect ECONNREFUSED 127.0.0.1:9' }]);
+    expect(deliveries[2].attempts.map((a: any) => a.at)).toEqual(
+      [0, 1, 6, 36].map((m) => new Date(T0.getTime() + m * 60_000).toISOString()),
+    );
+  });
+
+  it('--state filters', async () => {
+    await fillDatabase();
+    const result = await sb.run(['webhooks', 'list', '--data-dir', dir, '--state', 'failed', '--json']);
+    expect((JSON.parse(result.stdout) as any[]).map((d) => d.id)).toEqual([3]);
+    const bad = await sb.run(['webhooks', 'list', '--data-dir', dir, '--state', 'lost']);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain('--state must be one of pending, delivered, failed');
+  });
+
+  it('says so when serve has not created the database yet', async () => {
+    const result = await sb.run(['webhooks', 'list', '--data-dir', join(dir, 'nothing-here')]);
+    expect(result.code).toBe(0);
+    expect(result.stdout).toBe('');
+    expect(result.stderr).toContain('no database at');
+    const json = await sb.run(['webhooks', 'list', '--data-dir', join(dir, 'nothing-here'), '--json']);
+    expect(JSON.parse(json.stdout)).toEqual([]);
+  });
+
+  it('defaults to the data dir of MINIAPP_DATA_DIR', async () => {
+    await fillDatabase();
+    const result = await sb.run(['webhooks', 'list', '--json'], { env: { MINIAPP_DATA_DIR: dir } });
+    expect(JSON.parse(result.stdout)).toHaveLength(3);
+  });
+});
+
+describe('webhooks verify', () => {
+  const body = '{"event":"post.created","timestamp":"2026-11-21T12:00:00.000Z","data":{"id":1,"title":"Grüße"}}\n';
+  const signature = signBody(body, SECRET);
+
+  function bodyFile(content: string | Buffer = body): string {
+    const file = join(dir, 'body.json');
+    writeFileSync(file, content);
+    return file;
+  }
+
+  it('exits 0 for a valid signature over a file', async () => {
+    const result = await sb.run(['webhooks', 'verify', '--secret', SECRET, '--signature', signature, bodyFile()]);
+    expect(result).toMatchObject({ code: 0, stdout: 'signature valid\n' });
+  });
+
+  it('reads stdin, takes the secret from MINIAPP_WEBHOOK_SECRET, prints JSON with --json', async () => {
+    const result = await sb.run(['webhooks', 'verify', '--signature', signature, '-', '--json'], {
+      stdin: body,
+      env: { MINIAPP_WEBHOOK_SECRET: SECRET },
+    });
+    expect(result.code).toBe(0);
+    expect(JSON.parse(result.stdout)).toEqual({ valid: true });
+    const implicit = await sb.run(['webhooks', 'verify', '--signature', signature], { stdin: body, env: { MINIAPP_WEBHOOK_SECRET: SECRET } });
+    expect(implicit.code).toBe(0);
+  });
+
+  it('checks the raw bytes: a body that is not valid UTF-8 verifies as it is', async () => {
+    const raw = Buffer.concat([Buffer.from('{"x":"'), Buffer.from([0xff, 0xfe, 0xc3]), Buffer.from('"}\r\n')]);
+    const result = await sb.run(['webhooks', 'verify', '--secret', SECRET, '--signature', signBody(raw, SECRET), bodyFile(raw)]);
+    expect(result.code).toBe(0);
+  });
+
+  it('tolerates an upper-case signature with whitespace around it', async () => {
+    const result = await sb.run(['webhooks', 'verify', '--secret', SECRET, '--signature', ` ${signature.toUpperCase()} `, bodyFile()]);
+    expect(result.code).toBe(0);
+  });
+
+  it('exits 1 for another secret', async () => {
+    const result = await sb.run(['webhooks', 'verify', '--secret', 'wrong', '--signature', signature, bodyFile()]);
+    expect(result.code).toBe(1);
+    expect(result.stdout).toBe('');
+    expect(result.stderr).toContain('signature does not match');
+  });
+
+  it('exits 1 for a tampered body, even one only re-formatted or without its final newline', async () => {
+    for (const tampered of [body.replace('Grüße', 'Grusse'), body.trimEnd(), `${JSON.stringify(JSON.parse(body), null, 2)}\n`]) {
+      const result = await sb.run(['webhooks', 'verify', '--secret', SECRET, '--signature', signature, bodyFile(tampered)]);
+      expect(result.code).toBe(1);
+      expect(result.stderr).toContain('signature does not match');
+    }
+  });
+
+  it('exits 2 without a secret, without a signature, or with a malformed one', async () => {
+    const noSecret = await sb.run(['webhooks', 'verify', '--signature', signature, bodyFile()]);
+    expect(noSecret.code).toBe(2);
+    expect(noSecret.stderr).toContain('MINIAPP_WEBHOOK_SECRET');
+    const noSignature = await sb.run(['webhooks', 'verify', '--secret', SECRET, bodyFile()]);
+    expect(noSignature.code).toBe(2);
+    expect(noSignature.stderr).toContain('--signature');
+    const malformed = await sb.run(['webhooks', 'verify', '--secret', SECRET, '--signature', signature.slice(7), bodyFile()]);
+    expect(malformed.code).toBe(2);
+    expect(malformed.stderr).toContain('sha256=<64 hex digits>');
+  });
+
+  it('exits 2 for a missing file or no input at all', async () => {
+    const missing = await sb.run(['webhooks', 'verify', '--secret', SECRET, '--signature', signature, join(dir, 'nope.json')]);
+    expect(missing.code).toBe(2);
+    expect(missing.stderr).toContain('no such file');
+    const tty = await sb.run(['webhooks', 'verify', '--secret', SECRET, '--signature', signature]);
+    expect(tty.code).toBe(2);
+    expect(tty.stderr).toContain('pass a FILE argument or pipe it on stdin');
+  });
+});
