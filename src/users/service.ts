@@ -149,11 +149,7 @@ export class UserServiceImpl {
       }),
       UpdateUser: this.#unary((request, principal) => this.#updateUser(request, principal)),
       DeleteUser: this.#unary((request: { user_id: string }, principal) => {
-        const id = userIdOf(request.user_id);
-        this.#mayChange(principal, id, 'delete');
-        const user = this.options.users.delete(id);
-        if (!user) throw new RpcError(Status.NOT_FOUND, `no user with id ${request.user_id}`);
-        this.#emit('DELETED', user);
+        this.#deleteUser(userIdOf(request.user_id), principal);
         return {};
       }),
       ListUsers: (call: grpc.ServerWritableStream<{ page: number; page_size: number; filter: string }, UserMessage>) => this.#listUsers(call),
@@ -206,6 +202,25 @@ export class UserServiceImpl {
           },
         );
     };
+  }
+
+  /** The principal of a streaming call, or undefined after ending the call with UNAUTHENTICATED. */
+  #streamPrincipal(call: { metadata: grpc.Metadata; emit(event: 'error', error: grpc.ServerErrorResponse): boolean }): Principal | undefined {
+    try {
+      return this.authenticate(call.metadata);
+    } catch (error) {
+      failStream(call, error);
+      return undefined;
+    }
+  }
+
+  /** Deletes a user the principal may delete, and tells the watchers. */
+  #deleteUser(id: number, principal: Principal): UserRecord {
+    this.#mayChange(principal, id, 'delete');
+    const user = this.options.users.delete(id);
+    if (!user) throw new RpcError(Status.NOT_FOUND, `no user with id ${id}`);
+    this.#emit('DELETED', user);
+    return user;
   }
 
   #emit(type: EventTypeName, user: UserRecord): void {
@@ -297,12 +312,7 @@ export class UserServiceImpl {
   }
 
   #watch(call: grpc.ServerWritableStream<{ user_id: string; types: EventTypeName[] }, UserEventMessage>): void {
-    try {
-      this.authenticate(call.metadata);
-    } catch (error) {
-      failStream(call, error);
-      return;
-    }
+    if (!this.#streamPrincipal(call)) return;
     const userId = Number(call.request.user_id || 0);
     const types = new Set(call.request.types ?? []);
     const listener = (event: UserEventMessage) => {
@@ -400,13 +410,8 @@ export class UserServiceImpl {
   }
 
   #chat(call: grpc.ServerDuplexStream<ChatMessage, ChatMessage>): void {
-    let principal: Principal;
-    try {
-      principal = this.authenticate(call.metadata);
-    } catch (error) {
-      failStream(call, error);
-      return;
-    }
+    const principal = this.#streamPrincipal(call);
+    if (!principal) return;
     const joined = new Set<string>();
     this.#open.add(call);
     const leave = () => {
@@ -445,13 +450,8 @@ export class UserServiceImpl {
   }
 
   #sync(call: grpc.ServerDuplexStream<SyncRequest, unknown>): void {
-    let principal: Principal;
-    try {
-      principal = this.authenticate(call.metadata);
-    } catch (error) {
-      failStream(call, error);
-      return;
-    }
+    const principal = this.#streamPrincipal(call);
+    if (!principal) return;
     let queue = Promise.resolve();
     call.on('data', (request: SyncRequest) => {
       // Answered strictly in order, whatever each one costs.
@@ -471,12 +471,7 @@ export class UserServiceImpl {
 
   async #syncOne(request: SyncRequest, principal: Principal): Promise<UserRecord> {
     if (request.operation === 'delete_user_id') {
-      const id = userIdOf(request.delete_user_id, 'delete_user_id');
-      this.#mayChange(principal, id, 'delete');
-      const user = this.options.users.delete(id);
-      if (!user) throw new RpcError(Status.NOT_FOUND, `no user with id ${id}`);
-      this.#emit('DELETED', user);
-      return user;
+      return this.#deleteUser(userIdOf(request.delete_user_id, 'delete_user_id'), principal);
     }
     if (request.operation !== 'upsert' || !request.upsert?.user) {
       throw new RpcError(Status.INVALID_ARGUMENT, 'each request needs an upsert (with a user) or a delete_user_id');

@@ -5,7 +5,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FormData, request } from 'undici';
 import * as grpc from '@grpc/grpc-js';
-import { startServe, type RunningServe } from '../../src/server/serve.js';
+import type { RunningServe } from '../../src/server/serve.js';
+import { startTestServe } from '../helpers/serve.js';
 import { userServiceDefinition } from '../../src/users/proto.js';
 import { jpeg, png, webp } from '../helpers/images.js';
 
@@ -47,17 +48,7 @@ async function post(token: string, title: string, content: string, tags: string[
 }
 
 beforeAll(async () => {
-  running = await startServe({
-    host: '127.0.0.1',
-    port: 0,
-    store: { kind: 'memory' },
-    decrypt: {},
-    logger: false,
-    version: 'test',
-    now: () => new Date(),
-    grpc: { host: '127.0.0.1', port: 0 },
-    hashCost: 10,
-  });
+  running = await startTestServe({ grpc: { host: '127.0.0.1', port: 0 } });
   alice = await signup('alice');
   bob = await signup('bob');
   await post(alice, 'Getting started with mini-apps', 'A first post about the SDK and appLogin.', ['sdk', 'intro']);

@@ -6,23 +6,14 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { request } from 'undici';
-import { startServe, type RunningServe } from '../../src/server/serve.js';
+import type { RunningServe } from '../../src/server/serve.js';
+import { startTestServe } from '../helpers/serve.js';
 
 let running: RunningServe;
 let token: string;
 
 beforeAll(async () => {
-  running = await startServe({
-    host: '127.0.0.1',
-    port: 0,
-    store: { kind: 'memory' },
-    decrypt: {},
-    logger: false,
-    version: 'test',
-    now: () => new Date(),
-    grpc: false,
-    hashCost: 10,
-  });
+  running = await startTestServe();
   token = running.adminToken;
   await request(`${running.url}/api/v2/blog/posts`, {
     method: 'POST',

@@ -5,7 +5,8 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createServer, type Server } from 'node:http';
 import { request } from 'undici';
-import { startServe, type RunningServe } from '../../src/server/serve.js';
+import type { RunningServe } from '../../src/server/serve.js';
+import { startTestServe } from '../helpers/serve.js';
 import { verifySignature } from '../../src/blog/webhooks.js';
 
 const SECRET = 'whsec-test-0123456789';
@@ -25,18 +26,7 @@ beforeEach(async () => {
   });
   await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
   const port = (receiver.address() as { port: number }).port;
-  running = await startServe({
-    host: '127.0.0.1',
-    port: 0,
-    store: { kind: 'memory' },
-    decrypt: {},
-    logger: false,
-    version: 'test',
-    now: () => new Date(),
-    grpc: false,
-    hashCost: 10,
-    webhooks: { urls: [`http://127.0.0.1:${port}/hook`], secret: SECRET },
-  });
+  running = await startTestServe({ webhooks: { urls: [`http://127.0.0.1:${port}/hook`], secret: SECRET } });
 });
 afterEach(async () => {
   await running.close();

@@ -3,6 +3,7 @@ import type { Bind } from '../main.js';
 import type { CommandContext } from '../context.js';
 import { UsageError } from '../../errors.js';
 import { parseDuration } from '../../duration.js';
+import { parseUserKey } from '../flags.js';
 
 export function registerCallbacks(program: Command, bind: Bind): void {
   const callbacks = program.command('callbacks').description('the unlink callbacks that `miniapp serve` has recorded');
@@ -26,11 +27,7 @@ function sinceOf(text: string, now: Date): Date {
 async function runList(cc: CommandContext, command: Command): Promise<void> {
   const flags = command.opts<{ since?: string; userKey?: string; dataDir?: string }>();
   const since = flags.since === undefined ? undefined : sinceOf(flags.since, cc.now());
-  let userKey: number | undefined;
-  if (flags.userKey !== undefined) {
-    userKey = /^\d+$/.test(flags.userKey) ? Number(flags.userKey) : NaN;
-    if (!Number.isSafeInteger(userKey)) throw new UsageError(`--user-key must be a non-negative integer; got "${flags.userKey}"`);
-  }
+  const userKey = flags.userKey === undefined ? undefined : parseUserKey(flags.userKey);
   const [{ openDatabase, databasePath }, { UnlinkEventStore }, { dataDir }, { existsSync }] = await Promise.all([
     import('../../store/database.js'),
     import('../../store/unlink-events.js'),

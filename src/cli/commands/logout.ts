@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import type { Bind } from '../main.js';
 import type { CommandContext } from '../context.js';
-import { UsageError } from '../../errors.js';
+import { parseUserKey } from '../flags.js';
 import { partnerClient, timeoutOption, tokenStore } from '../profile.js';
 
 export function registerLogout(program: Command, bind: Bind): void {
@@ -20,11 +20,7 @@ export function registerLogout(program: Command, bind: Bind): void {
 
 async function runLogout(cc: CommandContext, command: Command): Promise<void> {
   const options = command.opts<{ userKey?: string; timeout: string }>();
-  let userKey: number | undefined;
-  if (options.userKey !== undefined) {
-    userKey = /^\d+$/.test(options.userKey.trim()) ? Number(options.userKey) : NaN;
-    if (!Number.isSafeInteger(userKey)) throw new UsageError(`--user-key must be a non-negative integer; got "${options.userKey}"`);
-  }
+  const userKey = options.userKey === undefined ? undefined : parseUserKey(options.userKey);
   const [client, store] = await Promise.all([partnerClient(cc, options), tokenStore(cc)]);
   const accessToken = cc.env.MINIAPP_ACCESS_TOKEN?.trim() || store.load()?.accessToken;
   try {

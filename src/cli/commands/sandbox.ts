@@ -3,6 +3,7 @@ import type { Bind } from '../main.js';
 import type { CommandContext } from '../context.js';
 import { MiniappError, UsageError } from '../../errors.js';
 import { parseDuration } from '../../duration.js';
+import { parsePort, parseUserKey } from '../flags.js';
 
 const DEFAULT_SANDBOX_URL = 'http://127.0.0.1:4010';
 
@@ -83,12 +84,6 @@ export function registerSandbox(program: Command, bind: Bind): void {
     .action(bind(runAdvance));
 }
 
-function portOf(text: string): number {
-  const port = /^\d+$/.test(text) ? Number(text) : NaN;
-  if (!(port >= 0 && port <= 65535)) throw new UsageError(`--port must be a number from 0 to 65535; got "${text}"`);
-  return port;
-}
-
 function positive(text: string, flag: string): number {
   const value = /^\d+$/.test(text) ? Number(text) : NaN;
   if (!(value >= 1)) throw new UsageError(`${flag} must be a positive whole number; got "${text}"`);
@@ -97,7 +92,7 @@ function positive(text: string, flag: string): number {
 
 async function runServe(cc: CommandContext, command: Command): Promise<void> {
   const options = command.opts<ServeOptions>();
-  const port = portOf(options.port);
+  const port = parsePort(options.port);
   const [{ buildSandbox }, { parseAad, parseKey }, { randomBytes }, { readPem }, { ERROR_SHAPES }] = await Promise.all([
     import('../../sandbox/server.js'),
     import('../../login/key-material.js'),
@@ -246,14 +241,8 @@ async function adminCall(cc: CommandContext, command: Command, path: string, bod
   }
 }
 
-function userKeyOf(text: string): number {
-  const value = /^\d+$/.test(text.trim()) ? Number(text) : NaN;
-  if (!Number.isSafeInteger(value)) throw new UsageError(`--user-key must be a non-negative integer; got "${text}"`);
-  return value;
-}
-
 async function runLogin(cc: CommandContext, command: Command): Promise<void> {
-  const userKey = userKeyOf(command.opts<{ userKey: string }>().userKey);
+  const userKey = parseUserKey(command.opts<{ userKey: string }>().userKey);
   const result = await adminCall(cc, command, '/login', { userKey });
   cc.out.record(
     [
@@ -268,7 +257,7 @@ async function runLogin(cc: CommandContext, command: Command): Promise<void> {
 
 async function runUnlink(cc: CommandContext, command: Command): Promise<void> {
   const options = command.opts<{ userKey: string; reason: string }>();
-  const result = await adminCall(cc, command, '/unlink', { userKey: userKeyOf(options.userKey), reason: options.reason });
+  const result = await adminCall(cc, command, '/unlink', { userKey: parseUserKey(options.userKey), reason: options.reason });
   const callback = result.callback as { url: string; status?: number; error?: string } | null;
   if (cc.out.json) {
     cc.out.printJson(result);

@@ -3,6 +3,7 @@ import type { Bind } from '../main.js';
 import type { CommandContext } from '../context.js';
 import { ConfigError, MiniappError, UsageError } from '../../errors.js';
 import { timeoutMs } from '../profile.js';
+import { parsePort } from '../flags.js';
 
 interface ServeFlags {
   host: string;
@@ -60,15 +61,9 @@ export function registerServe(program: Command, bind: Bind): void {
     .action(bind(runServe));
 }
 
-function portOf(text: string, flag = '--port'): number {
-  const port = /^\d+$/.test(text) ? Number(text) : NaN;
-  if (!(port >= 0 && port <= 65535)) throw new UsageError(`${flag} must be a number from 0 to 65535; got "${text}"`);
-  return port;
-}
-
 async function runServe(cc: CommandContext, command: Command): Promise<void> {
   const flags = command.opts<ServeFlags>();
-  const port = portOf(flags.port);
+  const port = parsePort(flags.port);
   if (flags.store !== 'sqlite' && flags.store !== 'memory') throw new UsageError(`--store must be sqlite or memory; got "${flags.store}"`);
   if (!LOG_LEVELS.includes(flags.logLevel)) throw new UsageError(`--log-level must be one of ${LOG_LEVELS.join(', ')}`);
   if (flags.callbackAuth !== undefined && !/^[^:]+:.+$/.test(flags.callbackAuth)) throw new UsageError('--callback-auth must be id:password');
@@ -105,7 +100,7 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
     };
   }
   const directory = flags.dataDir ?? dataDir(cc.env, cc.homedir);
-  const grpcPort = portOf(flags.grpcPort, '--grpc-port');
+  const grpcPort = parsePort(flags.grpcPort, '--grpc-port');
   const hashCost = /^\d+$/.test(flags.passwordHashCost) ? Number(flags.passwordHashCost) : NaN;
   if (!(hashCost >= 10 && hashCost <= 20)) throw new UsageError(`--password-hash-cost must be a whole number from 10 to 20; got "${flags.passwordHashCost}"`);
   if (Boolean(flags.grpcTlsCert) !== Boolean(flags.grpcTlsKey)) throw new UsageError('--grpc-tls-cert and --grpc-tls-key go together');
