@@ -40,6 +40,11 @@ export const GROUPS: readonly Group[] = [
     load: async () => (await import('./commands/callbacks.js')).registerCallbacks,
   },
   {
+    name: 'users',
+    summary: 'the gRPC user service: CRUD, watch, bulk, sync, chat',
+    load: async () => (await import('./commands/users.js')).registerUsers,
+  },
+  {
     name: 'webhooks',
     summary: 'list webhook deliveries, verify signatures',
     load: async () => (await import('./commands/webhooks.js')).registerWebhooks,

@@ -482,7 +482,8 @@ export class UserServiceImpl {
       if (!principal.isAdmin) throw new RpcError(Status.PERMISSION_DENIED, 'creating users through sync needs the admin role');
       const user = this.options.users.create({
         ...(await this.#newUser({ username: given.username, email: given.email, password: request.upsert.password, full_name: given.full_name })),
-        isActive: given.is_active,
+        // proto3 cannot tell an unset is_active from false: new users start active, as with CreateUser.
+        isActive: true,
         roles: given.roles,
       });
       this.#emit('CREATED', user);

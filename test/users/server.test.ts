@@ -367,7 +367,7 @@ describe('SyncUsers', () => {
     const existing = await create(c, 'old');
     const call = c.SyncUsers(auth());
     const answers = collect(call);
-    call.write({ client_ref: 'a', upsert: { user: { username: 'synced', email: 's@example.com', is_active: true }, password: 'long enough' } });
+    call.write({ client_ref: 'a', upsert: { user: { username: 'synced', email: 's@example.com' }, password: 'long enough' } });
     call.write({ client_ref: 'b', upsert: { user: { id: existing.id, username: 'userold', email: 'new@example.com', full_name: 'Replaced', is_active: false, roles: ['x'] } } });
     call.write({ client_ref: 'c', delete_user_id: '999' });
     call.write({ client_ref: 'd', upsert: { user: { username: 'nopass', email: 'n@example.com' }, password: '' } });
@@ -383,6 +383,7 @@ describe('SyncUsers', () => {
       ['e', 'ok'],
       ['f', 'INVALID_ARGUMENT'],
     ]);
+    expect(results[0].user).toMatchObject({ username: 'synced', is_active: true });
     expect(results[1].user).toMatchObject({ email: 'new@example.com', full_name: 'Replaced', is_active: false, roles: ['x'] });
     expect(results[4].user.username).toBe('userold');
   });

@@ -1,0 +1,574 @@
+/**
+ * The gRPC client of user.v1.UserService, as the spec's reference client
+ * connects: keepalive pings every 10 s with a 3 s time-out, also without
+ * calls, and the round_robin policy. The token travels as per-call
+ * metadata `authorization: Bearer <token>` (call credentials would be
+ * refused by grpc-js on a plaintext channel, and the server is often a
+ * local plaintext `miniapp serve`).
+ *
+ * Every failure leaves here as a typed error whose `code` is the gRPC
+ * status name: UNAUTHENTICATED an AuthError (exit 4), UNAVAILABLE and
+ * DEADLINE_EXCEEDED an UpstreamError (exit 5), anything else a
+ * MiniappError (exit 1) reading `NOT_FOUND: no user with id 9`.
+ *
+ * Nothing here prints or reads the environment: streams report through
+ * callbacks, and the command decides how to show them.
+ */
+import { once } from 'node:events';
+import * as grpc from '@grpc/grpc-js';
+import { AuthError, MiniappError, UpstreamError, type ErrorOptions } from '../errors.js';
+import { formatDuration } from '../duration.js';
+import { readPem } from '../login/pem.js';
+import { userServiceDefinition, type EventTypeName, type Timestamp, type UserMessage } from './proto.js';
+
+export const DEFAULT_DEADLINE_MS = 10_000;
+
+/** Keepalive and load balancing of the spec's reference client (Limits table). */
+export const CHANNEL_OPTIONS: grpc.ChannelOptions = {
+  'grpc.keepalive_time_ms': 10_000,
+  'grpc.keepalive_timeout_ms': 3_000,
+  'grpc.keepalive_permit_without_calls': 1,
+  'grpc.service_config': JSON.stringify({ loadBalancingConfig: [{ round_robin: {} }] }),
+};
+
+export const UPDATE_PATHS = ['username', 'email', 'full_name', 'is_active', 'roles'] as const;
+export type UpdatePath = (typeof UPDATE_PATHS)[number];
+
+export interface CreateUserRequest {
+  username: string;
+  email: string;
+  password: string;
+  full_name: string;
+}
+
+export interface CreateUserResponse {
+  user: UserMessage | null;
+  message: string;
+}
+
+export interface ListUsersRequest {
+  page?: number;
+  page_size?: number;
+  filter?: string;
+}
+
+export interface WatchUserRequest {
+  user_id?: string;
+  types?: EventTypeName[];
+}
+
+export interface UserEvent {
+  type: EventTypeName;
+  user: UserMessage | null;
+  timestamp: Timestamp | null;
+}
+
+export interface BulkCreateFailure {
+  /** 0-based position in the stream the client sent. */
+  index: number;
+  status: string;
+  message: string;
+}
+
+export interface BulkCreateResponse {
+  created_count: number;
+  failures: BulkCreateFailure[];
+}
+
+export interface ChatMessage {
+  room: string;
+  sender: string;
+  text: string;
+  sent_at: Timestamp | null;
+}
+
+export interface SyncUser {
+  id: string;
+  username: string;
+  email: string;
+  full_name: string;
+  is_active: boolean;
+  roles: string[];
+}
+
+export type UserSyncRequest =
+  | { client_ref: string; upsert: { user: SyncUser; password: string } }
+  | { client_ref: string; delete_user_id: string };
+
+export interface UserSyncResponse {
+  client_ref: string;
+  result?: 'user' | 'failure';
+  user?: UserMessage | null;
+  failure?: { status: string; message: string } | null;
+}
+
+export interface ConnectOptions {
+  /** HOST:PORT */
+  address: string;
+  /** Sent as `authorization: Bearer <token>` when given. */
+  token?: string | undefined;
+  tls?: boolean | undefined;
+  /** CA for TLS: a PEM file path or the PEM text; the system roots without it. */
+  ca?: string | undefined;
+  /** Time limit of each unary call and list; for the other streams, of connecting. */
+  deadlineMs?: number | undefined;
+}
+
+type Callback<Res> = (error: grpc.ServiceError | null, response?: Res) => void;
+type Unary<Req, Res> = (request: Req, metadata: grpc.Metadata, options: grpc.CallOptions, callback: Callback<Res>) => grpc.ClientUnaryCall;
+
+/** The methods the loaded service constructor adds, with the message shapes of proto.ts's loader options. */
+interface RawUserClient extends grpc.Client {
+  CreateUser: Unary<CreateUserRequest, CreateUserResponse>;
+  GetUser: Unary<{ user_id: string }, UserMessage>;
+  UpdateUser: Unary<{ user_id: string; user: Partial<UserMessage>; update_mask: { paths: string[] } }, UserMessage>;
+  DeleteUser: Unary<{ user_id: string }, Record<string, never>>;
+  ListUsers(request: ListUsersRequest, metadata: grpc.Metadata, options: grpc.CallOptions): grpc.ClientReadableStream<UserMessage>;
+  WatchUserChanges(request: WatchUserRequest, metadata: grpc.Metadata, options: grpc.CallOptions): grpc.ClientReadableStream<UserEvent>;
+  BulkCreateUsers(
+    metadata: grpc.Metadata,
+    options: grpc.CallOptions,
+    callback: Callback<BulkCreateResponse>,
+  ): grpc.ClientWritableStream<CreateUserRequest>;
+  UserChat(metadata: grpc.Metadata, options: grpc.CallOptions): grpc.ClientDuplexStream<Partial<ChatMessage>, ChatMessage>;
+  SyncUsers(metadata: grpc.Metadata, options: grpc.CallOptions): grpc.ClientDuplexStream<UserSyncRequest, UserSyncResponse>;
+}
+
+// ------------------------------------------------------------------ errors
+
+const NOT_REACHED_HINT = 'is `miniapp serve` running? check --addr/grpc-addr';
+const TOKEN_HINT = '`miniapp serve` writes its admin token to the profile\'s grpc-token; or pass --token';
+
+/** A failure of the user service other than authentication and reachability; `code` is the status name. */
+export class UserServiceError extends MiniappError {
+  override readonly code: string;
+  constructor(status: string, message: string, options: ErrorOptions = {}) {
+    super(message, options);
+    this.code = status;
+  }
+}
+
+export function statusName(code: number): string {
+  return grpc.status[code] ?? `STATUS_${code}`;
+}
+
+interface ErrorContext {
+  address: string;
+  deadlineMs: number;
+  tls: boolean;
+}
+
+function isServiceError(error: unknown): error is grpc.ServiceError {
+  return error instanceof Error && typeof (error as Partial<grpc.ServiceError>).code === 'number' && 'details' in error;
+}
+
+/** A gRPC status as the project's typed error; other errors pass through. */
+export function userServiceError(error: unknown, context: ErrorContext): unknown {
+  if (!isServiceError(error)) return error;
+  const name = statusName(error.code);
+  const details = error.details || error.message;
+  switch (error.code) {
+    case grpc.status.UNAUTHENTICATED:
+      return new AuthError(`${name}: ${details}`, { code: name, hint: TOKEN_HINT, cause: error });
+    case grpc.status.UNAVAILABLE:
+      return new UpstreamError(`${name}: cannot reach the user service at ${context.address}: ${connectionProblem(details)}`, {
+        code: name,
+        hint: unreachableHint(context.tls),
+        cause: error,
+      });
+    case grpc.status.DEADLINE_EXCEEDED:
+      return new UpstreamError(`${name}: no answer from the user service at ${context.address} within ${formatDuration(context.deadlineMs)}`, {
+        code: name,
+        hint: 'raise --deadline (e.g. --deadline 30s), or check the load of the server',
+        cause: error,
+      });
+    default:
+      return new UserServiceError(name, `${name}: ${details}`, { cause: error });
+  }
+}
+
+/**
+ * grpc-js nests the reason: "round_robin: No connection established. Last
+ * error: No connection established. Last error: Error: connect
+ * ECONNREFUSED 127.0.0.1:1. Resolution note: "; keep the innermost.
+ */
+function connectionProblem(details: string): string {
+  let text = details.replace(/^[a-z_]+: /, '').replace(/\.?\s*Resolution note:\s*$/, '');
+  const at = text.lastIndexOf('Last error: ');
+  if (at !== -1) text = text.slice(at + 'Last error: '.length).replace(/^Error: /, '');
+  return text || details;
+}
+
+function unreachableHint(tls: boolean): string {
+  return tls
+    ? `${NOT_REACHED_HINT}; does it serve TLS with a certificate your --ca (or grpc-ca) trusts?`
+    : `${NOT_REACHED_HINT}; if it serves TLS, add --tls (and --ca)`;
+}
+
+/** The status name carried by a mapped error (`UNAVAILABLE`, ...), if any. */
+export function statusOf(error: unknown): string | undefined {
+  if (error instanceof UserServiceError || error instanceof AuthError || error instanceof UpstreamError) return error.code;
+  return undefined;
+}
+
+// ------------------------------------------------------------------ client
+
+function credentialsOf(options: ConnectOptions): grpc.ChannelCredentials {
+  if (!options.tls) return grpc.credentials.createInsecure();
+  const ca = options.ca ? Buffer.from(readPem(options.ca, '--ca')) : null;
+  return grpc.credentials.createSsl(ca);
+}
+
+export function connectUserService(options: ConnectOptions): UserServiceClient {
+  const { Client } = userServiceDefinition();
+  const raw = new Client(options.address, credentialsOf(options), CHANNEL_OPTIONS) as unknown as RawUserClient;
+  return new UserServiceClient(raw, options);
+}
+
+/** Writes every item of `source` with back-pressure, until the source ends or `stopped()` says the call is over. */
+async function writeAll<T>(
+  call: grpc.ClientWritableStream<T> | grpc.ClientDuplexStream<T, unknown>,
+  source: AsyncIterable<T>,
+  stopped: () => boolean,
+  ended: Promise<unknown>,
+  onSent?: (count: number) => void,
+): Promise<void> {
+  let sent = 0;
+  for await (const item of source) {
+    if (stopped()) return;
+    if (!call.write(item)) {
+      const drained = new AbortController();
+      await Promise.race([once(call, 'drain', { signal: drained.signal }).catch(() => undefined), ended.catch(() => undefined)]);
+      drained.abort();
+    }
+    onSent?.(++sent);
+  }
+}
+
+export class UserServiceClient {
+  readonly address: string;
+  readonly deadlineMs: number;
+  readonly #raw: RawUserClient;
+  readonly #token: string | undefined;
+  readonly #context: ErrorContext;
+
+  constructor(raw: RawUserClient, options: ConnectOptions) {
+    this.#raw = raw;
+    this.address = options.address;
+    this.deadlineMs = options.deadlineMs ?? DEFAULT_DEADLINE_MS;
+    this.#token = options.token;
+    this.#context = { address: this.address, deadlineMs: this.deadlineMs, tls: Boolean(options.tls) };
+  }
+
+  #metadata(): grpc.Metadata {
+    const metadata = new grpc.Metadata();
+    if (this.#token) metadata.set('authorization', `Bearer ${this.#token}`);
+    return metadata;
+  }
+
+  #deadline(): grpc.CallOptions {
+    return { deadline: Date.now() + this.deadlineMs };
+  }
+
+  #error(error: unknown): unknown {
+    return userServiceError(error, this.#context);
+  }
+
+  #unary<Req, Res>(method: Unary<Req, Res>, request: Req): Promise<Res> {
+    return new Promise((resolve, reject) => {
+      method.call(this.#raw, request, this.#metadata(), this.#deadline(), (error, response) => {
+        if (error) reject(this.#error(error));
+        else resolve(response as Res);
+      });
+    });
+  }
+
+  /**
+   * Resolves once the channel is connected; UNAVAILABLE as soon as the
+   * first attempt fails, DEADLINE_EXCEEDED after `timeoutMs` without an answer.
+   */
+  ready(timeoutMs = this.deadlineMs): Promise<void> {
+    const channel = this.#raw.getChannel();
+    const deadline = Date.now() + timeoutMs;
+    const State = grpc.connectivityState;
+    return new Promise((resolve, reject) => {
+      const check = () => {
+        const state = channel.getConnectivityState(true);
+        if (state === State.READY) return resolve();
+        if (state === State.TRANSIENT_FAILURE || state === State.SHUTDOWN) {
+          return reject(
+            new UpstreamError(`UNAVAILABLE: cannot connect to the user service at ${this.address}`, {
+              code: 'UNAVAILABLE',
+              hint: unreachableHint(this.#context.tls),
+            }),
+          );
+        }
+        channel.watchConnectivityState(state, deadline, (error) => {
+          if (!error) return check();
+          reject(
+            new UpstreamError(`DEADLINE_EXCEEDED: could not connect to the user service at ${this.address} within ${formatDuration(timeoutMs)}`, {
+              code: 'DEADLINE_EXCEEDED',
+              hint: `${NOT_REACHED_HINT}; or raise --deadline`,
+            }),
+          );
+        });
+      };
+      check();
+    });
+  }
+
+  async createUser(request: CreateUserRequest): Promise<CreateUserResponse> {
+    return this.#unary(this.#raw.CreateUser, request);
+  }
+
+  getUser(id: string): Promise<UserMessage> {
+    return this.#unary(this.#raw.GetUser, { user_id: id });
+  }
+
+  /** Changes exactly the fields named in `paths` (AIP-134 update_mask). */
+  updateUser(id: string, user: Partial<UserMessage>, paths: readonly UpdatePath[]): Promise<UserMessage> {
+    return this.#unary(this.#raw.UpdateUser, { user_id: id, user, update_mask: { paths: [...paths] } });
+  }
+
+  async deleteUser(id: string): Promise<void> {
+    await this.#unary(this.#raw.DeleteUser, { user_id: id });
+  }
+
+  async listUsers(request: ListUsersRequest): Promise<UserMessage[]> {
+    const call = this.#raw.ListUsers(request, this.#metadata(), this.#deadline());
+    const users: UserMessage[] = [];
+    try {
+      for await (const user of call) users.push(user as UserMessage);
+    } catch (error) {
+      throw this.#error(error);
+    }
+    return users;
+  }
+
+  /**
+   * One watch call: `onEvent` for each change until the server ends the
+   * stream (resolves) or fails it (rejects), or `signal` aborts (resolves,
+   * the call cancelled).
+   */
+  async watch(request: WatchUserRequest, handlers: { onEvent: (event: UserEvent) => void; signal?: AbortSignal | undefined }): Promise<void> {
+    const { signal } = handlers;
+    if (signal?.aborted) return;
+    const call = this.#raw.WatchUserChanges(request, this.#metadata(), {});
+    const cancel = () => call.cancel();
+    signal?.addEventListener('abort', cancel, { once: true });
+    try {
+      for await (const event of call) {
+        if (signal?.aborted) break;
+        handlers.onEvent(event as UserEvent);
+      }
+    } catch (error) {
+      if (!signal?.aborted) throw this.#error(error);
+    } finally {
+      signal?.removeEventListener('abort', cancel);
+      if (signal?.aborted) call.cancel();
+    }
+  }
+
+  /**
+   * Streams `rows` (with back-pressure: the server reads in batches) and
+   * closes; the server's count and failures, whose `index` is the 0-based
+   * position in the stream.
+   */
+  async bulkCreate(rows: AsyncIterable<CreateUserRequest>, onSent?: (count: number) => void): Promise<BulkCreateResponse> {
+    let finished = false;
+    let call!: grpc.ClientWritableStream<CreateUserRequest>;
+    const result = new Promise<BulkCreateResponse>((resolve, reject) => {
+      call = this.#raw.BulkCreateUsers(this.#metadata(), {}, (error, response) => {
+        finished = true;
+        if (error) reject(this.#error(error));
+        else resolve(response as BulkCreateResponse);
+      });
+    });
+    result.catch(() => {});
+    try {
+      await writeAll(call, rows, () => finished, result, onSent);
+    } catch (error) {
+      // The input failed (a read error): nothing half-done should count as a bulk create.
+      call.cancel();
+      throw error;
+    }
+    call.end();
+    return result;
+  }
+
+  /** Sends each request and hands over each answer, in order, until both sides are done. */
+  async sync(requests: AsyncIterable<UserSyncRequest>, onResponse: (response: UserSyncResponse) => void): Promise<void> {
+    const call = this.#raw.SyncUsers(this.#metadata(), {});
+    let finished = false;
+    const reading = (async () => {
+      try {
+        for await (const response of call) onResponse(response as UserSyncResponse);
+      } catch (error) {
+        throw this.#error(error);
+      } finally {
+        finished = true;
+      }
+    })();
+    reading.catch(() => {});
+    try {
+      await writeAll(call, requests, () => finished, reading);
+    } catch (error) {
+      call.cancel();
+      throw error;
+    }
+    call.end();
+    await reading;
+  }
+
+  /**
+   * Joins `room` at once (a message with empty text is a join), sends each
+   * of `lines`, hands over what the others say; half-closes when `lines`
+   * ends and resolves when the server ends the call, or at once on abort.
+   * `lines` may still be pending when this returns (an open terminal):
+   * the caller owns it.
+   */
+  async chat(options: {
+    room: string;
+    lines: AsyncIterable<string>;
+    onMessage: (message: ChatMessage) => void;
+    signal?: AbortSignal | undefined;
+  }): Promise<void> {
+    const { signal } = options;
+    if (signal?.aborted) return;
+    const call = this.#raw.UserChat(this.#metadata(), {});
+    const cancel = () => call.cancel();
+    signal?.addEventListener('abort', cancel, { once: true });
+    let finished = false;
+    const reading = (async () => {
+      try {
+        for await (const message of call) options.onMessage(message as ChatMessage);
+      } finally {
+        finished = true;
+      }
+    })();
+    reading.catch(() => {});
+    call.write({ room: options.room, text: '' });
+    const messages = (async function* () {
+      for await (const text of options.lines) yield { room: options.room, text };
+    })();
+    const writing = writeAll(call, messages, () => finished || Boolean(signal?.aborted), reading).then(
+      () => {
+        if (!finished && !signal?.aborted) call.end();
+      },
+      (error: unknown) => {
+        if (!finished && !signal?.aborted) call.cancel();
+        throw error;
+      },
+    );
+    writing.catch(() => {});
+    try {
+      // Whichever ends the chat first: the server's end (or failure), or the input failing.
+      await Promise.race([reading, writing.then(() => reading)]);
+    } catch (error) {
+      if (signal?.aborted) return;
+      throw this.#error(error);
+    } finally {
+      signal?.removeEventListener('abort', cancel);
+    }
+  }
+
+  close(): void {
+    this.#raw.close();
+  }
+}
+
+// ------------------------------------------------------------------ watch with reconnects
+
+/** Statuses after which a watch that was connected tries again. */
+const RETRYABLE = new Set(['UNAVAILABLE', 'DEADLINE_EXCEEDED', 'CANCELLED']);
+
+export interface WatchLoopOptions {
+  /** A fresh client per attempt, so that only this loop's back-off applies (not the channel's own). */
+  connect: () => UserServiceClient;
+  request: WatchUserRequest;
+  signal: AbortSignal;
+  onEvent: (event: UserEvent) => void;
+  /** After each successful connection; `reconnected` is false the first time. */
+  onConnected?: (info: { reconnected: boolean }) => void;
+  /** Before each wait to reconnect. */
+  onRetry?: (info: { attempt: number; delayMs: number; reason: string }) => void;
+  /** First wait before reconnecting (default 250 ms), doubled per failed attempt up to `maxDelayMs` (10 s). */
+  baseDelayMs?: number;
+  maxDelayMs?: number;
+  /** Time limit to connect, per attempt. */
+  connectTimeoutMs: number;
+}
+
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal.aborted) return resolve();
+    const done = () => {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal.addEventListener('abort', done, { once: true });
+  });
+}
+
+function abortable<T>(promise: Promise<T>, signal: AbortSignal): Promise<T | undefined> {
+  if (signal.aborted) return Promise.resolve(undefined);
+  return new Promise<T | undefined>((resolve, reject) => {
+    const onAbort = () => resolve(undefined);
+    signal.addEventListener('abort', onAbort, { once: true });
+    promise.then(
+      (value) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(value);
+      },
+      (error: unknown) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(error);
+      },
+    );
+  });
+}
+
+/**
+ * Watches until `signal` aborts. The first connection must succeed (a
+ * wrong address fails at once, exit 5); after that, a stream the server
+ * ends (a restart ends watches gracefully) or an UNAVAILABLE connection is
+ * retried with exponential back-off, reset after each successful
+ * connection. Changes made while disconnected are not replayed: the
+ * protocol has no cursor.
+ */
+export async function watchUserChanges(options: WatchLoopOptions): Promise<void> {
+  const base = options.baseDelayMs ?? 250;
+  const max = Math.max(base, options.maxDelayMs ?? 10_000);
+  const { signal } = options;
+  let connectedBefore = false;
+  let delay = base;
+  let attempt = 0;
+  while (!signal.aborted) {
+    const client = options.connect();
+    let reason: string;
+    try {
+      await abortable(client.ready(options.connectTimeoutMs), signal);
+      if (signal.aborted) return;
+      options.onConnected?.({ reconnected: connectedBefore });
+      connectedBefore = true;
+      delay = base;
+      attempt = 0;
+      await client.watch(options.request, { onEvent: options.onEvent, signal });
+      if (signal.aborted) return;
+      reason = 'the server ended the stream';
+    } catch (error) {
+      if (signal.aborted) return;
+      const status = statusOf(error);
+      if (!connectedBefore || status === undefined || !RETRYABLE.has(status)) throw error;
+      reason = error instanceof Error ? error.message : String(error);
+    } finally {
+      client.close();
+    }
+    attempt++;
+    options.onRetry?.({ attempt, delayMs: delay, reason });
+    await sleep(delay, signal);
+    delay = Math.min(delay * 2, max);
+  }
+}

@@ -1,0 +1,117 @@
+/**
+ * What the `miniapp users` tests share: a real `miniapp serve` (HTTP on
+ * 127.0.0.1:0 and the gRPC user service on 127.0.0.1, port 0 unless a test
+ * restarts on a known port), a raw grpc-js client of the same proto, and a
+ * runner of the CLI whose stdin stays open until the test ends it.
+ */
+import { PassThrough } from 'node:stream';
+import * as grpc from '@grpc/grpc-js';
+import { startServe, type RunningServe } from '../../../src/server/serve.js';
+import { userServiceDefinition } from '../../../src/users/proto.js';
+import { runCli } from '../../../src/cli/main.js';
+import type { Context } from '../../../src/cli/context.js';
+import { Capture, type Sandbox } from '../../helpers/cli.js';
+
+export const NOW = new Date('2026-11-21T12:00:00Z');
+
+export interface UserServer {
+  running: RunningServe;
+  address: string;
+  port: number;
+  token: string;
+  /** MINIAPP_GRPC_ADDR and MINIAPP_GRPC_TOKEN for the CLI. */
+  env: Record<string, string>;
+  close(): Promise<void>;
+}
+
+export async function startUserServer(options: { port?: number; dataDir?: string } = {}): Promise<UserServer> {
+  const running = await startServe({
+    host: '127.0.0.1',
+    port: 0,
+    grpc: { host: '127.0.0.1', port: options.port ?? 0 },
+    hashCost: 10,
+    store: options.dataDir ? { kind: 'sqlite', dataDir: options.dataDir } : { kind: 'memory' },
+    decrypt: {},
+    logger: false,
+    version: 'test',
+    now: () => new Date(),
+    shutdownDeadlineMs: 1_000,
+  });
+  const address = running.grpc!.address;
+  const token = running.adminToken!;
+  let closed = false;
+  return {
+    running,
+    address,
+    port: running.grpc!.port,
+    token,
+    env: { MINIAPP_GRPC_ADDR: address, MINIAPP_GRPC_TOKEN: token },
+    close: async () => {
+      if (closed) return;
+      closed = true;
+      await running.close();
+    },
+  };
+}
+
+/** A plain grpc-js client of user.v1.UserService, as any other program would use it. */
+export type RawClient = grpc.Client & Record<string, (...args: unknown[]) => unknown>;
+
+export function rawClient(address: string): RawClient {
+  const { Client } = userServiceDefinition();
+  return new Client(address, grpc.credentials.createInsecure()) as unknown as RawClient;
+}
+
+export function bearer(token: string): grpc.Metadata {
+  const metadata = new grpc.Metadata();
+  metadata.set('authorization', `Bearer ${token}`);
+  return metadata;
+}
+
+/** A unary call of the raw client as a promise. */
+export function rawUnary<T>(client: RawClient, method: string, request: unknown, token?: string): Promise<T> {
+  return new Promise((resolve, reject) => {
+    (client[method] as (req: unknown, md: grpc.Metadata, cb: (error: grpc.ServiceError | null, response: T) => void) => void)(
+      request,
+      token ? bearer(token) : new grpc.Metadata(),
+      (error, response) => (error ? reject(error) : resolve(response)),
+    );
+  });
+}
+
+export async function waitFor(condition: () => boolean, what: string, timeoutMs = 10_000): Promise<void> {
+  const until = Date.now() + timeoutMs;
+  while (!condition()) {
+    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
+
+export interface LiveRun {
+  stdin: PassThrough;
+  stdout: Capture;
+  stderr: Capture;
+  /** Asks the command to stop, as Ctrl-C would. */
+  interrupt(): void;
+  done: Promise<number>;
+}
+
+/** Runs the CLI in-process with an stdin the test writes to and a Ctrl-C the test presses. */
+export function runLive(sb: Sandbox, argv: string[], env: Record<string, string>, options: { tty?: boolean } = {}): LiveRun {
+  const stdin = new PassThrough();
+  const stdout = new Capture(options.tty ?? false);
+  const stderr = new Capture(options.tty ?? false);
+  let interrupt!: (signal: string) => void;
+  const shutdown = new Promise<string>((resolve) => {
+    interrupt = resolve;
+  });
+  const ctx: Context = {
+    io: { stdout, stderr, stdin: Object.assign(stdin, { isTTY: false }) },
+    env: { ...sb.env, ...env },
+    homedir: sb.root,
+    now: () => NOW,
+    version: '9.9.9-test',
+    waitForShutdown: () => shutdown,
+  };
+  return { stdin, stdout, stderr, interrupt: () => interrupt('SIGINT'), done: runCli(argv, ctx) };
+}
