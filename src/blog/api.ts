@@ -13,6 +13,7 @@ import type { UserServiceImpl } from '../users/service.js';
 import { DuplicateUserError, newUserProblems, type UserRecord } from '../users/user-store.js';
 import type { Post, PostSort, PostStore } from './posts.js';
 import { MAX_IMAGE_BYTES, MAX_IMAGES, type ImageStore, type StoredImage } from './uploads.js';
+import { ListCache } from './list-cache.js';
 
 export type ApiVersion = 1 | 2;
 
@@ -136,11 +137,10 @@ function profile(user: UserRecord) {
   return { id: user.id, username: user.username, email: user.email, avatar_url: user.avatarUrl, bio: user.bio, created_at: user.createdAt };
 }
 
-function dateBound(value: string | undefined, end: boolean): string | undefined {
+function dateBound(value: string | undefined): string | undefined {
   if (!value) return undefined;
   // A bare date means the start of that day (UTC); the bound is compared with ISO timestamps.
   const date = /^\d{4}-\d{2}-\d{2}$/.test(value) ? new Date(`${value}T00:00:00.000Z`) : new Date(value);
-  void end;
   return date.toISOString();
 }
 
@@ -171,6 +171,21 @@ function fieldProblems(error: { validation?: { instancePath: string; params: Rec
 export async function blogApi(app: FastifyInstance, options: BlogOptions): Promise<void> {
   const { version, posts, users, tokens } = options;
   const auth = (request: FastifyRequest) => principalOf(request, tokens);
+  const lists = new ListCache();
+  /**
+   * Answers a post list from the cache while the posts are unchanged;
+   * otherwise computes it, serialises it once and keeps it.
+   */
+  const cachedList = (request: FastifyRequest, reply: FastifyReply, compute: () => unknown) => {
+    const key = `${request.protocol}://${request.host}${request.url}`;
+    const current = posts.version();
+    let body = lists.get(key, current);
+    if (body === undefined) {
+      body = JSON.stringify(compute());
+      lists.set(key, current, body);
+    }
+    return reply.type('application/json; charset=utf-8').send(body);
+  };
 
   app.setErrorHandler((error: unknown, request: FastifyRequest, reply: FastifyReply) => {
     const sent = toApiError(error);
@@ -211,9 +226,9 @@ export async function blogApi(app: FastifyInstance, options: BlogOptions): Promi
           response: { 200: { type: 'array', items: PostSchema, maxItems: V1_LIST_LIMIT }, ...errors(400) },
         } as FastifySchema,
       },
-      async (request) => {
+      async (request, reply) => {
         const query = request.query as { is_published: boolean };
-        return posts.list({ is_published: query.is_published }, { limit: V1_LIST_LIMIT }).posts;
+        return cachedList(request, reply, () => posts.list({ is_published: query.is_published }, { limit: V1_LIST_LIMIT }).posts);
       },
     );
   } else {
@@ -255,7 +270,7 @@ export async function blogApi(app: FastifyInstance, options: BlogOptions): Promi
           },
         } as FastifySchema,
       },
-      async (request) => {
+      async (request, reply) => {
         const query = request.query as {
           page: number;
           page_size: number;
@@ -267,24 +282,26 @@ export async function blogApi(app: FastifyInstance, options: BlogOptions): Promi
           created_after?: string;
           created_before?: string;
         };
-        const { posts: results, total } = posts.list(
-          {
-            search: query.search,
-            author: query.author,
-            tags: tagList(query.tags),
-            is_published: query.is_published,
-            created_after: dateBound(query.created_after, false),
-            created_before: dateBound(query.created_before, true),
-          },
-          { sort: query.sort, limit: query.page_size, offset: (query.page - 1) * query.page_size },
-        );
-        const pages = Math.ceil(total / query.page_size);
-        return {
-          count: total,
-          next: query.page < pages ? pageUrl(request, query.page + 1) : null,
-          previous: query.page > 1 ? pageUrl(request, Math.min(query.page - 1, Math.max(pages, 1))) : null,
-          results,
-        };
+        return cachedList(request, reply, () => {
+          const { posts: results, total } = posts.list(
+            {
+              search: query.search,
+              author: query.author,
+              tags: tagList(query.tags),
+              is_published: query.is_published,
+              created_after: dateBound(query.created_after),
+              created_before: dateBound(query.created_before),
+            },
+            { sort: query.sort, limit: query.page_size, offset: (query.page - 1) * query.page_size },
+          );
+          const pages = Math.ceil(total / query.page_size);
+          return {
+            count: total,
+            next: query.page < pages ? pageUrl(request, query.page + 1) : null,
+            previous: query.page > 1 ? pageUrl(request, Math.min(query.page - 1, Math.max(pages, 1))) : null,
+            results,
+          };
+        });
       },
     );
   }

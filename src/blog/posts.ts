@@ -75,6 +75,8 @@ const ORDER: Record<PostSort, string> = {
 };
 
 export class PostStore {
+  /** Writes through this store; with SQLite's data_version (writes by other connections) it says whether lists changed. */
+  #writes = 0;
   readonly #insert;
   readonly #insertTag;
   readonly #deleteTags;
@@ -91,6 +93,15 @@ export class PostStore {
     this.#insertTag = db.prepare('INSERT OR IGNORE INTO post_tags (post_id, tag) VALUES (?, ?)');
     this.#deleteTags = db.prepare('DELETE FROM post_tags WHERE post_id = ?');
     this.#byId = db.prepare('SELECT * FROM posts WHERE id = ?');
+  }
+
+  /**
+   * Changes whenever the posts may have changed: a write through this store,
+   * or a commit by another connection to the same database file. Caches of
+   * list answers are keyed on it.
+   */
+  version(): string {
+    return `${this.#writes}:${this.db.pragma('data_version', { simple: true }) as number}`;
   }
 
   /** Runs `work` in one transaction with the post writes it makes (and whatever else it writes to this database). */
@@ -114,6 +125,7 @@ export class PostStore {
         publishedAt: published ? at : null,
       }) as Row;
       for (const tag of tags) this.#insertTag.run(row.id, tag);
+      this.#writes++;
       return toPost(row);
     })();
   }
@@ -152,6 +164,7 @@ export class PostStore {
         this.#deleteTags.run(id);
         for (const tag of tags) this.#insertTag.run(id, tag);
       }
+      this.#writes++;
       return { post: toPost(row), firstPublication };
     })();
   }

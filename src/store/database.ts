@@ -107,6 +107,14 @@ export const MIGRATIONS: readonly Migration[] = [
       );
     `,
   },
+  {
+    version: 4,
+    description: 'indexes for the post lists, which filter on is_published',
+    sql: `
+      CREATE INDEX posts_published_created ON posts (is_published, created_at);
+      CREATE INDEX posts_published_title ON posts (is_published, title COLLATE NOCASE);
+    `,
+  },
 ];
 
 export const DATABASE_FILE = 'miniapp.db';
