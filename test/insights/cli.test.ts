@@ -230,7 +230,7 @@ describe('miniapp insights errors', () => {
   it('asks for the token when none is set, and times out on a silent API', async () => {
     await start({ media: 1 });
     const none = await sb.run(['insights', 'accounts'], { env: { MINIAPP_GRAPH_URL: graph!.url } });
-    expect(none.code).toBe(2);
+    expect(none.code).toBe(4);
     expect(none.stderr).toContain('graph-token is not set');
     expect(none.stderr).toContain('MINIAPP_GRAPH_TOKEN');
     const unreachable = await sb.run(['insights', 'accounts'], { env: { MINIAPP_GRAPH_URL: 'http://127.0.0.1:9/graph', MINIAPP_GRAPH_TOKEN: TOKEN } });

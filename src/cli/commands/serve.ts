@@ -34,8 +34,9 @@ export function registerServe(program: Command, bind: Bind): void {
     .description(
       'Start the servers: over HTTP the relay (/api/auth/*, /health), the blog API (/api/v1, /api/v2, /api) and ' +
         '/metrics; over gRPC the user service. The upstream partner API is --upstream, else the ' +
-        'profile\'s base-url, else a sandbox started in the same process. Data (unlink callbacks) lives in a SQLite ' +
-        'database in the data dir. Stops cleanly on Ctrl-C or SIGTERM, finishing the requests in flight.',
+        'profile\'s base-url, else a sandbox started in the same process. Unlink callbacks, users, posts, webhook ' +
+        'deliveries and uploaded images live in the data dir (SQLite). Stops cleanly on Ctrl-C or SIGTERM, finishing ' +
+        'the requests in flight.',
     )
     .option('--host <host>', 'address to bind', '127.0.0.1')
     .option('--port <port>', 'HTTP port (0 picks a free one)', '3000')
