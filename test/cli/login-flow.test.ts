@@ -173,6 +173,18 @@ describe('faults', () => {
     }
   });
 
+  it('times out from the Agent\'s own timers for time-outs of a second and more', async () => {
+    const slow = await startSandbox({ delayMs: 3_000 });
+    try {
+      // Had the time-out not fired, the sandbox's late answer (invalid_grant) would exit 4.
+      const result = await cli.run(['token', 'exchange', '--code', 'whatever', '--referrer', 'sandbox', '--timeout', '1s'], { env: slow.env });
+      expect(result.code).toBe(5);
+      expect(result.stderr).toContain('did not answer within 1 s');
+    } finally {
+      await slow.close();
+    }
+  });
+
   it('gives exit 5 when nothing listens', async () => {
     const url = sandbox.url;
     await sandbox.close();
