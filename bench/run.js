@@ -127,7 +127,7 @@ function markdownSection({ date, command, runs, warmup, rows, failures }) {
     `- command: \`${command}\``,
     `- machine: ${cpuList.length} cores${model ? ` (${model})` : ''}, ${platform()} ${arch()}`,
     `- node: ${process.version}`,
-    `- runs: ${runs} paired runs after ${warmup} warm-up pairs`,
+    `- runs: ${runs} paired runs after ${warmup} warm-up pairs where a benchmark uses paired runs (start-up); the load benchmarks give their rounds in their notes`,
     '',
   ];
   if (rows.length > 0) {
