@@ -79,12 +79,14 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
       throw new UsageError(`--cors-origin must be an origin such as https://app.example.com; got "${flags.corsOrigin}"`);
     }
   }
-  const [{ startServe }, { dataDir }, { readPem }, { settingSpec }] = await Promise.all([
+  const [{ startServe }, { dataDir }, { readPem }, { settingSpec }, { quietGrpcLogs }] = await Promise.all([
     import('../../server/serve.js'),
     import('../../config/paths.js'),
     import('../../login/pem.js'),
     import('../../config/keys.js'),
+    import('../grpc-logging.js'),
   ]);
+  await quietGrpcLogs(cc.env);
 
   const baseUrl = flags.upstream !== undefined ? settingSpec('base-url').validate(flags.upstream) : (await cc.settings.get('base-url')).value;
   let upstream;

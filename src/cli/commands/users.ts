@@ -200,7 +200,8 @@ async function connectionOf(cc: CommandContext, flags: ConnectionFlags, options:
 
 async function connect(cc: CommandContext, flags: ConnectionFlags, options: { needToken?: boolean } = {}): Promise<UserServiceClient> {
   const connection = await connectionOf(cc, flags, options);
-  const { connectUserService } = await import('../../users/client.js');
+  const [{ connectUserService }, { quietGrpcLogs }] = await Promise.all([import('../../users/client.js'), import('../grpc-logging.js')]);
+  await quietGrpcLogs(cc.env);
   return connectUserService(connection);
 }
 
@@ -405,6 +406,7 @@ async function runWatch(cc: CommandContext, command: Command): Promise<void> {
   // Flags and settings are resolved once; each (re)connection is a fresh client built from them.
   const settings = await connectionOf(cc, flags);
   const { watchUserChanges, connectUserService, DEFAULT_DEADLINE_MS } = await import('../../users/client.js');
+  await (await import('../grpc-logging.js')).quietGrpcLogs(cc.env);
 
   const controller = new AbortController();
   void cc.waitForShutdown().then((signal) => {
