@@ -1,15 +1,16 @@
 /**
- * Serialised answers of the post lists, keyed on the request (method, host,
- * URL: every filter and the page are in it, and next/previous are absolute)
- * and on the posts' version, so any write makes every entry stale. Bounded,
- * least recently used out first.
+ * Values that hold while the posts are unchanged: the serialised answers of
+ * the post lists (keyed on the request: host and URL, which hold every filter
+ * and the page, since next/previous are absolute) and the counts of a filter.
+ * Each entry carries the posts' version, so any write makes every entry
+ * stale. Bounded, least recently used out first.
  */
-export class ListCache {
-  readonly #entries = new Map<string, { version: string; body: string }>();
+export class ListCache<T = string> {
+  readonly #entries = new Map<string, { version: string; body: T }>();
 
   constructor(private readonly capacity = 512) {}
 
-  get(key: string, version: string): string | undefined {
+  get(key: string, version: string): T | undefined {
     const entry = this.#entries.get(key);
     if (!entry) return undefined;
     this.#entries.delete(key);
@@ -18,7 +19,7 @@ export class ListCache {
     return entry.body;
   }
 
-  set(key: string, version: string, body: string): void {
+  set(key: string, version: string, body: T): void {
     this.#entries.delete(key);
     this.#entries.set(key, { version, body });
     if (this.#entries.size > this.capacity) this.#entries.delete(this.#entries.keys().next().value!);

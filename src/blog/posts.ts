@@ -3,6 +3,7 @@
  * order the author gave) and in post_tags (for the OR filter, indexed).
  */
 import type { Db } from '../store/database.js';
+import { ListCache } from './list-cache.js';
 
 export interface Post {
   id: number;
@@ -77,6 +78,7 @@ const ORDER: Record<PostSort, string> = {
 export class PostStore {
   /** Writes through this store; with SQLite's data_version (writes by other connections) it says whether lists changed. */
   #writes = 0;
+  readonly #counts = new ListCache<number>(256);
   readonly #insert;
   readonly #insertTag;
   readonly #deleteTags;
@@ -200,7 +202,14 @@ export class PostStore {
       params.before = filter.created_before;
     }
     const clause = where.length ? `WHERE ${where.join(' AND ')}` : '';
-    const total = (this.db.prepare(`SELECT count(*) AS n FROM posts ${clause}`).get(params) as { n: number }).n;
+    // The count is the costly part (it reads every matching row) and is the same for every page of a filter.
+    const countKey = `${clause}|${JSON.stringify(params)}`;
+    const version = this.version();
+    let total = this.#counts.get(countKey, version);
+    if (total === undefined) {
+      total = (this.db.prepare(`SELECT count(*) AS n FROM posts ${clause}`).get(params) as { n: number }).n;
+      this.#counts.set(countKey, version, total);
+    }
     const page = options.limit === undefined ? '' : ` LIMIT ${Math.floor(options.limit)} OFFSET ${Math.floor(options.offset ?? 0)}`;
     const rows = this.db.prepare(`SELECT * FROM posts ${clause} ORDER BY ${ORDER[options.sort ?? '-created_at']}${page}`).all(params) as Row[];
     return { posts: rows.map(toPost), total };
