@@ -21,7 +21,7 @@ import { startGrpcServer, type RunningGrpcServer } from '../users/grpc-server.js
 import { DEFAULT_HASH_COST } from '../auth/passwords.js';
 import { PostStore } from '../blog/posts.js';
 import { ImageStore } from '../blog/uploads.js';
-import { POST_CREATED, WebhookDispatcher, type SendWebhook } from '../blog/webhooks.js';
+import { POST_CREATED, WebhookDispatcher, type SendWebhook, type WebhookLog } from '../blog/webhooks.js';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -142,8 +142,15 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
       cleanups.push(() => rmSync(imageDir, { recursive: true, force: true }));
     }
     const webhooks = options.webhooks;
+    // Delivery outcomes go to serve's log, which exists once the app is built.
+    let appLog: WebhookLog | undefined;
+    const webhookLog: WebhookLog = {
+      info: (fields, message) => appLog?.info(fields, message),
+      warn: (fields, message) => appLog?.warn(fields, message),
+      error: (fields, message) => appLog?.error(fields, message),
+    };
     const dispatcher = webhooks
-      ? new WebhookDispatcher({ db, secret: webhooks.secret, now: options.now, version: options.version, send: options.webhookSend })
+      ? new WebhookDispatcher({ db, secret: webhooks.secret, now: options.now, version: options.version, send: options.webhookSend, log: webhookLog })
       : undefined;
     const blog = {
       posts: new PostStore(db, options.now),
@@ -167,6 +174,7 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
       blog,
     });
     cleanups.push(() => app.close());
+    appLog = app.log;
     await app.listen({ host: options.host, port: options.port });
     const url = urlOf(app, options.host);
     if (dispatcher) {
