@@ -43,8 +43,8 @@
 import { cpus } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { Worker, isMainThread, parentPort, workerData } from 'node:worker_threads';
-import { median, quantile } from './lib.js';
+import { median, quantile, envNumber, closeRoles } from './lib.js';
+import { runRoleIfWorker, spawnRole } from './worker-roles.js';
 
 const ROOT = dirname(dirname(fileURLToPath(import.meta.url)));
 const dist = (path) => import(pathToFileURL(join(ROOT, 'dist', path)).href);
@@ -94,66 +94,9 @@ async function startFloor({ bodies }) {
 
 const ROLES = { real: startReal, floor: startFloor };
 
-/** Worker side: start the role, report { ready, info } (or { error }), close on 'close'. */
-async function workerMain(data) {
-  let running;
-  try {
-    running = await ROLES[data.role](data);
-    parentPort.postMessage({ ready: true, info: running.info });
-  } catch (error) {
-    parentPort.postMessage({ error: error.stack ?? String(error) });
-    return;
-  }
-  parentPort.on('message', async (message) => {
-    if (message !== 'close') return;
-    try {
-      await running.close();
-      parentPort.postMessage({ closed: true });
-    } catch (error) {
-      parentPort.postMessage({ closed: true, error: error.stack ?? String(error) });
-    }
-    parentPort.close();
-  });
-}
-
-if (!isMainThread && workerData?.[ROLE_FLAG]) await workerMain(workerData);
+await runRoleIfWorker(ROLE_FLAG, ROLES);
 
 // ---------------------------------------------------------------- main thread
-
-/** Starts one role on a worker thread; resolves with { info, close } once it listens. */
-function spawnRole(role, data = {}) {
-  const worker = new Worker(new URL(import.meta.url), { workerData: { [ROLE_FLAG]: true, role, ...data } });
-  let exited = false;
-  const exit = new Promise((resolve) => worker.once('exit', (code) => resolve(code)));
-  void exit.then(() => void (exited = true));
-  const ready = new Promise((resolve, reject) => {
-    worker.once('message', (message) => (message.ready ? resolve(message.info) : reject(new Error(`${role} did not start:\n${message.error}`))));
-    worker.once('error', (error) => reject(new Error(`${role} worker failed: ${error.stack ?? error}`)));
-    void exit.then((code) => reject(new Error(`${role} worker exited with code ${code} before it was ready`)));
-  });
-  // Awaited by the caller in turn; until then a failure must not count as unhandled.
-  ready.catch(() => {});
-  const close = async () => {
-    if (exited) return;
-    const closed = new Promise((resolve) => worker.on('message', (message) => message.closed && resolve(message)));
-    worker.postMessage('close');
-    const timeout = new Promise((resolve) => setTimeout(() => resolve({ timedOut: true }), 5000).unref());
-    const outcome = await Promise.race([closed, exit, timeout]);
-    // A clean close lets the thread end by itself; terminate is the fallback.
-    if ((await Promise.race([exit, new Promise((resolve) => setTimeout(() => resolve('running'), 1000).unref())])) === 'running') {
-      await worker.terminate();
-    }
-    if (outcome?.error) throw new Error(`${role} did not close cleanly:\n${outcome.error}`);
-  };
-  return { ready, close };
-}
-
-function envNumber(name, fallback) {
-  const text = process.env[name];
-  if (text === undefined || text === '') return fallback;
-  if (!/^\d+$/.test(text.trim()) || Number(text) < 1) throw new Error(`${name} must be a positive whole number, not "${text}"`);
-  return Number(text);
-}
 
 // ---- seeding
 
@@ -305,7 +248,7 @@ export default async function blog(ctx) {
 
   const roles = [];
   try {
-    const realSide = spawnRole('real');
+    const realSide = spawnRole(new URL(import.meta.url), ROLE_FLAG, 'real');
     roles.push(realSide);
     const { url: realUrl, adminToken } = await realSide.ready;
 
@@ -321,7 +264,7 @@ export default async function blog(ctx) {
     if (pages.length > 1 && answers[pages[1]].body.results[0].id === answers[1].body.results[0].id) {
       throw new Error(`page ${pages[1]} answered the same posts as page 1`);
     }
-    const floorSide = spawnRole('floor', { bodies: Object.fromEntries(pages.map((page) => [page, answers[page].text])) });
+    const floorSide = spawnRole(new URL(import.meta.url), ROLE_FLAG, 'floor', { bodies: Object.fromEntries(pages.map((page) => [page, answers[page].text])) });
     roles.push(floorSide);
     const urls = { real: realUrl, floor: (await floorSide.ready).url };
     for (const page of pages) {
@@ -382,14 +325,6 @@ export default async function blog(ctx) {
       };
     });
   } finally {
-    const errors = [];
-    for (const role of roles.reverse()) {
-      try {
-        await role.close();
-      } catch (error) {
-        errors.push(error);
-      }
-    }
-    if (errors.length > 0) ctx.log(`closing: ${errors.map((error) => error.message).join('; ')}`);
+    await closeRoles(roles, ctx.log);
   }
 }

@@ -104,3 +104,24 @@ export async function pairedRuns({ a, b, runs = 30, warmup = 3 }) {
   }
   return { a: summarize(times.a), b: summarize(times.b) };
 }
+
+/** A positive whole number from the environment, or `fallback` when unset. */
+export function envNumber(name, fallback) {
+  const text = process.env[name];
+  if (text === undefined || text === '') return fallback;
+  if (!/^\d+$/.test(text.trim()) || Number(text) < 1) throw new Error(`${name} must be a positive whole number, not "${text}"`);
+  return Number(text);
+}
+
+/** Closes started roles, last first; reports failures through `log` rather than hiding the benchmark's own error. */
+export async function closeRoles(roles, log) {
+  const errors = [];
+  for (const role of [...roles].reverse()) {
+    try {
+      await role.close();
+    } catch (error) {
+      errors.push(error);
+    }
+  }
+  if (errors.length > 0) log(`closing: ${errors.map((error) => error.message).join('; ')}`);
+}

@@ -36,7 +36,7 @@ import { createServer } from 'node:http';
 import { cpus } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { median, quantile } from './lib.js';
+import { median, quantile, envNumber, closeRoles } from './lib.js';
 
 const ROOT = dirname(dirname(fileURLToPath(import.meta.url)));
 const dist = (path) => import(pathToFileURL(join(ROOT, 'dist', path)).href);
@@ -228,13 +228,6 @@ function spawnRole(role, data) {
   return { ready, cpu, close };
 }
 
-function envNumber(name, fallback) {
-  const text = process.env[name];
-  if (text === undefined || text === '') return fallback;
-  if (!/^\d+$/.test(text.trim()) || Number(text) < 1) throw new Error(`${name} must be a positive whole number, not "${text}"`);
-  return Number(text);
-}
-
 /** GET /api/auth/me once; returns the body text, or throws unless 200 with JSON. */
 async function fetchMe(name, url, token) {
   const response = await fetch(`${url}${ME}`, { headers: { authorization: `Bearer ${token}` } });
@@ -390,14 +383,6 @@ export default async function relay(ctx) {
       },
     ];
   } finally {
-    const errors = [];
-    for (const role of roles.reverse()) {
-      try {
-        await role.close();
-      } catch (error) {
-        errors.push(error);
-      }
-    }
-    if (errors.length > 0) ctx.log(`closing: ${errors.map((error) => error.message).join('; ')}`);
+    await closeRoles(roles, ctx.log);
   }
 }

@@ -34,8 +34,8 @@
 import { cpus } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { Worker, isMainThread, parentPort, workerData } from 'node:worker_threads';
-import { median } from './lib.js';
+import { median, envNumber } from './lib.js';
+import { runRoleIfWorker, spawnRole } from './worker-roles.js';
 
 const ROOT = dirname(dirname(fileURLToPath(import.meta.url)));
 const dist = (path) => import(pathToFileURL(join(ROOT, 'dist', path)).href);
@@ -92,63 +92,9 @@ async function startFloor() {
 
 const ROLES = { real: startReal, floor: startFloor };
 
-async function workerMain(data) {
-  let running;
-  try {
-    running = await ROLES[data.role](data);
-    parentPort.postMessage({ ready: true, info: running.info });
-  } catch (error) {
-    parentPort.postMessage({ error: error.stack ?? String(error) });
-    return;
-  }
-  parentPort.on('message', async (message) => {
-    if (message !== 'close') return;
-    try {
-      await running.close();
-      parentPort.postMessage({ closed: true });
-    } catch (error) {
-      parentPort.postMessage({ closed: true, error: error.stack ?? String(error) });
-    }
-    parentPort.close();
-  });
-}
-
-if (!isMainThread && workerData?.[ROLE_FLAG]) await workerMain(workerData);
+await runRoleIfWorker(ROLE_FLAG, ROLES);
 
 // ---------------------------------------------------------------- main thread
-
-/** Starts one role on a worker thread; resolves with { info, close } once it listens. */
-function spawnRole(role) {
-  const worker = new Worker(new URL(import.meta.url), { workerData: { [ROLE_FLAG]: true, role } });
-  let exited = false;
-  const exit = new Promise((resolve) => worker.once('exit', (code) => resolve(code)));
-  void exit.then(() => void (exited = true));
-  const ready = new Promise((resolve, reject) => {
-    worker.once('message', (message) => (message.ready ? resolve(message.info) : reject(new Error(`${role} did not start:\n${message.error}`))));
-    worker.once('error', (error) => reject(new Error(`${role} worker failed: ${error.stack ?? error}`)));
-    void exit.then((code) => reject(new Error(`${role} worker exited with code ${code} before it was ready`)));
-  });
-  ready.catch(() => {});
-  const close = async () => {
-    if (exited) return;
-    const closed = new Promise((resolve) => worker.on('message', (message) => message.closed && resolve(message)));
-    worker.postMessage('close');
-    const timeout = new Promise((resolve) => setTimeout(() => resolve({ timedOut: true }), 5000).unref());
-    const outcome = await Promise.race([closed, exit, timeout]);
-    if ((await Promise.race([exit, new Promise((resolve) => setTimeout(() => resolve('running'), 1000).unref())])) === 'running') {
-      await worker.terminate();
-    }
-    if (outcome?.error) throw new Error(`${role} did not close cleanly:\n${outcome.error}`);
-  };
-  return { ready, close };
-}
-
-function envNumber(name, fallback) {
-  const text = process.env[name];
-  if (text === undefined || text === '') return fallback;
-  if (!/^\d+$/.test(text.trim()) || Number(text) < 1) throw new Error(`${name} must be a positive whole number, not "${text}"`);
-  return Number(text);
-}
 
 /**
  * `concurrency` GetUser calls in flight over the client's one channel for
@@ -207,7 +153,7 @@ async function floorBulk(round, count, { openDatabase, hashPassword }) {
 }
 
 async function realBulk(round, count, connectUserService) {
-  const side = spawnRole('real');
+  const side = spawnRole(new URL(import.meta.url), ROLE_FLAG, 'real');
   try {
     const { address, token } = await side.ready;
     const client = connectUserService({ address, token, deadlineMs: 10_000 });
@@ -254,7 +200,7 @@ export default async function users(ctx) {
   const cores = cpus().length;
 
   // ---- 1. GetUser throughput
-  const sides = { real: spawnRole('real'), floor: spawnRole('floor') };
+  const sides = { real: spawnRole(new URL(import.meta.url), ROLE_FLAG, 'real'), floor: spawnRole(new URL(import.meta.url), ROLE_FLAG, 'floor') };
   const clients = {};
   let unary;
   try {
