@@ -8,7 +8,7 @@ import { ConfigError, UsageError } from '../errors.js';
 import { parseDuration } from '../duration.js';
 import { parseAad, parseKey, type KeyMaterial } from '../login/key-material.js';
 import type { CommandContext } from './context.js';
-import type { PartnerClient } from '../login/partner-client.js';
+import type { ClientTls, PartnerClient } from '../login/partner-client.js';
 import type { TokenStore } from '../login/session.js';
 
 export interface DecryptMaterial {
@@ -48,9 +48,25 @@ export function timeoutMs(value: string | undefined): number {
   return ms;
 }
 
+/**
+ * The profile's client certificate, key and CA as PEM text (each setting may
+ * be a path or PEM). Both halves of the pair or neither.
+ */
+export async function partnerTls(cc: CommandContext): Promise<ClientTls> {
+  const { readPem } = await import('../login/pem.js');
+  const [cert, key, ca] = await Promise.all(['mtls-cert', 'mtls-key', 'mtls-ca'].map((name) => cc.settings.get(name)));
+  if (Boolean(cert!.value) !== Boolean(key!.value)) {
+    throw new ConfigError('mutual TLS needs both mtls-cert and mtls-key; only one is set', {
+      hint: 'set both (file paths or PEM text), or unset the other',
+    });
+  }
+  const pem = (value: string | undefined, name: string) => (value ? readPem(value, name) : undefined);
+  return { cert: pem(cert!.value, 'mtls-cert'), key: pem(key!.value, 'mtls-key'), ca: pem(ca!.value, 'mtls-ca') };
+}
+
 /** The partner client for the profile: base-url + path-prefix, mutual TLS when configured. */
 export async function partnerClient(cc: CommandContext, options: { timeout?: string } = {}): Promise<PartnerClient> {
-  const [{ PartnerClient }, { readPem }] = await Promise.all([import('../login/partner-client.js'), import('../login/pem.js')]);
+  const { PartnerClient } = await import('../login/partner-client.js');
   const baseUrl = await cc.settings.get('base-url');
   if (!baseUrl.value) {
     throw new ConfigError(`base-url is not set in profile "${cc.profile}"`, {
@@ -59,23 +75,11 @@ export async function partnerClient(cc: CommandContext, options: { timeout?: str
         'for an offline sandbox, run `miniapp sandbox` and use the URL it prints',
     });
   }
-  const [prefix, cert, key, ca] = await Promise.all(
-    ['path-prefix', 'mtls-cert', 'mtls-key', 'mtls-ca'].map((name) => cc.settings.get(name)),
-  );
-  if (Boolean(cert!.value) !== Boolean(key!.value)) {
-    throw new ConfigError('mutual TLS needs both mtls-cert and mtls-key; only one is set', {
-      hint: 'set both (file paths or PEM text), or unset the other',
-    });
-  }
   return new PartnerClient({
     baseUrl: baseUrl.value,
-    pathPrefix: prefix!.value,
+    pathPrefix: (await cc.settings.get('path-prefix')).value,
     timeoutMs: timeoutMs(options.timeout),
-    tls: {
-      cert: cert!.value ? readPem(cert!.value, 'mtls-cert') : undefined,
-      key: key!.value ? readPem(key!.value, 'mtls-key') : undefined,
-      ca: ca!.value ? readPem(ca!.value, 'mtls-ca') : undefined,
-    },
+    tls: await partnerTls(cc),
   });
 }
 

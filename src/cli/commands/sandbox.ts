@@ -4,6 +4,7 @@ import type { CommandContext } from '../context.js';
 import { MiniappError, UsageError } from '../../errors.js';
 import { parseDuration } from '../../duration.js';
 import { parsePort, parseUserKey } from '../flags.js';
+import { partnerTls } from '../profile.js';
 
 const DEFAULT_SANDBOX_URL = 'http://127.0.0.1:4010';
 
@@ -198,19 +199,13 @@ async function adminCall(cc: CommandContext, command: Command, path: string, bod
   } catch {
     throw new UsageError(`--url must be an absolute URL; got "${base}"`);
   }
-  const [{ request }, { partnerAgent }, { readPem }, { transportError }, { readFailure }] = await Promise.all([
+  const [{ request }, { partnerAgent }, { transportError }, { readFailure }] = await Promise.all([
     import('undici'),
     import('../../login/partner-client.js'),
-    import('../../login/pem.js'),
     import('../../transport-error.js'),
     import('../../login/envelope.js'),
   ]);
-  const [cert, key, ca] = await Promise.all(['mtls-cert', 'mtls-key', 'mtls-ca'].map((name) => cc.settings.get(name)));
-  const tls = {
-    cert: cert!.value ? readPem(cert!.value, 'mtls-cert') : undefined,
-    key: key!.value ? readPem(key!.value, 'mtls-key') : undefined,
-    ca: ca!.value ? readPem(ca!.value, 'mtls-ca') : undefined,
-  };
+  const tls = await partnerTls(cc);
   const agent = partnerAgent(tls, 10_000);
   try {
     const response = await request(`${base}/__sandbox${path}`, {

@@ -2,7 +2,7 @@ import { Option, type Command } from 'commander';
 import type { Bind } from '../main.js';
 import type { CommandContext } from '../context.js';
 import { ConfigError, MiniappError, UsageError } from '../../errors.js';
-import { timeoutMs } from '../profile.js';
+import { partnerTls, timeoutMs } from '../profile.js';
 import { parsePort } from '../flags.js';
 
 interface ServeFlags {
@@ -90,18 +90,7 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
 
   const baseUrl = flags.upstream !== undefined ? settingSpec('base-url').validate(flags.upstream) : (await cc.settings.get('base-url')).value;
   let upstream;
-  if (baseUrl) {
-    const [prefix, cert, key, ca] = await Promise.all(['path-prefix', 'mtls-cert', 'mtls-key', 'mtls-ca'].map((name) => cc.settings.get(name)));
-    upstream = {
-      baseUrl,
-      pathPrefix: prefix!.value!,
-      tls: {
-        cert: cert!.value ? readPem(cert!.value, 'mtls-cert') : undefined,
-        key: key!.value ? readPem(key!.value, 'mtls-key') : undefined,
-        ca: ca!.value ? readPem(ca!.value, 'mtls-ca') : undefined,
-      },
-    };
-  }
+  if (baseUrl) upstream = { baseUrl, pathPrefix: (await cc.settings.get('path-prefix')).value!, tls: await partnerTls(cc) };
   const directory = flags.dataDir ?? dataDir(cc.env, cc.homedir);
   const grpcPort = parsePort(flags.grpcPort, '--grpc-port');
   const hashCost = /^\d+$/.test(flags.passwordHashCost) ? Number(flags.passwordHashCost) : NaN;
