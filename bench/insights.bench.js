@@ -25,6 +25,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import { parse } from 'csv-parse/sync';
 import { pairedRuns } from './lib.js';
 
 const SELF = fileURLToPath(import.meta.url);
@@ -112,34 +113,6 @@ function capture(side) {
   });
 }
 
-/** RFC 4180 records: enough to check that both sides exported the same table. */
-function parseCsv(text) {
-  const rows = [];
-  let row = [];
-  let field = '';
-  let quoted = false;
-  for (let i = 0; i < text.length; i++) {
-    const char = text[i];
-    if (quoted) {
-      if (char === '"' && text[i + 1] === '"') {
-        field += '"';
-        i++;
-      } else if (char === '"') quoted = false;
-      else field += char;
-    } else if (char === '"') quoted = true;
-    else if (char === ',') {
-      row.push(field);
-      field = '';
-    } else if (char === '\r' && text[i + 1] === '\n') {
-      rows.push([...row, field]);
-      row = [];
-      field = '';
-      i++;
-    } else field += char;
-  }
-  return rows;
-}
-
 export default async function insights(ctx) {
   const { buildSandbox } = await import(pathToFileURL(join(ROOT, 'dist', 'sandbox', 'server.js')).href);
   const sandbox = await buildSandbox({
@@ -159,7 +132,7 @@ export default async function insights(ctx) {
     const count = async (side) => {
       const before = sandbox.stats.graphCalls;
       const stdout = await capture(side);
-      return { rows: parseCsv(stdout), calls: sandbox.stats.graphCalls - before };
+      return { rows: parse(stdout), calls: sandbox.stats.graphCalls - before };
     };
     const ours = await count(miniapp);
     const theirs = await count(floor);
