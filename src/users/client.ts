@@ -19,7 +19,18 @@ import * as grpc from '@grpc/grpc-js';
 import { AuthError, MiniappError, UpstreamError, type ErrorOptions } from '../errors.js';
 import { formatDuration } from '../duration.js';
 import { readPem } from '../login/pem.js';
-import { userServiceDefinition, type EventTypeName, type Timestamp, type UserMessage } from './proto.js';
+import {
+  userServiceDefinition,
+  type BulkCreateFailure,
+  type ChatMessage,
+  type CreateUserRequest,
+  type EventTypeName,
+  type Timestamp,
+  type UpdatePath,
+  type UserMessage,
+} from './proto.js';
+
+export { UPDATE_PATHS, type BulkCreateFailure, type ChatMessage, type CreateUserRequest, type UpdatePath } from './proto.js';
 
 export const DEFAULT_DEADLINE_MS = 10_000;
 
@@ -30,16 +41,6 @@ export const CHANNEL_OPTIONS: grpc.ChannelOptions = {
   'grpc.keepalive_permit_without_calls': 1,
   'grpc.service_config': JSON.stringify({ loadBalancingConfig: [{ round_robin: {} }] }),
 };
-
-export const UPDATE_PATHS = ['username', 'email', 'full_name', 'is_active', 'roles'] as const;
-export type UpdatePath = (typeof UPDATE_PATHS)[number];
-
-export interface CreateUserRequest {
-  username: string;
-  email: string;
-  password: string;
-  full_name: string;
-}
 
 export interface CreateUserResponse {
   user: UserMessage | null;
@@ -63,33 +64,13 @@ export interface UserEvent {
   timestamp: Timestamp | null;
 }
 
-export interface BulkCreateFailure {
-  /** 0-based position in the stream the client sent. */
-  index: number;
-  status: string;
-  message: string;
-}
-
 export interface BulkCreateResponse {
   created_count: number;
   failures: BulkCreateFailure[];
 }
 
-export interface ChatMessage {
-  room: string;
-  sender: string;
-  text: string;
-  sent_at: Timestamp | null;
-}
-
-export interface SyncUser {
-  id: string;
-  username: string;
-  email: string;
-  full_name: string;
-  is_active: boolean;
-  roles: string[];
-}
+/** A user as sync sends it: the User message without the server-set created_at. */
+export type SyncUser = Omit<UserMessage, 'created_at'>;
 
 export type UserSyncRequest =
   | { client_ref: string; upsert: { user: SyncUser; password: string } }

@@ -37,6 +37,33 @@ export interface UserMessage {
 
 export type EventTypeName = 'CREATED' | 'UPDATED' | 'DELETED';
 
+// Messages that the server and the client both handle, in loader form (snake_case, int64 as string).
+
+export interface CreateUserRequest {
+  username: string;
+  email: string;
+  password: string;
+  full_name: string;
+}
+
+export interface ChatMessage {
+  room: string;
+  sender: string;
+  text: string;
+  sent_at: Timestamp | null;
+}
+
+export interface BulkCreateFailure {
+  /** 0-based position in the stream the client sent. */
+  index: number;
+  status: string;
+  message: string;
+}
+
+/** The update_mask paths UpdateUser knows (AIP-134); "*" stands for all of them. */
+export const UPDATE_PATHS = ['username', 'email', 'full_name', 'is_active', 'roles'] as const;
+export type UpdatePath = (typeof UPDATE_PATHS)[number];
+
 let cached: { definition: protoLoader.PackageDefinition; grpcObject: grpc.GrpcObject } | undefined;
 
 export function loadUserProto(): { definition: protoLoader.PackageDefinition; grpcObject: grpc.GrpcObject } {

@@ -8,7 +8,7 @@ import { EventEmitter } from 'node:events';
 import * as grpc from '@grpc/grpc-js';
 import { hashPassword, verifyPassword } from '../auth/passwords.js';
 import type { Principal, TokenService } from '../auth/tokens.js';
-import { toTimestamp, type EventTypeName, type UserMessage } from './proto.js';
+import { toTimestamp, UPDATE_PATHS, type BulkCreateFailure, type ChatMessage, type CreateUserRequest, type EventTypeName, type UserMessage } from './proto.js';
 import {
   checkEmail,
   checkRoles,
@@ -26,7 +26,6 @@ const { status: Status } = grpc;
 
 export const MAX_PAGE_SIZE = 100;
 const BULK_CHUNK = 256;
-const UPDATABLE_PATHS = ['username', 'email', 'full_name', 'is_active', 'roles'] as const;
 
 /** A failure with its gRPC status. */
 export class RpcError extends Error {
@@ -68,20 +67,6 @@ interface UserEventMessage {
   timestamp: ReturnType<typeof toTimestamp>;
 }
 
-interface CreateRequest {
-  username: string;
-  email: string;
-  password: string;
-  full_name: string;
-}
-
-interface ChatMessage {
-  room: string;
-  sender: string;
-  text: string;
-  sent_at: ReturnType<typeof toTimestamp> | null;
-}
-
 interface SyncRequest {
   client_ref: string;
   operation?: 'upsert' | 'delete_user_id';
@@ -99,7 +84,7 @@ export interface UserServiceOptions {
 }
 
 /** Checks fields of a new user, naming every field that is wrong. */
-function checkNewUser(request: CreateRequest): void {
+function checkNewUser(request: CreateUserRequest): void {
   const problems = newUserProblems({ username: request.username, email: request.email, password: request.password });
   const fields = Object.keys(problems);
   if (fields.length > 0) throw new UserValidationError(fields.join(','), Object.values(problems).flat().join('; '));
@@ -141,7 +126,7 @@ export class UserServiceImpl {
 
   handlers(): grpc.UntypedServiceImplementation {
     return {
-      CreateUser: this.#unary((request: CreateRequest) => this.#createUser(request), { public: true }),
+      CreateUser: this.#unary((request: CreateUserRequest) => this.#createUser(request), { public: true }),
       GetUser: this.#unary((request: { user_id: string }) => {
         const user = this.options.users.get(userIdOf(request.user_id));
         if (!user) throw new RpcError(Status.NOT_FOUND, `no user with id ${request.user_id}`);
@@ -154,7 +139,7 @@ export class UserServiceImpl {
       }),
       ListUsers: (call: grpc.ServerWritableStream<{ page: number; page_size: number; filter: string }, UserMessage>) => this.#listUsers(call),
       WatchUserChanges: (call: grpc.ServerWritableStream<{ user_id: string; types: EventTypeName[] }, UserEventMessage>) => this.#watch(call),
-      BulkCreateUsers: (call: grpc.ServerReadableStream<CreateRequest, unknown>, callback: grpc.sendUnaryData<unknown>) =>
+      BulkCreateUsers: (call: grpc.ServerReadableStream<CreateUserRequest, unknown>, callback: grpc.sendUnaryData<unknown>) =>
         this.#bulkCreate(call, callback),
       UserChat: (call: grpc.ServerDuplexStream<ChatMessage, ChatMessage>) => this.#chat(call),
       SyncUsers: (call: grpc.ServerDuplexStream<SyncRequest, unknown>) => this.#sync(call),
@@ -235,7 +220,7 @@ export class UserServiceImpl {
     if (privileged) throw new RpcError(Status.PERMISSION_DENIED, 'changing is_active or roles needs the admin role');
   }
 
-  async #newUser(request: CreateRequest): Promise<NewUser> {
+  async #newUser(request: CreateUserRequest): Promise<NewUser> {
     checkNewUser(request);
     return {
       username: request.username,
@@ -249,13 +234,13 @@ export class UserServiceImpl {
    * Creates a user from any front door (gRPC CreateUser, the blog's POST
    * /users): validated, hashed, stored, and announced to watchers.
    */
-  async registerUser(request: CreateRequest & { bio?: string | null | undefined; avatar_url?: string | null | undefined }): Promise<UserRecord> {
+  async registerUser(request: CreateUserRequest & { bio?: string | null | undefined; avatar_url?: string | null | undefined }): Promise<UserRecord> {
     const user = this.options.users.create({ ...(await this.#newUser(request)), bio: request.bio, avatarUrl: request.avatar_url });
     this.#emit('CREATED', user);
     return user;
   }
 
-  async #createUser(request: CreateRequest) {
+  async #createUser(request: CreateUserRequest) {
     const user = await this.registerUser(request);
     return { user: userMessage(user), message: `user ${user.username} created with id ${user.id}` };
   }
@@ -274,11 +259,11 @@ export class UserServiceImpl {
     } else {
       const all = paths.includes('*');
       if (all && paths.length > 1) throw new RpcError(Status.INVALID_ARGUMENT, 'update_mask "*" must stand alone');
-      const unknown = paths.filter((path) => path !== '*' && !(UPDATABLE_PATHS as readonly string[]).includes(path));
+      const unknown = paths.filter((path) => path !== '*' && !(UPDATE_PATHS as readonly string[]).includes(path));
       if (unknown.length > 0) {
-        throw new RpcError(Status.INVALID_ARGUMENT, `unknown update_mask path ${unknown.map((p) => `"${p}"`).join(', ')}; valid: ${UPDATABLE_PATHS.join(', ')}, *`);
+        throw new RpcError(Status.INVALID_ARGUMENT, `unknown update_mask path ${unknown.map((p) => `"${p}"`).join(', ')}; valid: ${UPDATE_PATHS.join(', ')}, *`);
       }
-      const wants = (path: (typeof UPDATABLE_PATHS)[number]) => all || paths.includes(path);
+      const wants = (path: (typeof UPDATE_PATHS)[number]) => all || paths.includes(path);
       changes = {};
       if (wants('username')) changes.username = given.username ?? '';
       if (wants('email')) changes.email = given.email ?? '';
@@ -332,7 +317,7 @@ export class UserServiceImpl {
     call.once('finish', release);
   }
 
-  #bulkCreate(call: grpc.ServerReadableStream<CreateRequest, unknown>, callback: grpc.sendUnaryData<unknown>): void {
+  #bulkCreate(call: grpc.ServerReadableStream<CreateUserRequest, unknown>, callback: grpc.sendUnaryData<unknown>): void {
     let principal: Principal;
     try {
       principal = this.authenticate(call.metadata);
@@ -341,10 +326,10 @@ export class UserServiceImpl {
       callback(toStatus(error));
       return;
     }
-    const failures: { index: number; status: string; message: string }[] = [];
+    const failures: BulkCreateFailure[] = [];
     let created = 0;
     let index = 0;
-    let pending: { index: number; request: CreateRequest }[] = [];
+    let pending: { index: number; request: CreateUserRequest }[] = [];
     let work = Promise.resolve();
     let failed = false;
     let answered = false;
@@ -355,7 +340,7 @@ export class UserServiceImpl {
       else callback(null, { created_count: created, failures });
     };
 
-    const flush = async (batch: { index: number; request: CreateRequest }[]) => {
+    const flush = async (batch: { index: number; request: CreateUserRequest }[]) => {
       const prepared = await Promise.all(
         batch.map(async ({ index: at, request }) => {
           try {
@@ -393,7 +378,7 @@ export class UserServiceImpl {
         });
     };
 
-    call.on('data', (request: CreateRequest) => {
+    call.on('data', (request: CreateUserRequest) => {
       pending.push({ index: index++, request });
       if (pending.length >= BULK_CHUNK) schedule();
     });

@@ -8,6 +8,7 @@
 import { randomBytes } from 'node:crypto';
 import type { SandboxClock } from '../clock.js';
 import { personFor, type Person } from './people.js';
+import type { TokenData } from '../../login/token-data.js';
 
 export const CODE_TTL_MS = 10 * 60_000;
 export const ACCESS_TTL_MS = 60 * 60_000;
@@ -30,14 +31,6 @@ interface Grant {
   userKey: number;
   expiresAt: number;
   retired: boolean;
-}
-
-export interface TokenData {
-  tokenType: 'Bearer';
-  accessToken: string;
-  refreshToken: string;
-  expiresIn: number;
-  scope: string;
 }
 
 export interface SandboxUser extends Person {
