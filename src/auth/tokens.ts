@@ -31,11 +31,18 @@ export function newToken(): string {
 }
 
 export class TokenService {
+  readonly #insert;
+  readonly #lookup;
+
   constructor(
-    private readonly db: Db,
+    db: Db,
     private readonly users: UserStore,
     private readonly now: () => Date = () => new Date(),
-  ) {}
+  ) {
+    // Prepared once: authenticate runs on every protected call.
+    this.#insert = db.prepare('INSERT OR IGNORE INTO api_tokens (token_hash, kind, user_id, created_at, expires_at) VALUES (?, ?, ?, ?, ?)');
+    this.#lookup = db.prepare('SELECT kind, user_id, expires_at FROM api_tokens WHERE token_hash = ?');
+  }
 
   /**
    * The admin token: read from the data dir, or created and written there
@@ -51,9 +58,7 @@ export class TokenService {
         chmodSync(file, 0o600);
       }
     }
-    this.db
-      .prepare('INSERT OR IGNORE INTO api_tokens (token_hash, kind, user_id, created_at, expires_at) VALUES (?, ?, NULL, ?, NULL)')
-      .run(digest(token), 'admin', this.now().toISOString());
+    this.#insert.run(digest(token), 'admin', null, this.now().toISOString(), null);
     return token;
   }
 
@@ -61,16 +66,14 @@ export class TokenService {
   issueUserToken(userId: number, ttlSeconds: number): { token: string; expiresIn: number } {
     const token = newToken();
     const now = this.now();
-    this.db
-      .prepare('INSERT INTO api_tokens (token_hash, kind, user_id, created_at, expires_at) VALUES (?, ?, ?, ?, ?)')
-      .run(digest(token), 'user', userId, now.toISOString(), new Date(now.getTime() + ttlSeconds * 1000).toISOString());
+    this.#insert.run(digest(token), 'user', userId, now.toISOString(), new Date(now.getTime() + ttlSeconds * 1000).toISOString());
     return { token, expiresIn: ttlSeconds };
   }
 
   /** Who holds `token`, or undefined when it is unknown, expired, or its user is gone or inactive. */
   authenticate(token: string | undefined): Principal | undefined {
     if (!token) return undefined;
-    const row = this.db.prepare('SELECT kind, user_id, expires_at FROM api_tokens WHERE token_hash = ?').get(digest(token)) as
+    const row = this.#lookup.get(digest(token)) as
       | { kind: 'admin' | 'user'; user_id: number | null; expires_at: string | null }
       | undefined;
     if (!row) return undefined;

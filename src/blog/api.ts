@@ -8,7 +8,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest, FastifySchema } fro
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import multipart from '@fastify/multipart';
-import type { Principal, TokenService } from '../auth/tokens.js';
+import { TokenService, type Principal } from '../auth/tokens.js';
 import type { UserServiceImpl } from '../users/service.js';
 import { DuplicateUserError, newUserProblems, type UserRecord } from '../users/user-store.js';
 import type { Post, PostSort, PostStore } from './posts.js';
@@ -126,7 +126,7 @@ const PostIdParams = { type: 'object', properties: { post_id: { type: 'integer',
 function principalOf(request: FastifyRequest, tokens: TokenService): Principal {
   const header = request.headers.authorization;
   if (!header) throw unauthorized('this endpoint needs "Authorization: Bearer <access_token>" (POST /auth/login gives one)');
-  const token = /^Bearer\s+(\S+)\s*$/i.exec(header)?.[1];
+  const token = TokenService.bearer(header);
   if (!token) throw unauthorized('the Authorization header must be "Bearer <access_token>"');
   const principal = tokens.authenticate(token);
   if (!principal) throw unauthorized('the access token is invalid or has expired; log in again');

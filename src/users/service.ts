@@ -7,7 +7,7 @@
 import { EventEmitter } from 'node:events';
 import * as grpc from '@grpc/grpc-js';
 import { hashPassword, verifyPassword } from '../auth/passwords.js';
-import type { Principal, TokenService } from '../auth/tokens.js';
+import { TokenService, type Principal } from '../auth/tokens.js';
 import { toTimestamp, UPDATE_PATHS, type BulkCreateFailure, type ChatMessage, type CreateUserRequest, type EventTypeName, type UserMessage } from './proto.js';
 import {
   checkEmail,
@@ -163,7 +163,7 @@ export class UserServiceImpl {
       throw new RpcError(Status.UNAUTHENTICATED, 'missing authorization metadata: send "authorization: Bearer <token>"');
     }
     const header = String(values[0]);
-    const token = /^Bearer\s+(\S+)\s*$/i.exec(header)?.[1];
+    const token = TokenService.bearer(header);
     if (!token) throw new RpcError(Status.UNAUTHENTICATED, 'the authorization metadata must be "Bearer <token>"');
     const principal = this.options.tokens.authenticate(token);
     if (!principal) throw new RpcError(Status.UNAUTHENTICATED, 'invalid or expired token');
