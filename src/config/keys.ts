@@ -14,6 +14,10 @@ export interface SettingSpec {
   readonly default?: string;
   /** Masked in listings; shown only on an explicit `--reveal`. */
   readonly secret?: boolean;
+  /** A credential: when it is missing, that is an authentication failure (exit 4), not a configuration error. */
+  readonly credential?: boolean;
+  /** Where a value comes from, added to the message when it is missing. */
+  readonly whereToGet?: string;
   /** Throws ConfigError for a value that cannot work; returns the value to store. */
   readonly validate: (value: string) => string;
 }
@@ -141,7 +145,15 @@ export const SETTINGS: readonly SettingSpec[] = [
       return trimmed;
     },
   },
-  { key: 'graph-token', env: 'MINIAPP_GRAPH_TOKEN', description: 'graph API access token', secret: true, validate: nonEmpty('graph-token') },
+  {
+    key: 'graph-token',
+    env: 'MINIAPP_GRAPH_TOKEN',
+    description: 'graph API access token',
+    secret: true,
+    credential: true,
+    whereToGet: 'a page token from the graph explorer; the sandbox accepts sandbox-graph-token',
+    validate: nonEmpty('graph-token'),
+  },
   {
     key: 'graph-account',
     env: 'MINIAPP_GRAPH_ACCOUNT',
@@ -153,7 +165,15 @@ export const SETTINGS: readonly SettingSpec[] = [
     },
   },
   { key: 'grpc-addr', env: 'MINIAPP_GRPC_ADDR', description: 'user service address', default: '127.0.0.1:50051', validate: hostPort },
-  { key: 'grpc-token', env: 'MINIAPP_GRPC_TOKEN', description: 'bearer token for the user service', secret: true, validate: nonEmpty('grpc-token') },
+  {
+    key: 'grpc-token',
+    env: 'MINIAPP_GRPC_TOKEN',
+    description: 'bearer token for the user service',
+    secret: true,
+    credential: true,
+    whereToGet: '`miniapp serve` stores its admin token here',
+    validate: nonEmpty('grpc-token'),
+  },
   { key: 'grpc-ca', env: 'MINIAPP_GRPC_CA', description: 'CA for a TLS user service: file path or PEM text', validate: pem('grpc-ca', PEM_CERT, 'CERTIFICATE') },
 ];
 

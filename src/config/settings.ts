@@ -4,7 +4,7 @@
  * heavy to load) is opened only when a value is not already in the
  * environment.
  */
-import { ConfigError } from '../errors.js';
+import { AuthError, ConfigError } from '../errors.js';
 import { configDir } from './paths.js';
 import { settingSpec, type SettingSpec } from './keys.js';
 import type { ConfigStore } from './store.js';
@@ -81,14 +81,16 @@ export class Settings {
     return resolved;
   }
 
-  /** A setting that must be present, with a message on how to provide it. */
+  /** A setting that must be present, with a message on how to provide it (exit 4 for a missing credential, else 2). */
   async require(key: string, flag?: string): Promise<string> {
     const resolved = await this.get(key);
     if (resolved.value === undefined) {
       const ways = [flag, resolved.spec.env, `\`miniapp config set ${key} VALUE${this.profile === 'default' ? '' : ` --profile ${this.profile}`}\``]
         .filter(Boolean)
         .join(', ');
-      throw new ConfigError(`${key} is not set in profile "${this.profile}"`, { hint: `provide it with ${ways}` });
+      const hint = `provide it with ${ways}${resolved.spec.whereToGet ? ` (${resolved.spec.whereToGet})` : ''}`;
+      const message = `${key} is not set in profile "${this.profile}"`;
+      throw resolved.spec.credential ? new AuthError(message, { code: 'NO_CREDENTIALS', hint }) : new ConfigError(message, { hint });
     }
     return resolved.value;
   }

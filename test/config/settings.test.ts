@@ -44,6 +44,16 @@ describe('Settings', () => {
     await expect(settings.get('decrypt-key')).rejects.toThrow(/decrypt-key \(from MINIAPP_DECRYPT_KEY\).*31 bytes/);
   });
 
+  it('treats a missing credential as an authentication failure (exit 4), with where to get one', async () => {
+    const settings = new Settings('default', env, home);
+    await expect(settings.require('graph-token')).rejects.toMatchObject({
+      exitCode: 4,
+      message: 'graph-token is not set in profile "default"',
+      hint: expect.stringContaining('sandbox-graph-token'),
+    });
+    await expect(settings.require('base-url')).rejects.toMatchObject({ exitCode: 2 });
+  });
+
   it('says how to provide a missing setting', async () => {
     const settings = new Settings('staging', env, home);
     await expect(settings.require('decrypt-aad', '--aad')).rejects.toThrow(ConfigError);

@@ -12,7 +12,7 @@ import { Option, type Command } from 'commander';
 import type { Bind } from '../main.js';
 import type { CommandContext } from '../context.js';
 import type { Column, Spinner } from '../output.js';
-import { ConfigError, MiniappError, UsageError, AuthError } from '../../errors.js';
+import { ConfigError, MiniappError, UsageError } from '../../errors.js';
 import {
   ACCOUNT_METRICS,
   DEFAULT_ACCOUNT_METRICS,
@@ -251,14 +251,7 @@ async function openSession(cc: CommandContext, command: Command, spinnerText: st
   if (timeoutMs <= 0) throw new UsageError('--timeout must be more than 0');
   const baseUrl = (await cc.settings.get('graph-url')).value!;
   const version = (await cc.settings.get('graph-version')).value!;
-  const token = (await cc.settings.get('graph-token')).value;
-  if (!token) {
-    // A missing token is missing credentials (exit 4), like an expired one.
-    throw new AuthError(`graph-token is not set in profile "${cc.profile}"`, {
-      code: 'NO_TOKEN',
-      hint: 'set it with MINIAPP_GRAPH_TOKEN or `miniapp config set graph-token -` (a page token from the graph explorer; the sandbox accepts sandbox-graph-token)',
-    });
-  }
+  const token = await cc.settings.require('graph-token');
   const backoffText = cc.env.MINIAPP_GRAPH_BACKOFF_MS?.trim();
   let backoffMs: number | undefined;
   if (backoffText) {
