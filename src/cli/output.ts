@@ -192,9 +192,14 @@ export class Output {
     this.io.stderr.write(`${this.errColor.green('✓')} ${message}\n`);
   }
 
-  /** Spinners only when stderr is a TTY and never under `--json`. */
+  /**
+   * Spinners only when stderr is a TTY and never under `--json`. A terminal
+   * that reports no width (0 columns: `script`, some CI pseudo-terminals)
+   * gets none either: ora divides by the width to know what to redraw, and
+   * with 0 it clears lines without end.
+   */
   async spinner(text: string): Promise<Spinner> {
-    if (this.json || !this.io.stderr.isTTY) return noSpinner;
+    if (this.json || !this.io.stderr.isTTY || !this.io.stderr.columns) return noSpinner;
     const { default: ora } = await import('ora');
     const spinner = ora({
       text,

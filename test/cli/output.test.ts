@@ -118,6 +118,15 @@ describe('Output streams', () => {
     }
   });
 
+  it('shows no spinner on a terminal that reports no width', async () => {
+    const stdout = new Capture(true);
+    const stderr = new Capture(true, 0);
+    const out = await createOutput({ stdout, stderr, stdin: Readable.from([]) }, { json: false, noColor: false, env: {} });
+    const spinner = await out.spinner('working');
+    spinner.succeed('done');
+    expect(stderr.text).toBe('');
+  });
+
   it('shows a spinner on a TTY stderr', async () => {
     const { out, stderr, stdout } = await outputFor({ tty: true });
     const spinner = await out.spinner('working');
