@@ -10,6 +10,7 @@ import type { CommandContext } from '../context.js';
 import type { Column, InStream } from '../output.js';
 import { AuthError, ConfigError, MiniappError, UsageError } from '../../errors.js';
 import { parseDuration } from '../../duration.js';
+import { openInput } from '../input.js';
 import type {
   BulkCreateFailure,
   ChatMessage,
@@ -466,23 +467,6 @@ async function runWatch(cc: CommandContext, command: Command): Promise<void> {
 
 // ------------------------------------------------------------------ input files
 
-async function openInput(file: string, stdin: InStream, what: string): Promise<AsyncIterable<Buffer | string>> {
-  if (file === '-') {
-    if (stdin.isTTY) throw new UsageError(`no ${what} on stdin: pass a FILE, or pipe the ${what} into "-"`);
-    return stdin;
-  }
-  const [{ stat }, { createReadStream }] = await Promise.all([import('node:fs/promises'), import('node:fs')]);
-  try {
-    const info = await stat(file);
-    if (!info.isFile()) throw new UsageError(`${file} is not a file`);
-  } catch (error) {
-    if (error instanceof UsageError) throw error;
-    const code = (error as NodeJS.ErrnoException).code;
-    throw new UsageError(code === 'ENOENT' ? `no such file: ${file}` : `cannot read ${file}: ${(error as Error).message}`);
-  }
-  return createReadStream(file);
-}
-
 /** Lines with their 1-based numbers, decoded as UTF-8 across chunk boundaries; a leading BOM dropped. */
 async function* linesOf(source: AsyncIterable<Buffer | string>): AsyncGenerator<{ text: string; line: number }> {
   const decoder = new TextDecoder('utf-8');
@@ -689,7 +673,7 @@ async function runBulkCreate(cc: CommandContext, command: Command): Promise<void
   const file = command.processedArgs[0] as string;
   const client = await connect(cc, flags);
   try {
-    const input = await openInput(file, cc.io.stdin, 'users');
+    const input = await openInput(file, cc.io.stdin, { what: 'users' });
     await client.ready();
     const parsed = parseCreateRows(input);
     const spinner = await cc.out.spinner('sending users');
@@ -850,7 +834,7 @@ async function runSync(cc: CommandContext, command: Command): Promise<void> {
     while (order[0] && !order[0].sent) emit((order.shift() as { result: SyncResult }).result);
   };
   try {
-    const input = await openInput(file, cc.io.stdin, 'sync requests');
+    const input = await openInput(file, cc.io.stdin, { what: 'sync requests' });
     await client.ready();
     const requests = (async function* () {
       for await (const { text, line } of linesOf(input)) {

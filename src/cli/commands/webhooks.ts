@@ -1,9 +1,7 @@
 import type { Command } from 'commander';
 import type { Bind } from '../main.js';
 import type { CommandContext } from '../context.js';
-import type { InStream } from '../output.js';
 import { MiniappError, UsageError } from '../../errors.js';
-import { DEFAULT_INPUT_LIMIT } from '../input.js';
 
 const STATES = ['pending', 'delivered', 'failed'] as const;
 
@@ -96,7 +94,8 @@ async function runVerify(cc: CommandContext, command: Command): Promise<void> {
   if (!parseSignature(flags.signature)) {
     throw new UsageError('--signature must look like sha256=<64 hex digits>, the X-Webhook-Signature header value');
   }
-  const body = await readBytes(file, cc.io.stdin, 'webhook body');
+  const { readInputBytes } = await import('../input.js');
+  const body = await readInputBytes(file, cc.io.stdin, { what: 'webhook body' });
   if (!verifySignature(body, secret, flags.signature)) {
     throw new MiniappError('signature does not match', {
       hint:
@@ -106,34 +105,4 @@ async function runVerify(cc: CommandContext, command: Command): Promise<void> {
   }
   if (cc.out.json) cc.out.printJson({ valid: true });
   else cc.out.line('signature valid');
-}
-
-/**
- * The body as raw bytes. Unlike readInput, nothing is decoded: a signature is
- * over bytes, and decoding would replace invalid UTF-8 and change them.
- */
-async function readBytes(file: string | undefined, stdin: InStream, what: string, limit = DEFAULT_INPUT_LIMIT): Promise<Buffer> {
-  if (file !== undefined && file !== '-') {
-    const { readFile, stat } = await import('node:fs/promises');
-    try {
-      const info = await stat(file);
-      if (!info.isFile()) throw new UsageError(`${file} is not a file`);
-      if (info.size > limit) throw new UsageError(`${file} is ${info.size} bytes; the ${what} may be at most ${limit} bytes`);
-      return await readFile(file);
-    } catch (error) {
-      if (error instanceof UsageError) throw error;
-      const code = (error as NodeJS.ErrnoException).code;
-      throw new UsageError(code === 'ENOENT' ? `no such file: ${file}` : `cannot read ${file}: ${(error as Error).message}`);
-    }
-  }
-  if (stdin.isTTY) throw new UsageError(`no ${what}: pass a FILE argument or pipe it on stdin`);
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of stdin) {
-    const buffer = typeof chunk === 'string' ? Buffer.from(chunk, 'utf8') : chunk;
-    size += buffer.length;
-    if (size > limit) throw new UsageError(`the ${what} on stdin exceeds ${limit} bytes`);
-    chunks.push(buffer);
-  }
-  return Buffer.concat(chunks);
 }
