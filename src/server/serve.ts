@@ -4,7 +4,7 @@
  * configured), the partner client, and the HTTP server. Returns the running
  * parts and one `close` that drains requests, then closes the rest.
  */
-import type { FastifyInstance } from 'fastify';
+import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import { randomBytes } from 'node:crypto';
 import { ConfigError } from '../errors.js';
 import { parseAad, parseKey } from '../login/key-material.js';
@@ -17,11 +17,13 @@ import { createMetrics } from './metrics.js';
 import { UserStore } from '../users/user-store.js';
 import { TokenService } from '../auth/tokens.js';
 import { UserServiceImpl } from '../users/service.js';
-import { startGrpcServer, type RunningGrpcServer } from '../users/grpc-server.js';
+import { startGrpcServer, type RunningGrpcServer } from '../grpc/server.js';
+import { LogHub } from '../monitoring/log-hub.js';
+import { MonitoringServiceImpl } from '../monitoring/service.js';
 import { DEFAULT_HASH_COST } from '../auth/passwords.js';
 import { PostStore } from '../blog/posts.js';
 import { ImageStore } from '../blog/uploads.js';
-import { POST_CREATED, WebhookDispatcher, type SendWebhook, type WebhookLog } from '../blog/webhooks.js';
+import { POST_CREATED, WebhookDispatcher, type SendWebhook, type WebhookLog as ComponentLog } from '../blog/webhooks.js';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -71,6 +73,9 @@ export interface RunningServe {
   /** The admin token of the user service and the blog API, kept in the data dir. */
   adminToken: string;
   users: UserServiceImpl;
+  monitoring: MonitoringServiceImpl;
+  /** serve's log lines, kept and streamed (monitoring.v1 StreamLogs). */
+  logs: LogHub;
   webhooks: WebhookDispatcher | undefined;
   close(): Promise<void>;
 }
@@ -123,14 +128,49 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
     cleanups.push(() => client.close());
 
     const metrics = createMetrics();
+    const logs = new LogHub();
+    // Parts that log before the HTTP app (and its logger) exist write through this, once it does.
+    let appLog: FastifyBaseLogger | undefined;
+    const logAs = (component: string): ComponentLog => ({
+      info: (fields, message) => appLog?.info({ component, ...fields }, message),
+      warn: (fields, message) => appLog?.warn({ component, ...fields }, message),
+      error: (fields, message) => appLog?.error({ component, ...fields }, message),
+    });
     // One user store and one token module for the gRPC service and the blog API.
     const userStore = new UserStore(db, options.now);
     const tokens = new TokenService(db, userStore, options.now);
     const adminToken = tokens.ensureAdminToken(options.store.kind === 'sqlite' ? options.store.dataDir : undefined);
-    const users = new UserServiceImpl({ users: userStore, tokens, hashCost: options.hashCost ?? DEFAULT_HASH_COST, now: options.now });
+    const grpcLog = logAs('grpc');
+    const users = new UserServiceImpl({
+      users: userStore,
+      tokens,
+      hashCost: options.hashCost ?? DEFAULT_HASH_COST,
+      now: options.now,
+      log: (message, fields) => grpcLog.error(fields ?? {}, message),
+    });
+    let serviceName = 'miniapp';
+    const monitoring = new MonitoringServiceImpl({
+      authenticate: (metadata) => users.authenticate(metadata),
+      metrics: metrics.registry,
+      logs,
+      serviceName: () => serviceName,
+      now: options.now,
+    });
     let grpcServer: RunningGrpcServer | undefined;
     if (options.grpc) {
-      grpcServer = await startGrpcServer({ ...options.grpc, service: users, metrics });
+      grpcServer = await startGrpcServer({
+        ...options.grpc,
+        services: [
+          { name: 'user.v1.UserService', handlers: users.handlers() },
+          { name: 'monitoring.v1.MonitoringService', handlers: monitoring.handlers() },
+        ],
+        metrics,
+        log: grpcLog,
+        onShutdown: () => {
+          users.endStreams();
+          monitoring.endStreams();
+        },
+      });
       cleanups.push(() => grpcServer!.shutdown(options.shutdownDeadlineMs));
     }
 
@@ -142,15 +182,8 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
       cleanups.push(() => rmSync(imageDir, { recursive: true, force: true }));
     }
     const webhooks = options.webhooks;
-    // Delivery outcomes go to serve's log, which exists once the app is built.
-    let appLog: WebhookLog | undefined;
-    const webhookLog: WebhookLog = {
-      info: (fields, message) => appLog?.info(fields, message),
-      warn: (fields, message) => appLog?.warn(fields, message),
-      error: (fields, message) => appLog?.error(fields, message),
-    };
     const dispatcher = webhooks
-      ? new WebhookDispatcher({ db, secret: webhooks.secret, now: options.now, version: options.version, send: options.webhookSend, log: webhookLog })
+      ? new WebhookDispatcher({ db, secret: webhooks.secret, now: options.now, version: options.version, send: options.webhookSend, log: logAs('webhooks') })
       : undefined;
     const blog = {
       posts: new PostStore(db, options.now),
@@ -167,7 +200,7 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
     };
 
     const app = await buildServer({
-      logger: options.logger,
+      logger: options.logger ? { level: options.logger.level, stream: logs.sink(options.logger.stream) } : false,
       corsOrigin: options.corsOrigin,
       relay: { client, key, aad, aadText, events, callbackAuth: options.callbackAuth, version: options.version, now: options.now },
       metrics: metrics.registry,
@@ -177,6 +210,7 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
     appLog = app.log;
     await app.listen({ host: options.host, port: options.port });
     const url = urlOf(app, options.host);
+    serviceName = `miniapp ${url}`;
     if (dispatcher) {
       dispatcher.start();
       // Registered after the database, so it stops first: the attempt in flight is recorded before the close.
@@ -193,6 +227,8 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
       grpc: grpcServer && options.grpc ? { address: grpcServer.address, port: grpcServer.port, tls: Boolean(options.grpc.tls) } : undefined,
       adminToken,
       users,
+      monitoring,
+      logs,
       webhooks: dispatcher,
       close: closeAll,
     };

@@ -8,6 +8,8 @@ import { EventEmitter } from 'node:events';
 import * as grpc from '@grpc/grpc-js';
 import { hashPassword, verifyPassword } from '../auth/passwords.js';
 import { TokenService, type Principal } from '../auth/tokens.js';
+import { failStream as endStream, RpcError, statusName } from '../grpc/status.js';
+import { ChatRooms } from '../grpc/chat-room.js';
 import { toTimestamp, UPDATE_PATHS, type BulkCreateFailure, type ChatMessage, type CreateUserRequest, type EventTypeName, type UserMessage } from './proto.js';
 import {
   checkEmail,
@@ -24,22 +26,10 @@ import {
 
 const { status: Status } = grpc;
 
+export { RpcError, statusName } from '../grpc/status.js';
+
 export const MAX_PAGE_SIZE = 100;
 const BULK_CHUNK = 256;
-
-/** A failure with its gRPC status. */
-export class RpcError extends Error {
-  constructor(
-    readonly code: grpc.status,
-    message: string,
-  ) {
-    super(message);
-  }
-}
-
-export function statusName(code: grpc.status): string {
-  return Status[code] ?? String(code);
-}
 
 /** Any error as a gRPC status; unknown errors become INTERNAL without their details. */
 function toStatus(error: unknown): { code: grpc.status; details: string } {
@@ -98,7 +88,7 @@ function userIdOf(value: string | number | undefined, field = 'user_id'): number
 
 export class UserServiceImpl {
   readonly events = new EventEmitter();
-  readonly #rooms = new Map<string, Set<grpc.ServerDuplexStream<ChatMessage, ChatMessage>>>();
+  readonly #rooms = new ChatRooms<ChatMessage>();
   /** Streams that never end by themselves; ended by `endStreams` at shutdown. */
   readonly #open = new Set<{ end(): void }>();
 
@@ -119,9 +109,7 @@ export class UserServiceImpl {
   }
 
   chatParticipantCount(): number {
-    let count = 0;
-    for (const members of this.#rooms.values()) count += members.size;
-    return count;
+    return this.#rooms.size();
   }
 
   handlers(): grpc.UntypedServiceImplementation {
@@ -401,29 +389,23 @@ export class UserServiceImpl {
     this.#open.add(call);
     const leave = () => {
       this.#open.delete(call);
-      for (const room of joined) {
-        const members = this.#rooms.get(room);
-        members?.delete(call);
-        if (members?.size === 0) this.#rooms.delete(room);
-      }
+      this.#rooms.leave(call);
       joined.clear();
     };
     call.on('data', (message: ChatMessage) => {
       const room = message.room?.trim() || 'general';
       if (!joined.has(room)) {
         joined.add(room);
-        if (!this.#rooms.has(room)) this.#rooms.set(room, new Set());
-        this.#rooms.get(room)!.add(call);
+        this.#rooms.join(room, call);
       }
       // An empty text joins the room without saying anything.
       if (!message.text) return;
-      const out: ChatMessage = {
+      this.#rooms.broadcast(room, call, {
         room,
         sender: principal.username ?? (message.sender || 'admin'),
         text: message.text,
         sent_at: message.sent_at ?? toTimestamp(this.options.now()),
-      };
-      for (const member of this.#rooms.get(room) ?? []) if (member !== call) member.write(out);
+      });
     });
     call.on('end', () => {
       leave();
@@ -493,10 +475,9 @@ export class UserServiceImpl {
   }
 }
 
-/** Ends a streaming call with the error's status (grpc-js takes it through the 'error' event). */
+/** Ends a streaming call with the error's status. */
 function failStream(call: { emit(event: 'error', error: grpc.ServerErrorResponse): boolean }, error: unknown): void {
-  const status = toStatus(error);
-  call.emit('error', Object.assign(new Error(status.details), status));
+  endStream(call, toStatus(error));
 }
 
 // A valid hash of a random password at the default cost, for logins of unknown users.

@@ -10,7 +10,7 @@ import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
 import { request } from 'undici';
 import { startServe, type RunningServe } from '../../src/server/serve.js';
-import { monitoringServiceDefinition, userServiceDefinition } from '../../src/users/proto.js';
+import { userServiceDefinition } from '../../src/users/proto.js';
 import { ADMIN_TOKEN_FILE } from '../../src/auth/tokens.js';
 import { makePki, type Pki } from '../helpers/certs.js';
 
@@ -411,7 +411,7 @@ describe('operations', () => {
       call.on('error', reject);
       call.write({ list_services: '' });
     });
-    expect(services).toEqual(expect.arrayContaining(['user.v1.UserService', 'user.v1.MonitoringService', 'grpc.health.v1.Health']));
+    expect(services).toEqual(expect.arrayContaining(['user.v1.UserService', 'monitoring.v1.MonitoringService', 'grpc.health.v1.Health']));
   });
 
   it('shows both metric families with real counts at GET /metrics', async () => {
@@ -425,16 +425,6 @@ describe('operations', () => {
     expect(text).toContain('grpc_requests_total{method="GetUser",status="UNAUTHENTICATED"} 1');
     expect(text).toMatch(/grpc_request_duration_seconds_count\{method="CreateUser"\} 1/);
     expect(text).toMatch(/grpc_request_duration_seconds_bucket\{le="0\.5",method="GetUser"\} 2/);
-  });
-
-  it('streams MetricData from MonitoringService', async () => {
-    const { Client } = monitoringServiceDefinition();
-    const mc = new Client(running.grpc!.address, grpc.credentials.createInsecure()) as AnyClient;
-    clients.push(mc);
-    const items = await collect(mc.StreamMetrics({ interval_ms: 100, count: 2 }, auth()));
-    expect(items).toHaveLength(2);
-    expect(items[0]).toMatchObject({ service_name: 'user.v1.UserService', metrics: expect.objectContaining({ watch_streams: 0 }) });
-    expect(await status(collect(mc.StreamMetrics({ count: 1 })))).toBe('UNAUTHENTICATED');
   });
 
   it('keeps users and the admin token across a restart, the token in a 0600 file', async () => {

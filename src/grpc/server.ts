@@ -1,0 +1,138 @@
+/**
+ * The gRPC server of `miniapp serve`: the services it is given (UserService,
+ * MonitoringService, ...), the standard health service, server reflection
+ * of the real proto files, optional TLS, a receive-size limit, per-call
+ * metrics through a server interceptor, and a graceful shutdown with a
+ * deadline.
+ */
+import * as grpc from '@grpc/grpc-js';
+import { HealthImplementation } from 'grpc-health-check';
+import type { Metrics } from '../server/metrics.js';
+import { serviceDefinition, type ServiceName } from './protos.js';
+import { addReflection } from './reflection.js';
+import { rpcType, statusName } from './status.js';
+
+export const DEFAULT_GRPC_PORT = 50051;
+export const MAX_RECEIVE_BYTES = 4 * 1024 * 1024;
+const HEALTH_SERVICE = 'grpc.health.v1.Health';
+const REFLECTION_SERVICES = ['grpc.reflection.v1.ServerReflection', 'grpc.reflection.v1alpha.ServerReflection'];
+
+export interface GrpcService {
+  name: Exclude<ServiceName, typeof HEALTH_SERVICE>;
+  handlers: grpc.UntypedServiceImplementation;
+}
+
+export interface GrpcServerOptions {
+  host: string;
+  port: number;
+  services: readonly GrpcService[];
+  metrics: Metrics;
+  tls?: { cert: string; key: string } | undefined;
+  /** Called when shutdown starts, before waiting: end the streams that never end by themselves. */
+  onShutdown?: () => void;
+  /** Where each finished call is logged (method, status, duration; never metadata or messages). */
+  log?: CallLog | undefined;
+}
+
+export interface CallLog {
+  info(fields: object, message: string): void;
+  warn(fields: object, message: string): void;
+}
+
+export interface RunningGrpcServer {
+  server: grpc.Server;
+  port: number;
+  address: string;
+  health: HealthImplementation;
+  /** Every service the server answers, by full name (what reflection lists). */
+  services: string[];
+  /** Stops accepting calls, lets running ones finish until `deadlineMs`, then cancels the rest. */
+  shutdown(deadlineMs?: number): Promise<void>;
+}
+
+/** Counts every call by method and final status, and times it. */
+function metricsInterceptor(metrics: Metrics): grpc.ServerInterceptor {
+  return (descriptor, call) => {
+    const method = descriptor.path.split('/').pop() ?? descriptor.path;
+    const stop = metrics.grpcDuration.startTimer({ method });
+    let recorded = false;
+    const record = (code: grpc.status) => {
+      if (recorded) return;
+      recorded = true;
+      stop();
+      metrics.grpcRequests.inc({ method, status: statusName(code) });
+    };
+    return new grpc.ServerInterceptingCall(call, {
+      start: (next) => next(new grpc.ServerListenerBuilder().withOnCancel(() => record(grpc.status.CANCELLED)).build()),
+      sendStatus: (status, next) => {
+        record(status.code);
+        next(status);
+      },
+    });
+  };
+}
+
+/** One log line per finished call: warn for server-side failures, info otherwise. */
+function logInterceptor(log: CallLog): grpc.ServerInterceptor {
+  const serverFaults = new Set([grpc.status.INTERNAL, grpc.status.UNKNOWN, grpc.status.DATA_LOSS, grpc.status.UNAVAILABLE]);
+  return (descriptor, call) => {
+    const started = performance.now();
+    let logged = false;
+    const finish = (code: grpc.status) => {
+      if (logged) return;
+      logged = true;
+      const fields = { method: descriptor.path, type: rpcType(descriptor), code: statusName(code), durationMs: Math.round((performance.now() - started) * 10) / 10 };
+      if (serverFaults.has(code)) log.warn(fields, 'grpc call failed');
+      else log.info(fields, 'grpc call');
+    };
+    return new grpc.ServerInterceptingCall(call, {
+      start: (next) => next(new grpc.ServerListenerBuilder().withOnCancel(() => finish(grpc.status.CANCELLED)).build()),
+      sendStatus: (status, next) => {
+        finish(status.code);
+        next(status);
+      },
+    });
+  };
+}
+
+export async function startGrpcServer(options: GrpcServerOptions): Promise<RunningGrpcServer> {
+  const server = new grpc.Server({
+    'grpc.max_receive_message_length': MAX_RECEIVE_BYTES,
+    interceptors: [metricsInterceptor(options.metrics), ...(options.log ? [logInterceptor(options.log)] : [])],
+  });
+  for (const service of options.services) server.addService(serviceDefinition(service.name).service, service.handlers);
+  const names = options.services.map((service) => service.name);
+  const health = new HealthImplementation({ '': 'SERVING', ...Object.fromEntries(names.map((name) => [name, 'SERVING'])) });
+  health.addToServer(server);
+  const all = [...names, HEALTH_SERVICE, ...REFLECTION_SERVICES];
+  addReflection(server, all);
+
+  const credentials = options.tls
+    ? grpc.ServerCredentials.createSsl(null, [{ cert_chain: Buffer.from(options.tls.cert), private_key: Buffer.from(options.tls.key) }], false)
+    : grpc.ServerCredentials.createInsecure();
+  const host = options.host.includes(':') ? `[${options.host}]` : options.host;
+  const port = await new Promise<number>((resolve, reject) =>
+    server.bindAsync(`${host}:${options.port}`, credentials, (error, bound) => (error ? reject(error) : resolve(bound))),
+  );
+  return {
+    server,
+    port,
+    address: `${options.host === '0.0.0.0' || options.host === '::' ? '127.0.0.1' : host}:${port}`,
+    health,
+    services: all,
+    shutdown: (deadlineMs = 5_000) =>
+      new Promise<void>((resolve) => {
+        health.setStatus('', 'NOT_SERVING');
+        for (const name of names) health.setStatus(name, 'NOT_SERVING');
+        options.onShutdown?.();
+        const force = setTimeout(() => {
+          server.forceShutdown();
+          resolve();
+        }, deadlineMs);
+        server.tryShutdown(() => {
+          clearTimeout(force);
+          resolve();
+        });
+      }),
+  };
+}

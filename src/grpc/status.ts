@@ -1,0 +1,33 @@
+/**
+ * gRPC statuses shared by every service: a typed error that carries its
+ * status, names of status codes, and the admin check of operator-only
+ * services.
+ */
+import * as grpc from '@grpc/grpc-js';
+
+/** A failure with its gRPC status. */
+export class RpcError extends Error {
+  constructor(
+    readonly code: grpc.status,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+export function statusName(code: grpc.status): string {
+  return grpc.status[code] ?? String(code);
+}
+
+/** Ends a streaming call with a status (grpc-js takes it through the 'error' event). */
+export function failStream(call: { emit(event: 'error', error: grpc.ServerErrorResponse): boolean }, status: { code: grpc.status; details: string }): void {
+  call.emit('error', Object.assign(new Error(status.details), status));
+}
+
+export type RpcType = 'unary' | 'client_stream' | 'server_stream' | 'bidi_stream';
+
+/** The kind of a method, in go-grpc-prometheus's words. */
+export function rpcType(method: { requestStream: boolean; responseStream: boolean }): RpcType {
+  if (method.requestStream) return method.responseStream ? 'bidi_stream' : 'client_stream';
+  return method.responseStream ? 'server_stream' : 'unary';
+}
