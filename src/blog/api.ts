@@ -20,6 +20,15 @@ export type ApiVersion = 1 | 2;
 export const API_VERSIONS: Record<ApiVersion, string> = { 1: '1.0.0', 2: '2.1.0' };
 export const LOGIN_TOKEN_TTL_SECONDS = 3600;
 const V1_LIST_LIMIT = 20;
+/** The last page a v2 list accepts: far past any real list, and (page - 1) * page_size stays a safe integer for every store. */
+export const MAX_PAGE = 1_000_000;
+/**
+ * The body limit of the routes that take a post. A valid post's content is up
+ * to 100,000 characters, which is up to 400,000 bytes of UTF-8 (600,000 if
+ * every character were sent as a JSON \u escape), plus title and tags: a valid
+ * post always fits, so the 413 only meets bodies the schema would refuse.
+ */
+export const POST_BODY_LIMIT = 1024 * 1024;
 
 const CHANGE_HISTORY = `
 ## Change history
@@ -43,6 +52,12 @@ export interface BlogOptions {
    * the first time by an update; inside the transaction that writes the post.
    */
   onPublished: (post: Post) => void;
+  /**
+   * Where clients reach serve (`serve --public-url`, e.g. https://blog.example.com):
+   * pagination and image links are absolute under it. Without it they are
+   * relative (`/api/v2/blog/posts?page=2`), never built from the request's Host.
+   */
+  publicUrl?: string | undefined;
 }
 
 /** The standardized error body, with its HTTP status. */
@@ -117,8 +132,20 @@ const ImageSchema = {
   required: ['url', 'width', 'height', 'size'],
 } as const;
 
-const errors = (...statuses: number[]) => Object.fromEntries(statuses.map((status) => [status, ErrorSchema]));
+const ERROR_DESCRIPTIONS: Record<number, string> = {
+  400: 'Bad Request: a parameter or the body breaks its schema (VALIDATION_ERROR), or the JSON is malformed',
+  401: 'Unauthorized: no valid Bearer token (UNAUTHORIZED), or wrong credentials (INVALID_CREDENTIALS)',
+  403: 'Forbidden: the token\'s user may not do this (FORBIDDEN)',
+  404: 'Not Found: no such resource (NOT_FOUND)',
+  413: 'Payload Too Large: the body is over the route\'s limit, or an image over 5 MB (PAYLOAD_TOO_LARGE)',
+  415: 'Unsupported Media Type: a Content-Type the route does not take, or a file that is not a JPEG, PNG or WebP image (UNSUPPORTED_MEDIA_TYPE)',
+  500: 'Internal Server Error: an unexpected failure, logged on the server (INTERNAL_ERROR)',
+};
+const errors = (...statuses: number[]) =>
+  Object.fromEntries([...statuses, 500].map((status) => [status, { ...ErrorSchema, description: ERROR_DESCRIPTIONS[status] }]));
 const bearer = [{ bearerAuth: [] }];
+/** Says so explicitly: the operation needs no token. */
+const PUBLIC: never[] = [];
 const PostIdParams = { type: 'object', properties: { post_id: { type: 'integer', minimum: 1 } }, required: ['post_id'] } as const;
 
 // ---- helpers ----
@@ -149,11 +176,16 @@ function tagList(value: string[] | undefined): string[] | undefined {
   return value.flatMap((tag) => tag.split(','));
 }
 
-/** The absolute URL of the same list with another page. */
-function pageUrl(request: FastifyRequest, page: number): string {
-  const url = new URL(request.url, `${request.protocol}://${request.host}`);
+/**
+ * The URL of the same list with another page: under the public URL when one
+ * is configured, else relative. Never from the request's Host header, which
+ * any client can set.
+ */
+function pageUrl(request: FastifyRequest, page: number, publicUrl: string | undefined): string {
+  const url = new URL(request.url, 'http://relative.invalid');
   url.searchParams.set('page', String(page));
-  return url.href;
+  const path = `${url.pathname}${url.search}`;
+  return publicUrl ? `${publicUrl}${path}` : path;
 }
 
 /** Fastify's validation errors as `{ field: [messages] }`. */
@@ -177,7 +209,8 @@ export async function blogApi(app: FastifyInstance, options: BlogOptions): Promi
    * otherwise computes it, serialises it once and keeps it.
    */
   const cachedList = (request: FastifyRequest, reply: FastifyReply, compute: () => unknown) => {
-    const key = `${request.protocol}://${request.host}${request.url}`;
+    // The links in a list depend on the URL only (see pageUrl), so the URL is the key.
+    const key = request.url;
     const current = posts.version();
     let body = lists.get(key, current);
     if (body === undefined) {
@@ -197,6 +230,7 @@ export async function blogApi(app: FastifyInstance, options: BlogOptions): Promi
   });
 
   if (options.docs) {
+    const mount = app.prefix;
     await app.register(swagger, {
       openapi: {
         openapi: '3.0.3',
@@ -204,12 +238,26 @@ export async function blogApi(app: FastifyInstance, options: BlogOptions): Promi
           title: `miniapp blog API v${version}`,
           version: API_VERSIONS[version],
           description: `Posts, users, login and image uploads, served by \`miniapp serve\`.\n${CHANGE_HISTORY}`,
+          license: { name: 'MIT', url: 'https://opensource.org/license/mit' },
         },
+        // Relative unless serve knows its public URL: the document then works wherever it is fetched from.
+        servers: [{ url: `${options.publicUrl ?? ''}${mount}`, description: `the v${version} mount of this server` }],
         components: { securitySchemes: { bearerAuth: { type: 'http', scheme: 'bearer', description: 'access_token from POST /auth/login' } } },
-        tags: [{ name: 'posts' }, { name: 'users' }, { name: 'auth' }, { name: 'uploads' }],
+        tags: [
+          { name: 'posts', description: 'Blog posts: list (filtered and paginated in v2), read, create, change.' },
+          { name: 'users', description: 'Sign-up: the same users as the gRPC user service (user.v1).' },
+          { name: 'auth', description: 'Log in for a Bearer access token.' },
+          { name: 'uploads', description: 'JPEG, PNG and WebP images, stored content-addressed and served under /uploads/.' },
+        ],
+      },
+      // Multipart bodies are read by the handlers, not validated by Fastify; they are described here only.
+      transform: ({ schema, url }) => {
+        const { multipart: described, ...rest } = (schema ?? {}) as FastifySchema & { multipart?: object };
+        return { schema: (described ? { ...rest, body: described, consumes: ['multipart/form-data'] } : rest) as FastifySchema, url };
       },
     });
-    await app.register(swaggerUi, { routePrefix: '/docs', uiConfig: { docExpansion: 'list', deepLinking: true } });
+    // indexPrefix: the page links its assets under the mount, with or without a trailing slash.
+    await app.register(swaggerUi, { routePrefix: '/docs', indexPrefix: mount, uiConfig: { docExpansion: 'list', deepLinking: true } });
     app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
   }
   await app.register(multipart, { limits: { fileSize: MAX_IMAGE_BYTES, files: MAX_IMAGES, fields: 10, parts: MAX_IMAGES + 10 } });
@@ -221,7 +269,9 @@ export async function blogApi(app: FastifyInstance, options: BlogOptions): Promi
       {
         schema: {
           tags: ['posts'],
+          operationId: 'listPosts',
           summary: 'The newest posts, at most 20',
+          security: PUBLIC,
           querystring: { type: 'object', properties: { is_published: { type: 'boolean', default: true } } },
           response: { 200: { type: 'array', items: PostSchema, maxItems: V1_LIST_LIMIT }, ...errors(400) },
         } as FastifySchema,
@@ -237,14 +287,16 @@ export async function blogApi(app: FastifyInstance, options: BlogOptions): Promi
       {
         schema: {
           tags: ['posts'],
+          operationId: 'listPosts',
           summary: 'Posts, filtered and paginated',
+          security: PUBLIC,
           description:
             'Filters combine with AND, except `tags`, which match any of the given tags (OR). `search` matches title or content, ' +
             'case-insensitively. `tags` may repeat (`tags=a&tags=b`) or be comma-separated.',
           querystring: {
             type: 'object',
             properties: {
-              page: { type: 'integer', minimum: 1, default: 1 },
+              page: { type: 'integer', minimum: 1, maximum: MAX_PAGE, default: 1 },
               page_size: { type: 'integer', minimum: 1, maximum: 100, default: 20 },
               sort: { type: 'string', enum: ['created_at', '-created_at', 'title', '-title'], default: '-created_at', description: 'a leading "-" sorts descending' },
               search: { type: 'string', maxLength: 200 },
@@ -297,8 +349,8 @@ export async function blogApi(app: FastifyInstance, options: BlogOptions): Promi
           const pages = Math.ceil(total / query.page_size);
           return {
             count: total,
-            next: query.page < pages ? pageUrl(request, query.page + 1) : null,
-            previous: query.page > 1 ? pageUrl(request, Math.min(query.page - 1, Math.max(pages, 1))) : null,
+            next: query.page < pages ? pageUrl(request, query.page + 1, options.publicUrl) : null,
+            previous: query.page > 1 ? pageUrl(request, Math.min(query.page - 1, Math.max(pages, 1)), options.publicUrl) : null,
             results,
           };
         });
@@ -309,7 +361,14 @@ export async function blogApi(app: FastifyInstance, options: BlogOptions): Promi
   app.get(
     '/blog/posts/:post_id',
     {
-      schema: { tags: ['posts'], summary: 'One post', params: PostIdParams, response: { 200: PostSchema, ...errors(400, 404) } } as FastifySchema,
+      schema: {
+        tags: ['posts'],
+        operationId: 'getPost',
+        summary: 'One post',
+        security: PUBLIC,
+        params: PostIdParams,
+        response: { 200: PostSchema, ...errors(400, 404) },
+      } as FastifySchema,
     },
     async (request) => {
       const { post_id: id } = request.params as { post_id: number };
@@ -323,8 +382,10 @@ export async function blogApi(app: FastifyInstance, options: BlogOptions): Promi
   app.post(
     '/blog/posts',
     {
+      bodyLimit: POST_BODY_LIMIT,
       schema: {
         tags: ['posts'],
+        operationId: 'createPost',
         summary: 'Create a post (published at once; the author is the token\'s user)',
         security: bearer,
         body: {
@@ -334,7 +395,7 @@ export async function blogApi(app: FastifyInstance, options: BlogOptions): Promi
           // Unknown fields are dropped (v1 predates tags on creation).
           additionalProperties: false,
         },
-        response: { 201: PostSchema, ...errors(400, 401) },
+        response: { 201: PostSchema, ...errors(400, 401, 413, 415) },
       } as FastifySchema,
     },
     async (request, reply) => {
@@ -359,8 +420,10 @@ export async function blogApi(app: FastifyInstance, options: BlogOptions): Promi
   app.patch(
     '/blog/posts/:post_id',
     {
+      bodyLimit: POST_BODY_LIMIT,
       schema: {
         tags: ['posts'],
+        operationId: 'updatePost',
         summary: 'Change a post (its author or an admin)',
         security: bearer,
         params: PostIdParams,
@@ -376,7 +439,7 @@ export async function blogApi(app: FastifyInstance, options: BlogOptions): Promi
           },
           additionalProperties: false,
         },
-        response: { 200: PostSchema, ...errors(400, 401, 403, 404) },
+        response: { 200: PostSchema, ...errors(400, 401, 403, 404, 413, 415) },
       } as FastifySchema,
     },
     async (request) => {
@@ -409,7 +472,9 @@ export async function blogApi(app: FastifyInstance, options: BlogOptions): Promi
       attachValidation: true,
       schema: {
         tags: ['users'],
+        operationId: 'createUser',
         summary: 'Create a user (the same users as the gRPC user service)',
+        security: PUBLIC,
         body: {
           type: 'object',
           properties: {
@@ -421,7 +486,7 @@ export async function blogApi(app: FastifyInstance, options: BlogOptions): Promi
           },
           required: ['username', 'email', 'password'],
         },
-        response: { 201: UserProfileSchema, ...errors(400) },
+        response: { 201: UserProfileSchema, ...errors(400, 413, 415) },
       } as FastifySchema,
     },
     async (request, reply) => {
@@ -457,7 +522,9 @@ export async function blogApi(app: FastifyInstance, options: BlogOptions): Promi
     {
       schema: {
         tags: ['auth'],
+        operationId: 'login',
         summary: version === 1 ? 'Log in by username and password' : 'Log in by e-mail and password',
+        security: PUBLIC,
         body: {
           type: 'object',
           properties: { [loginField]: { type: 'string', minLength: 1, maxLength: 254 }, password: { type: 'string', minLength: 1, maxLength: 1024 } },
@@ -469,7 +536,7 @@ export async function blogApi(app: FastifyInstance, options: BlogOptions): Promi
             properties: { access_token: { type: 'string' }, token_type: { type: 'string' }, expires_in: { type: 'integer' } },
             required: ['access_token', 'token_type', 'expires_in'],
           },
-          ...errors(400, 401),
+          ...errors(400, 401, 413, 415),
         },
       } as FastifySchema,
     },
@@ -483,7 +550,7 @@ export async function blogApi(app: FastifyInstance, options: BlogOptions): Promi
   );
 
   // -- uploads --
-  const imageUrl = (request: FastifyRequest, image: StoredImage) => `${request.protocol}://${request.host}/uploads/${image.name}`;
+  const imageUrl = (_request: FastifyRequest, image: StoredImage) => `${options.publicUrl ?? ''}/uploads/${image.name}`;
   const receiveImages = async (request: FastifyRequest, field: 'file' | 'files', most: number) => {
     if (!request.isMultipart()) {
       throw new ApiError(415, 'UNSUPPORTED_MEDIA_TYPE', 'Unsupported Media Type', `send multipart/form-data with the image in the part "${field}"`);
@@ -525,17 +592,25 @@ export async function blogApi(app: FastifyInstance, options: BlogOptions): Promi
     return buffers.map((b) => options.images.save(b.bytes)!);
   };
 
-  const uploadSchema = (summary: string, field: string, response: object): FastifySchema =>
+  const binary = { type: 'string', format: 'binary' } as const;
+  const uploadSchema = (operationId: string, summary: string, field: 'file' | 'files', response: object): FastifySchema =>
     ({
       tags: ['uploads'],
+      operationId,
       summary,
       description: `multipart/form-data; the image${field === 'files' ? 's' : ''} in the part "${field}". JPEG, PNG or WebP (by content), at most 5 MB each; recommended at most 1920x1080.`,
       security: bearer,
-      consumes: ['multipart/form-data'],
+      multipart: {
+        type: 'object',
+        properties: {
+          [field]: field === 'file' ? { ...binary, description: 'one image' } : { type: 'array', items: binary, minItems: 1, maxItems: MAX_IMAGES, description: `1 to ${MAX_IMAGES} images` },
+        },
+        required: [field],
+      },
       response: { 200: response, ...errors(400, 401, 413, 415) },
     }) as FastifySchema;
 
-  app.post('/upload/image', { schema: uploadSchema('Upload an image', 'file', ImageSchema) }, async (request) => {
+  app.post('/upload/image', { schema: uploadSchema('uploadImage', 'Upload an image', 'file', ImageSchema) }, async (request) => {
     auth(request);
     const [image] = await receiveImages(request, 'file', 1);
     return { url: imageUrl(request, image!), width: image!.width, height: image!.height, size: image!.size };
@@ -543,7 +618,7 @@ export async function blogApi(app: FastifyInstance, options: BlogOptions): Promi
 
   app.post(
     '/upload/images',
-    { schema: uploadSchema(`Upload up to ${MAX_IMAGES} images`, 'files', { type: 'array', items: ImageSchema, maxItems: MAX_IMAGES }) },
+    { schema: uploadSchema('uploadImages', `Upload up to ${MAX_IMAGES} images`, 'files', { type: 'array', items: ImageSchema, maxItems: MAX_IMAGES }) },
     async (request) => {
       auth(request);
       const images = await receiveImages(request, 'files', MAX_IMAGES);

@@ -12,6 +12,12 @@ import { readTokenData, type TokenData } from './token-data.js';
 export const DEFAULT_TIMEOUT_MS = 10_000;
 export const DEFAULT_PATH_PREFIX = '/api-partner/v1/miniapp/user/oauth2';
 const MAX_RESPONSE_BYTES = 1024 * 1024;
+/**
+ * How the partner API's own path ends, whatever its prefix. A base URL that
+ * already ends so is the whole partner URL (as `serve` and the sandbox print
+ * it), and the prefix is not added a second time.
+ */
+const PARTNER_PATH_END = /\/user\/oauth2$/;
 
 export interface ClientTls {
   /** PEM text. */
@@ -64,7 +70,8 @@ export class PartnerClient {
     // Parsed once: the relay calls this on every request.
     const base = new URL(this.baseUrl);
     this.#origin = base.origin;
-    this.#basePath = `${base.pathname.replace(/\/+$/, '')}${this.pathPrefix}`;
+    const basePath = base.pathname.replace(/\/+$/, '');
+    this.#basePath = basePath.endsWith(this.pathPrefix) || PARTNER_PATH_END.test(basePath) ? basePath : `${basePath}${this.pathPrefix}`;
     this.#clientCertificate = Boolean(this.#tls.cert && this.#tls.key);
     this.#ownsDispatcher = !options.dispatcher;
     this.#dispatcher = options.dispatcher ?? partnerAgent(options.tls, this.timeoutMs);
@@ -111,8 +118,13 @@ export class PartnerClient {
     if (this.#ownsDispatcher) await this.#dispatcher.close();
   }
 
+  /** The partner API's URL: the base URL with the path prefix (added only when the base URL lacks it). */
+  get partnerUrl(): string {
+    return `${this.#origin}${this.#basePath}`;
+  }
+
   url(path: string): string {
-    return `${this.baseUrl}${this.pathPrefix}${path}`;
+    return `${this.partnerUrl}${path}`;
   }
 
   async #call(

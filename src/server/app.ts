@@ -6,13 +6,21 @@
  */
 import Fastify, { type FastifyInstance } from 'fastify';
 import cors from '@fastify/cors';
-import { installErrorHandling } from './http-errors.js';
+import { clientErrorHandler, frameworkErrorHandler, installErrorHandling } from './http-errors.js';
 import { relayRoutes, type RelayOptions } from '../relay/routes.js';
 import type { Registry } from 'prom-client';
 import fastifyStatic from '@fastify/static';
 import { blogApi, type BlogOptions } from '../blog/api.js';
 
+/** Bodies of every route but those that set their own (the blog's posts take up to 1 MiB). */
 export const DEFAULT_BODY_LIMIT = 64 * 1024;
+
+/** Every method the APIs answer; a preflight from the allowed origin allows them all. */
+export const CORS_METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'];
+/** Every request header the APIs read beyond the CORS-safelisted ones. */
+export const CORS_HEADERS = ['Authorization', 'Content-Type'];
+/** Response headers a browser script may read: the Bearer challenge of a 401. */
+const CORS_EXPOSED_HEADERS = ['WWW-Authenticate'];
 
 export interface LogSink {
   write(line: string): unknown;
@@ -58,6 +66,9 @@ export async function buildServer(options: ServerOptions): Promise<FastifyInstan
     trustProxy: false,
     // Idle keep-alive sockets close on shutdown; requests in flight finish first.
     forceCloseConnections: 'idle',
+    // Requests Node or Fastify refuse before any route runs get the same error body as the rest.
+    clientErrorHandler,
+    frameworkErrors: frameworkErrorHandler,
   }) as unknown as FastifyInstance;
   installErrorHandling(app);
   if (options.corsOrigin) {
@@ -65,11 +76,21 @@ export async function buildServer(options: ServerOptions): Promise<FastifyInstan
     await app.register(cors, {
       origin: (origin, callback) => callback(null, origin === allowed),
       credentials: true,
-      methods: ['GET', 'POST', 'OPTIONS'],
-      allowedHeaders: ['Authorization', 'Content-Type'],
+      methods: CORS_METHODS,
+      allowedHeaders: CORS_HEADERS,
+      exposedHeaders: CORS_EXPOSED_HEADERS,
       maxAge: 600,
     });
   }
+  // A preflight that CORS does not allow (another origin, or none configured) is still a preflight:
+  // it gets an empty 204 without CORS headers, and the browser refuses the call itself.
+  app.addHook('onRequest', (request, reply, done) => {
+    if (request.method === 'OPTIONS' && request.headers.origin && request.headers['access-control-request-method']) {
+      void reply.header('vary', 'Origin').header('content-length', '0').code(204).send();
+      return;
+    }
+    done();
+  });
   await app.register(relayRoutes, options.relay);
   if (options.blog) {
     for (const mount of BLOG_MOUNTS) await app.register(blogApi, { ...options.blog, version: mount.version, prefix: mount.prefix });

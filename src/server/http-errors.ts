@@ -4,6 +4,8 @@
  * `detail` for the other, `code` for machines). Never a stack trace; the
  * full story goes to the log.
  */
+import { STATUS_CODES } from 'node:http';
+import type { Socket } from 'node:net';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { AuthError, DecryptError, MiniappError, UpstreamError } from '../errors.js';
 
@@ -78,4 +80,41 @@ export function installErrorHandling(app: FastifyInstance): void {
     const message = `no route for ${request.method} ${request.url.split('?')[0]}`;
     void reply.status(404).send({ error: message, detail: message, code: 'NOT_FOUND' } satisfies ErrorBody);
   });
+}
+
+/** Why Node's HTTP parser refused a request, in words a client author can act on. */
+const PARSER_ERRORS: Record<string, [number, string, string]> = {
+  HPE_HEADER_OVERFLOW: [431, 'HEADERS_TOO_LARGE', 'the request headers are too large'],
+  HPE_INVALID_HEADER_TOKEN: [400, 'BAD_REQUEST', 'a request header holds a character HTTP does not allow'],
+  HPE_INVALID_METHOD: [400, 'BAD_REQUEST', 'the request method is not valid HTTP'],
+  HPE_INVALID_URL: [400, 'BAD_REQUEST', 'the request target is not a valid URL'],
+  HPE_INVALID_CONTENT_LENGTH: [400, 'BAD_REQUEST', 'the Content-Length header is not valid'],
+  HPE_UNEXPECTED_CONTENT_LENGTH: [400, 'BAD_REQUEST', 'Content-Length and Transfer-Encoding must not both be sent'],
+  HPE_INVALID_TRANSFER_ENCODING: [400, 'BAD_REQUEST', 'the Transfer-Encoding header is not valid'],
+  HPE_INVALID_CHUNK_SIZE: [400, 'BAD_REQUEST', 'the chunked body is malformed'],
+  ERR_HTTP_REQUEST_TIMEOUT: [408, 'REQUEST_TIMEOUT', 'the request was not received in time'],
+};
+
+/**
+ * Answers a request that Node's HTTP parser refused (no route, no Fastify
+ * request exists yet) with the usual error body, then closes the socket.
+ * Replaces Fastify's `{"error":"Bad Request","message":"Client Error"}`.
+ */
+export function clientErrorHandler(error: NodeJS.ErrnoException, socket: Socket): void {
+  if (error.code === 'ECONNRESET' || error.code === 'EPIPE' || !socket.writable) {
+    socket.destroy();
+    return;
+  }
+  const [status, code, message] = PARSER_ERRORS[error.code ?? ''] ?? [400, 'BAD_REQUEST', 'the request is not valid HTTP'];
+  const body = JSON.stringify({ error: message, detail: message, code } satisfies ErrorBody);
+  socket.end(
+    `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\n` +
+      `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+  );
+}
+
+/** Errors Fastify raises while routing (a path with malformed percent-encoding): the usual error body. */
+export function frameworkErrorHandler(error: FastifyError, _request: FastifyRequest, reply: FastifyReply): void {
+  const message = error.code === 'FST_ERR_BAD_URL' ? 'the request path is not a valid URL path (malformed percent-encoding)' : 'bad request';
+  void reply.code(400).send({ error: message, detail: message, code: 'BAD_REQUEST' } satisfies ErrorBody);
 }

@@ -51,6 +51,8 @@ export interface ServeOptions {
   docs?: boolean;
   /** Where `post.created` goes, signed with the secret. A secret alone still resumes pending deliveries. */
   webhooks?: { urls: string[]; secret: string } | undefined;
+  /** Where clients reach serve; links in answers are built under it (else relative). */
+  publicUrl?: string | undefined;
   /** Test aid: the webhook dispatcher's sender. */
   webhookSend?: SendWebhook | undefined;
 }
@@ -191,6 +193,7 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
       tokens,
       images: new ImageStore(imageDir),
       docs: options.docs ?? true,
+      publicUrl: options.publicUrl,
       onPublished: (post: unknown) => {
         if (!dispatcher || !webhooks || webhooks.urls.length === 0) return;
         dispatcher.outbox.enqueue(POST_CREATED, post, webhooks.urls);
@@ -221,7 +224,7 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
     return {
       app,
       url,
-      upstreamUrl: `${upstream.baseUrl}${upstream.pathPrefix}`,
+      upstreamUrl: client.partnerUrl,
       databaseFile: options.store.kind === 'sqlite' ? databasePath(options.store.dataDir) : undefined,
       sandbox: embedded,
       grpc: grpcServer && options.grpc ? { address: grpcServer.address, port: grpcServer.port, tls: Boolean(options.grpc.tls) } : undefined,

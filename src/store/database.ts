@@ -4,7 +4,7 @@
  * code through `PRAGMA user_version`. Each migration runs in a
  * transaction, so a crash never leaves half a schema.
  */
-import { mkdirSync } from 'node:fs';
+import { chmodSync, closeSync, existsSync, mkdirSync, openSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { ConfigError } from '../errors.js';
@@ -132,6 +132,7 @@ export function openDatabase(location: { dataDir: string } | 'memory', options: 
     if (!options.readonly) mkdirSync(location.dataDir, { recursive: true, mode: 0o700 });
     const file = databasePath(location.dataDir);
     try {
+      if (!options.readonly) keepPrivate(file);
       db = new Database(file, { readonly: Boolean(options.readonly), fileMustExist: Boolean(options.readonly) });
     } catch (error) {
       throw new ConfigError(`cannot open the database ${file}: ${(error as Error).message}`, {
@@ -148,6 +149,17 @@ export function openDatabase(location: { dataDir: string } | 'memory', options: 
     throw new ConfigError(`the database was written by a newer miniapp (schema ${schemaVersion(db)}); upgrade miniapp`);
   }
   return db;
+}
+
+/**
+ * The database holds password hashes and e-mail addresses: it is created
+ * 0600 whatever the umask or the data dir, and an existing file (with its
+ * -wal and -shm) is tightened. SQLite gives the -wal and -shm files it
+ * creates the mode of the database file.
+ */
+function keepPrivate(file: string): void {
+  closeSync(openSync(file, 'a', 0o600));
+  for (const path of [file, `${file}-wal`, `${file}-shm`]) if (existsSync(path)) chmodSync(path, 0o600);
 }
 
 export function schemaVersion(db: Db): number {

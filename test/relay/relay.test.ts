@@ -260,6 +260,31 @@ describe('CORS', () => {
   });
 });
 
+describe('the upstream URL', () => {
+  it('may be the whole partner URL, as serve and the sandbox print it, without doubling the prefix', async () => {
+    for (const base of [`${sandbox.url}/api-partner/v1/miniapp/user/oauth2`, `${sandbox.url}/api-partner/v1/miniapp/user/oauth2/`]) {
+      await relay.close();
+      relay = await serve({ upstream: { baseUrl: base, pathPrefix: '/api-partner/v1/miniapp/user/oauth2', tls: {} } });
+      expect(relay.upstreamUrl).toBe(`${sandbox.url}/api-partner/v1/miniapp/user/oauth2`);
+      const { accessToken } = await tokens();
+      expect((await call('GET', '/api/auth/me', { headers: bearer(accessToken) })).status).toBe(200);
+    }
+  });
+
+  it('may carry another partner prefix in full (the production one) when the setting is the default', async () => {
+    const production = '/api-partner/v1/apps-in-toss/user/oauth2';
+    const other = await startSandbox({ prefix: production });
+    try {
+      await relay.close();
+      relay = await serve({ upstream: { baseUrl: `${other.url}${production}`, pathPrefix: '/api-partner/v1/miniapp/user/oauth2', tls: {} } });
+      const res = await call('POST', '/api/auth/token', { json: { authorizationCode: other.state.login(1001).authorizationCode, referrer: 'sandbox' } });
+      expect(res.status).toBe(200);
+    } finally {
+      await other.close();
+    }
+  });
+});
+
 describe('upstream faults', () => {
   it('gives 500 UPSTREAM_TIMEOUT for a slow sandbox, and keeps serving', async () => {
     const slow = await startSandbox({ delayMs: 1_000 });

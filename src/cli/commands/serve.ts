@@ -24,6 +24,7 @@ interface ServeFlags {
   docs: boolean;
   webhookUrl: string[];
   webhookSecret?: string;
+  publicUrl?: string;
 }
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
@@ -41,7 +42,8 @@ export function registerServe(program: Command, bind: Bind): void {
     .option('--host <host>', 'address to bind', '127.0.0.1')
     .option('--port <port>', 'HTTP port (0 picks a free one)', '3000')
     .option('--upstream <url>', 'partner API base URL (default: the profile\'s base-url, else an embedded sandbox)')
-    .option('--cors-origin <origin>', 'the one browser origin allowed to call the relay, with credentials')
+    .option('--cors-origin <origin>', 'the one browser origin allowed to call the relay and the blog API, with credentials')
+    .option('--public-url <url>', 'where clients reach this server (e.g. https://blog.example.com behind a proxy): links in answers are built under it; default: relative links')
     .option('--data-dir <dir>', 'where the database lives (default: MINIAPP_DATA_DIR, else ~/.local/share/miniapp)')
     .option('--store <kind>', 'sqlite (in the data dir) or memory', 'sqlite')
     .option('--callback-auth <id:password>', 'Basic-Auth credentials the unlink callback must carry')
@@ -62,6 +64,20 @@ export function registerServe(program: Command, bind: Bind): void {
     .action(bind(runServe));
 }
 
+/** An absolute http(s) URL without query or fragment, without its trailing slash. */
+function checkPublicUrl(text: string): string {
+  let url: URL | undefined;
+  try {
+    url = new URL(text);
+  } catch {
+    url = undefined;
+  }
+  if (!url || (url.protocol !== 'http:' && url.protocol !== 'https:') || url.search || url.hash || url.username || url.password) {
+    throw new UsageError(`--public-url must be an absolute http or https URL without query, such as https://blog.example.com; got "${text}"`);
+  }
+  return `${url.origin}${url.pathname.replace(/\/+$/, '')}`;
+}
+
 async function runServe(cc: CommandContext, command: Command): Promise<void> {
   const flags = command.opts<ServeFlags>();
   const port = parsePort(flags.port);
@@ -79,6 +95,7 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
       throw new UsageError(`--cors-origin must be an origin such as https://app.example.com; got "${flags.corsOrigin}"`);
     }
   }
+  const publicUrl = flags.publicUrl === undefined ? undefined : checkPublicUrl(flags.publicUrl);
   const [{ startServe }, { dataDir }, { readPem }, { settingSpec }, { quietGrpcLogs }] = await Promise.all([
     import('../../server/serve.js'),
     import('../../config/paths.js'),
@@ -127,6 +144,7 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
       hashCost,
       docs: flags.docs,
       webhooks: webhookSecret ? { urls: webhookUrls, secret: webhookSecret } : undefined,
+      publicUrl,
     });
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
@@ -158,6 +176,7 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
     upstream: running.upstreamUrl,
     database: running.databaseFile ?? null,
     corsOrigin: flags.corsOrigin ?? null,
+    publicUrl: publicUrl ?? null,
     sandbox: running.sandbox ?? null,
   };
   if (cc.out.json) {
@@ -177,13 +196,14 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
       `  metrics   GET ${info.metrics}`,
       ...(running.grpc
         ? [
-            `  gRPC      ${running.grpc.address}${running.grpc.tls ? ' (TLS)' : ''}: user.v1.UserService, MonitoringService, grpc.health.v1, reflection`,
+            `  gRPC      ${running.grpc.address}${running.grpc.tls ? ' (TLS)' : ''}: user.v1.UserService, monitoring.v1.MonitoringService, grpc.health.v1, reflection`,
             `  admin     token ${running.adminToken} (stored as grpc-token in profile "${cc.profile}")`,
           ]
         : []),
       `  upstream  ${info.upstream}${running.sandbox ? ' (embedded sandbox)' : ''}`,
       `  data      ${info.database ?? 'in memory (--store memory): nothing is kept after exit'}`,
       `  CORS      ${flags.corsOrigin ?? 'no browser origin allowed (--cors-origin ORIGIN)'}`,
+      `  links     ${publicUrl ? `absolute under ${publicUrl}` : 'relative (set --public-url for absolute ones)'}`,
     ];
     if (running.sandbox) {
       const sb = running.sandbox;
