@@ -45,6 +45,11 @@ export const GROUPS: readonly Group[] = [
     load: async () => (await import('./commands/users.js')).registerUsers,
   },
   {
+    name: 'monitor',
+    summary: 'live metrics, log lines and the operators\' room of a running serve',
+    load: async () => (await import('./commands/monitor.js')).registerMonitor,
+  },
+  {
     name: 'webhooks',
     summary: 'list webhook deliveries, verify signatures',
     load: async () => (await import('./commands/webhooks.js')).registerWebhooks,

@@ -133,10 +133,12 @@ export function statusName(code: number): string {
   return grpc.status[code] ?? `STATUS_${code}`;
 }
 
-interface ErrorContext {
+export interface ErrorContext {
   address: string;
   deadlineMs: number;
   tls: boolean;
+  /** What the address serves, in messages (default: the user service). */
+  service?: string;
 }
 
 function isServiceError(error: unknown): error is grpc.ServiceError {
@@ -152,13 +154,13 @@ export function userServiceError(error: unknown, context: ErrorContext): unknown
     case grpc.status.UNAUTHENTICATED:
       return new AuthError(`${name}: ${details}`, { code: name, hint: TOKEN_HINT, cause: error });
     case grpc.status.UNAVAILABLE:
-      return new UpstreamError(`${name}: cannot reach the user service at ${context.address}: ${connectionProblem(details)}`, {
+      return new UpstreamError(`${name}: cannot reach ${context.service ?? 'the user service'} at ${context.address}: ${connectionProblem(details)}`, {
         code: name,
         hint: unreachableHint(context.tls),
         cause: error,
       });
     case grpc.status.DEADLINE_EXCEEDED:
-      return new UpstreamError(`${name}: no answer from the user service at ${context.address} within ${formatDuration(context.deadlineMs)}`, {
+      return new UpstreamError(`${name}: no answer from ${context.service ?? 'the user service'} at ${context.address} within ${formatDuration(context.deadlineMs)}`, {
         code: name,
         hint: 'raise --deadline (e.g. --deadline 30s), or check the load of the server',
         cause: error,
@@ -194,7 +196,7 @@ export function statusOf(error: unknown): string | undefined {
 
 // ------------------------------------------------------------------ client
 
-function credentialsOf(options: ConnectOptions): grpc.ChannelCredentials {
+export function credentialsOf(options: ConnectOptions): grpc.ChannelCredentials {
   if (!options.tls) return grpc.credentials.createInsecure();
   const ca = options.ca ? Buffer.from(readPem(options.ca, '--ca')) : null;
   return grpc.credentials.createSsl(ca);

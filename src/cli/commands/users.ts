@@ -10,7 +10,8 @@ import type { CommandContext } from '../context.js';
 import type { Column, InStream } from '../output.js';
 import { AuthError, ConfigError, MiniappError, UsageError } from '../../errors.js';
 import { parseDuration } from '../../duration.js';
-import { openInput } from '../input.js';
+import { destroyInput, linesOf, openInput } from '../input.js';
+import { connectionOf, withConnection, type ConnectionFlags } from '../grpc-connection.js';
 import type {
   BulkCreateFailure,
   ChatMessage,
@@ -25,13 +26,6 @@ import type {
 } from '../../users/client.js';
 import type { EventTypeName, Timestamp, UserMessage } from '../../users/proto.js';
 
-interface ConnectionFlags {
-  addr?: string;
-  token?: string;
-  deadline: string;
-  tls?: boolean;
-  ca?: string;
-}
 
 const EVENT_TYPES: readonly EventTypeName[] = ['CREATED', 'UPDATED', 'DELETED'];
 
@@ -42,14 +36,6 @@ the profile's grpc-token (\`miniapp serve\` stores its admin token there).
 Exit codes: 4 UNAUTHENTICATED; 5 UNAVAILABLE or DEADLINE_EXCEEDED; 1 any
 other status, printed with its name (e.g. "NOT_FOUND: no user with id 9").`;
 
-function withConnection(command: Command): Command {
-  return command
-    .option('--addr <host:port>', 'address of the user service (default: grpc-addr)')
-    .option('--token <token>', 'bearer token (default: MINIAPP_GRPC_TOKEN, then grpc-token)')
-    .option('--deadline <duration>', 'time limit of each call; for watch, bulk-create, sync and chat, of connecting', '10s')
-    .option('--tls', 'connect with TLS (implied by --ca or the grpc-ca setting)')
-    .option('--ca <file>', 'CA that the server\'s certificate chains to: PEM file or text (default: grpc-ca)');
-}
 
 export function registerUsers(program: Command, bind: Bind): void {
   const users = program
@@ -171,33 +157,6 @@ export function registerUsers(program: Command, bind: Bind): void {
 }
 
 // ------------------------------------------------------------------ connection
-
-/** Address, token, TLS and deadline from the flags, the environment and the profile, checked. */
-async function connectionOf(cc: CommandContext, flags: ConnectionFlags, options: { needToken?: boolean } = {}): Promise<ConnectOptions> {
-  let address: string;
-  if (flags.addr !== undefined) {
-    const { settingSpec } = await import('../../config/keys.js');
-    try {
-      address = settingSpec('grpc-addr').validate(flags.addr);
-    } catch (error) {
-      if (error instanceof ConfigError) throw new UsageError(`--addr must be HOST:PORT with a port from 1 to 65535; got "${flags.addr}"`);
-      throw error;
-    }
-  } else {
-    address = (await cc.settings.get('grpc-addr')).value ?? '127.0.0.1:50051';
-  }
-  const token = flags.token?.trim() || (await cc.settings.get('grpc-token')).value;
-  if (options.needToken !== false && !token) {
-    throw new AuthError('no token for the user service', {
-      hint: 'pass --token, set MINIAPP_GRPC_TOKEN, or run `miniapp serve`, which stores its admin token as the profile\'s grpc-token',
-      code: 'UNAUTHENTICATED',
-    });
-  }
-  const ca = flags.ca ?? (await cc.settings.get('grpc-ca')).value;
-  const deadlineMs = parseDuration(flags.deadline, '--deadline');
-  if (deadlineMs <= 0) throw new UsageError('--deadline must be longer than 0');
-  return { address, token, tls: Boolean(flags.tls) || Boolean(ca), ca, deadlineMs };
-}
 
 async function connect(cc: CommandContext, flags: ConnectionFlags, options: { needToken?: boolean } = {}): Promise<UserServiceClient> {
   const connection = await connectionOf(cc, flags, options);
@@ -466,38 +425,6 @@ async function runWatch(cc: CommandContext, command: Command): Promise<void> {
 }
 
 // ------------------------------------------------------------------ input files
-
-/** Lines with their 1-based numbers, decoded as UTF-8 across chunk boundaries; a leading BOM dropped. */
-async function* linesOf(source: AsyncIterable<Buffer | string>): AsyncGenerator<{ text: string; line: number }> {
-  const decoder = new TextDecoder('utf-8');
-  let rest = '';
-  let line = 0;
-  let first = true;
-  const clean = (text: string) => {
-    let out = text.endsWith('\r') ? text.slice(0, -1) : text;
-    if (first) (out = out.replace(/^\uFEFF/, ''), (first = false));
-    return out;
-  };
-  const split = function* (final: boolean) {
-    let start = 0;
-    for (let at = rest.indexOf('\n'); at !== -1; at = rest.indexOf('\n', start)) {
-      yield { text: clean(rest.slice(start, at)), line: ++line };
-      start = at + 1;
-    }
-    rest = rest.slice(start);
-    if (final && rest !== '') {
-      const text = clean(rest);
-      rest = '';
-      yield { text, line: ++line };
-    }
-  };
-  for await (const chunk of source) {
-    rest += typeof chunk === 'string' ? chunk : decoder.decode(chunk, { stream: true });
-    yield* split(false);
-  }
-  rest += decoder.decode();
-  yield* split(true);
-}
 
 /**
  * Looks at the input up to its first non-blank character, without
@@ -873,11 +800,6 @@ async function runSync(cc: CommandContext, command: Command): Promise<void> {
 }
 
 // ------------------------------------------------------------------ chat
-
-function destroyInput(stdin: InStream): void {
-  const stream = stdin as InStream & { destroy?: () => void };
-  if (typeof stream.destroy === 'function') stream.destroy();
-}
 
 async function runChat(cc: CommandContext, command: Command): Promise<void> {
   const flags = command.opts<ConnectionFlags & { room: string }>();

@@ -1,0 +1,240 @@
+/**
+ * `miniapp monitor ...`: serve's own metrics and log lines, live, and the
+ * operators' room, over monitoring.v1.MonitoringService (admin token).
+ * Commander wiring and rendering; the client is src/monitoring/client.ts.
+ */
+import type { Command } from 'commander';
+import type { Bind } from '../main.js';
+import type { CommandContext } from '../context.js';
+import { UsageError } from '../../errors.js';
+import { parseDuration, formatDuration } from '../../duration.js';
+import { connectionOf, withConnection, type ConnectionFlags } from '../grpc-connection.js';
+import { destroyInput, linesOf } from '../input.js';
+import type { ChatMessage, LogEntry, LogLevelEnum, MetricData, MonitoringClient } from '../../monitoring/client.js';
+import type { Timestamp } from '../../grpc/protos.js';
+
+const LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal'] as const;
+type Level = (typeof LEVELS)[number];
+const SERVICE = 'the monitoring service';
+
+const HELP = `
+Every monitor command needs the admin token of \`miniapp serve\` (the
+profile's grpc-token after \`miniapp serve\` ran, or --token) and takes the
+connection flags of \`miniapp users\`. Exit codes: 4 missing or rejected
+token (a user token is PERMISSION_DENIED, exit 1); 5 serve unreachable.`;
+
+const collect = (value: string, all: string[]) => [...all, ...value.split(',').map((part) => part.trim()).filter(Boolean)];
+
+export function registerMonitor(program: Command, bind: Bind): void {
+  const monitor = program
+    .command('monitor')
+    .description('Watch a running `miniapp serve`: its metrics as they change, its log lines as they are written, and the operators\' chat room.')
+    .addHelpText('after', HELP);
+
+  withConnection(
+    monitor
+      .command('metrics')
+      .description('serve\'s metrics every --interval: a live table on a terminal (value and rate per second), JSON lines when piped or with --json')
+      .option('--interval <duration>', 'time between snapshots (100ms to 1h)', '5s')
+      .option('--name <prefix>', 'only series whose name starts so (repeatable, or comma-separated)', collect, [] as string[])
+      .option('--count <n>', 'stop after this many snapshots')
+      .option('--buckets', 'also show the _bucket series of histograms in the table (JSON has them always)'),
+    'time limit of connecting',
+  )
+    .addHelpText('after', '\nExamples:\n  miniapp monitor metrics\n  miniapp monitor metrics --name miniapp_http_,miniapp_grpc_server_handled --interval 2s\n  miniapp monitor metrics --count 1 --json | jq .metrics')
+    .action(bind(runMetrics));
+
+  withConnection(
+    monitor
+      .command('logs')
+      .description('serve\'s log lines (redacted as the log itself): the last ones kept, then with -f new ones as they come, like `kubectl logs -f`')
+      .option('--level <level>', `lowest level: ${LEVELS.join(', ')}`, 'info')
+      .option('--component <name>', 'only these components: http, grpc, webhooks, serve (repeatable, or comma-separated)', collect, [] as string[])
+      .option('--tail <n>', 'how many of the kept lines to show first (serve keeps 1000); default all kept')
+      .option('-f, --follow', 'keep streaming new lines until Ctrl-C'),
+    'time limit of connecting',
+  )
+    .addHelpText('after', '\nExamples:\n  miniapp monitor logs --tail 20\n  miniapp monitor logs -f --level warn\n  miniapp monitor logs -f --component grpc --json')
+    .action(bind(runLogs));
+
+  withConnection(
+    monitor
+      .command('chat')
+      .description('join the operators\' room: each line of stdin is a message; prints what the others say; ends with stdin or Ctrl-C')
+      .option('--name <name>', 'your name in the room (default: $USER)'),
+    'time limit of connecting',
+  )
+    .addHelpText('after', '\nExamples:\n  miniapp monitor chat --name alice\n  echo "deploying v2 now" | miniapp monitor chat')
+    .action(bind(runChat));
+}
+
+async function connect(cc: CommandContext, flags: ConnectionFlags): Promise<MonitoringClient> {
+  const connection = await connectionOf(cc, flags, { service: SERVICE });
+  const [{ MonitoringClient }, { quietGrpcLogs }] = await Promise.all([import('../../monitoring/client.js'), import('../grpc-logging.js')]);
+  await quietGrpcLogs(cc.env);
+  return new MonitoringClient(connection);
+}
+
+/** Runs a streaming command until it ends or Ctrl-C / SIGTERM (which is a normal end, exit 0). */
+async function untilStopped(cc: CommandContext, client: MonitoringClient, run: (signal: AbortSignal) => Promise<void>): Promise<void> {
+  const controller = new AbortController();
+  void cc.waitForShutdown().then(() => controller.abort());
+  try {
+    await run(controller.signal);
+  } finally {
+    controller.abort();
+    client.close();
+  }
+}
+
+function count(text: string | undefined, flag: string, min: number): number | undefined {
+  if (text === undefined) return undefined;
+  const value = /^\d+$/.test(text.trim()) ? Number(text) : NaN;
+  if (!Number.isSafeInteger(value) || value < min) throw new UsageError(`${flag} must be a whole number of at least ${min}; got "${text}"`);
+  return value;
+}
+
+function iso(ts: Timestamp | null | undefined): string {
+  if (!ts) return '';
+  return new Date(Number(ts.seconds) * 1000 + Math.floor(ts.nanos / 1_000_000)).toISOString();
+}
+
+// ------------------------------------------------------------------ metrics
+
+/** Series whose value only grows, where a rate per second says more than the value. */
+const CUMULATIVE = /(_total|_count|_sum|_bucket|_created)(\{|$)/;
+
+async function runMetrics(cc: CommandContext, command: Command): Promise<void> {
+  const flags = command.opts<ConnectionFlags & { interval: string; name: string[]; count?: string; buckets?: boolean }>();
+  const interval = parseDuration(flags.interval, '--interval');
+  if (interval < 100 || interval > 3_600_000) throw new UsageError(`--interval must be from 100ms to 1h; got "${flags.interval}"`);
+  const snapshots = count(flags.count, '--count', 1);
+  const client = await connect(cc, flags);
+  let previous: { at: number; metrics: Record<string, number> } | undefined;
+  await untilStopped(cc, client, (signal) =>
+    client.metrics(
+      { name_prefixes: flags.name, interval_ms: interval, count: snapshots ?? 0 },
+      (data) => {
+        if (!cc.out.human) {
+          cc.out.line(JSON.stringify({ service: data.service_name, timestamp: iso(data.timestamp), metrics: data.metrics }));
+          return;
+        }
+        const at = Date.parse(iso(data.timestamp)) || Date.now();
+        drawMetrics(cc, data, previous, interval, Boolean(flags.buckets));
+        previous = { at, metrics: data.metrics };
+      },
+      signal,
+    ),
+  );
+}
+
+function drawMetrics(cc: CommandContext, data: MetricData, previous: { at: number; metrics: Record<string, number> } | undefined, interval: number, buckets: boolean): void {
+  const c = cc.out.color;
+  const now = Date.parse(iso(data.timestamp)) || Date.now();
+  const seconds = previous ? Math.max((now - previous.at) / 1000, 0.001) : undefined;
+  const width = cc.io.stdout.columns || 100;
+  const series = Object.keys(data.metrics)
+    .filter((key) => buckets || !/_bucket(\{|$)/.test(key))
+    .sort();
+  const nameWidth = Math.max(20, Math.min(width - 30, Math.max(...series.map((s) => s.length), 6)));
+  const fit = (text: string) => (text.length > nameWidth ? `${text.slice(0, nameWidth - 1)}…` : text.padEnd(nameWidth));
+  const number = (value: number) => (Number.isInteger(value) ? String(value) : value.toPrecision(6).replace(/\.?0+$/, ''));
+  const lines = [
+    `${c.bold(data.service_name)}  ${c.dim(`${iso(data.timestamp)} · every ${formatDuration(interval)} · Ctrl-C stops`)}`,
+    c.bold(`${fit('series')}  ${'value'.padStart(12)}  ${'per second'.padStart(12)}`),
+  ];
+  for (const key of series) {
+    const value = data.metrics[key]!;
+    const before = previous?.metrics[key];
+    const rate = seconds !== undefined && before !== undefined && CUMULATIVE.test(key) ? number((value - before) / seconds) : '';
+    lines.push(`${fit(key)}  ${number(value).padStart(12)}  ${rate.padStart(12)}`);
+  }
+  if (series.length === 0) lines.push(c.dim('(no series match --name)'));
+  // Redrawn in place, like `watch`.
+  cc.out.write(`\x1b[H\x1b[2J${lines.join('\n')}\n`);
+}
+
+// ------------------------------------------------------------------ logs
+
+const LEVEL_ENUM: Record<Level, LogLevelEnum> = {
+  trace: 'LOG_LEVEL_TRACE',
+  debug: 'LOG_LEVEL_DEBUG',
+  info: 'LOG_LEVEL_INFO',
+  warn: 'LOG_LEVEL_WARN',
+  error: 'LOG_LEVEL_ERROR',
+  fatal: 'LOG_LEVEL_FATAL',
+};
+
+function levelOf(entry: LogEntry): Level {
+  return (entry.level.replace('LOG_LEVEL_', '').toLowerCase() as Level) || 'info';
+}
+
+function fieldText(value: unknown): string {
+  if (typeof value === 'string') return /[\s"=]/.test(value) || value === '' ? JSON.stringify(value) : value;
+  return JSON.stringify(value);
+}
+
+async function runLogs(cc: CommandContext, command: Command): Promise<void> {
+  const flags = command.opts<ConnectionFlags & { level: string; component: string[]; tail?: string; follow?: boolean }>();
+  const level = flags.level.toLowerCase() as Level;
+  if (!LEVELS.includes(level)) throw new UsageError(`--level must be one of ${LEVELS.join(', ')}; got "${flags.level}"`);
+  const tail = count(flags.tail, '--tail', 0) ?? 1000;
+  const client = await connect(cc, flags);
+  const c = cc.out.color;
+  const paint: Record<Level, (text: string) => string> = { trace: c.dim, debug: c.dim, info: c.green, warn: c.yellow, error: c.red, fatal: c.red.bold };
+  await untilStopped(cc, client, (signal) =>
+    client.logs(
+      { min_level: LEVEL_ENUM[level], components: flags.component, tail, follow: Boolean(flags.follow) },
+      (entry) => {
+        const fields = safeFields(entry.fields_json);
+        if (cc.out.json) {
+          cc.out.line(JSON.stringify({ sequence: Number(entry.sequence), time: iso(entry.time), level: levelOf(entry), component: entry.component, message: entry.message, fields }));
+          return;
+        }
+        const extra = Object.entries(fields)
+          .map(([key, value]) => `${c.dim(`${key}=`)}${fieldText(value)}`)
+          .join(' ');
+        const name = levelOf(entry);
+        cc.out.line(`${c.dim(iso(entry.time))} ${paint[name](name.toUpperCase().padEnd(5))} ${c.cyan(entry.component.padEnd(8))} ${entry.message}${extra ? ` ${extra}` : ''}`);
+      },
+      signal,
+    ),
+  );
+}
+
+function safeFields(text: string): Record<string, unknown> {
+  try {
+    const value: unknown = JSON.parse(text || '{}');
+    return value && typeof value === 'object' && !Array.isArray(value) ? (value as Record<string, unknown>) : {};
+  } catch {
+    return {};
+  }
+}
+
+// ------------------------------------------------------------------ chat
+
+async function runChat(cc: CommandContext, command: Command): Promise<void> {
+  const flags = command.opts<ConnectionFlags & { name?: string }>();
+  const sender = (flags.name ?? cc.env.USER ?? 'operator').trim() || 'operator';
+  if ([...sender].length > 64) throw new UsageError('--name must be at most 64 characters');
+  const client = await connect(cc, flags);
+  const lines = (async function* () {
+    for await (const { text } of linesOf(cc.io.stdin)) if (text.trim()) yield text;
+  })();
+  try {
+    if (cc.io.stdin.isTTY && !cc.out.json) cc.out.info(cc.out.errColor.dim(`joined the operators' room as ${sender}; type a line to send it, Ctrl-D or Ctrl-C to leave`));
+    await untilStopped(cc, client, (signal) =>
+      client.chat({
+        sender,
+        lines,
+        signal,
+        onMessage: (message: ChatMessage) => {
+          if (cc.out.json) cc.out.line(JSON.stringify({ sender: message.sender, text: message.text, sent_at: iso(message.sent_at) }));
+          else cc.out.line(`${cc.out.color.bold(message.sender)}: ${message.text}`);
+        },
+      }),
+    );
+  } finally {
+    destroyInput(cc.io.stdin);
+  }
+}

@@ -1,0 +1,81 @@
+/**
+ * The gRPC client of monitoring.v1.MonitoringService, with the channel
+ * options and error mapping of the user service's client. Streams report
+ * through callbacks; nothing here prints.
+ */
+import * as grpc from '@grpc/grpc-js';
+import { serviceDefinition } from '../grpc/protos.js';
+import { CHANNEL_OPTIONS, credentialsOf, userServiceError, type ConnectOptions, type ErrorContext } from '../users/client.js';
+import type { ChatMessage, LogEntry, LogRequest, MetricData, MetricsRequest } from './service.js';
+
+export type { ChatMessage, LogEntry, LogLevelEnum, MetricData } from './service.js';
+
+interface RawMonitoringClient extends grpc.Client {
+  StreamMetrics(request: Partial<MetricsRequest>, metadata: grpc.Metadata, options: grpc.CallOptions): grpc.ClientReadableStream<MetricData>;
+  StreamLogs(request: Partial<LogRequest>, metadata: grpc.Metadata, options: grpc.CallOptions): grpc.ClientReadableStream<LogEntry>;
+  Chat(metadata: grpc.Metadata, options: grpc.CallOptions): grpc.ClientDuplexStream<Partial<ChatMessage>, ChatMessage>;
+}
+
+const SERVICE = 'the monitoring service of `miniapp serve`';
+
+export class MonitoringClient {
+  readonly #raw: RawMonitoringClient;
+  readonly #token: string | undefined;
+  readonly #context: ErrorContext;
+
+  constructor(options: ConnectOptions) {
+    const { Client } = serviceDefinition('monitoring.v1.MonitoringService');
+    this.#raw = new Client(options.address, credentialsOf(options), CHANNEL_OPTIONS) as unknown as RawMonitoringClient;
+    this.#token = options.token;
+    this.#context = { address: options.address, deadlineMs: options.deadlineMs ?? 10_000, tls: Boolean(options.tls), service: SERVICE };
+  }
+
+  #metadata(): grpc.Metadata {
+    const metadata = new grpc.Metadata();
+    if (this.#token) metadata.set('authorization', `Bearer ${this.#token}`);
+    return metadata;
+  }
+
+  /** Reads a server stream to its end (or until `signal` aborts), item by item. */
+  #read<T>(call: grpc.ClientReadableStream<T>, onItem: (item: T) => void, signal: AbortSignal | undefined): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      const cancel = () => call.cancel();
+      signal?.addEventListener('abort', cancel, { once: true });
+      call.on('data', onItem);
+      call.on('end', () => {
+        signal?.removeEventListener('abort', cancel);
+        resolve();
+      });
+      call.on('error', (error: grpc.ServiceError) => {
+        signal?.removeEventListener('abort', cancel);
+        if (signal?.aborted && error.code === grpc.status.CANCELLED) resolve();
+        else reject(userServiceError(error, this.#context));
+      });
+    });
+  }
+
+  metrics(request: Partial<MetricsRequest>, onData: (data: MetricData) => void, signal?: AbortSignal): Promise<void> {
+    return this.#read(this.#raw.StreamMetrics(request, this.#metadata(), {}), onData, signal);
+  }
+
+  logs(request: Partial<LogRequest>, onEntry: (entry: LogEntry) => void, signal?: AbortSignal): Promise<void> {
+    return this.#read(this.#raw.StreamLogs(request, this.#metadata(), {}), onEntry, signal);
+  }
+
+  /** Joins the operators' room: sends each of `lines`, hands over what the others say, ends with `lines` or `signal`. */
+  async chat(options: { sender: string; lines: AsyncIterable<string>; onMessage: (message: ChatMessage) => void; signal?: AbortSignal }): Promise<void> {
+    const call = this.#raw.Chat(this.#metadata(), {});
+    const reading = this.#read(call as unknown as grpc.ClientReadableStream<ChatMessage>, options.onMessage, options.signal);
+    call.write({ sender: options.sender, text: '' });
+    for await (const line of options.lines) {
+      if (options.signal?.aborted) break;
+      if (line.trim()) call.write({ sender: options.sender, text: line });
+    }
+    if (!options.signal?.aborted) call.end();
+    await reading;
+  }
+
+  close(): void {
+    this.#raw.close();
+  }
+}
