@@ -46,7 +46,7 @@ export const GROUPS: readonly Group[] = [
   },
   {
     name: 'monitor',
-    summary: 'live metrics, log lines and the operators\' room of a running serve',
+    summary: 'live metrics, log lines and chat of a running serve',
     load: async () => (await import('./commands/monitor.js')).registerMonitor,
   },
   {
