@@ -257,7 +257,12 @@ export async function blogApi(app: FastifyInstance, options: BlogOptions): Promi
       },
     });
     // indexPrefix: the page links its assets under the mount, with or without a trailing slash.
-    await app.register(swaggerUi, { routePrefix: '/docs', indexPrefix: mount, uiConfig: { docExpansion: 'list', deepLinking: true } });
+    await app.register(swaggerUi, {
+      routePrefix: '/docs',
+      indexPrefix: mount,
+      uiConfig: { docExpansion: 'list', deepLinking: true },
+      theme: { title: `miniapp blog API v${version}: docs` },
+    });
     app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
   }
   await app.register(multipart, { limits: { fileSize: MAX_IMAGE_BYTES, files: MAX_IMAGES, fields: 10, parts: MAX_IMAGES + 10 } });
