@@ -214,7 +214,7 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
       logger: options.logger ? { level: options.logger.level, stream: logs.sink(options.logger.stream) } : false,
       corsOrigin: options.corsOrigin,
       relay: { client, key, aad, aadText, events, callbackAuth: options.callbackAuth, version: options.version, now: options.now },
-      metrics: metrics.registry,
+      metrics,
       blog,
     });
     cleanups.push(() => app.close());
