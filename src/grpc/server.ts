@@ -50,41 +50,69 @@ export interface RunningGrpcServer {
   shutdown(deadlineMs?: number): Promise<void>;
 }
 
+/** The label sets of one method, and of its finished calls by status code. */
+interface MethodSeries {
+  labels: { grpc_type: string; grpc_service: string; grpc_method: string };
+  method: { method: string };
+  finished: Map<grpc.status, { handled: MethodSeries['labels'] & { grpc_code: string }; requests: { method: string; status: string } }>;
+}
+
 /**
  * Counts and times every call twice over: as go-grpc-prometheus does
  * (started, handled by code, messages each way, handling time), and as the
  * spec's two families. A call ends at its status, or at its cancellation.
  */
 function metricsInterceptor(metrics: GrpcMetrics): grpc.ServerInterceptor {
+  // Label objects are built once per method and code, not per call: a fresh object costs
+  // more than prom-client's update (about 2.5 us against 0.3 us). Only registered
+  // methods reach interceptors, so the map stays small.
+  const series = new Map<string, MethodSeries>();
+  const seriesOf = (descriptor: grpc.ServerMethodDefinition<unknown, unknown>): MethodSeries => {
+    let found = series.get(descriptor.path);
+    if (!found) {
+      const method = descriptor.path.slice(1);
+      const slash = method.lastIndexOf('/');
+      const labels = { grpc_type: rpcType(descriptor), grpc_service: method.slice(0, slash), grpc_method: method.slice(slash + 1) };
+      series.set(descriptor.path, (found = { labels, method: { method }, finished: new Map() }));
+    }
+    return found;
+  };
+  const finishedOf = (of: MethodSeries, code: grpc.status) => {
+    let found = of.finished.get(code);
+    if (!found) {
+      found = { handled: { ...of.labels, grpc_code: goCodeName(code) }, requests: { method: of.method.method, status: statusName(code) } };
+      of.finished.set(code, found);
+    }
+    return found;
+  };
   return (descriptor, call) => {
-    const method = descriptor.path.slice(1);
-    const slash = method.lastIndexOf('/');
-    const labels = { grpc_type: rpcType(descriptor), grpc_service: method.slice(0, slash), grpc_method: method.slice(slash + 1) };
-    metrics.started.inc(labels);
+    const of = seriesOf(descriptor);
+    metrics.started.inc(of.labels);
     const started = performance.now();
     let recorded = false;
     const record = (code: grpc.status) => {
       if (recorded) return;
       recorded = true;
       const seconds = (performance.now() - started) / 1000;
-      metrics.handled.inc({ ...labels, grpc_code: goCodeName(code) });
-      metrics.handling.observe(labels, seconds);
-      metrics.requests.inc({ method, status: statusName(code) });
-      metrics.duration.observe({ method }, seconds);
+      const finished = finishedOf(of, code);
+      metrics.handled.inc(finished.handled);
+      metrics.handling.observe(of.labels, seconds);
+      metrics.requests.inc(finished.requests);
+      metrics.duration.observe(of.method, seconds);
     };
     return new grpc.ServerInterceptingCall(call, {
       start: (next) =>
         next(
           new grpc.ServerListenerBuilder()
             .withOnReceiveMessage((message, nextMessage) => {
-              metrics.received.inc(labels);
+              metrics.received.inc(of.labels);
               nextMessage(message);
             })
             .withOnCancel(() => record(grpc.status.CANCELLED))
             .build(),
         ),
       sendMessage: (message, next) => {
-        metrics.sent.inc(labels);
+        metrics.sent.inc(of.labels);
         next(message);
       },
       sendStatus: (status, next) => {
