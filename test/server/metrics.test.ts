@@ -386,8 +386,18 @@ describe('--metrics-prefix', () => {
     const { Client } = userServiceDefinition();
     const c = new Client(running.grpc!.address, grpc.credentials.createInsecure()) as AnyClient;
     await unary(c, 'CreateUser', { username: 'bare', email: 'bare@example.com', password: 'correct horse' });
+    // A stream the client cancels ends as Canceled (Go's spelling) / CANCELLED (the spec's).
+    const admin = new grpc.Metadata();
+    admin.set('authorization', `Bearer ${running.adminToken}`);
+    const watch = c.WatchUserChanges({}, admin);
+    watch.on('error', () => {});
+    await until(() => running!.users.watcherCount() === 1, 'the watch to start');
+    watch.cancel();
+    const watchEnded = '\ngrpc_server_handled_total{grpc_type="server_stream",grpc_service="user.v1.UserService",grpc_method="WatchUserChanges",grpc_code="Canceled"} 1\n';
+    await until(async () => (await scrape(running!.url)).text.includes(watchEnded), 'the cancelled watch to be counted');
     c.close();
     const bare = (await scrape(running.url)).text;
+    expect(bare).toContain('\ngrpc_requests_total{method="user.v1.UserService/WatchUserChanges",status="CANCELLED"} 1\n');
     expect(bare).toContain('\ngrpc_requests_total{method="user.v1.UserService/CreateUser",status="OK"} 1\n');
     expect(bare).toContain('\ngrpc_server_handled_total{grpc_type="unary",grpc_service="user.v1.UserService",grpc_method="CreateUser",grpc_code="OK"} 1\n');
     for (const name of ['grpc_request_duration_seconds histogram', 'grpc_server_handling_seconds histogram', 'http_requests_total counter', 'process_cpu_seconds_total counter']) {
