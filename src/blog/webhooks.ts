@@ -219,6 +219,11 @@ export class WebhookOutbox {
     );
   }
 
+  /** How many deliveries are pending: due now, or waiting for a retry. */
+  pendingCount(): number {
+    return (this.db.prepare(`SELECT count(*) AS n FROM webhook_deliveries WHERE state = 'pending'`).get() as { n: number }).n;
+  }
+
   /** When the earliest pending delivery is due, or undefined when none is pending. */
   nextDueAt(): Date | undefined {
     const row = this.db.prepare(`SELECT min(next_attempt_at) AS at FROM webhook_deliveries WHERE state = 'pending'`).get() as {
@@ -297,6 +302,20 @@ export interface Timers {
   clearTimeout: (handle: unknown) => void;
 }
 
+/** What an attempt led to: delivered, another attempt scheduled, or no attempts left. */
+export type AttemptOutcome = 'delivered' | 'retry_scheduled' | 'failed';
+
+export interface WebhookAttempt {
+  event: string;
+  outcome: AttemptOutcome;
+  /** How long the request took, answered or not. */
+  seconds: number;
+}
+
+export type WebhookAttemptObserver = (attempt: WebhookAttempt) => void;
+
+const OUTCOMES: Readonly<Record<DeliveryState, AttemptOutcome>> = { delivered: 'delivered', pending: 'retry_scheduled', failed: 'failed' };
+
 /** Pino-shaped, so that serve can pass its Fastify logger (`app.log`). */
 export interface WebhookLog {
   info(fields: object, message: string): void;
@@ -326,6 +345,8 @@ export interface DispatcherOptions {
   /** Deliveries sent at once by one run (default 4). */
   concurrency?: number;
   log?: WebhookLog;
+  /** Told about every recorded attempt (serve counts them). */
+  observe?: WebhookAttemptObserver | undefined;
 }
 
 const quiet: WebhookLog = { info() {}, warn() {}, error() {} };
@@ -399,6 +420,7 @@ export class WebhookDispatcher {
   readonly #timeoutMs: number;
   readonly #userAgent: string;
   readonly #log: WebhookLog;
+  readonly #observe: WebhookAttemptObserver | undefined;
 
   /** The run in progress (runs never overlap within a dispatcher). */
   #run: Promise<number> | undefined;
@@ -426,6 +448,7 @@ export class WebhookDispatcher {
     this.#concurrency = Math.max(1, Math.floor(options.concurrency ?? 4));
     this.#userAgent = `miniapp-webhooks/${options.version}`;
     this.#log = options.log ?? quiet;
+    this.#observe = options.observe;
   }
 
   /** The headers of one delivery: its event, its signature over the stored body, its id. */
@@ -474,16 +497,20 @@ export class WebhookDispatcher {
     if (!this.outbox.claim(delivery.id, delivery.nextAttemptAt!, new Date(started.getTime() + this.#claimMs), started)) return false;
     let statusCode: number | null = null;
     let error: string | null = null;
+    // A monotonic clock for the duration: `now` may be a test's fixed or stepped clock.
+    const sendStarted = performance.now();
     try {
       statusCode = (await this.#send(delivery.url, this.headersFor(delivery), delivery.body)).status;
     } catch (problem) {
       error = describeSendError(problem, this.#timeoutMs);
     }
+    const seconds = (performance.now() - sendStarted) / 1000;
     const finished = this.#now();
     const succeeded = statusCode !== null && statusCode >= 200 && statusCode < 300;
     const attemptsMade = delivery.attemptCount + 1;
     const next = afterAttempt(attemptsMade, succeeded, finished);
     this.outbox.recordAttempt(delivery.id, { at: started.toISOString(), statusCode, error }, { ...next, at: finished.toISOString() });
+    this.#observe?.({ event: delivery.event, outcome: OUTCOMES[next.state], seconds });
     const fields = { deliveryId: delivery.id, event: delivery.event, url: delivery.url, attempt: attemptsMade, statusCode, error };
     if (next.state === 'delivered') this.#log.info(fields, 'webhook delivered');
     else if (next.state === 'failed') this.#log.error(fields, `webhook failed after ${attemptsMade} attempts; giving up`);

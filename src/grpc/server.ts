@@ -7,10 +7,10 @@
  */
 import * as grpc from '@grpc/grpc-js';
 import { HealthImplementation } from 'grpc-health-check';
-import type { Metrics } from '../server/metrics.js';
+import type { GrpcMetrics } from '../server/metrics.js';
 import { serviceDefinition, type ServiceName } from './protos.js';
 import { addReflection } from './reflection.js';
-import { rpcType, statusName } from './status.js';
+import { goCodeName, rpcType, statusName } from './status.js';
 
 export const DEFAULT_GRPC_PORT = 50051;
 export const MAX_RECEIVE_BYTES = 4 * 1024 * 1024;
@@ -26,7 +26,7 @@ export interface GrpcServerOptions {
   host: string;
   port: number;
   services: readonly GrpcService[];
-  metrics: Metrics;
+  metrics: GrpcMetrics;
   tls?: { cert: string; key: string } | undefined;
   /** Called when shutdown starts, before waiting: end the streams that never end by themselves. */
   onShutdown?: () => void;
@@ -50,20 +50,71 @@ export interface RunningGrpcServer {
   shutdown(deadlineMs?: number): Promise<void>;
 }
 
-/** Counts every call by method and final status, and times it. */
-function metricsInterceptor(metrics: Metrics): grpc.ServerInterceptor {
+/** The label sets of one method, and of its finished calls by status code. */
+interface MethodSeries {
+  labels: { grpc_type: string; grpc_service: string; grpc_method: string };
+  method: { method: string };
+  finished: Map<grpc.status, { handled: MethodSeries['labels'] & { grpc_code: string }; requests: { method: string; status: string } }>;
+}
+
+/**
+ * Counts and times every call twice over: as go-grpc-prometheus does
+ * (started, handled by code, messages each way, handling time), and as the
+ * spec's two families. A call ends at its status, or at its cancellation.
+ */
+function metricsInterceptor(metrics: GrpcMetrics): grpc.ServerInterceptor {
+  // Label objects are built once per method and code, not per call: a fresh object costs
+  // more than prom-client's update (about 2.5 us against 0.3 us). Only registered
+  // methods reach interceptors, so the map stays small.
+  const series = new Map<string, MethodSeries>();
+  const seriesOf = (descriptor: grpc.ServerMethodDefinition<unknown, unknown>): MethodSeries => {
+    let found = series.get(descriptor.path);
+    if (!found) {
+      const method = descriptor.path.slice(1);
+      const slash = method.lastIndexOf('/');
+      const labels = { grpc_type: rpcType(descriptor), grpc_service: method.slice(0, slash), grpc_method: method.slice(slash + 1) };
+      series.set(descriptor.path, (found = { labels, method: { method }, finished: new Map() }));
+    }
+    return found;
+  };
+  const finishedOf = (of: MethodSeries, code: grpc.status) => {
+    let found = of.finished.get(code);
+    if (!found) {
+      found = { handled: { ...of.labels, grpc_code: goCodeName(code) }, requests: { method: of.method.method, status: statusName(code) } };
+      of.finished.set(code, found);
+    }
+    return found;
+  };
   return (descriptor, call) => {
-    const method = descriptor.path.split('/').pop() ?? descriptor.path;
-    const stop = metrics.grpcDuration.startTimer({ method });
+    const of = seriesOf(descriptor);
+    metrics.started.inc(of.labels);
+    const started = performance.now();
     let recorded = false;
     const record = (code: grpc.status) => {
       if (recorded) return;
       recorded = true;
-      stop();
-      metrics.grpcRequests.inc({ method, status: statusName(code) });
+      const seconds = (performance.now() - started) / 1000;
+      const finished = finishedOf(of, code);
+      metrics.handled.inc(finished.handled);
+      metrics.handling.observe(of.labels, seconds);
+      metrics.requests.inc(finished.requests);
+      metrics.duration.observe(of.method, seconds);
     };
     return new grpc.ServerInterceptingCall(call, {
-      start: (next) => next(new grpc.ServerListenerBuilder().withOnCancel(() => record(grpc.status.CANCELLED)).build()),
+      start: (next) =>
+        next(
+          new grpc.ServerListenerBuilder()
+            .withOnReceiveMessage((message, nextMessage) => {
+              metrics.received.inc(of.labels);
+              nextMessage(message);
+            })
+            .withOnCancel(() => record(grpc.status.CANCELLED))
+            .build(),
+        ),
+      sendMessage: (message, next) => {
+        metrics.sent.inc(of.labels);
+        next(message);
+      },
       sendStatus: (status, next) => {
         record(status.code);
         next(status);

@@ -31,3 +31,32 @@ export function rpcType(method: { requestStream: boolean; responseStream: boolea
   if (method.requestStream) return method.responseStream ? 'bidi_stream' : 'client_stream';
   return method.responseStream ? 'server_stream' : 'unary';
 }
+
+/**
+ * A status code as Go's codes.Code prints it (OK, Canceled, NotFound, ...):
+ * go-grpc-prometheus's grpc_code values, which stock dashboards and alerts
+ * match on.
+ */
+const GO_CODE_NAMES: readonly string[] = [
+  'OK',
+  'Canceled',
+  'Unknown',
+  'InvalidArgument',
+  'DeadlineExceeded',
+  'NotFound',
+  'AlreadyExists',
+  'PermissionDenied',
+  'ResourceExhausted',
+  'FailedPrecondition',
+  'Aborted',
+  'OutOfRange',
+  'Unimplemented',
+  'Internal',
+  'Unavailable',
+  'DataLoss',
+  'Unauthenticated',
+];
+
+export function goCodeName(code: grpc.status): string {
+  return GO_CODE_NAMES[code] ?? `Code(${code})`;
+}

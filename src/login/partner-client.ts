@@ -6,7 +6,7 @@
 import { Agent, type Dispatcher } from 'undici';
 import { UpstreamError } from '../errors.js';
 import { explainTlsFailure, transportError } from '../transport-error.js';
-import { unwrapEnvelope, type PartnerOperation } from './envelope.js';
+import { readFailure, unwrapEnvelope, type PartnerOperation } from './envelope.js';
 import { readTokenData, type TokenData } from './token-data.js';
 
 export const DEFAULT_TIMEOUT_MS = 10_000;
@@ -33,7 +33,35 @@ export interface PartnerClientOptions {
   tls?: ClientTls;
   /** A dispatcher to share; the client then does not own it. Make it with `partnerAgent`, which carries the time-outs. */
   dispatcher?: Dispatcher;
+  /** Told about every finished call (serve counts them); the CLI passes none. */
+  observe?: PartnerCallObserver | undefined;
 }
+
+/** The partner-API calls a client makes (the doctor's probe is not one). */
+export type PartnerEndpoint = Exclude<PartnerOperation, 'probe'>;
+
+/**
+ * How a call ended: `ok`; `api_error`, the partner answered with a failure
+ * (its error envelope or an HTTP error status); `bad_response`, an answer
+ * that is not what the spec describes; or no answer at all: `timeout`,
+ * `unreachable`, `tls`, `transport_error` (any other network failure).
+ */
+export type PartnerCallOutcome = 'ok' | 'api_error' | 'bad_response' | 'timeout' | 'unreachable' | 'tls' | 'transport_error';
+
+export interface PartnerCall {
+  endpoint: PartnerEndpoint;
+  outcome: PartnerCallOutcome;
+  /** From the request's start until its answer was read and checked. */
+  seconds: number;
+}
+
+export type PartnerCallObserver = (call: PartnerCall) => void;
+
+const TRANSPORT_OUTCOMES: Readonly<Record<string, PartnerCallOutcome>> = {
+  UPSTREAM_TIMEOUT: 'timeout',
+  UPSTREAM_UNREACHABLE: 'unreachable',
+  UPSTREAM_TLS: 'tls',
+};
 
 /** An undici Agent with the client certificate and CA, and our time-outs. */
 export function partnerAgent(tls: ClientTls | undefined, timeoutMs: number, connections?: number): Agent {
@@ -61,6 +89,7 @@ export class PartnerClient {
   readonly #tls: ClientTls;
   readonly #origin: string;
   readonly #basePath: string;
+  readonly #observe: PartnerCallObserver | undefined;
 
   constructor(options: PartnerClientOptions) {
     this.baseUrl = options.baseUrl.replace(/\/+$/, '');
@@ -75,23 +104,25 @@ export class PartnerClient {
     this.#clientCertificate = Boolean(this.#tls.cert && this.#tls.key);
     this.#ownsDispatcher = !options.dispatcher;
     this.#dispatcher = options.dispatcher ?? partnerAgent(options.tls, this.timeoutMs);
+    this.#observe = options.observe;
   }
 
   async generateToken(authorizationCode: string, referrer: string): Promise<TokenData> {
-    return readTokenData(await this.#call('generate-token', 'POST', '/generate-token', { body: { authorizationCode, referrer } }));
+    return this.#call('generate-token', 'POST', '/generate-token', { body: { authorizationCode, referrer } }, readTokenData);
   }
 
   async refreshToken(refreshToken: string): Promise<TokenData> {
-    return readTokenData(await this.#call('refresh-token', 'POST', '/refresh-token', { body: { refreshToken } }));
+    return this.#call('refresh-token', 'POST', '/refresh-token', { body: { refreshToken } }, readTokenData);
   }
 
   /** The signed-in user, personal fields still encrypted. */
   async loginMe(accessToken: string): Promise<Record<string, unknown>> {
-    const payload = await this.#call('login-me', 'GET', '/login-me', { accessToken });
-    if (typeof payload !== 'object' || payload === null || Array.isArray(payload)) {
-      throw new UpstreamError('the partner API answered login-me without a user object', { code: 'BAD_RESPONSE' });
-    }
-    return payload as Record<string, unknown>;
+    return this.#call('login-me', 'GET', '/login-me', { accessToken }, (payload) => {
+      if (typeof payload !== 'object' || payload === null || Array.isArray(payload)) {
+        throw new UpstreamError('the partner API answered login-me without a user object', { code: 'BAD_RESPONSE' });
+      }
+      return payload as Record<string, unknown>;
+    });
   }
 
   async removeByAccessToken(accessToken: string): Promise<void> {
@@ -127,21 +158,38 @@ export class PartnerClient {
     return `${this.partnerUrl}${path}`;
   }
 
-  async #call(
-    operation: PartnerOperation,
+  /** One call: sent, unwrapped, read by `read` (which throws on a payload of the wrong shape), and observed. */
+  async #call<T>(
+    endpoint: PartnerEndpoint,
     method: 'GET' | 'POST',
     path: string,
     options: { accessToken?: string | undefined; body?: unknown },
-  ): Promise<unknown> {
-    const { status, body } = await this.#send(operation, method, path, options);
-    return unwrapEnvelope(operation, status, body);
+    read: (payload: unknown) => T = (payload) => payload as T,
+  ): Promise<T> {
+    const started = performance.now();
+    const call: { outcome?: PartnerCallOutcome } = {};
+    try {
+      const { status, body } = await this.#send(endpoint, method, path, options, call);
+      try {
+        const value = read(unwrapEnvelope(endpoint, status, body));
+        call.outcome = 'ok';
+        return value;
+      } catch (error) {
+        call.outcome = readFailure(status, body) ? 'api_error' : 'bad_response';
+        throw error;
+      }
+    } finally {
+      this.#observe?.({ endpoint, outcome: call.outcome ?? 'transport_error', seconds: (performance.now() - started) / 1000 });
+    }
   }
 
+  /** Sends one request and parses its JSON body; when it throws, `call.outcome` says why. */
   async #send(
     operation: PartnerOperation,
     method: 'GET' | 'POST',
     path: string,
     options: { accessToken?: string | undefined; body?: unknown },
+    call: { outcome?: PartnerCallOutcome } = {},
   ): Promise<{ status: number; body: unknown }> {
     const url = this.url(path);
     const headers: Record<string, string> = { accept: 'application/json' };
@@ -165,18 +213,21 @@ export class PartnerClient {
       text = await response.body.text();
     } catch (error) {
       const explained = await explainTlsFailure(error, url, this.#tls, this.timeoutMs);
-      throw transportError(explained ?? error, {
+      const failure = transportError(explained ?? error, {
         service: 'the partner API',
         url: this.baseUrl,
         timeoutMs: this.timeoutMs,
         clientCertificate: this.#clientCertificate,
       });
+      call.outcome = TRANSPORT_OUTCOMES[failure.code] ?? 'transport_error';
+      throw failure;
     }
     if (!text.trim()) return { status, body: status < 300 ? {} : undefined };
     try {
       return { status, body: JSON.parse(text) as unknown };
     } catch {
       if (operation === 'probe' || status >= 400) return { status, body: undefined }; // e.g. a proxy's HTML error page
+      call.outcome = 'bad_response';
       throw new UpstreamError(`the partner API answered ${operation} with HTTP ${status} and a body that is not JSON`, {
         code: 'BAD_RESPONSE',
       });

@@ -8,7 +8,8 @@ import Fastify, { type FastifyInstance } from 'fastify';
 import cors from '@fastify/cors';
 import { clientErrorHandler, frameworkErrorHandler, installErrorHandling } from './http-errors.js';
 import { relayRoutes, type RelayOptions } from '../relay/routes.js';
-import type { Registry } from 'prom-client';
+import { instrumentHttp } from './http-metrics.js';
+import type { Metrics } from './metrics.js';
 import fastifyStatic from '@fastify/static';
 import { blogApi, type BlogOptions } from '../blog/api.js';
 
@@ -32,8 +33,8 @@ export interface ServerOptions {
   corsOrigin?: string | undefined;
   bodyLimit?: number;
   relay: RelayOptions;
-  /** Served at GET /metrics in the Prometheus text format. */
-  metrics?: Registry | undefined;
+  /** Served at GET /metrics (Prometheus text or OpenMetrics), with every HTTP request counted. */
+  metrics?: Metrics | undefined;
   /** The blog API at /api/v1, /api/v2 and /api (the latest), and its images at /uploads/. */
   blog?: Omit<BlogOptions, 'version'> | undefined;
 }
@@ -70,6 +71,7 @@ export async function buildServer(options: ServerOptions): Promise<FastifyInstan
     clientErrorHandler,
     frameworkErrors: frameworkErrorHandler,
   }) as unknown as FastifyInstance;
+  if (options.metrics) instrumentHttp(app, options.metrics);
   installErrorHandling(app);
   if (options.corsOrigin) {
     const allowed = options.corsOrigin;
@@ -102,13 +104,6 @@ export async function buildServer(options: ServerOptions): Promise<FastifyInstan
       maxAge: '365d',
       index: false,
       dotfiles: 'deny',
-    });
-  }
-  const registry = options.metrics;
-  if (registry) {
-    app.get('/metrics', async (_request, reply) => {
-      void reply.type(registry.contentType);
-      return registry.metrics();
     });
   }
   return app;

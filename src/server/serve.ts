@@ -23,7 +23,7 @@ import { MonitoringServiceImpl } from '../monitoring/service.js';
 import { DEFAULT_HASH_COST } from '../auth/passwords.js';
 import { PostStore } from '../blog/posts.js';
 import { ImageStore } from '../blog/uploads.js';
-import { POST_CREATED, WebhookDispatcher, type SendWebhook, type WebhookLog as ComponentLog } from '../blog/webhooks.js';
+import { POST_CREATED, WebhookDispatcher, WebhookOutbox, type SendWebhook, type WebhookLog as ComponentLog } from '../blog/webhooks.js';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -55,6 +55,8 @@ export interface ServeOptions {
   publicUrl?: string | undefined;
   /** Test aid: the webhook dispatcher's sender. */
   webhookSend?: SendWebhook | undefined;
+  /** The name prefix of every metric series (default `miniapp_`; empty for the bare names). */
+  metricsPrefix?: string | undefined;
 }
 
 export interface EmbeddedSandbox {
@@ -126,10 +128,11 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
     const key = parseKey(keyText);
     const aad = parseAad(aadText);
 
-    const client = new PartnerClient({ ...upstream, timeoutMs: options.timeoutMs });
+    const outbox = new WebhookOutbox(db, options.now);
+    const metrics = createMetrics({ prefix: options.metricsPrefix, pendingWebhooks: () => outbox.pendingCount() });
+    const client = new PartnerClient({ ...upstream, timeoutMs: options.timeoutMs, observe: metrics.observeUpstream });
     cleanups.push(() => client.close());
 
-    const metrics = createMetrics();
     const logs = new LogHub();
     // Parts that log before the HTTP app (and its logger) exist write through this, once it does.
     let appLog: FastifyBaseLogger | undefined;
@@ -166,7 +169,7 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
           { name: 'user.v1.UserService', handlers: users.handlers() },
           { name: 'monitoring.v1.MonitoringService', handlers: monitoring.handlers() },
         ],
-        metrics,
+        metrics: metrics.grpc,
         log: grpcLog,
         onShutdown: () => {
           users.endStreams();
@@ -185,7 +188,15 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
     }
     const webhooks = options.webhooks;
     const dispatcher = webhooks
-      ? new WebhookDispatcher({ db, secret: webhooks.secret, now: options.now, version: options.version, send: options.webhookSend, log: logAs('webhooks') })
+      ? new WebhookDispatcher({
+          outbox,
+          secret: webhooks.secret,
+          now: options.now,
+          version: options.version,
+          send: options.webhookSend,
+          log: logAs('webhooks'),
+          observe: metrics.observeWebhook,
+        })
       : undefined;
     const blog = {
       posts: new PostStore(db, options.now),
@@ -206,7 +217,7 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
       logger: options.logger ? { level: options.logger.level, stream: logs.sink(options.logger.stream) } : false,
       corsOrigin: options.corsOrigin,
       relay: { client, key, aad, aadText, events, callbackAuth: options.callbackAuth, version: options.version, now: options.now },
-      metrics: metrics.registry,
+      metrics,
       blog,
     });
     cleanups.push(() => app.close());

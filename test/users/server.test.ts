@@ -414,17 +414,22 @@ describe('operations', () => {
     expect(services).toEqual(expect.arrayContaining(['user.v1.UserService', 'monitoring.v1.MonitoringService', 'grpc.health.v1.Health']));
   });
 
-  it('shows both metric families with real counts at GET /metrics', async () => {
+  it("shows the spec's two metric families, and go-grpc-prometheus's, with real counts at GET /metrics", async () => {
     const c = client();
     await create(c, 1);
     await status(unary(c, 'GetUser', { user_id: '42' }, auth()));
     await status(unary(c, 'GetUser', { user_id: '1' }));
     const text = await (await request(`${running.url}/metrics`)).body.text();
-    expect(text).toContain('grpc_requests_total{method="CreateUser",status="OK"} 1');
-    expect(text).toContain('grpc_requests_total{method="GetUser",status="NOT_FOUND"} 1');
-    expect(text).toContain('grpc_requests_total{method="GetUser",status="UNAUTHENTICATED"} 1');
-    expect(text).toMatch(/grpc_request_duration_seconds_count\{method="CreateUser"\} 1/);
-    expect(text).toMatch(/grpc_request_duration_seconds_bucket\{le="0\.5",method="GetUser"\} 2/);
+    expect(text).toContain('\nminiapp_grpc_requests_total{method="user.v1.UserService/CreateUser",status="OK"} 1\n');
+    expect(text).toContain('\nminiapp_grpc_requests_total{method="user.v1.UserService/GetUser",status="NOT_FOUND"} 1\n');
+    expect(text).toContain('\nminiapp_grpc_requests_total{method="user.v1.UserService/GetUser",status="UNAUTHENTICATED"} 1\n');
+    expect(text).toContain('\nminiapp_grpc_request_duration_seconds_count{method="user.v1.UserService/CreateUser"} 1\n');
+    expect(text).toContain('\nminiapp_grpc_request_duration_seconds_bucket{le="+Inf",method="user.v1.UserService/GetUser"} 2\n');
+    const getUser = 'grpc_type="unary",grpc_service="user.v1.UserService",grpc_method="GetUser"';
+    expect(text).toContain(`\nminiapp_grpc_server_started_total{${getUser}} 2\n`);
+    expect(text).toContain(`\nminiapp_grpc_server_handled_total{${getUser},grpc_code="NotFound"} 1\n`);
+    expect(text).toContain(`\nminiapp_grpc_server_handled_total{${getUser},grpc_code="Unauthenticated"} 1\n`);
+    expect(text).toContain(`\nminiapp_grpc_server_handling_seconds_count{${getUser}} 2\n`);
   });
 
   it('keeps users and the admin token across a restart, the token in a 0600 file', async () => {

@@ -4,6 +4,7 @@ import type { CommandContext } from '../context.js';
 import { ConfigError, MiniappError, UsageError } from '../../errors.js';
 import { partnerTls, timeoutMs } from '../profile.js';
 import { parsePort } from '../flags.js';
+import { checkMetricsPrefix, DEFAULT_METRICS_PREFIX } from '../../server/metric-prefix.js';
 
 interface ServeFlags {
   host: string;
@@ -25,6 +26,7 @@ interface ServeFlags {
   webhookUrl: string[];
   webhookSecret?: string;
   publicUrl?: string;
+  metricsPrefix: string;
 }
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
@@ -57,6 +59,7 @@ export function registerServe(program: Command, bind: Bind): void {
     .option('--no-docs', 'do not publish the blog API\'s docs pages and OpenAPI descriptions')
     .option('--webhook-url <url>', 'send post.created to this URL (repeatable)', (value: string, all: string[]) => [...all, value], [] as string[])
     .option('--webhook-secret <secret>', 'HMAC-SHA256 key of X-Webhook-Signature (or MINIAPP_WEBHOOK_SECRET)')
+    .option('--metrics-prefix <prefix>', 'name prefix of every /metrics series; "" for the bare names of the spec and go-grpc-prometheus', DEFAULT_METRICS_PREFIX)
     .addOption(
       new Option('--password-hash-cost <log2N>', 'scrypt cost of new password hashes, as log2 of N (10 to 20)').default('14'),
     )
@@ -84,6 +87,11 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
   if (flags.store !== 'sqlite' && flags.store !== 'memory') throw new UsageError(`--store must be sqlite or memory; got "${flags.store}"`);
   if (!LOG_LEVELS.includes(flags.logLevel)) throw new UsageError(`--log-level must be one of ${LOG_LEVELS.join(', ')}`);
   if (flags.callbackAuth !== undefined && !/^[^:]+:.+$/.test(flags.callbackAuth)) throw new UsageError('--callback-auth must be id:password');
+  try {
+    checkMetricsPrefix(flags.metricsPrefix);
+  } catch (error) {
+    throw new UsageError(`--metrics-prefix: ${(error as Error).message}`);
+  }
   if (flags.corsOrigin !== undefined) {
     let origin: URL | undefined;
     try {
@@ -145,6 +153,7 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
       docs: flags.docs,
       webhooks: webhookSecret ? { urls: webhookUrls, secret: webhookSecret } : undefined,
       publicUrl,
+      metricsPrefix: flags.metricsPrefix,
     });
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;

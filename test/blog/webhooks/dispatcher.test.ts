@@ -482,4 +482,29 @@ describe('the loop', () => {
     expect(text).not.toContain(SECRET);
     expect(text).not.toContain('Launch day');
   });
+
+  it('tells its observer what each attempt led to, and the outbox counts what is pending', async () => {
+    const attempts: string[] = [];
+    // One at a time, so that the attempts are reported in the outbox's order.
+    const hooks = dispatcher({ concurrency: 1, observe: ({ event, outcome, seconds }) => attempts.push(`${event} ${outcome} ${seconds >= 0}`) });
+    receiver.fallback = 500;
+    receiver.script.push(204);
+    hooks.outbox.enqueue(POST_CREATED, POST, [receiver.url]);
+    hooks.outbox.enqueue(POST_CREATED, POST, [`${receiver.url}/failing`]);
+    expect(hooks.outbox.pendingCount()).toBe(2);
+    await hooks.runDue();
+    expect(hooks.outbox.pendingCount()).toBe(1);
+    for (const due of [1, 6, 36]) {
+      now = at(due * MINUTE);
+      await hooks.runDue();
+    }
+    expect(hooks.outbox.pendingCount()).toBe(0);
+    expect(attempts).toEqual([
+      'post.created delivered true',
+      'post.created retry_scheduled true',
+      'post.created retry_scheduled true',
+      'post.created retry_scheduled true',
+      'post.created failed true',
+    ]);
+  });
 });
