@@ -140,6 +140,8 @@ describe('the violation log', () => {
     const log = new ViolationLog({});
     const request: FuzzRequest = { method: 'POST', url: 'http://127.0.0.1:9/x', headers: { 'content-type': 'text/plain' }, body: Buffer.from([0x61, 0x27, 0x0a, 0xff]), broken: undefined, auth: 'none' };
     expect(log.curl(request)).toBe(`curl -sS -i -X POST 'http://127.0.0.1:9/x' -H 'content-type: text/plain' --data-binary $'a\\x27\\x0a\\xff'`);
+    // A body sent without a content type stays without one (curl would otherwise add a form type).
+    expect(log.curl({ ...request, headers: {}, body: Buffer.from('{}') })).toBe(`curl -sS -i -X POST 'http://127.0.0.1:9/x' -H 'content-type:' --data-binary '{}'`);
   });
 });
 

@@ -887,6 +887,8 @@ export class ViolationLog {
     const parts = [`curl -sS -i -X ${request.method} ${shellQuote(request.url)}`];
     for (const [name, value] of Object.entries(request.headers)) parts.push(`-H ${this.shellHeader(name, value)}`);
     if (request.body !== undefined) {
+      // curl would add its own form content type to a body sent without one.
+      if (request.headers['content-type'] === undefined) parts.push(`-H 'content-type:'`);
       if (request.body.length > 2048) {
         mkdirSync(this.bodyDir, { recursive: true });
         const file = join(this.bodyDir, `${createHash('sha256').update(request.body).digest('hex').slice(0, 16)}.body`);
