@@ -167,8 +167,11 @@ function profile(user: UserRecord) {
 function dateBound(value: string | undefined): string | undefined {
   if (!value) return undefined;
   // A bare date means the start of that day (UTC); the bound is compared with ISO timestamps.
-  const date = /^\d{4}-\d{2}-\d{2}$/.test(value) ? new Date(`${value}T00:00:00.000Z`) : new Date(value);
-  return date.toISOString();
+  if (/^\d{4}-\d{2}-\d{2}$/.test(value)) return new Date(`${value}T00:00:00.000Z`).toISOString();
+  // RFC 3339 allows a leap second (23:59:60), which Date cannot hold: it is the instant the next second starts.
+  const leap = /^(.{17})60(.*)$/.exec(value);
+  if (leap) return new Date(new Date(`${leap[1]}59${leap[2]}`).getTime() + 1000).toISOString();
+  return new Date(value).toISOString();
 }
 
 function tagList(value: string[] | undefined): string[] | undefined {

@@ -137,3 +137,16 @@ describe('links in answers', () => {
     expect(document.servers).toEqual([expect.objectContaining({ url: 'https://blog.example.com/miniapp/api/v2' })]);
   });
 });
+
+describe('date filters', () => {
+  it('take a leap second (RFC 3339 23:59:60) as the start of the next second, never a 500', async () => {
+    for (const filter of ['created_after', 'created_before']) {
+      const res = await call(running, 'GET', `/api/v2/blog/posts?${filter}=1998-12-31T23%3A59%3A60Z`);
+      expect(res.status, filter).toBe(200);
+    }
+    const after = await call(running, 'GET', '/api/v2/blog/posts?created_after=2016-12-31T23%3A59%3A60%2B00%3A00');
+    expect(after.body.count).toBeGreaterThan(0);
+    const before = await call(running, 'GET', '/api/v2/blog/posts?created_before=2016-12-31T23%3A59%3A60Z');
+    expect(before.body.count).toBe(0);
+  });
+});
