@@ -123,9 +123,78 @@ Exit codes:
   0  success          3  decryption failed
   1  failure          4  authentication (missing, expired or rejected credentials)
   2  usage or config  5  upstream, network, time-out or TLS failure
+A setting a command needs that is not set is exit 4 when it is a credential
+(a token: access/refresh token, graph-token, grpc-token) and exit 2 otherwise,
+\`config get\` included.
 
 Settings come from flags, then MINIAPP_* environment variables, then the
 profile (\`miniapp config list\`). Run \`miniapp COMMAND --help\` for details.`;
+
+/** The words that name a command: `miniapp users get`. */
+export function commandPath(command: Command): string {
+  const names: string[] = [];
+  for (let current: Command | null = command; current; current = current.parent) names.unshift(current.name());
+  return names.join(' ');
+}
+
+/** How far apart two words are (Damerau-Levenshtein), for "did you mean". */
+function distance(a: string, b: string): number {
+  const d = Array.from({ length: a.length + 1 }, (_, i) => Array.from({ length: b.length + 1 }, (_, j) => (i === 0 ? j : j === 0 ? i : 0)));
+  for (let i = 1; i <= a.length; i++) {
+    for (let j = 1; j <= b.length; j++) {
+      const cost = a[i - 1] === b[j - 1] ? 0 : 1;
+      d[i]![j] = Math.min(d[i - 1]![j]! + 1, d[i]![j - 1]! + 1, d[i - 1]![j - 1]! + cost);
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) d[i]![j] = Math.min(d[i]![j]!, d[i - 2]![j - 2]! + 1);
+    }
+  }
+  return d[a.length]![b.length]!;
+}
+
+export function closest(word: string, candidates: readonly string[]): string | undefined {
+  let best: { name: string; distance: number } | undefined;
+  for (const name of candidates) {
+    const found = distance(word, name);
+    if (found <= Math.max(1, Math.floor(name.length / 3)) && (!best || found < best.distance)) best = { name, distance: found };
+  }
+  return best?.name;
+}
+
+/** What went wrong in commander's parsing: the message, and the command whose usage helps. */
+interface UsageProblem {
+  message: string;
+  command: Command;
+}
+
+/**
+ * Commander's Command, with usage errors that stay on one line: the error,
+ * and (printed by runCli) where to find the usage, instead of the whole help.
+ * A command with subcommands that gets a word it does not take hears that
+ * word was a mistyped subcommand, with a suggestion.
+ */
+class MiniappCommand extends Command {
+  problem: { current?: UsageProblem } = {};
+
+  override createCommand(name?: string): Command {
+    const command = new MiniappCommand(name);
+    command.problem = this.problem;
+    return command;
+  }
+
+  override error(message: string, options?: { code?: string; exitCode?: number }): never {
+    let text = message.replace(/^error: /, '');
+    let code = options?.code;
+    if (code === 'commander.excessArguments' && this.commands.length > 0) {
+      const word = String(this.args[0] ?? '');
+      const suggestion = closest(word, this.commands.filter((c) => !(c as unknown as { _hidden?: boolean })._hidden).map((c) => c.name()));
+      text = `unknown command '${word}' for '${commandPath(this)}'${suggestion ? ` (did you mean '${suggestion}'?)` : ''}`;
+      code = 'commander.unknownCommand';
+    }
+    // "unknown command 'serv'\n(Did you mean serve?)" on one line.
+    text = text.replace(/\s*\(Did you mean (.+)\?\)\s*$/s, (_match, name: string) => ` (did you mean '${name.replace(/^--?/, (dash) => dash)}'?)`).trim();
+    this.problem.current = { message: text, command: this };
+    return super.error(`error: ${text}`, { ...options, code });
+  }
+}
 
 export async function buildProgram(
   ctx: Context,
@@ -137,7 +206,7 @@ export async function buildProgram(
     env: ctx.env,
     isTTY: Boolean(ctx.io.stderr.isTTY),
   });
-  const program = new Command('miniapp')
+  const program = new MiniappCommand('miniapp')
     .description('Operate mini-app backends: partner login API, relay, insights, user service, blog API, sandboxes.')
     .version(ctx.version, '-V, --version', 'print the version')
     .addOption(
@@ -150,12 +219,12 @@ export async function buildProgram(
     .option('--debug', 'print stack traces of errors')
     .helpOption('-h, --help', 'show help')
     .addHelpText('after', EXIT_CODES_HELP)
-    .showHelpAfterError()
     .exitOverride()
     .configureOutput({
       writeOut: (text) => void ctx.io.stdout.write(text),
       writeErr: (text) => void ctx.io.stderr.write(text),
-      outputError: (text, write) => write(stderrColor > 0 ? styleText('red', text) : text),
+      // runCli reports usage errors itself (one line, a hint, JSON under --json).
+      outputError: () => undefined,
     });
 
   const bind: Bind = (handler) => async (...args) => {
@@ -189,42 +258,81 @@ export async function buildProgram(
   return program;
 }
 
+/** The operands before the first option or `--`. */
+function leadingOperands(argv: readonly string[]): { start: number; words: string[] } {
+  let i = 0;
+  while (i < argv.length && argv[i]!.startsWith('-') && argv[i] !== '--') i += VALUE_OPTIONS.has(argv[i]!) ? 2 : 1;
+  const start = i;
+  const words: string[] = [];
+  for (; i < argv.length && !argv[i]!.startsWith('-'); i++) words.push(argv[i]!);
+  return { start, words };
+}
+
+/** `help users create` is `users create --help` (commander's help command takes one word). */
+export function rewriteHelp(argv: readonly string[]): readonly string[] {
+  const { start, words } = leadingOperands(argv);
+  if (words[0] !== 'help' || words.length < 2) return argv;
+  return [...argv.slice(0, start), ...words.slice(1), '--help', ...argv.slice(start + words.length)];
+}
+
+/** Whether `--json` is among the options (before a `--`). */
+function wantsJson(argv: readonly string[]): boolean {
+  const end = argv.indexOf('--');
+  return (end === -1 ? argv : argv.slice(0, end)).includes('--json');
+}
+
 /** Runs the CLI with `argv` (without node and script) and returns the exit code. */
 export async function runCli(argv: readonly string[], ctx: Context): Promise<Code> {
   let active: { cc: CommandContext; command: Command } | undefined;
+  let program: MiniappCommand | undefined;
+  const args = rewriteHelp(argv);
   try {
-    const program = await buildProgram(ctx, argv, (cc, command) => {
+    program = (await buildProgram(ctx, args, (cc, command) => {
       active = { cc, command };
-    });
-    await program.parseAsync([...argv], { from: 'user' });
+    })) as MiniappCommand;
+    await program.parseAsync([...args], { from: 'user' });
     return ExitCode.ok;
   } catch (error) {
     if (error instanceof CommanderError) {
-      // commander has printed the message (and the usage) already.
-      return error.exitCode === 0 ? ExitCode.ok : ExitCode.usage;
+      if (error.exitCode === 0) return ExitCode.ok;
+      const problem = program?.problem.current;
+      // Without a problem, commander has shown a help on stderr (a group named without a command).
+      if (problem) await reportError(new UsageError(problem.message), ctx, argv, false, commandPath(problem.command));
+      return ExitCode.usage;
     }
-    await reportError(error, ctx, argv, active?.cc.debug ?? argv.includes('--debug'));
-    if (error instanceof UsageError && active) {
-      ctx.io.stderr.write(`\n${active.command.helpInformation()}`);
-    }
+    const usageOf = error instanceof UsageError && active ? commandPath(active.command) : undefined;
+    await reportError(error, ctx, argv, active?.cc.debug ?? argv.includes('--debug'), usageOf);
     return error instanceof MiniappError ? error.exitCode : ExitCode.failure;
   }
 }
 
-async function reportError(error: unknown, ctx: Context, argv: readonly string[], debug: boolean): Promise<void> {
-  const { createOutput } = await import('./output.js');
-  const color = (await createOutput(ctx.io, { json: false, noColor: argv.includes('--no-color'), env: ctx.env })).errColor;
+/**
+ * The error on stderr: `error: MESSAGE` and the hint on the next line; for a
+ * usage error, where the usage is (`Run 'miniapp users get --help' for
+ * usage.`). With --json, one JSON object `{"error":{code,message,hint}}`.
+ */
+async function reportError(error: unknown, ctx: Context, argv: readonly string[], debug: boolean, usageOf?: string): Promise<void> {
   const stderr: OutStream = ctx.io.stderr;
   const write = (text: string) => void stderr.write(`${text}\n`);
-  if (error instanceof MiniappError) {
-    write(`${color.red('error:')} ${error.message}`);
-    if (error.hint) write(color.dim(error.hint));
+  const known = error instanceof MiniappError;
+  const message = known ? error.message : `unexpected failure: ${error instanceof Error ? error.message : String(error)}`;
+  const hints = [
+    ...(known && error.hint ? [error.hint] : []),
+    ...(usageOf ? [`Run '${usageOf} --help' for usage.`] : []),
+    ...(!known && !debug ? ['this is a bug in miniapp; run again with --debug for the stack trace and report it'] : []),
+  ];
+  if (wantsJson(argv)) {
+    const code = known ? error.code : 'INTERNAL';
+    write(JSON.stringify({ error: { code, exitCode: known ? error.exitCode : ExitCode.failure, message, ...(hints.length ? { hint: hints.join(' ') } : {}) } }));
   } else {
-    const message = error instanceof Error ? error.message : String(error);
-    write(`${color.red('error:')} unexpected failure: ${message}`);
-    if (!debug) write(color.dim('this is a bug in miniapp; run again with --debug for the stack trace and report it'));
+    const { createOutput } = await import('./output.js');
+    const color = (await createOutput(ctx.io, { json: false, noColor: argv.includes('--no-color'), env: ctx.env })).errColor;
+    write(`${color.red('error:')} ${message}`);
+    for (const hint of hints) write(color.dim(hint));
   }
   if (debug) {
+    const { createOutput } = await import('./output.js');
+    const color = (await createOutput(ctx.io, { json: false, noColor: argv.includes('--no-color'), env: ctx.env })).errColor;
     let current: unknown = error;
     while (current instanceof Error) {
       write(color.dim(current.stack ?? String(current)));

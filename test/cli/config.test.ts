@@ -127,6 +127,7 @@ describe('miniapp config', () => {
     const result = await sb.run(['config', 'set', 'base-url']);
     expect(result.code).toBe(2);
     expect(result.stderr).toContain("missing required argument 'value'");
-    expect(result.stderr).toContain('Usage: miniapp config set');
+    expect(result.stderr).toContain("Run 'miniapp config set --help' for usage.");
+    expect(result.stderr).not.toContain('Usage:');
   });
 });

@@ -114,7 +114,7 @@ describe('miniapp decrypt', () => {
     const none = await sb.run(['decrypt'], { env: keyEnv });
     expect(none.code).toBe(2);
     expect(none.stderr).toContain('no login-me response');
-    expect(none.stderr).toContain('Usage: miniapp decrypt');
+    expect(none.stderr).toContain("Run 'miniapp decrypt --help' for usage.");
 
     const both = await sb.run(['decrypt', 'file.json', '--value', 'abc'], { env: keyEnv });
     expect(both.code).toBe(2);
