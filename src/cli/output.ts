@@ -11,6 +11,7 @@
 import { createRequire } from 'node:module';
 import type { ChalkInstance } from 'chalk';
 import { resolveColorLevel, type ColorLevel } from './color.js';
+import { ProgressLine, type ProgressOptions } from './progress.js';
 
 export interface OutStream {
   write(chunk: string): unknown;
@@ -190,6 +191,11 @@ export class Output {
 
   success(message: string): void {
     this.io.stderr.write(`${this.errColor.green('✓')} ${message}\n`);
+  }
+
+  /** A progress line on stderr; it draws only on a terminal that reports its width, and never under `--json`. */
+  progress(options: ProgressOptions): ProgressLine {
+    return new ProgressLine(this.io.stderr, !this.json && Boolean(this.io.stderr.isTTY) && Boolean(this.io.stderr.columns), options);
   }
 
   /**
