@@ -35,6 +35,28 @@ function miniapp(args: string[], options: { env?: Record<string, string>; input?
   return { code: result.status, stdout: result.stdout, stderr: result.stderr };
 }
 
+/** Runs `miniapp ARGS | head -1` in bash and gives miniapp's own exit code and what came through. */
+function pipedToHead(args: string, redirect = ''): { code: number; output: string } {
+  const script = `node ${JSON.stringify(bin)} ${args} ${redirect} | head -1; echo "exit=\${PIPESTATUS[0]}"`;
+  const result = spawnSync('bash', ['-c', script], {
+    encoding: 'utf8',
+    env: { PATH: process.env.PATH, HOME: home, MINIAPP_CONFIG_DIR: join(home, 'config'), MINIAPP_DATA_DIR: join(home, 'data') },
+  });
+  const code = Number(/exit=(\d+)/.exec(result.stdout)?.[1]);
+  return { code, output: result.stdout.replace(/exit=\d+\n$/, '') + result.stderr };
+}
+
+describe('a reader that closes the pipe early', () => {
+  it('does not change the exit code or print a trace, on stderr or on stdout', () => {
+    expect(pipedToHead('serv', '2>&1')).toEqual({ code: 2, output: "error: unknown command 'serv' (did you mean 'serve'?)\n" });
+    const help = pipedToHead('--help');
+    expect(help).toEqual({ code: 0, output: 'Usage: miniapp [options] [command]\n' });
+    const usage = pipedToHead('users get abc', '2>&1');
+    expect(usage.code).toBe(2);
+    expect(usage.output).not.toMatch(/EPIPE|at .*\.js:\d+/);
+  });
+});
+
 describe('bin/miniapp.js', () => {
   it('prints the version of package.json', () => {
     const { version } = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { version: string };

@@ -34,7 +34,26 @@ export function packageVersion(): string {
   return cachedVersion;
 }
 
+/**
+ * A reader that closed its end of stdout or stderr (`| head -1`) is the
+ * reader's choice, not a failure: writes to that stream stop silently, the
+ * exit code stays the command's own, and a command that runs until stopped
+ * (watch, logs -f, serve) stops as on Ctrl-C once nobody reads its stdout.
+ */
+function quietOnClosedPipe(onStdoutClosed: () => void): void {
+  for (const stream of [process.stdout, process.stderr]) {
+    stream.on('error', (error: NodeJS.ErrnoException) => {
+      if (error.code !== 'EPIPE' && error.code !== 'ERR_STREAM_DESTROYED') throw error;
+      if (stream === process.stdout) onStdoutClosed();
+    });
+  }
+}
+
 export function processContext(): Context {
+  const stdoutClosed: (() => void)[] = [];
+  quietOnClosedPipe(() => {
+    for (const listener of stdoutClosed.splice(0)) listener();
+  });
   return {
     io: { stdout: process.stdout, stderr: process.stderr, stdin: process.stdin },
     env: process.env,
@@ -43,13 +62,14 @@ export function processContext(): Context {
     version: packageVersion(),
     waitForShutdown: () =>
       new Promise((resolve) => {
-        const stop = (signal: NodeJS.Signals) => {
+        const stop = (signal: string) => {
           process.off('SIGINT', stop);
           process.off('SIGTERM', stop);
           resolve(signal);
         };
         process.on('SIGINT', stop);
         process.on('SIGTERM', stop);
+        stdoutClosed.push(() => stop('EPIPE'));
       }),
   };
 }
