@@ -1,0 +1,84 @@
+/**
+ * One check of every request message, for every service the server hosts
+ * (ours, health, reflection): a string field that is not valid UTF-8, or
+ * bytes that are no message at all, end the call with INVALID_ARGUMENT
+ * naming the field, before any handler runs.
+ *
+ * grpc-js decodes a request with the method's `requestDeserialize` and
+ * answers INTERNAL when that throws, which would blame the server for the
+ * client's bytes. So the deserializer never throws: it returns a
+ * RejectedRequest instead, and an interceptor turns that into the status,
+ * through the other interceptors (metrics and logs see INVALID_ARGUMENT).
+ */
+import * as grpc from '@grpc/grpc-js';
+import type { DescMessage, FileRegistry } from '@bufbuild/protobuf';
+import { descriptorRegistry } from './descriptor-set.js';
+import { invalidUtf8Field, MalformedMessageError } from './wire-utf8.js';
+
+/** What a checked deserializer returns in place of a request the server refuses. */
+export class RejectedRequest {
+  constructor(readonly details: string) {}
+}
+
+/** The request type of a method path such as `/user.v1.UserService/CreateUser`. */
+function inputOf(registry: FileRegistry, path: string): DescMessage {
+  const [, serviceName = '', methodName = ''] = /^\/([^/]+)\/([^/]+)$/.exec(path) ?? [];
+  const method = registry.getService(serviceName)?.methods.find((candidate) => candidate.name === methodName);
+  // A service missing from the compiled protos would go unchecked: refuse to start instead.
+  if (!method) throw new Error(`no descriptor of ${path} in the compiled protos: add its .proto under proto/ and run \`npm run build\``);
+  return method.input;
+}
+
+/** The definition with each method's deserializer checking the wire bytes first. */
+export function checkedService(service: grpc.ServiceDefinition, registry = descriptorRegistry()): grpc.ServiceDefinition {
+  const checked: Record<string, grpc.MethodDefinition<unknown, unknown>> = {};
+  for (const [name, method] of Object.entries(service as Record<string, grpc.MethodDefinition<unknown, unknown>>)) {
+    const input = inputOf(registry, method.path);
+    const decode = method.requestDeserialize;
+    checked[name] = {
+      ...method,
+      requestDeserialize: (bytes: Buffer) => {
+        try {
+          const field = invalidUtf8Field(bytes, input);
+          if (field) return new RejectedRequest(`${field} is not valid UTF-8`);
+          return decode(bytes);
+        } catch (error) {
+          const why = error instanceof MalformedMessageError ? `: ${error.message}` : '';
+          return new RejectedRequest(`the request is not a valid ${input.typeName} message${why}`);
+        }
+      },
+    };
+  }
+  return checked as grpc.ServiceDefinition;
+}
+
+/** Ends the call with INVALID_ARGUMENT when a request message was rejected. */
+export function rejectedRequestInterceptor(): grpc.ServerInterceptor {
+  return (_method, call) => {
+    const intercepting: grpc.ServerInterceptingCall = new grpc.ServerInterceptingCall(call, {
+      start: (next) =>
+        next({
+          onReceiveMessage: (message, pass) => {
+            if (message instanceof RejectedRequest) intercepting.sendStatus({ code: grpc.status.INVALID_ARGUMENT, details: message.details });
+            else pass(message);
+          },
+        }),
+    });
+    return intercepting;
+  };
+}
+
+/**
+ * A grpc-js server whose every service, whoever adds it (health and
+ * reflection add their own), checks its requests. The rejecting
+ * interceptor is the outermost, so its status passes through the others.
+ */
+export class RequestCheckingServer extends grpc.Server {
+  constructor(options: grpc.ServerOptions = {}) {
+    super({ ...options, interceptors: [...(options.interceptors ?? []), rejectedRequestInterceptor()] });
+  }
+
+  override addService(service: grpc.ServiceDefinition, implementation: grpc.UntypedServiceImplementation): void {
+    super.addService(checkedService(service), implementation);
+  }
+}
