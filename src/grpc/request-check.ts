@@ -1,8 +1,11 @@
 /**
- * One check of every request message, for every service the server hosts
- * (ours, health, reflection): a string field that is not valid UTF-8, or
- * bytes that are no message at all, end the call with INVALID_ARGUMENT
- * naming the field, before any handler runs.
+ * Checks of every request, for every service the server hosts (ours,
+ * health, reflection), before any handler runs:
+ *
+ * - request metadata over MAX_METADATA_BYTES ends the call with
+ *   RESOURCE_EXHAUSTED;
+ * - a string field that is not valid UTF-8, or bytes that are no message at
+ *   all, end it with INVALID_ARGUMENT naming the field.
  *
  * grpc-js decodes a request with the method's `requestDeserialize` and
  * answers INTERNAL when that throws, which would blame the server for the
@@ -14,6 +17,42 @@ import * as grpc from '@grpc/grpc-js';
 import type { DescMessage, FileRegistry } from '@bufbuild/protobuf';
 import { descriptorRegistry } from './descriptor-set.js';
 import { invalidUtf8Field, MalformedMessageError } from './wire-utf8.js';
+
+/**
+ * Request metadata the server reads, counted as HTTP/2 counts a header list
+ * (name + value + 32 per entry). Far above what clients send (a bearer
+ * token is 54 bytes) and well below what HTTP/2 itself fails on, so that a
+ * request too large for us gets a status rather than a reset: Node's HTTP/2
+ * library closes the connection (GOAWAY COMPRESSION_ERROR) for a single
+ * value over 64 KiB as compressed, which no server option changes.
+ */
+export const MAX_METADATA_BYTES = 16 * 1024;
+
+/** The header-list size of request metadata as it arrived. */
+export function metadataBytes(metadata: grpc.Metadata): number {
+  let bytes = 0;
+  for (const [name, value] of Object.entries(metadata.toHttp2Headers())) {
+    for (const one of Array.isArray(value) ? value : [value]) bytes += name.length + Buffer.byteLength(String(one)) + 32;
+  }
+  return bytes;
+}
+
+/** Ends the call with RESOURCE_EXHAUSTED when its metadata is over `maxBytes`; the handler never starts. */
+export function metadataLimitInterceptor(maxBytes = MAX_METADATA_BYTES): grpc.ServerInterceptor {
+  return (_method, call) => {
+    const intercepting: grpc.ServerInterceptingCall = new grpc.ServerInterceptingCall(call, {
+      start: (next) =>
+        next({
+          onReceiveMetadata: (metadata, pass) => {
+            const bytes = metadataBytes(metadata);
+            if (bytes <= maxBytes) pass(metadata);
+            else intercepting.sendStatus({ code: grpc.status.RESOURCE_EXHAUSTED, details: `request metadata is ${bytes} bytes; the limit is ${maxBytes}` });
+          },
+        }),
+    });
+    return intercepting;
+  };
+}
 
 /** What a checked deserializer returns in place of a request the server refuses. */
 export class RejectedRequest {
@@ -70,12 +109,13 @@ export function rejectedRequestInterceptor(): grpc.ServerInterceptor {
 
 /**
  * A grpc-js server whose every service, whoever adds it (health and
- * reflection add their own), checks its requests. The rejecting
- * interceptor is the outermost, so its status passes through the others.
+ * reflection add their own), checks its requests. The checking
+ * interceptors are the outermost, so their statuses pass through the
+ * others (metrics, logs).
  */
 export class RequestCheckingServer extends grpc.Server {
   constructor(options: grpc.ServerOptions = {}) {
-    super({ ...options, interceptors: [...(options.interceptors ?? []), rejectedRequestInterceptor()] });
+    super({ ...options, interceptors: [...(options.interceptors ?? []), rejectedRequestInterceptor(), metadataLimitInterceptor()] });
   }
 
   override addService(service: grpc.ServiceDefinition, implementation: grpc.UntypedServiceImplementation): void {

@@ -7,7 +7,7 @@
 import { EventEmitter } from 'node:events';
 import * as grpc from '@grpc/grpc-js';
 import { hashPassword, verifyPassword } from '../auth/passwords.js';
-import { TokenService, type Principal } from '../auth/tokens.js';
+import { MAX_BEARER_HEADER_LENGTH, TokenService, type Principal } from '../auth/tokens.js';
 import { failStream as endStream, RpcError, statusName } from '../grpc/status.js';
 import { ChatRooms } from '../grpc/chat-room.js';
 import { toTimestamp, UPDATE_PATHS, type BulkCreateFailure, type ChatMessage, type CreateUserRequest, type EventTypeName, type UserMessage } from './proto.js';
@@ -166,6 +166,9 @@ export class UserServiceImpl {
       throw new RpcError(Status.UNAUTHENTICATED, 'missing authorization metadata: send "authorization: Bearer <token>"');
     }
     const header = String(values[0]);
+    if (header.length > MAX_BEARER_HEADER_LENGTH) {
+      throw new RpcError(Status.UNAUTHENTICATED, `the authorization metadata is longer than any token (at most ${MAX_BEARER_HEADER_LENGTH} characters)`);
+    }
     const token = TokenService.bearer(header);
     if (!token) throw new RpcError(Status.UNAUTHENTICATED, 'the authorization metadata must be "Bearer <token>"');
     const principal = this.options.tokens.authenticate(token);
