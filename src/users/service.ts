@@ -12,6 +12,7 @@ import { failStream as endStream, RpcError, statusName } from '../grpc/status.js
 import { ChatRooms } from '../grpc/chat-room.js';
 import { toTimestamp, UPDATE_PATHS, type BulkCreateFailure, type ChatMessage, type CreateUserRequest, type EventTypeName, type UserMessage } from './proto.js';
 import {
+  characters,
   checkEmail,
   checkFilter,
   checkFullName,
@@ -457,11 +458,11 @@ export class UserServiceImpl {
     call.on('data', (request: SyncRequest) => {
       // Answered strictly in order, whatever each one costs.
       queue = queue.then(async () => {
-        let ref = request.client_ref ?? '';
+        const given = request.client_ref ?? '';
+        // A reference over its bound is not echoed back: the answer would carry what was refused.
+        const ref = characters(given) <= REQUEST_LIMITS.clientRef ? given : '';
         try {
-          // A reference over the bound is not echoed back: the answer would carry what was refused.
-          if (ref.length > REQUEST_LIMITS.clientRef) ref = '';
-          checkMaxLength('client_ref', request.client_ref ?? '', REQUEST_LIMITS.clientRef);
+          checkMaxLength('client_ref', given, REQUEST_LIMITS.clientRef);
           const user = await this.#syncOne(request, principal);
           call.write({ client_ref: ref, user: userMessage(user) });
         } catch (error) {

@@ -131,10 +131,11 @@ describe('streams', () => {
     call.write({ client_ref: 'r'.repeat(129), delete_user_id: '1' });
     call.write({ client_ref: 'ok', upsert: { user: newUser(1), password: 'p'.repeat(1025) } });
     call.write({ client_ref: 'roles', upsert: { user: newUser(2, { roles: Array(21).fill('x') }), password: 'long enough' } });
-    call.write({ client_ref: 'r'.repeat(128), upsert: { user: newUser(3), password: 'long enough' } });
+    // 128 characters, 256 UTF-16 units: within the bound, and echoed.
+    call.write({ client_ref: '😀'.repeat(128), upsert: { user: newUser(3), password: 'long enough' } });
     call.end();
     const results = await answers;
-    expect(results.map((r) => [r.client_ref.length, r.result === 'user' ? 'ok' : `${r.failure.status}: ${r.failure.message}`])).toEqual([
+    expect(results.map((r) => [[...r.client_ref].length, r.result === 'user' ? 'ok' : `${r.failure.status}: ${r.failure.message}`])).toEqual([
       [0, 'INVALID_ARGUMENT: client_ref must be at most 128 characters; it is 129'],
       [2, expect.stringMatching(/^INVALID_ARGUMENT: password must be at most 1024 characters/)],
       [5, 'INVALID_ARGUMENT: roles takes at most 20 entries; it has 21'],
