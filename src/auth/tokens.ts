@@ -13,6 +13,13 @@ import type { UserStore } from '../users/user-store.js';
 
 export const ADMIN_TOKEN_FILE = 'admin-token';
 
+/**
+ * Our tokens are `mat_` and 43 characters, so "Bearer <token>" is 54; a
+ * longer header cannot hold one of ours and is refused before any parsing
+ * or lookup. The slack leaves room for a longer token format later.
+ */
+export const MAX_BEARER_HEADER_LENGTH = 256;
+
 export interface Principal {
   kind: 'admin' | 'user';
   /** The user behind a user token; null for the admin token. */
@@ -84,9 +91,10 @@ export class TokenService {
     return { kind: 'user', userId: user.id, username: user.username, roles: user.roles, isAdmin: user.roles.includes('admin') };
   }
 
-  /** Reads `Bearer <token>` (case-insensitive scheme) from a header value. */
+  /** Reads `Bearer <token>` (case-insensitive scheme) from a header value; nothing from one too long to hold a token. */
   static bearer(header: string | undefined): string | undefined {
-    const match = header ? /^Bearer\s+(\S+)\s*$/i.exec(header) : null;
+    if (!header || header.length > MAX_BEARER_HEADER_LENGTH) return undefined;
+    const match = /^Bearer\s+(\S+)\s*$/i.exec(header);
     return match?.[1];
   }
 }

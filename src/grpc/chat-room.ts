@@ -2,11 +2,20 @@
  * Rooms of a bidirectional chat stream (user.v1 UserChat, monitoring.v1
  * Chat): each message goes to every other member of its room.
  *
- * A member that does not read cannot make the server buffer without limit:
- * a write that finds more than `maxUnread` messages still queued for that
- * member ends its call with RESOURCE_EXHAUSTED and takes it out of every
- * room; the others go on. (grpc-js queues what the peer's flow-control
- * window does not take, so the queue length is what a slow reader costs.)
+ * A member that does not read cannot make the server buffer without limit.
+ * Each member's stream is written only while it accepts more (`write`
+ * returns true, that is grpc-js holds fewer than its high-water mark of 16
+ * messages); after that, messages wait in the member's backlog here until
+ * 'drain'. A member with `maxUnread` messages waiting (backlog and stream
+ * together) is dropped: its backlog is freed, it leaves every room, and its
+ * call ends with RESOURCE_EXHAUSTED once it has read the few messages
+ * grpc-js already held. The others, sender included, go on.
+ *
+ * Why the room keeps the backlog rather than grpc-js: grpc-js takes every
+ * write, and a status written after 1000 queued messages is sent only once
+ * the peer has read them all, so a peer that never reads would keep all of
+ * them for as long as its connection lives. Messages in the backlog are
+ * shared by every member they wait for; only references are per member.
  */
 import * as grpc from '@grpc/grpc-js';
 import { failStream } from './status.js';
@@ -18,10 +27,20 @@ export interface Member<T> {
   write(message: T): boolean;
   readonly writableLength: number;
   emit(event: 'error', error: grpc.ServerErrorResponse): boolean;
+  on(event: 'drain', listener: () => void): unknown;
+  off(event: 'drain', listener: () => void): unknown;
+}
+
+/** A member's place: what waits for it, and whether its stream takes more now. */
+interface Seat<T> {
+  backlog: T[];
+  full: boolean;
+  onDrain: () => void;
 }
 
 export class ChatRooms<T> {
   readonly #rooms = new Map<string, Set<Member<T>>>();
+  readonly #seats = new Map<Member<T>, Seat<T>>();
   readonly #maxUnread: number;
   readonly #onDropped: ((room: string) => void) | undefined;
 
@@ -34,13 +53,24 @@ export class ChatRooms<T> {
     let members = this.#rooms.get(room);
     if (!members) this.#rooms.set(room, (members = new Set()));
     members.add(member);
+    if (!this.#seats.has(member)) {
+      const seat: Seat<T> = { backlog: [], full: false, onDrain: () => this.#drain(member, seat) };
+      member.on('drain', seat.onDrain);
+      this.#seats.set(member, seat);
+    }
   }
 
-  /** Takes the member out of every room it is in. */
+  /** Takes the member out of every room it is in, and lets go of what waited for it. */
   leave(member: Member<T>): void {
     for (const [room, members] of this.#rooms) {
       members.delete(member);
       if (members.size === 0) this.#rooms.delete(room);
+    }
+    const seat = this.#seats.get(member);
+    if (seat) {
+      member.off('drain', seat.onDrain);
+      seat.backlog.length = 0;
+      this.#seats.delete(member);
     }
   }
 
@@ -48,16 +78,17 @@ export class ChatRooms<T> {
   broadcast(room: string, from: Member<T> | undefined, message: T): void {
     for (const member of [...(this.#rooms.get(room) ?? [])]) {
       if (member === from) continue;
-      if (member.writableLength >= this.#maxUnread) {
-        this.leave(member);
-        failStream(member, {
-          code: grpc.status.RESOURCE_EXHAUSTED,
-          details: `more than ${this.#maxUnread} messages waited to be read: a participant that does not read is disconnected`,
-        });
-        this.#onDropped?.(room);
+      const seat = this.#seats.get(member);
+      if (!seat) continue;
+      if (!seat.full) {
+        seat.full = !member.write(message);
         continue;
       }
-      member.write(message);
+      if (seat.backlog.length + member.writableLength >= this.#maxUnread) {
+        this.#drop(member, room);
+        continue;
+      }
+      seat.backlog.push(message);
     }
   }
 
@@ -66,5 +97,21 @@ export class ChatRooms<T> {
     let count = 0;
     for (const members of this.#rooms.values()) count += members.size;
     return count;
+  }
+
+  #drain(member: Member<T>, seat: Seat<T>): void {
+    seat.full = false;
+    let next = 0;
+    while (next < seat.backlog.length && !seat.full) seat.full = !member.write(seat.backlog[next++]!);
+    seat.backlog.splice(0, next);
+  }
+
+  #drop(member: Member<T>, room: string): void {
+    this.leave(member);
+    failStream(member, {
+      code: grpc.status.RESOURCE_EXHAUSTED,
+      details: `${this.#maxUnread} messages waited to be read: a participant that does not read is disconnected`,
+    });
+    this.#onDropped?.(room);
   }
 }

@@ -11,23 +11,17 @@
  * dependencies (grpc/grpc-node#2595, #2958, #3018). Handed the descriptor
  * set's own FileDescriptorProtos instead, it indexes and serves those.
  */
-import { readFileSync } from 'node:fs';
 import type * as grpc from '@grpc/grpc-js';
 import { ReflectionService } from '@grpc/reflection';
-import { fromBinary, toBinary } from '@bufbuild/protobuf';
-import { FileDescriptorProtoSchema, FileDescriptorSetSchema } from '@bufbuild/protobuf/wkt';
+import { toBinary } from '@bufbuild/protobuf';
+import { FileDescriptorProtoSchema } from '@bufbuild/protobuf/wkt';
 import { DESCRIPTOR_SET } from './protos.js';
+import { readDescriptorSet } from './descriptor-set.js';
 
 /** Every file of the compiled descriptor set, by name, as encoded FileDescriptorProto bytes. */
 export function descriptorFiles(path = DESCRIPTOR_SET): Map<string, Uint8Array> {
-  let bytes: Buffer;
-  try {
-    bytes = readFileSync(path);
-  } catch (error) {
-    throw new Error(`cannot read the compiled protos at ${path} (run \`npm run build\`): ${(error as Error).message}`, { cause: error });
-  }
   const files = new Map<string, Uint8Array>();
-  for (const file of fromBinary(FileDescriptorSetSchema, bytes).file) files.set(file.name, toBinary(FileDescriptorProtoSchema, file));
+  for (const file of readDescriptorSet(path).file) files.set(file.name, toBinary(FileDescriptorProtoSchema, file));
   return files;
 }
 

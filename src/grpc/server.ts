@@ -10,6 +10,7 @@ import { HealthImplementation } from 'grpc-health-check';
 import type { GrpcMetrics } from '../server/metrics.js';
 import { serviceDefinition, type ServiceName } from './protos.js';
 import { addReflection } from './reflection.js';
+import { RequestCheckingServer } from './request-check.js';
 import { goCodeName, rpcType, statusName } from './status.js';
 
 export const DEFAULT_GRPC_PORT = 50051;
@@ -147,7 +148,7 @@ function logInterceptor(log: CallLog): grpc.ServerInterceptor {
 }
 
 export async function startGrpcServer(options: GrpcServerOptions): Promise<RunningGrpcServer> {
-  const server = new grpc.Server({
+  const server = new RequestCheckingServer({
     'grpc.max_receive_message_length': MAX_RECEIVE_BYTES,
     interceptors: [metricsInterceptor(options.metrics), ...(options.log ? [logInterceptor(options.log)] : [])],
   });

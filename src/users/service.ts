@@ -7,12 +7,17 @@
 import { EventEmitter } from 'node:events';
 import * as grpc from '@grpc/grpc-js';
 import { hashPassword, verifyPassword } from '../auth/passwords.js';
-import { TokenService, type Principal } from '../auth/tokens.js';
+import { MAX_BEARER_HEADER_LENGTH, TokenService, type Principal } from '../auth/tokens.js';
 import { failStream as endStream, RpcError, statusName } from '../grpc/status.js';
 import { ChatRooms } from '../grpc/chat-room.js';
 import { toTimestamp, UPDATE_PATHS, type BulkCreateFailure, type ChatMessage, type CreateUserRequest, type EventTypeName, type UserMessage } from './proto.js';
 import {
+  characters,
   checkEmail,
+  checkFilter,
+  checkFullName,
+  checkMaxEntries,
+  checkMaxLength,
   checkRoles,
   newUserProblems,
   checkUsername,
@@ -22,6 +27,7 @@ import {
   type UserChanges,
   type UserRecord,
   type UserStore,
+  USER_LIMITS,
 } from './user-store.js';
 
 const { status: Status } = grpc;
@@ -30,6 +36,16 @@ export { RpcError, statusName } from '../grpc/status.js';
 
 export const MAX_PAGE_SIZE = 100;
 const BULK_CHUNK = 256;
+
+/** Bounds of the request fields that are not user fields (those are USER_LIMITS in user-store.ts). */
+export const REQUEST_LIMITS = {
+  chatRoom: 64,
+  chatSender: 64,
+  chatText: 4096,
+  clientRef: 128,
+  watchTypes: 3,
+  updatePaths: UPDATE_PATHS.length,
+} as const;
 
 /** Any error as a gRPC status; unknown errors become INTERNAL without their details. */
 function toStatus(error: unknown): { code: grpc.status; details: string } {
@@ -75,7 +91,7 @@ export interface UserServiceOptions {
 
 /** Checks fields of a new user, naming every field that is wrong. */
 function checkNewUser(request: CreateUserRequest): void {
-  const problems = newUserProblems({ username: request.username, email: request.email, password: request.password });
+  const problems = newUserProblems({ username: request.username, email: request.email, password: request.password, full_name: request.full_name });
   const fields = Object.keys(problems);
   if (fields.length > 0) throw new UserValidationError(fields.join(','), Object.values(problems).flat().join('; '));
 }
@@ -151,6 +167,9 @@ export class UserServiceImpl {
       throw new RpcError(Status.UNAUTHENTICATED, 'missing authorization metadata: send "authorization: Bearer <token>"');
     }
     const header = String(values[0]);
+    if (header.length > MAX_BEARER_HEADER_LENGTH) {
+      throw new RpcError(Status.UNAUTHENTICATED, `the authorization metadata is longer than any token (at most ${MAX_BEARER_HEADER_LENGTH} characters)`);
+    }
     const token = TokenService.bearer(header);
     if (!token) throw new RpcError(Status.UNAUTHENTICATED, 'the authorization metadata must be "Bearer <token>"');
     const principal = this.options.tokens.authenticate(token);
@@ -237,6 +256,7 @@ export class UserServiceImpl {
     const id = userIdOf(request.user_id);
     const given = request.user ?? ({} as Partial<UserMessage>);
     const paths = request.update_mask?.paths ?? [];
+    checkMaxEntries('update_mask.paths', paths, REQUEST_LIMITS.updatePaths);
     let changes: UserChanges;
     if (paths.length === 0) {
       // No mask: the non-empty fields replace the stored ones, as the reference does.
@@ -262,6 +282,7 @@ export class UserServiceImpl {
     this.#mayChange(principal, id, 'change', changes.isActive !== undefined || changes.roles !== undefined);
     if (changes.username !== undefined) checkUsername(changes.username);
     if (changes.email !== undefined) checkEmail(changes.email);
+    if (changes.fullName !== undefined) checkFullName(changes.fullName);
     if (changes.roles !== undefined) checkRoles(changes.roles);
     const user = this.options.users.update(id, changes);
     if (!user) throw new RpcError(Status.NOT_FOUND, `no user with id ${request.user_id}`);
@@ -275,6 +296,7 @@ export class UserServiceImpl {
       const { page, page_size: pageSize, filter } = call.request;
       if (page < 0) throw new RpcError(Status.INVALID_ARGUMENT, 'page must not be negative');
       if (pageSize < 0) throw new RpcError(Status.INVALID_ARGUMENT, 'page_size must not be negative');
+      checkFilter(filter ?? '');
       const size = pageSize === 0 ? undefined : Math.min(pageSize, MAX_PAGE_SIZE);
       const { users } = this.options.users.list({ filter, limit: size, offset: size === undefined ? 0 : (Math.max(page, 1) - 1) * size });
       for (const user of users) call.write(userMessage(user));
@@ -286,6 +308,12 @@ export class UserServiceImpl {
 
   #watch(call: grpc.ServerWritableStream<{ user_id: string; types: EventTypeName[] }, UserEventMessage>): void {
     if (!this.#streamPrincipal(call)) return;
+    try {
+      checkMaxEntries('types', call.request.types ?? [], REQUEST_LIMITS.watchTypes);
+    } catch (error) {
+      failStream(call, error);
+      return;
+    }
     const userId = Number(call.request.user_id || 0);
     const types = new Set(call.request.types ?? []);
     const listener = (event: UserEventMessage) => {
@@ -393,6 +421,13 @@ export class UserServiceImpl {
       joined.clear();
     };
     call.on('data', (message: ChatMessage) => {
+      try {
+        checkChatMessage(message);
+      } catch (error) {
+        leave();
+        failStream(call, error);
+        return;
+      }
       const room = message.room?.trim() || 'general';
       if (!joined.has(room)) {
         joined.add(room);
@@ -423,8 +458,11 @@ export class UserServiceImpl {
     call.on('data', (request: SyncRequest) => {
       // Answered strictly in order, whatever each one costs.
       queue = queue.then(async () => {
-        const ref = request.client_ref ?? '';
+        const given = request.client_ref ?? '';
+        // A reference over its bound is not echoed back: the answer would carry what was refused.
+        const ref = characters(given) <= REQUEST_LIMITS.clientRef ? given : '';
         try {
+          checkMaxLength('client_ref', given, REQUEST_LIMITS.clientRef);
           const user = await this.#syncOne(request, principal);
           call.write({ client_ref: ref, user: userMessage(user) });
         } catch (error) {
@@ -447,6 +485,7 @@ export class UserServiceImpl {
     const id = Number(given.id || 0);
     if (!id) {
       if (!principal.isAdmin) throw new RpcError(Status.PERMISSION_DENIED, 'creating users through sync needs the admin role');
+      checkRoles(given.roles ?? []);
       const user = this.options.users.create({
         ...(await this.#newUser({ username: given.username, email: given.email, password: request.upsert.password, full_name: given.full_name })),
         // proto3 cannot tell an unset is_active from false: new users start active, as with CreateUser.
@@ -461,7 +500,10 @@ export class UserServiceImpl {
     this.#mayChange(principal, id, 'change', privileged);
     checkUsername(given.username);
     checkEmail(given.email);
+    checkFullName(given.full_name ?? '');
     checkRoles(given.roles ?? []);
+    // Not used when replacing a user, but bounded like every field.
+    checkMaxLength('password', request.upsert.password ?? '', USER_LIMITS.password.max);
     const user = this.options.users.update(id, {
       username: given.username,
       email: given.email,
@@ -473,6 +515,13 @@ export class UserServiceImpl {
     this.#emit('UPDATED', user);
     return user;
   }
+}
+
+/** A chat line within its bounds, naming the field that is not. */
+function checkChatMessage(message: ChatMessage): void {
+  checkMaxLength('room', message.room ?? '', REQUEST_LIMITS.chatRoom);
+  checkMaxLength('sender', message.sender ?? '', REQUEST_LIMITS.chatSender);
+  checkMaxLength('text', message.text ?? '', REQUEST_LIMITS.chatText);
 }
 
 /** Ends a streaming call with the error's status. */

@@ -50,30 +50,78 @@ export class DuplicateUserError extends Error {
 // A pragmatic address check: something@domain.tld, no spaces; the mailbox proves the rest.
 const EMAIL = /^[^\s@]+@[^\s@]+\.[^\s@]+$/;
 const USERNAME_CHARS = /^[\p{L}\p{N}_.-]+$/u;
+const ROLE = /^[a-z][a-z0-9_-]{0,31}$/;
+
+/**
+ * Bounds of every user field and of the list filter, shared by every front
+ * door (gRPC, the blog's POST /users): a request cannot make the server
+ * store or search for more than a person would type. Lengths count
+ * characters (code points), not bytes or UTF-16 units.
+ */
+export const USER_LIMITS = {
+  username: { min: 3, max: 20 },
+  email: { max: 254 },
+  password: { min: 8, max: 1024 },
+  fullName: { max: 200 },
+  bio: { max: 500 },
+  avatarUrl: { max: 2048 },
+  roles: { max: 20 },
+  role: { max: 32 },
+  // SQLite refuses LIKE patterns over 50,000 bytes; a filter is a few words.
+  filter: { max: 200 },
+} as const;
+
+/** Length in characters, as a person counts them. */
+export function characters(value: string): number {
+  let count = 0;
+  for (const _ of value) count++;
+  return count;
+}
+
+/** Throws when `value` has more than `max` characters, naming the field and the bound. */
+export function checkMaxLength(field: string, value: string, max: number): void {
+  // Each character is one or two UTF-16 units, so short strings need no counting.
+  if (value.length <= max) return;
+  const length = characters(value);
+  if (length > max) throw new UserValidationError(field, `${field} must be at most ${max} characters; it is ${length}`);
+}
+
+/** Throws when `list` has more than `max` entries, naming the field and the bound. */
+export function checkMaxEntries(field: string, list: readonly unknown[], max: number): void {
+  if (list.length > max) throw new UserValidationError(field, `${field} takes at most ${max} entries; it has ${list.length}`);
+}
 
 export function checkUsername(username: string): void {
   if (!username) throw new UserValidationError('username', 'username is required');
-  const length = [...username].length;
-  if (length < 3 || length > 20) throw new UserValidationError('username', `username must be 3 to 20 characters; it is ${length}`);
+  const { min, max } = USER_LIMITS.username;
+  const length = characters(username);
+  if (length < min || length > max) throw new UserValidationError('username', `username must be ${min} to ${max} characters; it is ${length}`);
   if (!USERNAME_CHARS.test(username)) throw new UserValidationError('username', 'username may hold letters, digits, ".", "_" and "-" only');
 }
 
 export function checkEmail(email: string): void {
   if (!email) throw new UserValidationError('email', 'email is required');
-  if (email.length > 254 || !EMAIL.test(email)) throw new UserValidationError('email', 'email is not a valid e-mail address');
+  checkMaxLength('email', email, USER_LIMITS.email.max);
+  if (!EMAIL.test(email)) throw new UserValidationError('email', 'email is not a valid e-mail address');
 }
 
 export function checkPassword(password: string): void {
   if (!password) throw new UserValidationError('password', 'password is required');
-  if ([...password].length < 8) throw new UserValidationError('password', 'password must be at least 8 characters');
-  if (password.length > 1024) throw new UserValidationError('password', 'password must be at most 1024 characters');
+  const { min, max } = USER_LIMITS.password;
+  checkMaxLength('password', password, max);
+  if (characters(password) < min) throw new UserValidationError('password', `password must be at least ${min} characters`);
+}
+
+export function checkFullName(fullName: string): void {
+  checkMaxLength('full_name', fullName, USER_LIMITS.fullName.max);
 }
 
 export function checkBio(bio: string): void {
-  if ([...bio].length > 500) throw new UserValidationError('bio', 'bio must be at most 500 characters');
+  checkMaxLength('bio', bio, USER_LIMITS.bio.max);
 }
 
 export function checkAvatarUrl(url: string): void {
+  checkMaxLength('avatar_url', url, USER_LIMITS.avatarUrl.max);
   let parsed: URL | undefined;
   try {
     parsed = new URL(url);
@@ -85,8 +133,20 @@ export function checkAvatarUrl(url: string): void {
   }
 }
 
+/** A list filter: a few words, never a pattern the database refuses. */
+export function checkFilter(filter: string): void {
+  checkMaxLength('filter', filter, USER_LIMITS.filter.max);
+}
+
 /** Every problem of a new user's fields, by field: `{ username: ['...'], password: ['...'] }`. */
-export function newUserProblems(fields: { username?: unknown; email?: unknown; password?: unknown; bio?: unknown; avatar_url?: unknown }): Record<string, string[]> {
+export function newUserProblems(fields: {
+  username?: unknown;
+  email?: unknown;
+  password?: unknown;
+  full_name?: unknown;
+  bio?: unknown;
+  avatar_url?: unknown;
+}): Record<string, string[]> {
   const problems: Record<string, string[]> = {};
   const run = (field: string, value: unknown, check: (value: string) => void, optional = false) => {
     if (optional && (value === undefined || value === null)) return;
@@ -104,14 +164,20 @@ export function newUserProblems(fields: { username?: unknown; email?: unknown; p
   run('username', fields.username, checkUsername);
   run('email', fields.email, checkEmail);
   run('password', fields.password, checkPassword);
+  run('full_name', fields.full_name, checkFullName, true);
   run('bio', fields.bio, checkBio, true);
   run('avatar_url', fields.avatar_url, checkAvatarUrl, true);
   return problems;
 }
 
-export function checkRoles(roles: string[]): void {
+export function checkRoles(roles: readonly string[]): void {
+  checkMaxEntries('roles', roles, USER_LIMITS.roles.max);
   for (const role of roles) {
-    if (!/^[a-z][a-z0-9_-]{0,31}$/.test(role)) throw new UserValidationError('roles', `role "${role}" must be lower-case letters, digits, "_" or "-" (at most 32)`);
+    if (!ROLE.test(role)) {
+      // The message quotes the role, so a huge one is cut rather than echoed whole.
+      const shown = role.length > USER_LIMITS.role.max ? `${role.slice(0, USER_LIMITS.role.max)}...` : role;
+      throw new UserValidationError('roles', `role "${shown}" must be lower-case letters, digits, "_" or "-" (at most ${USER_LIMITS.role.max} characters)`);
+    }
   }
 }
 
@@ -252,6 +318,7 @@ export class UserStore {
 
   /** One page of users matching `filter` (case-insensitive, username, e-mail or full name), and the total. */
   list(options: { filter?: string; offset?: number; limit?: number }): { users: UserRecord[]; total: number } {
+    if (options.filter) checkFilter(options.filter);
     const filter = options.filter?.trim();
     const where = filter ? `WHERE username LIKE @like ESCAPE '\\' OR email LIKE @like ESCAPE '\\' OR full_name LIKE @like ESCAPE '\\'` : '';
     const params: Record<string, unknown> = {};

@@ -1,0 +1,124 @@
+/**
+ * Checks of every request, for every service the server hosts (ours,
+ * health, reflection), before any handler runs:
+ *
+ * - request metadata over MAX_METADATA_BYTES ends the call with
+ *   RESOURCE_EXHAUSTED;
+ * - a string field that is not valid UTF-8, or bytes that are no message at
+ *   all, end it with INVALID_ARGUMENT naming the field.
+ *
+ * grpc-js decodes a request with the method's `requestDeserialize` and
+ * answers INTERNAL when that throws, which would blame the server for the
+ * client's bytes. So the deserializer never throws: it returns a
+ * RejectedRequest instead, and an interceptor turns that into the status,
+ * through the other interceptors (metrics and logs see INVALID_ARGUMENT).
+ */
+import * as grpc from '@grpc/grpc-js';
+import type { DescMessage, FileRegistry } from '@bufbuild/protobuf';
+import { descriptorRegistry } from './descriptor-set.js';
+import { invalidUtf8Field, MalformedMessageError } from './wire-utf8.js';
+
+/**
+ * Request metadata the server reads, counted as HTTP/2 counts a header list
+ * (name + value + 32 per entry). Far above what clients send (a bearer
+ * token is 54 bytes) and well below what HTTP/2 itself fails on, so that a
+ * request too large for us gets a status rather than a reset: Node's HTTP/2
+ * library closes the connection (GOAWAY COMPRESSION_ERROR) for a single
+ * value over 64 KiB as compressed, which no server option changes.
+ */
+export const MAX_METADATA_BYTES = 16 * 1024;
+
+/** The header-list size of request metadata as it arrived. */
+export function metadataBytes(metadata: grpc.Metadata): number {
+  let bytes = 0;
+  for (const [name, value] of Object.entries(metadata.toHttp2Headers())) {
+    for (const one of Array.isArray(value) ? value : [value]) bytes += name.length + Buffer.byteLength(String(one)) + 32;
+  }
+  return bytes;
+}
+
+/** Ends the call with RESOURCE_EXHAUSTED when its metadata is over `maxBytes`; the handler never starts. */
+export function metadataLimitInterceptor(maxBytes = MAX_METADATA_BYTES): grpc.ServerInterceptor {
+  return (_method, call) => {
+    const intercepting: grpc.ServerInterceptingCall = new grpc.ServerInterceptingCall(call, {
+      start: (next) =>
+        next({
+          onReceiveMetadata: (metadata, pass) => {
+            const bytes = metadataBytes(metadata);
+            if (bytes <= maxBytes) pass(metadata);
+            else intercepting.sendStatus({ code: grpc.status.RESOURCE_EXHAUSTED, details: `request metadata is ${bytes} bytes; the limit is ${maxBytes}` });
+          },
+        }),
+    });
+    return intercepting;
+  };
+}
+
+/** What a checked deserializer returns in place of a request the server refuses. */
+export class RejectedRequest {
+  constructor(readonly details: string) {}
+}
+
+/** The request type of a method path such as `/user.v1.UserService/CreateUser`. */
+function inputOf(registry: FileRegistry, path: string): DescMessage {
+  const [, serviceName = '', methodName = ''] = /^\/([^/]+)\/([^/]+)$/.exec(path) ?? [];
+  const method = registry.getService(serviceName)?.methods.find((candidate) => candidate.name === methodName);
+  // A service missing from the compiled protos would go unchecked: refuse to start instead.
+  if (!method) throw new Error(`no descriptor of ${path} in the compiled protos: add its .proto under proto/ and run \`npm run build\``);
+  return method.input;
+}
+
+/** The definition with each method's deserializer checking the wire bytes first. */
+export function checkedService(service: grpc.ServiceDefinition, registry = descriptorRegistry()): grpc.ServiceDefinition {
+  const checked: Record<string, grpc.MethodDefinition<unknown, unknown>> = {};
+  for (const [name, method] of Object.entries(service as Record<string, grpc.MethodDefinition<unknown, unknown>>)) {
+    const input = inputOf(registry, method.path);
+    const decode = method.requestDeserialize;
+    checked[name] = {
+      ...method,
+      requestDeserialize: (bytes: Buffer) => {
+        try {
+          const field = invalidUtf8Field(bytes, input);
+          if (field) return new RejectedRequest(`${field} is not valid UTF-8`);
+          return decode(bytes);
+        } catch (error) {
+          const why = error instanceof MalformedMessageError ? `: ${error.message}` : '';
+          return new RejectedRequest(`the request is not a valid ${input.typeName} message${why}`);
+        }
+      },
+    };
+  }
+  return checked as grpc.ServiceDefinition;
+}
+
+/** Ends the call with INVALID_ARGUMENT when a request message was rejected. */
+export function rejectedRequestInterceptor(): grpc.ServerInterceptor {
+  return (_method, call) => {
+    const intercepting: grpc.ServerInterceptingCall = new grpc.ServerInterceptingCall(call, {
+      start: (next) =>
+        next({
+          onReceiveMessage: (message, pass) => {
+            if (message instanceof RejectedRequest) intercepting.sendStatus({ code: grpc.status.INVALID_ARGUMENT, details: message.details });
+            else pass(message);
+          },
+        }),
+    });
+    return intercepting;
+  };
+}
+
+/**
+ * A grpc-js server whose every service, whoever adds it (health and
+ * reflection add their own), checks its requests. The checking
+ * interceptors are the outermost, so their statuses pass through the
+ * others (metrics, logs).
+ */
+export class RequestCheckingServer extends grpc.Server {
+  constructor(options: grpc.ServerOptions = {}) {
+    super({ ...options, interceptors: [...(options.interceptors ?? []), rejectedRequestInterceptor(), metadataLimitInterceptor()] });
+  }
+
+  override addService(service: grpc.ServiceDefinition, implementation: grpc.UntypedServiceImplementation): void {
+    super.addService(checkedService(service), implementation);
+  }
+}

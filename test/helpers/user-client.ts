@@ -1,0 +1,80 @@
+/** grpc-js clients of `miniapp serve`'s user service for tests: one connection each, closed by `closeAll`. */
+import * as grpc from '@grpc/grpc-js';
+import { userServiceDefinition } from '../../src/users/proto.js';
+import { startTestServe } from './serve.js';
+import type { RunningServe } from '../../src/server/serve.js';
+
+export type AnyClient = grpc.Client & Record<string, any>;
+
+export class UserClients {
+  readonly #clients: grpc.Client[] = [];
+
+  constructor(readonly running: RunningServe) {}
+
+  /** serve in-process with the gRPC port on 127.0.0.1:0 and an in-memory store. */
+  static async start(): Promise<UserClients> {
+    return new UserClients(await startTestServe({ grpc: { host: '127.0.0.1', port: 0 }, shutdownDeadlineMs: 500 }));
+  }
+
+  get address(): string {
+    return this.running.grpc!.address;
+  }
+
+  /** A client on its own connection, so that one stalled stream cannot hold up another's. */
+  client(): AnyClient {
+    const { Client } = userServiceDefinition();
+    const c = new Client(this.address, grpc.credentials.createInsecure(), { 'grpc.use_local_subchannel_pool': 1 }) as AnyClient;
+    this.#clients.push(c);
+    return c;
+  }
+
+  /** A raw client for hand-made requests (makeUnaryRequest with custom serializers). */
+  raw(): grpc.Client {
+    const c = new grpc.Client(this.address, grpc.credentials.createInsecure(), { 'grpc.use_local_subchannel_pool': 1 });
+    this.#clients.push(c);
+    return c;
+  }
+
+  auth(token = this.running.adminToken): grpc.Metadata {
+    const metadata = new grpc.Metadata();
+    metadata.set('authorization', `Bearer ${token}`);
+    return metadata;
+  }
+
+  async close(): Promise<void> {
+    for (const c of this.#clients) c.close();
+    await this.running.close();
+  }
+}
+
+export function unary(c: AnyClient, method: string, request: unknown, metadata = new grpc.Metadata()): Promise<any> {
+  return new Promise((resolve, reject) => c[method](request, metadata, (error: grpc.ServiceError | null, response: unknown) => (error ? reject(error) : resolve(response))));
+}
+
+/** The call's error (code and details), or undefined when it succeeded. */
+export async function failure(promise: Promise<unknown>): Promise<{ code: string; details: string } | undefined> {
+  try {
+    await promise;
+    return undefined;
+  } catch (error) {
+    const e = error as grpc.ServiceError;
+    return { code: grpc.status[e.code] ?? String(e.code), details: e.details };
+  }
+}
+
+export function collect(call: grpc.ClientReadableStream<any>): Promise<any[]> {
+  return new Promise((resolve, reject) => {
+    const items: any[] = [];
+    call.on('data', (item) => items.push(item));
+    call.on('end', () => resolve(items));
+    call.on('error', reject);
+  });
+}
+
+export const newUser = (n: number | string, extra: Record<string, unknown> = {}) => ({
+  username: `user${n}`,
+  email: `user${n}@example.com`,
+  password: 'correct horse',
+  full_name: `User ${n}`,
+  ...extra,
+});
