@@ -243,6 +243,7 @@ export async function buildProgram(
       settings: new Settings(profile, ctx.env, ctx.homedir),
     };
     onCommand(cc, command);
+    await warnUnknownProfile(cc, command);
     await handler(cc, command);
   };
 
@@ -279,6 +280,22 @@ export function rewriteHelp(argv: readonly string[]): readonly string[] {
 function wantsJson(argv: readonly string[]): boolean {
   const end = argv.indexOf('--');
   return (end === -1 ? argv : argv.slice(0, end)).includes('--json');
+}
+
+/**
+ * A profile other than "default" that was never written is most likely a
+ * typo (MINIAPP_PROFILE=prdo): say so on stderr, once, before the command
+ * runs on empty settings. Not for the commands that write or list profiles.
+ */
+async function warnUnknownProfile(cc: CommandContext, command: Command): Promise<void> {
+  if (cc.profile === 'default') return;
+  const path = commandPath(command);
+  if (path === 'miniapp config set' || path === 'miniapp config profiles' || path === 'miniapp serve') return;
+  const known = (await cc.settings.store()).profileNames();
+  if (known.includes(cc.profile)) return;
+  cc.out.warn(
+    `profile "${cc.profile}" has no settings yet${known.length ? ` (profiles: ${known.join(', ')})` : ''}; \`miniapp config profiles\` lists them`,
+  );
 }
 
 /** Runs the CLI with `argv` (without node and script) and returns the exit code. */

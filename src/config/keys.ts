@@ -4,6 +4,7 @@
  * before it is stored.
  */
 import { existsSync, statSync } from 'node:fs';
+import { resolve } from 'node:path';
 import { ConfigError } from '../errors.js';
 import { parseAad, parseKey } from '../login/key-material.js';
 
@@ -58,12 +59,14 @@ function pem(key: string, label: RegExp, expected: string) {
       }
       return `${trimmed}\n`;
     }
-    if (!existsSync(trimmed) || !statSync(trimmed).isFile()) {
-      throw new ConfigError(`${key}: no file at ${trimmed}`, {
+    // Stored absolute: the file is found again from any directory.
+    const path = resolve(trimmed);
+    if (!existsSync(path) || !statSync(path).isFile()) {
+      throw new ConfigError(`${key}: no file at ${path}`, {
         hint: 'give the path of a PEM file, or the PEM text itself (starting with -----BEGIN)',
       });
     }
-    return trimmed;
+    return path;
   };
 }
 

@@ -73,7 +73,9 @@ export class Settings {
         resolved.value = spec.validate(resolved.value);
       } catch (error) {
         if (error instanceof ConfigError) {
-          throw new ConfigError(`${this.describeSource(resolved)}: ${error.message}`, { hint: error.hint });
+          // Validators name the key themselves ("mtls-key: no file at ..."): say where it came from once.
+          const message = error.message.startsWith(`${spec.key}: `) ? error.message.slice(spec.key.length + 2) : error.message;
+          throw new ConfigError(`${this.describeSource(resolved)}: ${message}`, { hint: error.hint });
         }
         throw error;
       }

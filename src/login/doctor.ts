@@ -106,7 +106,17 @@ export async function runChecks(input: DoctorInput): Promise<Check[]> {
   else {
     try {
       const { status, envelope } = await input.probe();
-      if (envelope) add('partner API', 'ok', `${input.baseUrl.value} answered HTTP ${status} with the partner envelope: TLS and routing work`);
+      const secure = input.baseUrl.value.startsWith('https:');
+      const local = /^http:\/\/(127\.\d+\.\d+\.\d+|localhost|\[::1\])(:|\/|$)/.test(input.baseUrl.value);
+      if (envelope) {
+        add(
+          'partner API',
+          secure || local ? 'ok' : 'warn',
+          secure
+            ? `${input.baseUrl.value} answered HTTP ${status} with the partner envelope: TLS and routing work`
+            : `${input.baseUrl.value} answered HTTP ${status} with the partner envelope: routing works, but over plain HTTP (no TLS, no client certificate); the production API takes https only`,
+        );
+      }
       else if (status === 404) add('partner API', 'fail', `${input.baseUrl.value} answered 404: check path-prefix`);
       else add('partner API', 'warn', `${input.baseUrl.value} answered HTTP ${status}, but not with the partner envelope`);
     } catch (error) {

@@ -32,6 +32,8 @@ export interface ServeOptions {
   host: string;
   port: number;
   store: { kind: 'sqlite'; dataDir: string } | { kind: 'memory' };
+  /** Port of the embedded sandbox, when one is started (default 0: a free one). */
+  sandboxPort?: number;
   /** The partner API; undefined starts an embedded sandbox. */
   upstream?: { baseUrl: string; pathPrefix: string; tls: ClientTls } | undefined;
   timeoutMs?: number;
@@ -115,7 +117,7 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
       aadText = aad.toString('hex');
       sandbox = await buildSandbox({ key, aad });
       cleanups.push(() => sandbox!.app.close());
-      await sandbox.app.listen({ host: '127.0.0.1', port: 0 });
+      await sandbox.app.listen({ host: '127.0.0.1', port: options.sandboxPort ?? 0 });
       const url = urlOf(sandbox.app, '127.0.0.1');
       embedded = { url, partnerUrl: `${url}${DEFAULT_PARTNER_PREFIX}`, key: keyText, aad: aadText, generated };
       upstream = { baseUrl: url, pathPrefix: DEFAULT_PARTNER_PREFIX, tls: {} };

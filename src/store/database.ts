@@ -4,7 +4,8 @@
  * code through `PRAGMA user_version`. Each migration runs in a
  * transaction, so a crash never leaves half a schema.
  */
-import { chmodSync, closeSync, existsSync, mkdirSync, openSync } from 'node:fs';
+import { chmodSync, closeSync, existsSync, openSync } from 'node:fs';
+import { ensureDataDir } from './data-dir.js';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { ConfigError } from '../errors.js';
@@ -129,7 +130,7 @@ export function openDatabase(location: { dataDir: string } | 'memory', options: 
   if (location === 'memory') {
     db = new Database(':memory:');
   } else {
-    if (!options.readonly) mkdirSync(location.dataDir, { recursive: true, mode: 0o700 });
+    if (!options.readonly) ensureDataDir(location.dataDir);
     const file = databasePath(location.dataDir);
     try {
       if (!options.readonly) keepPrivate(file);

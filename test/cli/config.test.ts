@@ -16,7 +16,7 @@ describe('miniapp config', () => {
     expect(await sb.run(['config', 'get', 'base-url'])).toMatchObject({ code: 0, stdout: 'https://partner.example.com\n' });
     expect((await sb.run(['config', 'unset', 'base-url'])).code).toBe(0);
     const missing = await sb.run(['config', 'get', 'base-url']);
-    expect(missing.code).toBe(1);
+    expect(missing.code).toBe(2);
     expect(missing.stderr).toContain('base-url is not set in profile "default"');
   });
 
@@ -37,7 +37,7 @@ describe('miniapp config', () => {
 
   it('masks secrets in get and list, and reveals them on request', async () => {
     await sb.run(['config', 'set', 'decrypt-key', KEY_HEX]);
-    const get = await sb.run(['config', 'get', 'decrypt-key']);
+    const get = await sb.run(['config', 'get', 'decrypt-key'], { tty: true });
     expect(get.stdout).toBe('603d...dff4\n');
     expect(get.stderr).toContain('--reveal');
     expect((await sb.run(['config', 'get', 'decrypt-key', '--reveal'])).stdout).toBe(`${KEY_HEX}\n`);
@@ -75,7 +75,7 @@ describe('miniapp config', () => {
     expect((await sb.run(['config', 'get', 'base-url'], { env: { MINIAPP_PROFILE: 'staging' } })).stdout).toBe(
       'https://staging.example\n',
     );
-    expect((await sb.run(['config', 'get', 'base-url', '--profile', 'other'])).code).toBe(1);
+    expect((await sb.run(['config', 'get', 'base-url', '--profile', 'other'])).code).toBe(2);
   });
 
   it('lets the environment beat the file and warns when setting a shadowed key', async () => {
@@ -103,14 +103,14 @@ describe('miniapp config', () => {
       const result = await sb.run(['config', 'set', key, value]);
       expect(result.code, key).toBe(2);
       expect(result.stderr).toContain(message);
-      expect((await sb.run(['config', 'get', key])).code).toBe(1);
+      expect((await sb.run(['config', 'get', key, '--reveal'])).code).toBe(2);
     }
   });
 
   it('accepts PEM text for certificates and keys', async () => {
     const pem = '-----BEGIN PRIVATE KEY-----\nMIIBVQ==\n-----END PRIVATE KEY-----';
     expect((await sb.run(['config', 'set', 'mtls-key', pem])).code).toBe(0);
-    expect((await sb.run(['config', 'get', 'mtls-key'])).stdout).toBe('----...----\n');
+    expect((await sb.run(['config', 'get', 'mtls-key'], { tty: true })).stdout).toBe('----...----\n');
   });
 
   it('reports an invalid profile name and a broken config file', async () => {

@@ -181,7 +181,7 @@ describe('miniapp monitor', () => {
       await waitFor(() => live.stdout.text.includes('search=monitor-probe'), 'the request in monitor logs -f');
       live.interrupt();
       expect(await live.done).toBe(0);
-      expect(plain(live.stdout.text)).toMatch(/INFO\s+http\s+incoming request .*req=.*\/api\/v2\/blog\/posts\?search=monitor-probe/);
+      expect(plain(live.stdout.text)).toMatch(/INFO\s+http\s+GET \/api\/v2\/blog\/posts\?search=monitor-probe 200 [\d.]+ms/);
       const all = await sb.run(['monitor', 'logs', '--json'], { env });
       expect(all.code).toBe(0);
       for (const secret of sandboxSecrets) if (secret) expect(all.stdout).not.toContain(secret);

@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import type { Bind } from '../main.js';
 import type { CommandContext } from '../context.js';
-import { MiniappError } from '../../errors.js';
+import { AuthError, ConfigError, UsageError } from '../../errors.js';
 import { isMaskedValue, SETTINGS, settingSpec } from '../../config/keys.js';
 import { maskSecret } from '../output.js';
 import type { ResolvedSetting } from '../../config/settings.js';
@@ -19,19 +19,31 @@ export function registerConfig(program: Command, bind: Bind): void {
 
   config
     .command('set')
-    .description('validate and store a setting in the profile ("-" as VALUE reads it from stdin)')
+    .description(
+      'validate and store a setting in the profile. "-" as VALUE reads it from stdin, or on a terminal asks for it ' +
+        'without echo (keeps secrets out of shell history). File settings (mtls-cert, mtls-key, mtls-ca, grpc-ca) ' +
+        'are stored as absolute paths, or as the PEM text itself.',
+    )
     .argument('<key>', 'setting name')
-    .argument('<value>', 'value, or "-" to read it from stdin (keeps secrets out of shell history)')
+    .argument('<value>', 'value, or "-" to read it from stdin or the terminal')
     // PEM text starts with "-----BEGIN": a value, not an option.
     .allowUnknownOption()
-    .addHelpText('after', '\nExamples:\n  miniapp config set base-url https://partner.example.com\n  miniapp config set decrypt-key - < key.txt')
+    .addHelpText(
+      'after',
+      '\nExamples:\n  miniapp config set base-url https://partner.example.com\n  miniapp config set decrypt-key -            # asks without echo\n  miniapp config set decrypt-key - < key.txt\n  miniapp config set mtls-key ./pki/client.key  # stored as an absolute path',
+    )
     .action(bind(runSet));
 
   config
     .command('get')
-    .description('print the value in effect for a setting (secrets masked unless --reveal or --json)')
+    .description(
+      'print the value in effect for a setting. On a terminal a secret is masked unless --reveal; into a pipe or a ' +
+        '$(...) a secret needs --reveal (or --json), so that a script never gets a masked value. A setting that is ' +
+        'not set is exit 4 for a credential, else 2.',
+    )
     .argument('<key>', 'setting name')
     .option('--reveal', 'print a secret in full')
+    .addHelpText('after', '\nExamples:\n  miniapp config get base-url\n  KEY=$(miniapp config get decrypt-key --reveal)')
     .action(bind(runGet));
 
   config
@@ -47,23 +59,46 @@ export function registerConfig(program: Command, bind: Bind): void {
     .action(bind(runList));
 
   config.command('path').description('print the path of the config file').action(bind(runPath));
+
+  config
+    .command('profiles')
+    .description('the profiles of the config file, with how many settings each holds; the one in use is marked')
+    .action(bind(runProfiles));
 }
 
 async function runSet(cc: CommandContext, command: Command): Promise<void> {
   const [key, raw] = command.processedArgs as [string, string];
   const spec = settingSpec(key);
   let input = raw;
-  if (raw === '-') {
-    const { readInput } = await import('../input.js');
-    input = await readInput(undefined, cc.io.stdin, { what: `value of ${key}`, limit: 1024 * 1024 });
-  }
+  if (raw === '-') input = await valueFromStdin(cc, key, spec.validate);
   const value = spec.validate(input);
   const store = await cc.settings.store();
   store.setSetting(cc.profile, key, value);
-  cc.out.success(`set ${key} in profile "${cc.profile}"`);
+  if (cc.out.json) cc.out.printJson({ key, profile: cc.profile, stored: true, value: isMaskedValue(spec, value) ? maskSecret(value) : value });
+  else cc.out.success(`set ${key} in profile "${cc.profile}"${value !== input.trim() && !value.startsWith('-----BEGIN') ? ` (${value})` : ''}`);
   if (cc.settings.fromEnv(spec) !== undefined) {
     cc.out.warn(`${spec.env} is set in this environment and overrides the stored value`);
   }
+}
+
+/** "-": piped stdin, or on a terminal a prompt without echo. */
+async function valueFromStdin(cc: CommandContext, key: string, validate: (value: string) => string): Promise<string> {
+  if (cc.io.stdin.isTTY) {
+    const { canPrompt, promptSecret } = await import('../prompt.js');
+    if (!canPrompt(cc)) {
+      throw new UsageError(`no value for ${key} on stdin: pipe it (\`miniapp config set ${key} - < file\`) or give it as the argument`);
+    }
+    return promptSecret(cc, `${key}:`, (value) => {
+      try {
+        validate(value);
+        return true;
+      } catch (error) {
+        return error instanceof ConfigError ? error.message : String(error);
+      }
+    });
+  }
+  const { readInput } = await import('../input.js');
+  return readInput(undefined, cc.io.stdin, { what: `value of ${key}`, limit: 1024 * 1024 });
 }
 
 function shown(resolved: ResolvedSetting, reveal: boolean): string | undefined {
@@ -82,15 +117,22 @@ async function runGet(cc: CommandContext, command: Command): Promise<void> {
   const reveal = Boolean(command.opts<{ reveal?: boolean }>().reveal);
   const resolved = await cc.settings.get(key);
   if (resolved.value === undefined) {
-    throw new MiniappError(`${key} is not set in profile "${cc.profile}"`, {
-      hint: `set it with \`miniapp config set ${key} VALUE\` or ${resolved.spec.env}`,
-    });
+    // The one rule for a missing setting: a credential is exit 4, anything else 2.
+    const message = `${key} is not set in profile "${cc.profile}"`;
+    const hint = `set it with \`miniapp config set ${key} VALUE${cc.profile === 'default' ? '' : ` --profile ${cc.profile}`}\` or ${resolved.spec.env}`;
+    throw resolved.spec.credential ? new AuthError(message, { code: 'NO_CREDENTIALS', hint }) : new ConfigError(message, { hint });
   }
   if (cc.out.json) {
     cc.out.printJson({ key, value: resolved.value, source: resolved.source, profile: cc.profile });
     return;
   }
   const value = shown(resolved, reveal)!;
+  if (value !== resolved.value && !cc.out.isTTY) {
+    // A masked string in $(...) would be a wrong value that looks right.
+    throw new UsageError(`${key} is a secret: into a pipe it is printed only with --reveal (or --json)`, {
+      hint: `KEY=$(miniapp config get ${key} --reveal)`,
+    });
+  }
   cc.out.line(value);
   if (value !== resolved.value) cc.out.info(cc.out.errColor.dim('(masked; add --reveal to print it)'));
 }
@@ -99,7 +141,9 @@ async function runUnset(cc: CommandContext, command: Command): Promise<void> {
   const [key] = command.processedArgs as [string];
   const spec = settingSpec(key);
   const store = await cc.settings.store();
-  if (store.unsetSetting(cc.profile, key)) cc.out.success(`removed ${key} from profile "${cc.profile}"`);
+  const removed = store.unsetSetting(cc.profile, key);
+  if (cc.out.json) cc.out.printJson({ key, profile: cc.profile, removed });
+  else if (removed) cc.out.success(`removed ${key} from profile "${cc.profile}"`);
   else cc.out.info(`${key} was not set in profile "${cc.profile}"`);
   if (cc.settings.fromEnv(spec) !== undefined) cc.out.warn(`${spec.env} is still set in this environment`);
 }
@@ -125,5 +169,23 @@ async function runList(cc: CommandContext, command: Command): Promise<void> {
 }
 
 async function runPath(cc: CommandContext): Promise<void> {
-  cc.out.line(configFilePath(cc.settings.configDir));
+  const path = configFilePath(cc.settings.configDir);
+  if (cc.out.json) cc.out.printJson({ path, profile: cc.profile });
+  else cc.out.line(path);
+}
+
+async function runProfiles(cc: CommandContext): Promise<void> {
+  const store = await cc.settings.store();
+  const names = store.profileNames();
+  if (!names.includes(cc.profile)) names.push(cc.profile);
+  const rows = names.sort().map((name) => ({ name, settings: Object.keys(store.settings(name)).length, active: name === cc.profile }));
+  cc.out.table(
+    rows,
+    [
+      { header: 'profile', value: (r) => `${r.name}${r.active && cc.out.isTTY ? ' *' : ''}` },
+      { header: 'settings', value: (r) => r.settings },
+      { header: 'in use', value: (r) => (r.active ? 'yes' : '') },
+    ],
+    rows,
+  );
 }

@@ -51,6 +51,11 @@ async function runDecrypt(cc: CommandContext, command: Command): Promise<void> {
       return;
     } catch (error) {
       if (!(error instanceof FieldDecryptionError)) throw error;
+      // Input that cannot be a sealed field is bad input, not a key problem.
+      if (error.reason === 'not-base64') throw new UsageError('--value is not Base64: an encrypted field is Base64 of IV (12 bytes) + ciphertext + tag (16 bytes)');
+      if (error.reason === 'too-short') {
+        throw new UsageError('--value is too short to be an encrypted field: it must decode to at least 28 bytes (IV 12 + ciphertext + tag 16)');
+      }
       throw decryptionError(
         { user: {}, decrypted: [], failed: [{ field: '--value', reason: error.reason }] },
         { '--value': options.value },

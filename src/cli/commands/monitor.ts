@@ -169,10 +169,6 @@ function levelOf(entry: LogEntry): Level {
   return (entry.level.replace('LOG_LEVEL_', '').toLowerCase() as Level) || 'info';
 }
 
-function fieldText(value: unknown): string {
-  if (typeof value === 'string') return /[\s"=]/.test(value) || value === '' ? JSON.stringify(value) : value;
-  return JSON.stringify(value);
-}
 
 async function runLogs(cc: CommandContext, command: Command): Promise<void> {
   const flags = command.opts<ConnectionFlags & { level: string; component: string[]; tail?: string; follow?: boolean }>();
@@ -180,8 +176,8 @@ async function runLogs(cc: CommandContext, command: Command): Promise<void> {
   if (!LEVELS.includes(level)) throw new UsageError(`--level must be one of ${LEVELS.join(', ')}; got "${flags.level}"`);
   const tail = count(flags.tail, '--tail', 0) ?? 1000;
   const client = await connect(cc, flags);
-  const c = cc.out.color;
-  const paint: Record<Level, (text: string) => string> = { trace: c.dim, debug: c.dim, info: c.green, warn: c.yellow, error: c.red, fatal: c.red.bold };
+  const { LogFormatter } = await import('../log-format.js');
+  const formatter = new LogFormatter({ color: cc.out.color, fullTime: true });
   await untilStopped(cc, client, (signal) =>
     client.logs(
       { min_level: LEVEL_ENUM[level], components: flags.component, tail, follow: Boolean(flags.follow) },
@@ -191,11 +187,16 @@ async function runLogs(cc: CommandContext, command: Command): Promise<void> {
           cc.out.line(JSON.stringify({ sequence: Number(entry.sequence), time: iso(entry.time), level: levelOf(entry), component: entry.component, message: entry.message, fields }));
           return;
         }
-        const extra = Object.entries(fields)
-          .map(([key, value]) => `${c.dim(`${key}=`)}${fieldText(value)}`)
-          .join(' ');
-        const name = levelOf(entry);
-        cc.out.line(`${c.dim(iso(entry.time))} ${paint[name](name.toUpperCase().padEnd(5))} ${c.cyan(entry.component.padEnd(8))} ${entry.message}${extra ? ` ${extra}` : ''}`);
+        const text = formatter.format({
+          sequence: Number(entry.sequence),
+          time: new Date(iso(entry.time) || Date.now()),
+          level: 0,
+          levelName: levelOf(entry),
+          component: entry.component,
+          message: entry.message,
+          fields,
+        });
+        if (text !== undefined) cc.out.line(text);
       },
       signal,
     ),

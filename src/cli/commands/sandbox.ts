@@ -173,15 +173,17 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
     cc.out.line(JSON.stringify(info));
   } else {
     const c = cc.out.color;
+    // The lines configure the profile this sandbox was started for.
+    const profileFlag = cc.profile === 'default' ? '' : ` --profile ${cc.profile}`;
     const lines = [
       `miniapp sandbox listening on ${c.bold(url)}`,
       `  partner API  ${info.partnerUrl}${tls ? ' (mutual TLS)' : ''}`,
       `  graph API    ${info.graphUrl} (token: ${info.graphToken})`,
       '',
       generated ? c.yellow('Generated a decryption key and AAD for this run; to use them:') : 'To point miniapp at it:',
-      `  miniapp config set base-url ${url}`,
-      ...(generated ? [`  miniapp config set decrypt-key ${info.key}`, `  miniapp config set decrypt-aad ${info.aad}`] : []),
-      `Get a code:  miniapp sandbox login --user-key 1001 --url ${url}`,
+      `  miniapp${profileFlag} config set base-url ${url}`,
+      ...(generated ? [`  miniapp${profileFlag} config set decrypt-key ${info.key}`, `  miniapp${profileFlag} config set decrypt-aad ${info.aad}`] : []),
+      `Get a code:  miniapp${profileFlag} sandbox login --user-key 1001 --url ${url}`,
       'Stop with Ctrl-C.',
     ];
     cc.out.line(lines.join('\n'));
@@ -199,7 +201,7 @@ async function adminCall(cc: CommandContext, command: Command, path: string, bod
   } catch {
     throw new UsageError(`--url must be an absolute URL; got "${base}"`);
   }
-  const [{ request }, { partnerAgent }, { transportError }, { readFailure }] = await Promise.all([
+  const [{ request }, { partnerAgent }, { transportError, explainTlsFailure }, { readFailure }] = await Promise.all([
     import('undici'),
     import('../../login/partner-client.js'),
     import('../../transport-error.js'),
@@ -230,7 +232,10 @@ async function adminCall(cc: CommandContext, command: Command, path: string, bod
     }
     return parsed as Record<string, unknown>;
   } catch (error) {
-    throw transportError(error, { service: 'the sandbox', url: base, timeoutMs: 10_000, clientCertificate: Boolean(tls.cert) });
+    if (error instanceof MiniappError) throw error;
+    // A TLS 1.3 server that refuses the client only closes the socket: find out why, as doctor does.
+    const explained = await explainTlsFailure(error, `${base}/__sandbox${path}`, tls, 10_000);
+    throw transportError(explained ?? error, { service: 'the sandbox', url: base, timeoutMs: 10_000, clientCertificate: Boolean(tls.cert) });
   } finally {
     await agent.close();
   }

@@ -15,6 +15,8 @@ interface ServeFlags {
   store: string;
   callbackAuth?: string;
   logLevel: string;
+  logFormat?: string;
+  sandboxPort?: string;
   timeout: string;
   grpc: boolean;
   grpcHost: string;
@@ -50,6 +52,8 @@ export function registerServe(program: Command, bind: Bind): void {
     .option('--store <kind>', 'sqlite (in the data dir) or memory', 'sqlite')
     .option('--callback-auth <id:password>', 'Basic-Auth credentials the unlink callback must carry')
     .option('--log-level <level>', `log level: ${LOG_LEVELS.join(', ')}`, 'info')
+    .addOption(new Option('--log-format <format>', 'pretty (one line per request) or json (default: pretty on a terminal, json otherwise)').choices(['pretty', 'json']))
+    .option('--sandbox-port <port>', 'port of the embedded sandbox, when no upstream is configured (default: a free one)')
     .option('--timeout <duration>', 'time-out of each call to the partner API', '10s')
     .option('--grpc-host <host>', 'address of the gRPC user service', '127.0.0.1')
     .option('--grpc-port <port>', 'port of the gRPC user service (0 picks a free one)', '50051')
@@ -118,6 +122,11 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
   if (baseUrl) upstream = { baseUrl, pathPrefix: (await cc.settings.get('path-prefix')).value!, tls: await partnerTls(cc) };
   const directory = flags.dataDir ?? dataDir(cc.env, cc.homedir);
   const grpcPort = parsePort(flags.grpcPort, '--grpc-port');
+  const sandboxPort = flags.sandboxPort === undefined ? undefined : parsePort(flags.sandboxPort, '--sandbox-port');
+  const pretty = (flags.logFormat ?? (cc.io.stderr.isTTY ? 'pretty' : 'json')) === 'pretty';
+  const { gatedSink, prettyLogSink } = await import('../log-format.js');
+  // The banner first, then the log (Fastify logs "Server listening" while starting).
+  const logSink = gatedSink(pretty ? prettyLogSink(cc.io.stderr, cc.out.errColor) : cc.io.stderr);
   const hashCost = /^\d+$/.test(flags.passwordHashCost) ? Number(flags.passwordHashCost) : NaN;
   if (!(hashCost >= 10 && hashCost <= 20)) throw new UsageError(`--password-hash-cost must be a whole number from 10 to 20; got "${flags.passwordHashCost}"`);
   if (Boolean(flags.grpcTlsCert) !== Boolean(flags.grpcTlsKey)) throw new UsageError('--grpc-tls-cert and --grpc-tls-key go together');
@@ -145,7 +154,8 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
       decrypt: { key: (await cc.settings.get('decrypt-key')).value, aad: (await cc.settings.get('decrypt-aad')).value },
       corsOrigin: flags.corsOrigin?.replace(/\/$/, ''),
       callbackAuth: flags.callbackAuth,
-      logger: flags.logLevel === 'silent' ? false : { level: flags.logLevel, stream: cc.io.stderr },
+      logger: flags.logLevel === 'silent' ? false : { level: flags.logLevel, stream: logSink },
+      sandboxPort,
       version: cc.version,
       now: cc.now,
       grpc: flags.grpc ? { host: flags.grpcHost, port: grpcPort, tls: grpcTls } : false,
@@ -156,8 +166,13 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
       metricsPrefix: flags.metricsPrefix,
     });
   } catch (error) {
+    logSink.open();
     const code = (error as NodeJS.ErrnoException).code;
     const message = (error as Error).message ?? '';
+    const taken = (error as { port?: number }).port;
+    if (code === 'EADDRINUSE' && sandboxPort !== undefined && taken === sandboxPort) {
+      throw new MiniappError(`port ${sandboxPort} for the embedded sandbox is already in use`, { hint: 'pick another with --sandbox-port (0 picks a free one)' });
+    }
     if (/No address added out of total|EADDRINUSE.*50051|bind/i.test(message) && flags.grpc) {
       throw new MiniappError(`cannot listen for gRPC on ${flags.grpcHost}:${grpcPort}: ${message}`, { hint: 'pick another with --grpc-port (0 picks a free one), or --no-grpc' });
     }
@@ -231,6 +246,7 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
     lines.push('Stop with Ctrl-C.');
     cc.out.line(lines.join('\n'));
   }
+  logSink.open();
   const signal = await cc.waitForShutdown();
   cc.out.info(`${signal}: finishing requests in flight, then stopping`);
   await running.close();
