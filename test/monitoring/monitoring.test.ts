@@ -176,7 +176,7 @@ describe('miniapp monitor', () => {
     try {
       const env = { MINIAPP_GRPC_ADDR: running.grpc!.address, MINIAPP_GRPC_TOKEN: running.adminToken };
       const live = runLive(sb, ['monitor', 'logs', '-f', '--tail', '0'], env);
-      await new Promise((resolve) => setTimeout(resolve, 200));
+      await waitFor(() => running.logs.subscribers() > 0, 'monitor logs -f to follow the log');
       await http('GET', '/api/v2/blog/posts?search=monitor-probe');
       await waitFor(() => live.stdout.text.includes('search=monitor-probe'), 'the request in monitor logs -f');
       live.interrupt();
