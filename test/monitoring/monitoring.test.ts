@@ -128,7 +128,7 @@ describe('StreamLogs', () => {
     const seen: any[] = [];
     call.on('data', (entry: any) => seen.push(entry));
     call.on('error', () => undefined);
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    await waitFor(() => running.logs.subscribers() > 0, 'the follower to subscribe');
     await http('GET', '/health?probe=follow');
     await waitFor(() => seen.some((entry) => JSON.parse(entry.fields_json).req?.url === '/health?probe=follow'), 'the request in the followed log');
     call.cancel();
