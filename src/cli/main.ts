@@ -94,7 +94,37 @@ export const GROUPS: readonly Group[] = [
     summary: 'read and write settings of a profile',
     load: async () => (await import('./commands/config.js')).registerConfig,
   },
+  {
+    name: 'completion',
+    summary: 'print the shell completion script (bash, zsh, fish)',
+    load: async () => registerCompletion,
+  },
 ];
+
+function registerCompletion(program: Command, bind: Bind): void {
+  program
+    .command('completion')
+    .description(
+      'Print the completion script for your shell. It completes commands, subcommands, flags, the values of ' +
+        'enumerated flags (--format, --referrer, --types, ...) and profile names, from the CLI itself.',
+    )
+    .argument('<shell>', 'bash, zsh or fish')
+    .addHelpText(
+      'after',
+      '\nInstall:\n' +
+        '  bash  miniapp completion bash > ~/.local/share/bash-completion/completions/miniapp\n' +
+        '  zsh   miniapp completion zsh > "${fpath[1]}/_miniapp"   (then restart zsh)\n' +
+        '  fish  miniapp completion fish > ~/.config/fish/completions/miniapp.fish',
+    )
+    .action(
+      bind(async (cc, command) => {
+        const { SHELLS, completionScript } = await import('./completion.js');
+        const [shell] = command.processedArgs as [string];
+        if (!(SHELLS as readonly string[]).includes(shell)) throw new UsageError(`unknown shell "${shell}": choose ${SHELLS.join(', ')}`);
+        cc.out.write(completionScript(shell as (typeof SHELLS)[number]));
+      }),
+    );
+}
 
 interface GlobalOptions {
   profile: string;
@@ -200,6 +230,7 @@ export async function buildProgram(
   ctx: Context,
   argv: readonly string[],
   onCommand: (cc: CommandContext, command: Command) => void,
+  options: { allGroups?: boolean } = {},
 ): Promise<Command> {
   const stderrColor = resolveColorLevel({
     noColorFlag: argv.includes('--no-color'),
@@ -249,7 +280,7 @@ export async function buildProgram(
 
   const wanted = groupNameOf(argv);
   for (const group of GROUPS) {
-    if (group.name === wanted) {
+    if (group.name === wanted || options.allGroups) {
       (await group.load())(program, bind);
       program.commands.find((command) => command.name() === group.name)?.summary(group.summary);
     } else {
@@ -298,8 +329,35 @@ async function warnUnknownProfile(cc: CommandContext, command: Command): Promise
   );
 }
 
+/**
+ * `miniapp __complete WORDS...`, for the completion scripts: the candidates
+ * of the last word, one `value<TAB>description` a line. Never fails loudly:
+ * a completion that cannot be computed offers nothing.
+ */
+async function runComplete(words: readonly string[], ctx: Context): Promise<Code> {
+  try {
+    const program = await buildProgram(ctx, [], () => undefined, { allGroups: true });
+    const { complete } = await import('./completion.js');
+    const candidates = await complete(program, words.length ? words : [''], {
+      profiles: async () => {
+        const [{ ConfigStore }, { configDir }] = await Promise.all([import('../config/store.js'), import('../config/paths.js')]);
+        return new ConfigStore(configDir(ctx.env, ctx.homedir)).profileNames();
+      },
+      metrics: async () => {
+        const catalogue = await import('../insights/metrics.js');
+        return [...new Set([...catalogue.POST_METRICS, ...catalogue.STORY_METRICS, ...catalogue.REEL_METRICS, ...catalogue.ACCOUNT_METRICS])].sort();
+      },
+    });
+    for (const candidate of candidates) ctx.io.stdout.write(`${candidate.value}\t${candidate.description.replace(/\s+/g, ' ')}\n`);
+  } catch {
+    // nothing to offer
+  }
+  return ExitCode.ok;
+}
+
 /** Runs the CLI with `argv` (without node and script) and returns the exit code. */
 export async function runCli(argv: readonly string[], ctx: Context): Promise<Code> {
+  if (argv[0] === '__complete') return runComplete(argv.slice(1), ctx);
   let active: { cc: CommandContext; command: Command } | undefined;
   let program: MiniappCommand | undefined;
   const args = rewriteHelp(argv);
