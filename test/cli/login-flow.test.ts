@@ -140,6 +140,16 @@ describe('login flow against the sandbox', () => {
     expect(body.name).not.toBe(personFor(11).name);
   });
 
+  it('writes with --raw alone the JSON that decrypt reads back (me --raw > response.json; decrypt response.json)', async () => {
+    await run(['token', 'exchange', '--code', await codeFor(13), '--referrer', 'sandbox']);
+    const raw = await run(['me', '--raw'], { MINIAPP_DECRYPT_KEY: '' });
+    expect(raw.code, raw.stderr).toBe(0);
+    expect(JSON.parse(raw.stdout).userKey).toBe(13);
+    const decrypted = await cli.run(['decrypt', '--json'], { env: sandbox.env, stdin: raw.stdout });
+    expect(decrypted.code, decrypted.stderr).toBe(0);
+    expect(JSON.parse(decrypted.stdout).name).toBe(personFor(13).name);
+  });
+
   it('exits 3 naming the fields when the profile has the wrong AAD', async () => {
     await run(['token', 'exchange', '--code', await codeFor(12), '--referrer', 'sandbox']);
     const result = await run(['me'], { MINIAPP_DECRYPT_AAD: 'ffff' });

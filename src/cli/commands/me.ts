@@ -12,9 +12,9 @@ export function registerMe(program: Command, bind: Bind): void {
         'with the profile\'s key and AAD. An expired access token is refreshed once with the stored refresh token, ' +
         'and the new pair is stored.',
     )
-    .option('--raw', 'print the encrypted payload as the API sent it')
+    .option('--raw', 'print the encrypted payload as the API sent it, as JSON (what `miniapp decrypt` reads)')
     .addOption(timeoutOption())
-    .addHelpText('after', '\nExamples:\n  miniapp me\n  miniapp me --json | jq -r .name\n  MINIAPP_ACCESS_TOKEN=... miniapp me --raw')
+    .addHelpText('after', '\nExamples:\n  miniapp me\n  miniapp me --json | jq -r .name\n  miniapp me --raw > response.json && miniapp decrypt response.json')
     .action(bind(runMe));
 }
 
@@ -33,7 +33,8 @@ async function runMe(cc: CommandContext, command: Command): Promise<void> {
   }
   if (result.refreshed) cc.out.info('the access token had expired: refreshed it and stored the new pair');
   if (!material) {
-    printUserInfo(cc.out, result.info);
+    // Raw is data for another program (decrypt, a bug report): JSON whatever the terminal.
+    cc.out.printJson(result.info);
     return;
   }
   const { decryptUserInfo, decryptionError } = await import('../../login/user-info.js');
