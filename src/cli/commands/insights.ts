@@ -451,7 +451,8 @@ async function runMedia(cc: CommandContext, command: Command): Promise<void> {
     ...fields.map((field) => ({
       header: field,
       value: (row: Row) => row.fields[field],
-      ...(field === 'caption' ? { maxWidth: 40 } : field === 'permalink' ? { maxWidth: 48 } : {}),
+      // On a narrow terminal captions give way first, then links; IDs, types and numbers stay whole.
+      ...(field === 'caption' ? { shrink: 2 } : field === 'permalink' || field === 'media_url' || field === 'thumbnail_url' ? { shrink: 1 } : {}),
     })),
     ...metrics.map((metric) => ({ header: metric, value: (row: Row) => row.metrics[metric] })),
   ];

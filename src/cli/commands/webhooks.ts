@@ -60,11 +60,12 @@ async function runList(cc: CommandContext, command: Command): Promise<void> {
     cc.out.table(deliveries, [
       { header: 'id', value: (d) => d.id },
       { header: 'event', value: (d) => d.event },
-      { header: 'url', value: (d) => d.url, maxWidth: 48 },
+      // On a narrow terminal the URL gives way first, then the last error; IDs, states and times stay whole longest.
+      { header: 'url', value: (d) => d.url, shrink: 2 },
       { header: 'state', value: (d) => d.state },
       { header: 'attempts', value: (d) => d.attemptCount },
       { header: 'next attempt', value: (d) => d.nextAttemptAt ?? '' },
-      { header: 'last result', value: (d) => lastResult(d.attempts.at(-1)), maxWidth: 40 },
+      { header: 'last result', value: (d) => lastResult(d.attempts.at(-1)), shrink: 1 },
       { header: 'created', value: (d) => d.createdAt },
     ]);
   } finally {
