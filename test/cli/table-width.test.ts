@@ -10,6 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Sandbox, plain } from '../helpers/cli.js';
 import { textWidth } from '../../src/cli/text-width.js';
+import { relativeTime } from '../../src/duration.js';
 import { openDatabase } from '../../src/store/database.js';
 import { POST_CREATED, WebhookDispatcher } from '../../src/blog/webhooks.js';
 import { SANDBOX_GRAPH_TOKENS, MAIN_ACCOUNT_ID } from '../../src/sandbox/graph/data.js';
@@ -98,7 +99,9 @@ describe('webhooks list on a terminal', () => {
     if (width === 160) {
       // Only the URL had to give way.
       expect(lastResult).toBe(LONG_ERROR);
-      expect(rows[0]![7]).toBe(T0.toISOString());
+      // On a terminal times read relative to now (the CLI's clock is T0).
+      expect(rows.map((r) => r[7])).toEqual(['just now', 'just now', 'in 1s']);
+      expect(rows.map((r) => r[5])).toEqual(['', 'in 1m', 'in 1m 1s']);
     } else {
       expect(lastResult.endsWith('…')).toBe(true);
     }
@@ -159,5 +162,25 @@ describe('wide characters', () => {
     const caption = bodyCells(result.stdout).find((r) => r[0] === 'caption')![1]!;
     expect(caption === surf.fields.caption).toBe(whole);
     if (!whole) expect(caption.endsWith('…')).toBe(true);
+  });
+});
+
+describe('times on a terminal', () => {
+  it('read relative to now within a day, as a date beyond', () => {
+    const now = new Date('2026-11-21T12:00:00.000Z');
+    expect(relativeTime('2026-11-21T11:57:30.000Z', now)).toBe('2m 30s ago');
+    expect(relativeTime('2026-11-21T12:05:00.000Z', now)).toBe('in 5m');
+    expect(relativeTime('2026-11-21T11:59:59.500Z', now)).toBe('just now');
+    expect(relativeTime('2026-11-19T08:00:00.000Z', now)).toBe('2026-11-19');
+  });
+
+  it('say "due now" for an overdue next attempt in webhooks list', async () => {
+    await fillOutbox();
+    const result = await sb.run(['webhooks', 'list', '--data-dir', dir, '--no-color'], { tty: true, columns: 160, now: new Date(T0.getTime() + 5 * 60_000) });
+    expect(bodyCells(result.stdout).map((r) => [r[5], r[7]])).toEqual([
+      ['', '5m ago'],
+      ['due now', '5m ago'],
+      ['due now', '4m 59s ago'],
+    ]);
   });
 });

@@ -9,6 +9,7 @@ import type { Bind } from '../main.js';
 import type { CommandContext } from '../context.js';
 import { MiniappError, UsageError } from '../../errors.js';
 import { wholeNumber } from '../flags.js';
+import { relativeTime } from '../../duration.js';
 import type { Column } from '../output.js';
 import type { Delivery, DeliveryState, Outcome, WebhookOutbox } from '../../blog/webhooks.js';
 
@@ -125,17 +126,26 @@ function lastResult(attempt: { statusCode: number | null; error: string | null }
   return attempt.error ?? 'no answer';
 }
 
-const LIST_COLUMNS: readonly Column<Delivery>[] = [
-  { header: 'id', value: (d) => d.id },
-  { header: 'event', value: (d) => d.event },
-  // On a narrow terminal the URL gives way first, then the last error; IDs, states and times stay whole longest.
-  { header: 'url', value: (d) => d.url, shrink: 2 },
-  { header: 'state', value: (d) => d.state },
-  { header: 'attempts', value: (d) => d.attemptCount },
-  { header: 'next attempt', value: (d) => d.nextAttemptAt ?? '' },
-  { header: 'last result', value: (d) => lastResult(d.attempts.at(-1)), shrink: 1 },
-  { header: 'created', value: (d) => d.createdAt },
-];
+/** The columns of `list`; on a terminal times are relative (`in 4m`, `3m ago`), as gh shows them, and narrower. */
+function listColumns(cc: CommandContext): Column<Delivery>[] {
+  const now = cc.now();
+  const time = (at: string | null, due: boolean) => {
+    if (at === null || !cc.out.human) return at ?? '';
+    return due && Date.parse(at) <= now.getTime() ? 'due now' : relativeTime(at, now);
+  };
+  return [
+    { header: 'id', value: (d) => d.id },
+    { header: 'event', value: (d) => d.event },
+    // On a narrow terminal the URL gives way first, then the last error, then the rest; the ID and the state last.
+    { header: 'url', value: (d) => d.url, shrink: 2 },
+    // A state cut to "deliver…" says nothing.
+    { header: 'state', value: (d) => d.state, shrink: -1 },
+    { header: 'attempts', value: (d) => d.attemptCount },
+    { header: 'next attempt', value: (d) => time(d.nextAttemptAt, true) },
+    { header: 'last result', value: (d) => lastResult(d.attempts.at(-1)), shrink: 1 },
+    { header: 'created', value: (d) => time(d.createdAt, false) },
+  ];
+}
 
 /** What cancel and resend print when piped: one line per delivery they touched. */
 const SHORT_COLUMNS: readonly Column<Delivery>[] = [
@@ -160,7 +170,7 @@ async function runList(cc: CommandContext, command: Command): Promise<void> {
   try {
     const filter = { state: flags.state as DeliveryState | undefined, url };
     const deliveries = opened.outbox.list({ ...filter, limit: flags.limit });
-    cc.out.table(deliveries, LIST_COLUMNS);
+    cc.out.table(deliveries, listColumns(cc));
     if (cc.out.human && flags.limit !== undefined && deliveries.length === flags.limit) {
       const all = opened.outbox.count(filter);
       if (all > deliveries.length) cc.out.info(cc.out.errColor.dim(`the ${deliveries.length} most recent of ${all}; a larger --limit shows more`));
