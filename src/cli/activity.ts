@@ -76,8 +76,10 @@ export class Activity {
       return;
     }
     const end = Date.now() + ms;
+    // A wait of seconds counts down in whole seconds to the end ("in 1s", not "in 956ms").
+    const left = () => Math.max(0, end - Date.now());
     const show = () => {
-      const note = `${label} in ${formatDuration(Math.max(0, end - Date.now()))}`;
+      const note = `${label} in ${formatDuration(ms >= 1000 ? Math.ceil(left() / 1000) * 1000 : left())}`;
       if (this.#progress) this.#progress.update({ ...this.#state, note }, true);
       else this.#spinner.text(note);
     };
