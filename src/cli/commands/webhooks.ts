@@ -23,6 +23,7 @@ export function registerWebhooks(program: Command, bind: Bind): void {
     .description('the post.created webhook deliveries of `miniapp serve`: list, resend, cancel; and signature checks for receivers');
   webhooks
     .command('list')
+    .summary('list webhook deliveries with their state, attempts and last result')
     .description(
       'list webhook deliveries, oldest first: state (pending, delivered, failed, cancelled, held), attempts, when the ' +
         'next one is due, and the last status or error. --json prints each delivery in full, with its body and every attempt.',
@@ -35,6 +36,7 @@ export function registerWebhooks(program: Command, bind: Bind): void {
     .action(bind(runList));
   webhooks
     .command('resend')
+    .summary('queue deliveries again: same body, same X-Webhook-Delivery, fresh attempts')
     .description(
       'Queue deliveries again as new pending ones, due now, with a fresh set of attempts: the same body, signed the same ' +
         'way, and the same X-Webhook-Delivery id, so a receiver that de-duplicates on it never processes a body twice. ' +
@@ -55,6 +57,7 @@ export function registerWebhooks(program: Command, bind: Bind): void {
     .action(bind(runResend));
   webhooks
     .command('cancel')
+    .summary('stop further attempts at pending or held deliveries')
     .description('Cancel pending or held deliveries: serve makes no further attempt at them. Cancelling a cancelled one is not an error.')
     .argument('[ids...]', 'delivery IDs (from `miniapp webhooks list`)')
     .option('--url <url>', 'instead of IDs: every pending or held delivery to this URL')
@@ -63,6 +66,7 @@ export function registerWebhooks(program: Command, bind: Bind): void {
     .action(bind(runCancel));
   webhooks
     .command('verify')
+    .summary('check an X-Webhook-Signature against the body a receiver got')
     .description(
       'Check an X-Webhook-Signature against the body a receiver got, byte for byte (FILE, or stdin). ' +
         'Exits 0 when it matches, 1 when it does not. The secret comes from --secret, else MINIAPP_WEBHOOK_SECRET ' +
