@@ -27,3 +27,16 @@ export function formatDuration(ms: number): string {
   }
   return out.slice(0, 2).join(' ');
 }
+
+/**
+ * `at` as a person reads it next to `now`, for a table on a terminal: `12s ago`, `in 4m 30s`, `due now`, or the
+ * date alone when it is more than a day away. Tables that are piped or --json keep the exact ISO time.
+ */
+export function relativeTime(at: string | Date, now: Date): string {
+  const ms = new Date(at).getTime() - now.getTime();
+  if (Number.isNaN(ms)) return String(at);
+  if (Math.abs(ms) >= 86_400_000) return new Date(at).toISOString().slice(0, 10);
+  if (ms > 0) return `in ${formatDuration(Math.ceil(ms / 1000) * 1000)}`;
+  if (ms > -1000) return 'just now';
+  return `${formatDuration(Math.floor(-ms / 1000) * 1000)} ago`;
+}

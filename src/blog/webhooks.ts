@@ -10,6 +10,15 @@
  * delivery failed. The schedule lives in the database, so a restart resumes
  * it where it was: what is overdue goes out at once, the rest on time.
  *
+ * A dispatcher told which URLs serve sends to holds the pending deliveries
+ * to any other URL (state `held`, not attempted) instead of retrying them
+ * for ever, and resumes them when serve has their URL again. An operator
+ * cancels pending or held deliveries, and resends any finished one as a new
+ * delivery with the same body and the same X-Webhook-Delivery id (see
+ * `resend`). All of it is plain SQL on the shared database, safe while
+ * serve runs: a cancelled delivery is never claimed, and an attempt already
+ * in flight when it was cancelled is recorded without undoing the cancel.
+ *
  * Domain module: it never prints and never reads process.env.
  */
 import { createHmac, timingSafeEqual } from 'node:crypto';
@@ -98,8 +107,16 @@ export function checkWebhookUrl(text: string): string {
 // ---------------------------------------------------------------------------
 // The outbox
 
-export type DeliveryState = 'pending' | 'delivered' | 'failed';
-export const DELIVERY_STATES: readonly DeliveryState[] = ['pending', 'delivered', 'failed'];
+/**
+ * pending: due now or at nextAttemptAt. delivered: a 2xx came back. failed: no attempts left.
+ * cancelled: an operator stopped it. held: serve no longer sends to its URL; resumed when it does again.
+ */
+export type DeliveryState = 'pending' | 'delivered' | 'failed' | 'cancelled' | 'held';
+export const DELIVERY_STATES: readonly DeliveryState[] = ['pending', 'delivered', 'failed', 'cancelled', 'held'];
+/** States a delivery can be cancelled from: it has not been finished. */
+export const CANCELLABLE: readonly DeliveryState[] = ['pending', 'held'];
+/** States a delivery can be resent from: nothing will send it otherwise (a held one waits for its URL). */
+export const RESENDABLE: readonly DeliveryState[] = ['delivered', 'failed', 'cancelled', 'held'];
 
 export interface DeliveryAttempt {
   /** When the request was started (ISO 8601). */
@@ -119,12 +136,19 @@ export interface Delivery {
   state: DeliveryState;
   /** How many attempts were made; equals `attempts.length`. */
   attemptCount: number;
-  /** When the next attempt is due (ISO 8601); null once delivered or failed. */
+  /** When the next attempt is due (ISO 8601); null unless pending. */
   nextAttemptAt: string | null;
   createdAt: string;
   updatedAt: string;
+  /** For a resend, the delivery it repeats (the first of the line), whose id it sends as X-Webhook-Delivery; else null. */
+  originalId: number | null;
   /** Oldest first. */
   attempts: DeliveryAttempt[];
+}
+
+/** The X-Webhook-Delivery of a delivery: the same for every attempt and every resend of it. */
+export function deliveryKey(delivery: Pick<Delivery, 'id'> & { originalId?: number | null | undefined }): number {
+  return delivery.originalId ?? delivery.id;
 }
 
 /** The spec's webhook payload: event, timestamp (ISO 8601) and data (a PostSchema for post.created). */
@@ -144,6 +168,8 @@ interface DeliveryRow {
   next_attempt_at: string | null;
   created_at: string;
   updated_at: string;
+  /** Absent in a database of schema 4 opened read-only (`webhooks list` before serve has migrated it). */
+  original_id?: number | null;
 }
 
 interface AttemptRow {
@@ -155,6 +181,21 @@ interface AttemptRow {
 
 export interface ListFilter {
   state?: DeliveryState | undefined;
+  url?: string | undefined;
+  /** Only the most recent N (still listed oldest first). */
+  limit?: number | undefined;
+}
+
+/** Why a delivery was left as it was by `cancel` or `resend`. */
+export interface Refusal {
+  id: number;
+  reason: string;
+}
+
+export interface Outcome {
+  /** The deliveries cancelled, or the new deliveries queued by a resend. */
+  done: Delivery[];
+  refused: Refusal[];
 }
 
 export class WebhookOutbox {
@@ -183,39 +224,31 @@ export class WebhookOutbox {
     return this.db.transaction(() => urls.map((url) => Number(insert.run(event, url, body, at, at, at).lastInsertRowid)))();
   }
 
-  /** Every delivery with its attempts, oldest first (by id), like `callbacks list`. */
+  /** Deliveries with their attempts, oldest first (by id), like `callbacks list`; with a limit, the most recent ones. */
   list(filter: ListFilter = {}): Delivery[] {
-    const where = filter.state ? 'WHERE state = ?' : '';
-    const params = filter.state ? [filter.state] : [];
-    return this.#withAttempts(
-      this.db.prepare(`SELECT * FROM webhook_deliveries ${where} ORDER BY id`).all(...params) as DeliveryRow[],
-      `SELECT a.delivery_id, a.attempted_at, a.status_code, a.error FROM webhook_attempts a
-         JOIN webhook_deliveries d ON d.id = a.delivery_id ${where.replace('state', 'd.state')} ORDER BY a.delivery_id, a.id`,
-      params,
-    );
+    const { where, params } = whereOf(filter);
+    const newest = `SELECT * FROM webhook_deliveries ${where} ORDER BY id DESC${filter.limit === undefined ? '' : ' LIMIT ?'}`;
+    const rows = this.db.prepare(`SELECT * FROM (${newest}) ORDER BY id`).all(...params, ...(filter.limit === undefined ? [] : [filter.limit])) as DeliveryRow[];
+    return this.#withAttempts(rows);
+  }
+
+  /** How many deliveries match, whatever the limit. */
+  count(filter: Omit<ListFilter, 'limit'> = {}): number {
+    const { where, params } = whereOf(filter);
+    return (this.db.prepare(`SELECT count(*) AS n FROM webhook_deliveries ${where}`).get(...params) as { n: number }).n;
   }
 
   get(id: number): Delivery | undefined {
     const row = this.db.prepare('SELECT * FROM webhook_deliveries WHERE id = ?').get(id) as DeliveryRow | undefined;
-    if (!row) return undefined;
-    return this.#withAttempts(
-      [row],
-      'SELECT delivery_id, attempted_at, status_code, error FROM webhook_attempts WHERE delivery_id = ? ORDER BY id',
-      [id],
-    )[0];
+    return row ? this.#withAttempts([row])[0] : undefined;
   }
 
   /** Pending deliveries whose next attempt is due at `now`, the most overdue first. */
   due(now: Date): Delivery[] {
-    const at = now.toISOString();
     return this.#withAttempts(
       this.db
         .prepare(`SELECT * FROM webhook_deliveries WHERE state = 'pending' AND next_attempt_at <= ? ORDER BY next_attempt_at, id`)
-        .all(at) as DeliveryRow[],
-      `SELECT a.delivery_id, a.attempted_at, a.status_code, a.error FROM webhook_attempts a
-         JOIN webhook_deliveries d ON d.id = a.delivery_id
-         WHERE d.state = 'pending' AND d.next_attempt_at <= ? ORDER BY a.delivery_id, a.id`,
-      [at],
+        .all(now.toISOString()) as DeliveryRow[],
     );
   }
 
@@ -245,22 +278,148 @@ export class WebhookOutbox {
     );
   }
 
-  /** Records one attempt and the delivery's new state, together. */
-  recordAttempt(id: number, attempt: DeliveryAttempt, next: { state: DeliveryState; nextAttemptAt: string | null; at: string }): void {
-    this.db.transaction(() => {
+  /**
+   * Records one attempt and the delivery's new state, together, and returns
+   * that state. A delivery cancelled while the attempt was in flight stays
+   * cancelled, unless the attempt delivered it: the receiver has it, and
+   * the list should say so.
+   */
+  recordAttempt(id: number, attempt: DeliveryAttempt, next: { state: DeliveryState; nextAttemptAt: string | null; at: string }): DeliveryState {
+    return this.db.transaction(() => {
       this.db
         .prepare('INSERT INTO webhook_attempts (delivery_id, attempted_at, status_code, error) VALUES (?, ?, ?, ?)')
         .run(id, attempt.at, attempt.statusCode, attempt.error);
-      this.db
-        .prepare('UPDATE webhook_deliveries SET attempts = attempts + 1, state = ?, next_attempt_at = ?, updated_at = ? WHERE id = ?')
-        .run(next.state, next.nextAttemptAt, next.at, id);
+      const row = this.db
+        .prepare(
+          `UPDATE webhook_deliveries SET attempts = attempts + 1,
+             state = CASE WHEN state = 'pending' OR ? = 'delivered' THEN ? ELSE state END,
+             next_attempt_at = CASE WHEN state = 'pending' OR ? = 'delivered' THEN ? ELSE NULL END,
+             updated_at = ?
+           WHERE id = ? RETURNING state`,
+        )
+        .get(next.state, next.state, next.state, next.nextAttemptAt, next.at, id) as { state: DeliveryState } | undefined;
+      return row?.state ?? next.state;
     })();
   }
 
-  #withAttempts(rows: DeliveryRow[], attemptsSql: string, params: unknown[]): Delivery[] {
+  /**
+   * Holds the pending deliveries to URLs outside `urls` and resumes (due
+   * now, the attempts made so far still counted) the held ones to URLs in
+   * it. Returns what moved, for serve's log.
+   */
+  holdOthers(urls: readonly string[]): { held: Delivery[]; resumed: Delivery[] } {
+    const at = this.now().toISOString();
+    const list = JSON.stringify(urls);
+    return this.db.transaction(() => {
+      const held = this.db
+        .prepare(
+          `UPDATE webhook_deliveries SET state = 'held', next_attempt_at = NULL, updated_at = ?
+           WHERE state = 'pending' AND url NOT IN (SELECT value FROM json_each(?)) RETURNING *`,
+        )
+        .all(at, list) as DeliveryRow[];
+      const resumed = this.db
+        .prepare(
+          `UPDATE webhook_deliveries SET state = 'pending', next_attempt_at = ?, updated_at = ?
+           WHERE state = 'held' AND url IN (SELECT value FROM json_each(?)) RETURNING *`,
+        )
+        .all(at, at, list) as DeliveryRow[];
+      return { held: this.#withAttempts(held), resumed: this.#withAttempts(resumed) };
+    })();
+  }
+
+  /** Cancels these deliveries where they are pending or held; an already cancelled one is no refusal. */
+  cancel(ids: readonly number[]): Outcome {
+    const at = this.now().toISOString();
+    const update = this.db.prepare(
+      `UPDATE webhook_deliveries SET state = 'cancelled', next_attempt_at = NULL, updated_at = ? WHERE id = ? AND state IN ('pending', 'held') RETURNING *`,
+    );
+    return this.db.transaction(() => {
+      const done: DeliveryRow[] = [];
+      const refused: Refusal[] = [];
+      for (const id of ids) {
+        const row = update.get(at, id) as DeliveryRow | undefined;
+        if (row) {
+          done.push(row);
+          continue;
+        }
+        const current = this.db.prepare('SELECT state FROM webhook_deliveries WHERE id = ?').get(id) as { state: DeliveryState } | undefined;
+        if (!current) refused.push({ id, reason: 'no such delivery' });
+        else if (current.state !== 'cancelled') refused.push({ id, reason: `it is ${current.state}; only pending or held deliveries can be cancelled` });
+      }
+      return { done: this.#withAttempts(done), refused };
+    })();
+  }
+
+  /** Cancels every pending or held delivery to `url`. */
+  cancelUrl(url: string): Delivery[] {
+    const rows = this.db
+      .prepare(
+        `UPDATE webhook_deliveries SET state = 'cancelled', next_attempt_at = NULL, updated_at = ?
+         WHERE url = ? AND state IN ('pending', 'held') RETURNING *`,
+      )
+      .all(this.now().toISOString(), url) as DeliveryRow[];
+    return this.#withAttempts(rows.sort((a, b) => a.id - b.id));
+  }
+
+  /**
+   * Queues each delivery again as a new pending one, due now, with a fresh
+   * set of attempts: the same event and body (so the same signature under
+   * the same secret), to the same URL or to `to`, and the same
+   * X-Webhook-Delivery id, so a receiver that de-duplicates drops a body it
+   * has already processed and processes one it never did. The delivery
+   * resent keeps its state and history, except that a held one is marked
+   * cancelled, or serve would also resume it once its URL is back. Refused
+   * when the delivery, or an earlier resend of it, is still pending or held.
+   */
+  resend(ids: readonly number[], options: { to?: string | undefined } = {}): Outcome {
+    const at = this.now().toISOString();
+    return this.db.transaction(() => {
+      const done: DeliveryRow[] = [];
+      const refused: Refusal[] = [];
+      for (const id of ids) {
+        const source = this.db.prepare('SELECT * FROM webhook_deliveries WHERE id = ?').get(id) as DeliveryRow | undefined;
+        if (!source) {
+          refused.push({ id, reason: 'no such delivery' });
+          continue;
+        }
+        if (source.state === 'pending') {
+          refused.push({ id, reason: `it is still pending (next attempt ${source.next_attempt_at ?? 'now'}); cancel it first to send it anew` });
+          continue;
+        }
+        const original = source.original_id ?? source.id;
+        const open = this.db
+          .prepare(`SELECT id, state FROM webhook_deliveries WHERE (id = ? OR original_id = ?) AND id != ? AND state IN ('pending', 'held') LIMIT 1`)
+          .get(original, original, id) as { id: number; state: DeliveryState } | undefined;
+        if (open) {
+          refused.push({ id, reason: `delivery ${open.id}, which sends the same X-Webhook-Delivery ${original}, is still ${open.state}` });
+          continue;
+        }
+        if (source.state === 'held') {
+          this.db.prepare(`UPDATE webhook_deliveries SET state = 'cancelled', updated_at = ? WHERE id = ?`).run(at, id);
+        }
+        done.push(
+          this.db
+            .prepare(
+              `INSERT INTO webhook_deliveries (event, url, body, state, attempts, next_attempt_at, created_at, updated_at, original_id)
+               VALUES (?, ?, ?, 'pending', 0, ?, ?, ?, ?) RETURNING *`,
+            )
+            .get(source.event, options.to ?? source.url, source.body, at, at, at, original) as DeliveryRow,
+        );
+      }
+      return { done: this.#withAttempts(done), refused };
+    })();
+  }
+
+  #withAttempts(rows: DeliveryRow[]): Delivery[] {
     if (rows.length === 0) return [];
     const byId = new Map<number, DeliveryAttempt[]>();
-    for (const a of this.db.prepare(attemptsSql).all(...params) as AttemptRow[]) {
+    const attempts = this.db
+      .prepare(
+        `SELECT delivery_id, attempted_at, status_code, error FROM webhook_attempts
+         WHERE delivery_id IN (SELECT value FROM json_each(?)) ORDER BY delivery_id, id`,
+      )
+      .all(JSON.stringify(rows.map((row) => row.id))) as AttemptRow[];
+    for (const a of attempts) {
       let list = byId.get(a.delivery_id);
       if (!list) byId.set(a.delivery_id, (list = []));
       list.push({ at: a.attempted_at, statusCode: a.status_code, error: a.error });
@@ -275,9 +434,24 @@ export class WebhookOutbox {
       nextAttemptAt: row.next_attempt_at,
       createdAt: row.created_at,
       updatedAt: row.updated_at,
+      originalId: row.original_id ?? null,
       attempts: byId.get(row.id) ?? [],
     }));
   }
+}
+
+function whereOf(filter: Omit<ListFilter, 'limit'>): { where: string; params: unknown[] } {
+  const clauses: string[] = [];
+  const params: unknown[] = [];
+  if (filter.state) {
+    clauses.push('state = ?');
+    params.push(filter.state);
+  }
+  if (filter.url) {
+    clauses.push('url = ?');
+    params.push(filter.url);
+  }
+  return { where: clauses.length ? `WHERE ${clauses.join(' AND ')}` : '', params };
 }
 
 /**
@@ -314,7 +488,14 @@ export interface WebhookAttempt {
 
 export type WebhookAttemptObserver = (attempt: WebhookAttempt) => void;
 
-const OUTCOMES: Readonly<Record<DeliveryState, AttemptOutcome>> = { delivered: 'delivered', pending: 'retry_scheduled', failed: 'failed' };
+// An attempt that failed at a delivery cancelled (or held) meanwhile is its last one: to a dashboard, a failure.
+const OUTCOMES: Readonly<Record<DeliveryState, AttemptOutcome>> = {
+  delivered: 'delivered',
+  pending: 'retry_scheduled',
+  failed: 'failed',
+  cancelled: 'failed',
+  held: 'failed',
+};
 
 /** Pino-shaped, so that serve can pass its Fastify logger (`app.log`). */
 export interface WebhookLog {
@@ -329,6 +510,12 @@ export interface DispatcherOptions {
   db?: Db;
   /** The HMAC key the receivers share. */
   secret: string;
+  /**
+   * The URLs serve sends to. Pending deliveries to any other URL (one
+   * dropped from serve's flags) are held rather than retried, and held
+   * ones to these URLs resume. Undefined: every URL is sent to.
+   */
+  urls?: readonly string[] | undefined;
   now: () => Date;
   /** miniapp's version, for the user-agent. */
   version: string;
@@ -421,6 +608,7 @@ export class WebhookDispatcher {
   readonly #userAgent: string;
   readonly #log: WebhookLog;
   readonly #observe: WebhookAttemptObserver | undefined;
+  readonly #urls: ReadonlySet<string> | undefined;
 
   /** The run in progress (runs never overlap within a dispatcher). */
   #run: Promise<number> | undefined;
@@ -449,16 +637,17 @@ export class WebhookDispatcher {
     this.#userAgent = `miniapp-webhooks/${options.version}`;
     this.#log = options.log ?? quiet;
     this.#observe = options.observe;
+    this.#urls = options.urls === undefined ? undefined : new Set(options.urls);
   }
 
   /** The headers of one delivery: its event, its signature over the stored body, its id. */
-  headersFor(delivery: Pick<Delivery, 'id' | 'event' | 'body'>): Record<string, string> {
+  headersFor(delivery: Pick<Delivery, 'id' | 'event' | 'body'> & Partial<Pick<Delivery, 'originalId'>>): Record<string, string> {
     return {
       'content-type': 'application/json',
       'user-agent': this.#userAgent,
       'x-webhook-event': delivery.event,
       'x-webhook-signature': signBody(delivery.body, this.#secret),
-      'x-webhook-delivery': String(delivery.id),
+      'x-webhook-delivery': String(deliveryKey(delivery)),
     };
   }
 
@@ -479,7 +668,9 @@ export class WebhookDispatcher {
   }
 
   async #runOnce(): Promise<number> {
-    const due = this.outbox.due(this.#now());
+    if (this.#urls) this.#holdOthers([...this.#urls]);
+    // A resend to another URL can land between the hold above and this read: it waits for the next run's hold.
+    const due = this.outbox.due(this.#now()).filter((delivery) => !this.#urls || this.#urls.has(delivery.url));
     let next = 0;
     let attempted = 0;
     const worker = async () => {
@@ -490,6 +681,20 @@ export class WebhookDispatcher {
     };
     await Promise.all(Array.from({ length: Math.min(this.#concurrency, due.length) }, worker));
     return attempted;
+  }
+
+  #holdOthers(urls: string[]): void {
+    const { held, resumed } = this.outbox.holdOthers(urls);
+    const byUrl = (deliveries: Delivery[]) => [...new Set(deliveries.map((d) => d.url))];
+    if (held.length > 0) {
+      this.#log.warn(
+        { deliveryIds: held.map((d) => d.id), urls: byUrl(held) },
+        `holding ${held.length} webhook deliver${held.length === 1 ? 'y' : 'ies'} to URLs serve no longer sends to; resend or cancel them with \`miniapp webhooks\``,
+      );
+    }
+    if (resumed.length > 0) {
+      this.#log.info({ deliveryIds: resumed.map((d) => d.id), urls: byUrl(resumed) }, `resuming ${resumed.length} held webhook deliver${resumed.length === 1 ? 'y' : 'ies'}`);
+    }
   }
 
   async #attempt(delivery: Delivery): Promise<boolean> {
@@ -509,12 +714,13 @@ export class WebhookDispatcher {
     const succeeded = statusCode !== null && statusCode >= 200 && statusCode < 300;
     const attemptsMade = delivery.attemptCount + 1;
     const next = afterAttempt(attemptsMade, succeeded, finished);
-    this.outbox.recordAttempt(delivery.id, { at: started.toISOString(), statusCode, error }, { ...next, at: finished.toISOString() });
-    this.#observe?.({ event: delivery.event, outcome: OUTCOMES[next.state], seconds });
+    const state = this.outbox.recordAttempt(delivery.id, { at: started.toISOString(), statusCode, error }, { ...next, at: finished.toISOString() });
+    this.#observe?.({ event: delivery.event, outcome: OUTCOMES[state], seconds });
     const fields = { deliveryId: delivery.id, event: delivery.event, url: delivery.url, attempt: attemptsMade, statusCode, error };
-    if (next.state === 'delivered') this.#log.info(fields, 'webhook delivered');
-    else if (next.state === 'failed') this.#log.error(fields, `webhook failed after ${attemptsMade} attempts; giving up`);
-    else this.#log.warn({ ...fields, nextAttemptAt: next.nextAttemptAt }, 'webhook attempt failed; will retry');
+    if (state === 'delivered') this.#log.info(fields, 'webhook delivered');
+    else if (state === 'failed') this.#log.error(fields, `webhook failed after ${attemptsMade} attempts; giving up`);
+    else if (state === 'pending') this.#log.warn({ ...fields, nextAttemptAt: next.nextAttemptAt }, 'webhook attempt failed; will retry');
+    else this.#log.warn(fields, `webhook attempt failed; the delivery was ${state} meanwhile, so no retry`);
     return true;
   }
 

@@ -13,3 +13,14 @@ export function parseUserKey(text: string, flag = '--user-key'): number {
   if (!Number.isSafeInteger(value)) throw new UsageError(`${flag} must be a non-negative integer; got "${text}"`);
   return value;
 }
+
+/** A whole number of at least `min` (`--limit`, `--top`, `--max-retries`). */
+export function wholeNumber(flag: string, min = 1): (text: string) => number {
+  return (text: string): number => {
+    const value = Number(text);
+    if (!/^\d+$/.test(text.trim()) || !Number.isSafeInteger(value) || value < min) {
+      throw new UsageError(`${flag} must be a whole number of at least ${min}; got "${text}"`);
+    }
+    return value;
+  };
+}

@@ -4,7 +4,7 @@
  * modes: a table on a TTY, tab-separated rows when piped, exact JSON with
  * `--json` (plus CSV where a command offers it).
  *
- * Heavy renderers (cli-table3, csv-stringify, ora) load on first use, and
+ * Heavy renderers (csv-stringify, ora) load on first use, and
  * chalk only when some stream will show colour, so that quick paths such as
  * `miniapp decrypt --json | jq` never pay for them.
  */
@@ -12,6 +12,7 @@ import { createRequire } from 'node:module';
 import type { ChalkInstance } from 'chalk';
 import { resolveColorLevel, type ColorLevel } from './color.js';
 import { ProgressLine, type ProgressOptions } from './progress.js';
+import { textWidth, truncateToWidth } from './text-width.js';
 
 export interface OutStream {
   write(chunk: string): unknown;
@@ -34,8 +35,20 @@ export interface Column<Row> {
   header: string;
   /** How to read the cell from a row. */
   value: (row: Row) => unknown;
-  /** Cut longer cells on a TTY (never in TSV, CSV or JSON). */
+  /** Cut longer cells on a TTY (never in TSV, CSV or JSON), even when the terminal has room. */
   maxWidth?: number;
+  /**
+   * Which columns give way when a table is wider than the terminal: the
+   * highest first (captions, then URLs and messages), each cut to its
+   * `minWidth` with an ellipsis before the next is touched. Default: 1 for
+   * a column with a `maxWidth` (long text by its own account); -1 for the
+   * first column, which names the row (an ID, a key) and is cut last, as gh
+   * does; else 0 (states, numbers, times: cut only when cutting the text
+   * columns was not enough).
+   */
+  shrink?: number;
+  /** The narrowest a shrinking column becomes before the next one gives way (default: 8, or its header when wider). */
+  minWidth?: number;
 }
 
 export interface Spinner {
@@ -69,9 +82,55 @@ function oneLine(text: string): string {
   return text.replace(/[\t\r\n]+/g, ' ');
 }
 
-function truncate(text: string, width: number | undefined): string {
-  if (width === undefined || text.length <= width) return text;
-  return `${text.slice(0, Math.max(1, width - 1))}…`;
+/** The cells of padding and border that a table adds: `│ ` before each cell, ` ` after it, and the closing `│`. */
+export function tableChrome(columns: number): number {
+  return columns * 3 + 1;
+}
+
+export interface ColumnFit {
+  header: number;
+  /** The widest cell below the header. */
+  data: number;
+  shrink: number;
+  minWidth?: number | undefined;
+}
+
+/** What a column is cut to before the next priority gives way, unless its header is wider (and its cells are too). */
+const DEFAULT_MIN_WIDTH = 8;
+
+/** The header stays whole, unless it alone makes the column wide (comments_count over two-digit counts). */
+function floorOf(column: ColumnFit): number {
+  return Math.min(Math.max(column.header, column.data), column.minWidth ?? Math.max(DEFAULT_MIN_WIDTH, Math.min(column.header, column.data)));
+}
+
+/**
+ * The width of each column so that the table, borders included, fits in
+ * `width` cells: the highest `shrink` first, the widest column of a
+ * priority first (so two long columns end up alike rather than one gone),
+ * each down to its minimum; then, if that is not enough, in the same order
+ * down to one cell. Only a terminal narrower than the borders themselves
+ * leaves the table wider than asked.
+ */
+export function fitColumns(columns: readonly ColumnFit[], width: number): number[] {
+  const widths = columns.map((c) => Math.max(1, c.header, c.data));
+  let over = widths.reduce((sum, w) => sum + w, 0) + tableChrome(columns.length) - width;
+  const squeeze = (members: number[], floor: (i: number) => number) => {
+    while (over > 0) {
+      let widest = -1;
+      for (const i of members) if (widths[i]! > floor(i) && (widest < 0 || widths[i]! > widths[widest]!)) widest = i;
+      if (widest < 0) return;
+      widths[widest]!--;
+      over--;
+    }
+  };
+  const groups = [...new Set(columns.map((c) => c.shrink))]
+    .sort((a, b) => b - a)
+    .map((priority) => columns.flatMap((c, i) => (c.shrink === priority ? [i] : [])));
+  // A negative priority (the first column by default) is cut only once every other column is down to an ellipsis.
+  for (const members of groups) if (columns[members[0]!]!.shrink >= 0) squeeze(members, (i) => floorOf(columns[i]!));
+  // Still too wide: the same order again, down to an ellipsis, so that the row's name and state outlast its text.
+  for (const members of groups) squeeze(members, () => 1);
+  return widths;
 }
 
 export interface OutputOptions {
@@ -146,18 +205,38 @@ export class Output {
       this.io.stderr.write(`${this.errColor.dim('(nothing to show)')}\n`);
       return;
     }
-    const Table = requireCjs('cli-table3') as typeof import('cli-table3');
-    const table = new Table({
-      head: columns.map((c) => this.color.bold(c.header)),
-      style: { head: [], border: [] },
+    const cells = rows.map((row) => columns.map((c) => {
+      const text = oneLine(cellText(c.value(row)));
+      return c.maxWidth === undefined ? text : truncateToWidth(text, c.maxWidth);
+    }));
+    const fits = columns.map(
+      (c, i): ColumnFit => ({
+        header: textWidth(c.header),
+        data: cells.reduce((widest, r) => Math.max(widest, textWidth(r[i]!)), 0),
+        shrink: c.shrink ?? (c.maxWidth !== undefined ? 1 : i === 0 ? -1 : 0),
+        minWidth: c.minWidth,
+      }),
+    );
+    // A terminal that reports no width (0: script, some CI pseudo-terminals) is taken as 80 wide, as gh does.
+    const widths = fitColumns(fits, this.io.stdout.columns || 80);
+    // Drawn here rather than by cli-table3, whose string-width counts some emoji (ZWJ sequences, flags) otherwise than
+    // the cut above did: one measure for cutting and padding keeps the borders straight.
+    const rule = (left: string, middle: string, right: string) => `${left}${widths.map((w) => '─'.repeat(w + 2)).join(middle)}${right}`;
+    const line = (texts: readonly string[], style: (text: string) => string = (text) => text) =>
+      `│${texts
+        .map((text, i) => {
+          const cut = truncateToWidth(text, widths[i]!);
+          return ` ${style(cut)}${' '.repeat(Math.max(0, widths[i]! - textWidth(cut)))} `;
+        })
+        .join('│')}│`;
+    const lines = [
+      rule('┌', '┬', '┐'),
+      line(columns.map((c) => c.header), (header) => this.color.bold(header)),
       // No rule between rows: compact, like `gh` and `kubectl` listings.
-      chars: { mid: '', 'left-mid': '', 'mid-mid': '', 'right-mid': '' },
-      wordWrap: true,
-    });
-    for (const row of rows) {
-      table.push(columns.map((c) => truncate(oneLine(cellText(c.value(row))), c.maxWidth)));
-    }
-    this.line(table.toString());
+      ...cells.map((row) => line(row)),
+      rule('└', '┴', '┘'),
+    ];
+    this.line(lines.join('\n'));
   }
 
   /**
@@ -167,7 +246,7 @@ export class Output {
   record(pairs: readonly (readonly [string, unknown])[], jsonValue: unknown): void {
     this.table(pairs, [
       { header: 'field', value: ([field]) => field },
-      { header: 'value', value: ([, value]) => value },
+      { header: 'value', value: ([, value]) => value, shrink: 1 },
     ], jsonValue);
   }
 

@@ -12,6 +12,7 @@
  */
 import type { OutStream } from './output.js';
 import { formatDuration } from '../duration.js';
+import { truncateToWidth } from './text-width.js';
 
 export interface ProgressOptions {
   /** What is counted: "rows", "pages", "deliveries". */
@@ -29,6 +30,12 @@ export interface ProgressState {
   done: number;
   /** Further counts, shown in order: { created: 1200, failed: 34 }. */
   counts?: Record<string, number>;
+  /**
+   * Why the job is not moving just now ("rate limited; retry 1 of 3 in 42s"):
+   * shown in place of the rate and the time left, which a wait makes wrong,
+   * and before anything the terminal's width would cut.
+   */
+  note?: string | undefined;
 }
 
 const grouped = new Intl.NumberFormat('en-US');
@@ -86,14 +93,16 @@ export class ProgressLine {
 
   /** The line as drawn now (for tests and for a final summary). */
   text(): string {
-    const { done, counts = {} } = this.#state;
+    const { done, counts = {}, note } = this.#state;
     const { unit, total, label } = this.#options;
     const seconds = Math.max((this.#now() - this.#started) / 1000, 0.001);
     const rate = done / seconds;
     const parts: string[] = [];
     const amount = total !== undefined ? `${grouped.format(done)}/${grouped.format(total)}${total > 0 ? ` (${Math.floor((done / total) * 100)}%)` : ''}` : grouped.format(done);
     parts.push(`${label ? `${label} · ` : ''}${unit} ${amount}`);
+    if (note) parts.push(note);
     for (const [name, value] of Object.entries(counts)) parts.push(`${name} ${grouped.format(value)}`);
+    if (note) return parts.join(' · ');
     if (done > 0 && seconds >= 0.5) parts.push(`${rate >= 10 ? Math.round(rate) : rate.toFixed(1)}/s`);
     if (total !== undefined && done > 0 && done < total && seconds >= 0.5) parts.push(`${formatDuration(Math.ceil((total - done) / rate) * 1000)} left`);
     return parts.join(' · ');
@@ -101,9 +110,8 @@ export class ProgressLine {
 
   #draw(): void {
     const width = this.#stream.columns || 80;
-    let line = this.text();
-    if (line.length > width - 1) line = `${line.slice(0, Math.max(0, width - 2))}…`;
-    this.#stream.write(`\r\x1b[2K${line}`);
+    // One cell short of the width: a line that fills it leaves some terminals' cursor on the next row, and \r then misses.
+    this.#stream.write(`\r\x1b[2K${truncateToWidth(this.text(), width - 1)}`);
     this.#shown = true;
   }
 }

@@ -38,7 +38,8 @@ export interface MediaExportOptions {
   /** Only media created in [since, until] (ms). */
   since?: number | undefined;
   until?: number | undefined;
-  onProgress?: (rows: number) => void;
+  /** After each page: the rows so far and the pages read. */
+  onProgress?: (rows: number, pages: number) => void;
   onWarn?: (message: string) => void;
 }
 
@@ -79,11 +80,31 @@ function kindLabel(kind: MediaKind | undefined): string {
   return kind ?? 'unknown type';
 }
 
+/** The page size of an export of at most `limit` media (undefined: all of them). */
+export function mediaPageSize(limit: number | undefined): number {
+  return Math.min(limit ?? MAX_PAGE_SIZE, MAX_PAGE_SIZE);
+}
+
+/**
+ * How many media the account has (`media_count`, one call), or undefined
+ * when the API does not say: only what a progress line needs, so any
+ * failure is left for the export itself to meet and report.
+ */
+export async function countMedia(client: GraphClient, account: string): Promise<number | undefined> {
+  try {
+    const answer = await client.get(account, { fields: 'media_count' });
+    const count = (answer as { media_count?: unknown } | undefined)?.media_count;
+    return typeof count === 'number' && Number.isSafeInteger(count) && count >= 0 ? count : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 export async function exportMedia(client: GraphClient, options: MediaExportOptions): Promise<MediaExport> {
   const warn = options.onWarn ?? (() => {});
   const startCalls = client.calls;
   const limit = options.limit ?? Infinity;
-  const pageSize = options.pageSize ?? Math.min(Number.isFinite(limit) ? limit : MAX_PAGE_SIZE, MAX_PAGE_SIZE);
+  const pageSize = options.pageSize ?? mediaPageSize(options.limit);
   const plan = planMetrics(options.metrics, FEED_KINDS);
   /** Metrics still asked for: the retired ones the API rejects leave this set. */
   const active = new Set(options.metrics);
@@ -135,6 +156,7 @@ export async function exportMedia(client: GraphClient, options: MediaExportOptio
     until: options.until === undefined ? undefined : Math.floor(options.until / 1000),
   };
   let url: URL | undefined = client.url(`${options.account}/media`, query);
+  let pages = 0;
   while (url && rows.length < limit) {
     let page: ListPage<RawMedia>;
     let expanded = expansion().length > 0;
@@ -187,7 +209,7 @@ export async function exportMedia(client: GraphClient, options: MediaExportOptio
       const perItem = (expanded ? plan.partial : [...plan.common, ...plan.partial]).filter((m) => supports(row.kind, m));
       if (perItem.length > 0) await readItem(row, perItem);
     }
-    options.onProgress?.(rows.length);
+    options.onProgress?.(rows.length, ++pages);
     // Newest first: once past `since`, later pages are older still.
     url = !reachedSince && page.paging?.next ? client.followUrl(page.paging.next) : undefined;
   }

@@ -43,6 +43,13 @@ export interface WaitReason {
 
 export type Sleep = (ms: number, why: WaitReason) => Promise<void>;
 
+/** What a wait is for, in a few words: "rate limited by the graph API (code 17); retry 1 of 3". */
+export function describeWait(why: WaitReason): string {
+  return why.reason === 'throttled'
+    ? `rate limited by the graph API (code ${why.code ?? '?'}); retry ${why.attempt} of ${why.maxRetries}`
+    : `graph API usage at ${Math.round(why.percent ?? 0)}%; pacing`;
+}
+
 export const realSleep: Sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 type Headers = Record<string, string | string[] | undefined>;

@@ -193,6 +193,8 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
       ? new WebhookDispatcher({
           outbox,
           secret: webhooks.secret,
+          // Deliveries to a URL no longer given are held for `webhooks resend|cancel`, not retried for ever.
+          urls: webhooks.urls,
           now: options.now,
           version: options.version,
           send: options.webhookSend,

@@ -116,6 +116,49 @@ export const MIGRATIONS: readonly Migration[] = [
       CREATE INDEX posts_published_title ON posts (is_published, title COLLATE NOCASE);
     `,
   },
+  {
+    version: 5,
+    description: 'webhook deliveries can be cancelled, held (their URL left serve) and resent',
+    // SQLite cannot change a CHECK constraint in place: both tables are rebuilt (attempts too, since a dropped
+    // delivery table would cascade into them), and the id sequences carry over so that no X-Webhook-Delivery id
+    // is ever handed out twice.
+    sql: `
+      ALTER TABLE webhook_attempts RENAME TO webhook_attempts_v4;
+      ALTER TABLE webhook_deliveries RENAME TO webhook_deliveries_v4;
+      CREATE TABLE webhook_deliveries (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        event TEXT NOT NULL,
+        url TEXT NOT NULL,
+        body TEXT NOT NULL,
+        state TEXT NOT NULL CHECK (state IN ('pending', 'delivered', 'failed', 'cancelled', 'held')),
+        attempts INTEGER NOT NULL DEFAULT 0,
+        next_attempt_at TEXT,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL,
+        original_id INTEGER REFERENCES webhook_deliveries (id)
+      );
+      INSERT INTO webhook_deliveries (id, event, url, body, state, attempts, next_attempt_at, created_at, updated_at)
+        SELECT id, event, url, body, state, attempts, next_attempt_at, created_at, updated_at FROM webhook_deliveries_v4;
+      CREATE TABLE webhook_attempts (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        delivery_id INTEGER NOT NULL REFERENCES webhook_deliveries (id) ON DELETE CASCADE,
+        attempted_at TEXT NOT NULL,
+        status_code INTEGER,
+        error TEXT
+      );
+      INSERT INTO webhook_attempts (id, delivery_id, attempted_at, status_code, error)
+        SELECT id, delivery_id, attempted_at, status_code, error FROM webhook_attempts_v4;
+      DELETE FROM sqlite_sequence WHERE name IN ('webhook_deliveries', 'webhook_attempts');
+      INSERT INTO sqlite_sequence (name, seq) SELECT 'webhook_deliveries', seq FROM sqlite_sequence WHERE name = 'webhook_deliveries_v4';
+      INSERT INTO sqlite_sequence (name, seq) SELECT 'webhook_attempts', seq FROM sqlite_sequence WHERE name = 'webhook_attempts_v4';
+      DROP TABLE webhook_attempts_v4;
+      DROP TABLE webhook_deliveries_v4;
+      CREATE INDEX webhook_deliveries_due ON webhook_deliveries (state, next_attempt_at);
+      CREATE INDEX webhook_deliveries_url ON webhook_deliveries (url, state);
+      CREATE INDEX webhook_deliveries_original ON webhook_deliveries (original_id);
+      CREATE INDEX webhook_attempts_delivery ON webhook_attempts (delivery_id, id);
+    `,
+  },
 ];
 
 export const DATABASE_FILE = 'miniapp.db';

@@ -31,19 +31,13 @@ export class UnlinkEventStore {
     return { id: Number(lastInsertRowid), ...event };
   }
 
-  list(filter: { since?: Date | undefined; userKey?: number | undefined } = {}): UnlinkEvent[] {
-    const where: string[] = [];
-    const params: unknown[] = [];
-    if (filter.since) {
-      where.push('received_at >= ?');
-      params.push(filter.since.toISOString());
-    }
-    if (filter.userKey !== undefined) {
-      where.push('user_key = ?');
-      params.push(filter.userKey);
-    }
-    const sql = `SELECT * FROM unlink_events ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY received_at, id`;
-    return (this.db.prepare(sql).all(...params) as Row[]).map((row) => ({
+  /** Oldest first; with a limit, the most recent ones (still oldest first). */
+  list(filter: EventFilter & { limit?: number | undefined } = {}): UnlinkEvent[] {
+    const { where, params } = whereOf(filter);
+    const limit = filter.limit === undefined ? '' : ' LIMIT ?';
+    const sql = `SELECT * FROM unlink_events ${where} ORDER BY received_at DESC, id DESC${limit}`;
+    const rows = (this.db.prepare(sql).all(...params, ...(filter.limit === undefined ? [] : [filter.limit])) as Row[]).reverse();
+    return rows.map((row) => ({
       id: row.id,
       receivedAt: row.received_at,
       userKey: row.user_key,
@@ -52,4 +46,29 @@ export class UnlinkEventStore {
       source: row.source,
     }));
   }
+
+  /** How many match, whatever the limit. */
+  count(filter: EventFilter = {}): number {
+    const { where, params } = whereOf(filter);
+    return (this.db.prepare(`SELECT count(*) AS n FROM unlink_events ${where}`).get(...params) as { n: number }).n;
+  }
+}
+
+export interface EventFilter {
+  since?: Date | undefined;
+  userKey?: number | undefined;
+}
+
+function whereOf(filter: EventFilter): { where: string; params: unknown[] } {
+  const clauses: string[] = [];
+  const params: unknown[] = [];
+  if (filter.since) {
+    clauses.push('received_at >= ?');
+    params.push(filter.since.toISOString());
+  }
+  if (filter.userKey !== undefined) {
+    clauses.push('user_key = ?');
+    params.push(filter.userKey);
+  }
+  return { where: clauses.length ? `WHERE ${clauses.join(' AND ')}` : '', params };
 }

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { resolveColorLevel } from '../../src/cli/color.js';
-import { createOutput, maskSecret, type Output } from '../../src/cli/output.js';
+import { createOutput, fitColumns, maskSecret, tableChrome, type Output } from '../../src/cli/output.js';
+import { textWidth, truncateToWidth } from '../../src/cli/text-width.js';
 import { Capture, plain } from '../helpers/cli.js';
 import { Readable } from 'node:stream';
 
@@ -83,6 +84,79 @@ describe('Output.table', () => {
     const piped = await outputFor({ tty: false });
     piped.out.table(long, cols);
     expect(piped.stdout.text).toBe(`${'x'.repeat(100)}\n`);
+  });
+});
+
+describe('text width', () => {
+  it.each([
+    ['plain', 5],
+    ['日本語', 6],
+    ['ｆｕｌｌ', 8],
+    ['한국어', 6],
+    ['🌊 wave', 7],
+    ['👩‍👩‍👧', 2],
+    ['🇯🇵', 2],
+    ['❤️', 2],
+    ['e\u0301te\u0301', 3],
+    ['\u001b[1mbold\u001b[22m', 4],
+    ['\u001b]8;;https://x.example\u0007link\u001b]8;;\u0007', 4],
+    ['…·─', 3],
+  ])('%j takes %i cells', (text, width) => {
+    expect(textWidth(text)).toBe(width);
+  });
+
+  it('cuts by cells, never inside a wide character or a colour code, and resets a cut colour', () => {
+    expect(truncateToWidth('日本語のテキスト', 6)).toBe('日本…');
+    expect(truncateToWidth('ab🌊cd', 4)).toBe('ab…');
+    expect(truncateToWidth('short', 5)).toBe('short');
+    expect(truncateToWidth('\u001b[31mred text\u001b[39m', 5)).toBe('\u001b[31mred \u001b[0m…');
+    expect(truncateToWidth('anything', 0)).toBe('');
+  });
+});
+
+describe('fitColumns', () => {
+  const fit = (columns: { header: number; data: number; shrink: number; minWidth?: number }[], width: number) => fitColumns(columns, width);
+
+  it('leaves a table that fits as it is', () => {
+    expect(fit([{ header: 2, data: 5, shrink: -1 }, { header: 7, data: 30, shrink: 2 }], 80)).toEqual([5, 30]);
+  });
+
+  it('cuts the highest priority first, down to its minimum, before the next', () => {
+    const columns = [
+      { header: 2, data: 16, shrink: -1 },
+      { header: 7, data: 60, shrink: 2 },
+      { header: 9, data: 48, shrink: 1 },
+      { header: 5, data: 9, shrink: 0 },
+    ];
+    const at = (width: number) => fit(columns, width);
+    expect(at(100)).toEqual([16, 60 - (16 + 60 + 48 + 9 + tableChrome(4) - 100), 48, 9]);
+    expect(at(80)).toEqual([16, 8, 80 - tableChrome(4) - 16 - 8 - 9, 9]);
+    // Still too narrow: the same order again, down to an ellipsis; the first column (the row's name) last.
+    expect(at(40)).toEqual([16, 1, 40 - tableChrome(4) - 16 - 1 - 8, 8]);
+    const narrowest = at(20);
+    expect(narrowest.reduce((a, b) => a + b, 0) + tableChrome(4)).toBe(20);
+  });
+
+  it('keeps a header whole unless it alone makes the column wide', () => {
+    // comments_count over two-digit counts may become "comment…"; a caption column keeps "caption".
+    expect(fit([{ header: 14, data: 2, shrink: 0 }, { header: 11, data: 40, shrink: 1 }], 8 + 11 + tableChrome(2))).toEqual([8, 11]);
+  });
+});
+
+describe('Output.table at the terminal width', () => {
+  it('draws every line the same width, wide characters and all, within the terminal', async () => {
+    const stdout = new Capture(true, 30);
+    const out = await createOutput({ stdout, stderr: new Capture(true), stdin: Readable.from([]) }, { json: false, noColor: true, env: {} });
+    out.table(
+      [{ id: 1, text: '日本語のキャプションです' }, { id: 2, text: 'family 👩‍👩‍👧 and flag 🇯🇵' }, { id: 3, text: 'ok' }],
+      [
+        { header: 'id', value: (r: { id: number }) => r.id },
+        { header: 'text', value: (r: { text: string }) => r.text, shrink: 1 },
+      ],
+    );
+    const lines = stdout.text.trimEnd().split('\n');
+    expect(lines.map(textWidth)).toEqual(lines.map(() => 30));
+    expect(lines[2]).toBe('│ 1  │ 日本語のキャプション… │');
   });
 });
 

@@ -44,4 +44,22 @@ describe('the progress line', () => {
     line.finish();
     expect(stream.text).toBe('a failure\n');
   });
+
+  it('shows what a wait is for in place of the rate and the time left', () => {
+    const c = clock();
+    const line = new ProgressLine(new Capture(true, 120), true, { unit: 'pages', total: 10, now: c.now });
+    c.advance(2000);
+    line.update({ done: 4, counts: { media: 400 }, note: 'rate limited; retry 1 of 3 in 42s' });
+    expect(line.text()).toBe('pages 4/10 (40%) · rate limited; retry 1 of 3 in 42s · media 400');
+    line.update({ done: 4, counts: { media: 400 } });
+    expect(line.text()).toBe('pages 4/10 (40%) · media 400 · 2.0/s · 3s left');
+  });
+
+  it('cuts the line by terminal cells, so a wide label does not wrap it', () => {
+    const stream = new Capture(true, 20);
+    const line = new ProgressLine(stream, true, { unit: 'rows', label: '日本語のファイル.csv' });
+    line.update({ done: 1 }, true);
+    const drawn = stream.text.replace('\r\x1b[2K', '');
+    expect(drawn).toBe('日本語のファイル.c…');
+  });
 });

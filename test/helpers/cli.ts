@@ -37,6 +37,8 @@ export interface RunOptions {
   stdin?: string;
   /** Whether stdout and stderr are terminals (default: piped). */
   tty?: boolean;
+  /** The width both terminals report (default 120). */
+  columns?: number;
   /** Whether stdin is a terminal (default: a pipe when `stdin` is given, a terminal otherwise). */
   stdinTTY?: boolean;
   now?: Date;
@@ -66,8 +68,8 @@ export class Sandbox {
   };
 
   async run(argv: string[], options: RunOptions = {}): Promise<RunResult> {
-    const stdout = new Capture(options.tty ?? false);
-    const stderr = new Capture(options.tty ?? false);
+    const stdout = new Capture(options.tty ?? false, options.columns);
+    const stderr = new Capture(options.tty ?? false, options.columns);
     const ctx: Context = {
       io: { stdout, stderr, stdin: stdinOf(options) },
       env: { ...this.env, ...options.env },

@@ -3,7 +3,7 @@ import type { Bind } from '../main.js';
 import type { CommandContext } from '../context.js';
 import { UsageError } from '../../errors.js';
 import { parseDuration } from '../../duration.js';
-import { parseUserKey } from '../flags.js';
+import { parseUserKey, wholeNumber } from '../flags.js';
 
 export function registerCallbacks(program: Command, bind: Bind): void {
   const callbacks = program.command('callbacks').description('the unlink callbacks that `miniapp serve` has recorded');
@@ -12,8 +12,9 @@ export function registerCallbacks(program: Command, bind: Bind): void {
     .description('list recorded unlink callbacks, oldest first')
     .option('--since <when>', 'only those received since a date (2026-11-01, an ISO time) or a duration ago (2h, 7d)')
     .option('--user-key <n>', 'only those of this userKey')
+    .option('--limit <n>', 'only the N most recent (still oldest first)', wholeNumber('--limit'))
     .option('--data-dir <dir>', 'the data dir of `miniapp serve` (default: MINIAPP_DATA_DIR, else ~/.local/share/miniapp)')
-    .addHelpText('after', '\nExamples:\n  miniapp callbacks list\n  miniapp callbacks list --since 7d --user-key 1001 --json')
+    .addHelpText('after', '\nExamples:\n  miniapp callbacks list --limit 20\n  miniapp callbacks list --since 7d --user-key 1001 --json')
     .action(bind(runList));
 }
 
@@ -25,7 +26,7 @@ function sinceOf(text: string, now: Date): Date {
 }
 
 async function runList(cc: CommandContext, command: Command): Promise<void> {
-  const flags = command.opts<{ since?: string; userKey?: string; dataDir?: string }>();
+  const flags = command.opts<{ since?: string; userKey?: string; limit?: number; dataDir?: string }>();
   const since = flags.since === undefined ? undefined : sinceOf(flags.since, cc.now());
   const userKey = flags.userKey === undefined ? undefined : parseUserKey(flags.userKey);
   const [{ openDatabase, databasePath }, { UnlinkEventStore }, { dataDir }, { existsSync }] = await Promise.all([
@@ -42,7 +43,8 @@ async function runList(cc: CommandContext, command: Command): Promise<void> {
   }
   const db = openDatabase({ dataDir: directory }, { readonly: true });
   try {
-    const events = new UnlinkEventStore(db).list({ since, userKey });
+    const store = new UnlinkEventStore(db);
+    const events = store.list({ since, userKey, limit: flags.limit });
     cc.out.table(events, [
       { header: 'received', value: (e) => e.receivedAt },
       { header: 'userKey', value: (e) => e.userKey },
@@ -50,6 +52,10 @@ async function runList(cc: CommandContext, command: Command): Promise<void> {
       { header: 'method', value: (e) => e.method },
       { header: 'source', value: (e) => e.source ?? '' },
     ]);
+    if (cc.out.human && flags.limit !== undefined && events.length === flags.limit) {
+      const all = store.count({ since, userKey });
+      if (all > events.length) cc.out.info(cc.out.errColor.dim(`the ${events.length} most recent of ${all}; a larger --limit shows more`));
+    }
   } finally {
     db.close();
   }

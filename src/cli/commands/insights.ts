@@ -7,12 +7,14 @@
  * light. The metric catalogue is the exception: it is plain data with no
  * imports, and the help text lists it.
  */
-import { randomBytes } from 'node:crypto';
 import { Option, type Command } from 'commander';
 import type { Bind } from '../main.js';
 import type { CommandContext } from '../context.js';
-import type { Column, Spinner } from '../output.js';
-import { ConfigError, MiniappError, UsageError } from '../../errors.js';
+import type { Column } from '../output.js';
+import { wholeNumber } from '../flags.js';
+import { emit, formatOf, type Format } from '../export.js';
+import { accountOf, withGraphSession } from '../graph-session.js';
+import { UsageError } from '../../errors.js';
 import {
   ACCOUNT_METRICS,
   DEFAULT_ACCOUNT_METRICS,
@@ -25,20 +27,11 @@ import {
   isKnownMediaMetric,
   parseMetricList,
 } from '../../insights/metrics.js';
-import type { GraphClient } from '../../insights/client.js';
-import type { Sleep } from '../../insights/throttle.js';
 
 /** Same list as DEFAULT_MEDIA_FIELDS in insights/media.ts, kept here so that help loads nothing. */
 const MEDIA_FIELDS_DEFAULT = ['id', 'media_type', 'timestamp', 'caption', 'like_count', 'comments_count', 'permalink'];
 const DEFAULT_LIMIT = 25;
 const DEFAULT_TOP = 10;
-
-type Format = 'table' | 'csv' | 'json';
-
-interface GraphOptions {
-  maxRetries: number;
-  timeout: string;
-}
 
 const GROUP_HELP = `
 Metrics by media type (spec names; retired ones are still sent as asked):
@@ -65,19 +58,9 @@ Examples:
   miniapp insights post 17900000000000001
   miniapp insights account --metrics reach,follower_count --since 90d`;
 
-function positiveInt(name: string, min = 1) {
-  return (text: string): number => {
-    const value = Number(text);
-    if (!/^\d+$/.test(text.trim()) || !Number.isSafeInteger(value) || value < min) {
-      throw new UsageError(`${name} must be a whole number of at least ${min}; got "${text}"`);
-    }
-    return value;
-  };
-}
-
 function withGraphOptions(command: Command): Command {
   return command
-    .addOption(new Option('--max-retries <n>', 'retries when throttled, each waiting twice as long').default(3).argParser(positiveInt('--max-retries', 0)))
+    .addOption(new Option('--max-retries <n>', 'retries when throttled, each waiting twice as long').default(3).argParser(wholeNumber('--max-retries', 0)))
     .addOption(new Option('--timeout <duration>', 'time-out of each request').default('10s'));
 }
 
@@ -117,7 +100,7 @@ export function registerInsights(program: Command, bind: Bind): void {
         .option('--fields <list>', `media fields, comma-separated; id always first (default ${MEDIA_FIELDS_DEFAULT.join(',')})`)
         .option('--metrics <list>', `metrics, comma-separated (default ${DEFAULT_MEDIA_METRICS.join(',')})`)
         .option('--no-metrics', 'fields only, no insights')
-        .addOption(new Option('--limit <n>', `at most N media, newest first (default ${DEFAULT_LIMIT})`).argParser(positiveInt('--limit')).conflicts('all'))
+        .addOption(new Option('--limit <n>', `at most N media, newest first (default ${DEFAULT_LIMIT})`).argParser(wholeNumber('--limit')).conflicts('all'))
         .option('--all', 'every media item')
         .option('--since <date>', 'only media posted on or after DATE (2026-08-23, an ISO time, or 90d ago)')
         .option('--until <date>', 'only media posted on or before DATE (a date includes that day)'),
@@ -166,7 +149,7 @@ export function registerInsights(program: Command, bind: Bind): void {
         .option('--since <date>', 'first day (2026-08-23, or 90d for 90 days ago; default 30d)')
         .option('--until <date>', 'last day, included (default yesterday)')
         .option('--breakdown <dimension>', 'breakdown of follower_demographics: country, city, age, gender or age,gender', 'country')
-        .addOption(new Option('--top <n>', 'entries of each distribution in a table').default(DEFAULT_TOP).argParser(positiveInt('--top'))),
+        .addOption(new Option('--top <n>', 'entries of each distribution in a table').default(DEFAULT_TOP).argParser(wholeNumber('--top'))),
     ),
   )
     .addHelpText(
@@ -178,184 +161,7 @@ export function registerInsights(program: Command, bind: Bind): void {
     .action(bind(runAccount));
 }
 
-/* ----------------------------------------------------------------- client */
-
-interface Session {
-  client: GraphClient;
-  activity: Activity;
-  close(): Promise<void>;
-}
-
-/**
- * The spinner of a command and the countdown of a throttled wait. On a
- * TTY (and not under --json) waits count down in the spinner; otherwise
- * each back-off is one warning line and pacing is silent.
- */
-class Activity {
-  #base: string;
-  #waiting = false;
-
-  constructor(
-    private readonly cc: CommandContext,
-    private readonly spinner: Spinner,
-    readonly live: boolean,
-    text: string,
-  ) {
-    this.#base = text;
-  }
-
-  static async start(cc: CommandContext, text: string): Promise<Activity> {
-    const live = Boolean(cc.io.stderr.isTTY) && !cc.out.json;
-    return new Activity(cc, await cc.out.spinner(text), live, text);
-  }
-
-  text(text: string): void {
-    this.#base = text;
-    if (!this.#waiting) this.spinner.text(text);
-  }
-
-  readonly sleep: Sleep = async (ms, why) => {
-    const { formatDuration } = await import('../../duration.js');
-    const label =
-      why.reason === 'throttled'
-        ? `rate limited by the graph API (code ${why.code ?? '?'}); retry ${why.attempt} of ${why.maxRetries}`
-        : `graph API usage at ${Math.round(why.percent ?? 0)}%; pacing`;
-    if (!this.live) {
-      if (why.reason === 'throttled') this.cc.out.warn(`${label} in ${formatDuration(ms)}`);
-      await new Promise((resolve) => setTimeout(resolve, ms));
-      return;
-    }
-    const end = Date.now() + ms;
-    const show = () => this.spinner.text(`${label} in ${formatDuration(Math.max(0, end - Date.now()))}`);
-    this.#waiting = true;
-    show();
-    const timer = setInterval(show, 1000);
-    try {
-      await new Promise((resolve) => setTimeout(resolve, ms));
-    } finally {
-      clearInterval(timer);
-      this.#waiting = false;
-      this.spinner.text(this.#base);
-    }
-  };
-
-  stop(): void {
-    this.spinner.stop();
-  }
-}
-
-async function openSession(cc: CommandContext, command: Command, spinnerText: string): Promise<Session> {
-  const options = command.opts<GraphOptions>();
-  const { parseDuration } = await import('../../duration.js');
-  const timeoutMs = parseDuration(options.timeout, '--timeout');
-  if (timeoutMs <= 0) throw new UsageError('--timeout must be more than 0');
-  const baseUrl = (await cc.settings.get('graph-url')).value!;
-  const version = (await cc.settings.get('graph-version')).value!;
-  const token = await cc.settings.require('graph-token');
-  const backoffText = cc.env.MINIAPP_GRAPH_BACKOFF_MS?.trim();
-  let backoffMs: number | undefined;
-  if (backoffText) {
-    backoffMs = Number(backoffText);
-    if (!/^\d+$/.test(backoffText)) throw new ConfigError(`MINIAPP_GRAPH_BACKOFF_MS must be a whole number of milliseconds; got "${backoffText}"`);
-  }
-  const { GraphClient } = await import('../../insights/client.js');
-  const activity = await Activity.start(cc, spinnerText);
-  const client = new GraphClient({
-    baseUrl,
-    version,
-    token,
-    timeoutMs,
-    maxRetries: options.maxRetries,
-    ...(backoffMs === undefined ? {} : { backoffMs }),
-    sleep: activity.sleep,
-    onWarn: (message) => cc.out.warn(message),
-    ...(cc.debug
-      ? {
-          onRequest: (log) =>
-            cc.out.info(cc.out.errColor.dim(`GET ${log.url} -> ${log.status ?? 'no answer'} in ${Math.round(log.ms)}ms${log.attempt ? ` (retry ${log.attempt})` : ''}`)),
-        }
-      : {}),
-    userAgent: `miniapp/${cc.version}`,
-  });
-  return {
-    client,
-    activity,
-    close: async () => {
-      activity.stop();
-      await client.close();
-    },
-  };
-}
-
-async function withSession<T>(cc: CommandContext, command: Command, spinnerText: string, work: (session: Session) => Promise<T>): Promise<T> {
-  const session = await openSession(cc, command, spinnerText);
-  try {
-    return await work(session);
-  } finally {
-    await session.close();
-  }
-}
-
-async function accountOf(cc: CommandContext, session: Session, flag: string | undefined): Promise<string> {
-  const { resolveAccount } = await import('../../insights/accounts.js');
-  const account = await resolveAccount(session.client, { flag, setting: flag ? undefined : (await cc.settings.get('graph-account')).value });
-  if (account.source === 'lookup' && cc.io.stderr.isTTY) {
-    cc.out.info(cc.out.errColor.dim(`using ${account.id}${account.name ? ` (${account.name})` : ''}, the only business account this token reaches`));
-  }
-  return account.id;
-}
-
-/* ----------------------------------------------------------------- output */
-
-function formatOf(cc: CommandContext, format: Format | undefined, output: string | undefined): Format {
-  if (cc.out.json) {
-    if (format !== undefined && format !== 'json') throw new UsageError(`--json and --format ${format} contradict each other; give one of them`);
-    return 'json';
-  }
-  if (format !== undefined) {
-    if (format === 'table' && output !== undefined) throw new UsageError('a table is for the terminal: use --format csv or json with --output');
-    return format;
-  }
-  if (output !== undefined) return /\.json$/i.test(output) ? 'json' : 'csv';
-  return 'table';
-}
-
-/** Writes next to the target, then renames: a failure never leaves half a file. */
-async function writeAtomically(file: string, text: string): Promise<void> {
-  const { writeFile, rename, rm } = await import('node:fs/promises');
-  const { basename, dirname, join } = await import('node:path');
-  const temp = join(dirname(file), `.${basename(file)}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`);
-  try {
-    await writeFile(temp, text, { flag: 'wx' });
-    await rename(temp, file);
-  } catch (error) {
-    await rm(temp, { force: true });
-    throw new MiniappError(`cannot write ${file}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`, {
-      hint: 'check that the directory exists and is writable',
-    });
-  }
-}
-
-interface Emit<Row> {
-  format: Format;
-  output: string | undefined;
-  rows: readonly Row[];
-  columns: readonly Column<Row>[];
-  json: unknown;
-  what: string;
-}
-
-/** Data to stdout in the chosen format, or to --output with a one-line note on stderr. */
-async function emit<Row>(cc: CommandContext, { format, output, rows, columns, json, what }: Emit<Row>): Promise<void> {
-  if (output !== undefined) {
-    await writeAtomically(output, format === 'json' ? `${JSON.stringify(json, null, 2)}\n` : cc.out.csv(rows, columns));
-    cc.out.info(`wrote ${rows.length} ${what} to ${output}`);
-    return;
-  }
-  if (format === 'csv') cc.out.write(cc.out.csv(rows, columns));
-  else if (format === 'json') cc.out.printJson(json);
-  else cc.out.table(rows, columns, json);
-}
+/* ---------------------------------------------------------------- helpers */
 
 function metricsFlag(text: string | undefined, fallback: readonly string[]): string[] {
   if (text === undefined) return [...fallback];
@@ -374,7 +180,7 @@ function warnUnknown(cc: CommandContext, metrics: readonly string[], known: (met
 /* ---------------------------------------------------------------- actions */
 
 async function runAccounts(cc: CommandContext, command: Command): Promise<void> {
-  const accounts = await withSession(cc, command, 'reading business accounts', async ({ client }) => {
+  const accounts = await withGraphSession(cc, command, 'reading business accounts', async ({ client }) => {
     const { listBusinessAccounts } = await import('../../insights/accounts.js');
     return listBusinessAccounts(client);
   });
@@ -422,18 +228,26 @@ async function runMedia(cc: CommandContext, command: Command): Promise<void> {
   if (since !== undefined && until !== undefined && since > until) throw new UsageError('--since must be before --until');
   warnUnknown(cc, metrics, isKnownMediaMetric);
 
-  const result = await withSession(cc, command, 'reading media', async (session) => {
+  const limit = flags.all ? undefined : (flags.limit ?? DEFAULT_LIMIT);
+  const result = await withGraphSession(cc, command, 'reading media', async (session) => {
+    const { client, activity } = session;
     const account = await accountOf(cc, session, flags.account);
-    const { exportMedia } = await import('../../insights/media.js');
-    return exportMedia(session.client, {
+    const { countMedia, exportMedia, mediaPageSize } = await import('../../insights/media.js');
+    const pageSize = mediaPageSize(limit);
+    // The total costs a call: asked only where someone watches a job of several pages that a date range does not narrow.
+    const count =
+      activity.live && since === undefined && until === undefined && (limit === undefined || limit > pageSize) ? await countMedia(client, account) : undefined;
+    const expected = count === undefined ? undefined : Math.min(count, limit ?? Infinity);
+    activity.progress({ unit: 'pages', total: expected === undefined ? undefined : Math.max(1, Math.ceil(expected / pageSize)), label: 'reading media' });
+    return exportMedia(client, {
       account,
       fields,
       metrics,
-      limit: flags.all ? undefined : (flags.limit ?? DEFAULT_LIMIT),
+      limit,
       since,
       until,
-      onProgress: (rows) => session.activity.text(`reading media: ${rows} so far (${session.client.calls} calls)`),
-      onWarn: (message) => cc.out.warn(message),
+      onProgress: (rows, pages) => activity.update({ done: pages, counts: { media: rows, calls: client.calls } }),
+      onWarn: (message) => activity.warn(message),
     });
   });
 
@@ -451,7 +265,8 @@ async function runMedia(cc: CommandContext, command: Command): Promise<void> {
     ...fields.map((field) => ({
       header: field,
       value: (row: Row) => row.fields[field],
-      ...(field === 'caption' ? { maxWidth: 40 } : field === 'permalink' ? { maxWidth: 48 } : {}),
+      // On a narrow terminal captions give way first, then links; IDs, types and numbers stay whole.
+      ...(field === 'caption' ? { shrink: 2 } : field === 'permalink' || field === 'media_url' || field === 'thumbnail_url' ? { shrink: 1 } : {}),
     })),
     ...metrics.map((metric) => ({ header: metric, value: (row: Row) => row.metrics[metric] })),
   ];
@@ -467,7 +282,7 @@ async function runObjectInsights(cc: CommandContext, command: Command, kind: 'po
   const flags = command.opts<{ metrics?: string }>();
   const explicit = flags.metrics === undefined ? undefined : metricsFlag(flags.metrics, []);
   if (explicit) warnUnknown(cc, explicit, isKnownMediaMetric);
-  const result = await withSession(cc, command, `reading insights of ${kind} ${id}`, async ({ client }) => {
+  const result = await withGraphSession(cc, command, `reading insights of ${kind} ${id}`, async ({ client, activity }) => {
     const { readMediaKind, readObjectInsights } = await import('../../insights/media.js');
     let metrics = explicit ?? [...defaultMetricsFor(kind)];
     if (!explicit && kind === 'post') {
@@ -476,7 +291,7 @@ async function runObjectInsights(cc: CommandContext, command: Command, kind: 'po
       const mediaKind = await readMediaKind(client, id);
       metrics = metrics.filter((m) => supports(mediaKind, m));
     }
-    return readObjectInsights(client, id, metrics, (message) => cc.out.warn(message));
+    return readObjectInsights(client, id, metrics, (message) => activity.warn(message));
   });
   cc.out.table(
     result.metrics,
@@ -492,7 +307,7 @@ async function runObjectInsights(cc: CommandContext, command: Command, kind: 'po
 async function runMediaItem(cc: CommandContext, command: Command): Promise<void> {
   const [id] = command.processedArgs as [string];
   const fields = fieldsFlag(command.opts<{ fields?: string }>().fields);
-  const item = await withSession(cc, command, `reading media ${id}`, async ({ client }) => {
+  const item = await withGraphSession(cc, command, `reading media ${id}`, async ({ client }) => {
     const { readMediaItem } = await import('../../insights/media.js');
     return readMediaItem(client, id, fields);
   });
@@ -532,9 +347,10 @@ async function runAccount(cc: CommandContext, command: Command): Promise<void> {
   const since = flags.since === undefined ? startOfUtcDay(now) - 30 * 86_400_000 : sinceOf(flags.since, now);
   if (dailyAsked && since >= until) throw new UsageError('--since must be before --until');
 
-  const result = await withSession(cc, command, 'reading account insights', async (session) => {
+  const result = await withGraphSession(cc, command, 'reading account insights', async (session) => {
     const account = await accountOf(cc, session, flags.account);
-    const { readAccountInsights } = await import('../../insights/account.js');
+    const { readAccountInsights, windowsOf } = await import('../../insights/account.js');
+    if (dailyAsked) session.activity.progress({ unit: 'windows', total: windowsOf(since, until).length, label: 'reading account insights' });
     return readAccountInsights(session.client, {
       account,
       metrics,
@@ -542,8 +358,8 @@ async function runAccount(cc: CommandContext, command: Command): Promise<void> {
       since,
       until,
       breakdown: flags.breakdown,
-      onWarn: (message) => cc.out.warn(message),
-      onProgress: (done, windows) => session.activity.text(`reading account insights: window ${done} of ${windows}`),
+      onWarn: (message) => session.activity.warn(message),
+      onProgress: (done) => session.activity.update({ done, counts: { calls: session.client.calls } }),
     });
   });
   if (cc.debug) cc.out.info(cc.out.errColor.dim(`${result.days.length} days in ${result.windows} windows, ${result.calls} calls`));

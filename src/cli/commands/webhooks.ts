@@ -1,26 +1,72 @@
-import type { Command } from 'commander';
+/**
+ * `miniapp webhooks ...`: the outbox of `miniapp serve` (list, resend,
+ * cancel) and signature checks for receivers. The outbox commands work on
+ * serve's database directly, running or not; see src/blog/webhooks.ts for
+ * why that is safe.
+ */
+import { Option, type Command } from 'commander';
 import type { Bind } from '../main.js';
 import type { CommandContext } from '../context.js';
 import { MiniappError, UsageError } from '../../errors.js';
+import { wholeNumber } from '../flags.js';
+import { relativeTime } from '../../duration.js';
+import type { Column } from '../output.js';
+import type { Delivery, DeliveryState, Outcome, WebhookOutbox } from '../../blog/webhooks.js';
 
-const STATES = ['pending', 'delivered', 'failed'] as const;
+const STATES = ['pending', 'delivered', 'failed', 'cancelled', 'held'] as const;
+const RESENDABLE = ['delivered', 'failed', 'cancelled', 'held'] as const;
+const DATA_DIR_HELP = 'the data dir of `miniapp serve` (default: MINIAPP_DATA_DIR, else ~/.local/share/miniapp)';
 
 export function registerWebhooks(program: Command, bind: Bind): void {
   const webhooks = program
     .command('webhooks')
-    .description('the post.created webhook deliveries of `miniapp serve`, and signature checks for receivers');
+    .description('the post.created webhook deliveries of `miniapp serve`: list, resend, cancel; and signature checks for receivers');
   webhooks
     .command('list')
+    .summary('list webhook deliveries with their state, attempts and last result')
     .description(
-      'list webhook deliveries, oldest first: state (pending, delivered, failed), attempts, when the next one is due, ' +
-        'and the last status or error. --json prints each delivery in full, with its body and every attempt.',
+      'list webhook deliveries, oldest first: state (pending, delivered, failed, cancelled, held), attempts, when the ' +
+        'next one is due, and the last status or error. --json prints each delivery in full, with its body and every attempt.',
     )
     .option('--state <state>', `only deliveries in this state: ${STATES.join(', ')}`)
-    .option('--data-dir <dir>', 'the data dir of `miniapp serve` (default: MINIAPP_DATA_DIR, else ~/.local/share/miniapp)')
-    .addHelpText('after', '\nExamples:\n  miniapp webhooks list\n  miniapp webhooks list --state failed --json')
+    .option('--url <url>', 'only deliveries to this URL')
+    .option('--limit <n>', 'only the N most recent (still oldest first)', wholeNumber('--limit'))
+    .option('--data-dir <dir>', DATA_DIR_HELP)
+    .addHelpText('after', '\nExamples:\n  miniapp webhooks list --limit 20\n  miniapp webhooks list --state held\n  miniapp webhooks list --state failed --json')
     .action(bind(runList));
   webhooks
+    .command('resend')
+    .summary('queue deliveries again: same body, same X-Webhook-Delivery, fresh attempts')
+    .description(
+      'Queue deliveries again as new pending ones, due now, with a fresh set of attempts: the same body, signed the same ' +
+        'way, and the same X-Webhook-Delivery id, so a receiver that de-duplicates on it never processes a body twice. ' +
+        'Works on delivered, failed, cancelled and held deliveries (a held one resent is marked cancelled). A running ' +
+        'serve sends them within 30 s; one that does not send to the URL holds them.',
+    )
+    .argument('[ids...]', 'delivery IDs (from `miniapp webhooks list`)')
+    .option('--url <url>', 'instead of IDs: every failed or held delivery to this URL (or those in --state)')
+    .addOption(new Option('--state <state>', 'with --url: only deliveries in this state').choices(RESENDABLE))
+    .option('--to <url>', 'send them to this URL instead (the receiver moved)')
+    .option('--wait', 'wait until serve has delivered them, or given up; exit 1 unless every one was delivered')
+    .option('--data-dir <dir>', DATA_DIR_HELP)
+    .addHelpText(
+      'after',
+      '\nExamples:\n  miniapp webhooks resend 42\n  miniapp webhooks resend --url https://old.example.com/hook --to https://new.example.com/hook --wait\n' +
+        '  miniapp webhooks resend --url https://hooks.example.com/blog --state failed --json',
+    )
+    .action(bind(runResend));
+  webhooks
+    .command('cancel')
+    .summary('stop further attempts at pending or held deliveries')
+    .description('Cancel pending or held deliveries: serve makes no further attempt at them. Cancelling a cancelled one is not an error.')
+    .argument('[ids...]', 'delivery IDs (from `miniapp webhooks list`)')
+    .option('--url <url>', 'instead of IDs: every pending or held delivery to this URL')
+    .option('--data-dir <dir>', DATA_DIR_HELP)
+    .addHelpText('after', '\nExamples:\n  miniapp webhooks cancel 42 43\n  miniapp webhooks cancel --url https://old.example.com/hook')
+    .action(bind(runCancel));
+  webhooks
     .command('verify')
+    .summary('check an X-Webhook-Signature against the body a receiver got')
     .description(
       'Check an X-Webhook-Signature against the body a receiver got, byte for byte (FILE, or stdin). ' +
         'Exits 0 when it matches, 1 when it does not. The secret comes from --secret, else MINIAPP_WEBHOOK_SECRET ' +
@@ -37,38 +83,44 @@ export function registerWebhooks(program: Command, bind: Bind): void {
     .action(bind(runVerify));
 }
 
-async function runList(cc: CommandContext, command: Command): Promise<void> {
-  const flags = command.opts<{ state?: string; dataDir?: string }>();
-  if (flags.state !== undefined && !(STATES as readonly string[]).includes(flags.state)) {
-    throw new UsageError(`--state must be one of ${STATES.join(', ')}; got "${flags.state}"`);
-  }
+/* ----------------------------------------------------------------- outbox */
+
+/** serve's outbox in the data dir, or undefined when serve has not created the database yet (with a note saying so). */
+async function openOutbox(cc: CommandContext, dataDirFlag: string | undefined, mode: 'read' | 'write'): Promise<{ outbox: WebhookOutbox; close(): void } | undefined> {
   const [{ openDatabase, databasePath }, { WebhookOutbox }, { dataDir }, { existsSync }] = await Promise.all([
     import('../../store/database.js'),
     import('../../blog/webhooks.js'),
     import('../../config/paths.js'),
     import('node:fs'),
   ]);
-  const directory = flags.dataDir ?? dataDir(cc.env, cc.homedir);
+  const directory = dataDirFlag ?? dataDir(cc.env, cc.homedir);
   if (!existsSync(databasePath(directory))) {
     cc.out.info(`no database at ${databasePath(directory)} yet: \`miniapp serve\` has sent no webhook with this data dir`);
-    cc.out.table([], []);
-    return;
+    return undefined;
   }
-  const db = openDatabase({ dataDir: directory }, { readonly: true });
+  // Writers open it as serve does (WAL, a busy time-out, migrations), so both can write at once.
+  const db = openDatabase({ dataDir: directory }, { readonly: mode === 'read' });
+  return { outbox: new WebhookOutbox(db, cc.now), close: () => db.close() };
+}
+
+async function checkedUrl(flag: string, text: string): Promise<string> {
+  const { checkWebhookUrl } = await import('../../blog/webhooks.js');
   try {
-    const deliveries = new WebhookOutbox(db).list({ state: flags.state as (typeof STATES)[number] | undefined });
-    cc.out.table(deliveries, [
-      { header: 'id', value: (d) => d.id },
-      { header: 'event', value: (d) => d.event },
-      { header: 'url', value: (d) => d.url, maxWidth: 48 },
-      { header: 'state', value: (d) => d.state },
-      { header: 'attempts', value: (d) => d.attemptCount },
-      { header: 'next attempt', value: (d) => d.nextAttemptAt ?? '' },
-      { header: 'last result', value: (d) => lastResult(d.attempts.at(-1)), maxWidth: 40 },
-      { header: 'created', value: (d) => d.createdAt },
-    ]);
-  } finally {
-    db.close();
+    return checkWebhookUrl(text);
+  } catch (error) {
+    throw new UsageError(`${flag}: ${(error as Error).message}`);
+  }
+}
+
+function idsOf(texts: readonly string[]): number[] {
+  return texts.map((text) => wholeNumber('a delivery ID')(text));
+}
+
+/** IDs or --url, not both and not neither. */
+function selection(command: string, ids: readonly string[], url: string | undefined): void {
+  if (ids.length > 0 && url !== undefined) throw new UsageError(`give delivery IDs or --url, not both`);
+  if (ids.length === 0 && url === undefined) {
+    throw new UsageError(`${command} needs delivery IDs or --url URL`, { hint: 'find them with `miniapp webhooks list`' });
   }
 }
 
@@ -76,6 +128,149 @@ function lastResult(attempt: { statusCode: number | null; error: string | null }
   if (!attempt) return '';
   if (attempt.statusCode !== null) return `HTTP ${attempt.statusCode}`;
   return attempt.error ?? 'no answer';
+}
+
+/** The columns of `list`; on a terminal times are relative (`in 4m`, `3m ago`), as gh shows them, and narrower. */
+function listColumns(cc: CommandContext): Column<Delivery>[] {
+  const now = cc.now();
+  const time = (at: string | null, due: boolean) => {
+    if (at === null || !cc.out.human) return at ?? '';
+    return due && Date.parse(at) <= now.getTime() ? 'due now' : relativeTime(at, now);
+  };
+  return [
+    { header: 'id', value: (d) => d.id },
+    { header: 'event', value: (d) => d.event },
+    // On a narrow terminal the URL gives way first, then the last error, then the rest; the ID and the state last.
+    { header: 'url', value: (d) => d.url, shrink: 2 },
+    // A state cut to "deliver…" says nothing.
+    { header: 'state', value: (d) => d.state, shrink: -1 },
+    { header: 'attempts', value: (d) => d.attemptCount },
+    { header: 'next attempt', value: (d) => time(d.nextAttemptAt, true) },
+    { header: 'last result', value: (d) => lastResult(d.attempts.at(-1)), shrink: 1 },
+    { header: 'created', value: (d) => time(d.createdAt, false) },
+  ];
+}
+
+/** What cancel and resend print when piped: one line per delivery they touched. */
+const SHORT_COLUMNS: readonly Column<Delivery>[] = [
+  { header: 'id', value: (d) => d.id },
+  { header: 'state', value: (d) => d.state },
+  { header: 'url', value: (d) => d.url, shrink: 1 },
+];
+
+/* ---------------------------------------------------------------- actions */
+
+async function runList(cc: CommandContext, command: Command): Promise<void> {
+  const flags = command.opts<{ state?: string; url?: string; limit?: number; dataDir?: string }>();
+  if (flags.state !== undefined && !(STATES as readonly string[]).includes(flags.state)) {
+    throw new UsageError(`--state must be one of ${STATES.join(', ')}; got "${flags.state}"`);
+  }
+  const url = flags.url === undefined ? undefined : await checkedUrl('--url', flags.url);
+  const opened = await openOutbox(cc, flags.dataDir, 'read');
+  if (!opened) {
+    cc.out.table([], []);
+    return;
+  }
+  try {
+    const filter = { state: flags.state as DeliveryState | undefined, url };
+    const deliveries = opened.outbox.list({ ...filter, limit: flags.limit });
+    cc.out.table(deliveries, listColumns(cc));
+    if (cc.out.human && flags.limit !== undefined && deliveries.length === flags.limit) {
+      const all = opened.outbox.count(filter);
+      if (all > deliveries.length) cc.out.info(cc.out.errColor.dim(`the ${deliveries.length} most recent of ${all}; a larger --limit shows more`));
+    }
+  } finally {
+    opened.close();
+  }
+}
+
+/** Prints what was done and fails, after the others, on what was refused. */
+function report(cc: CommandContext, verb: 'cancelled' | 'queued', outcome: Outcome, asked: number, describe: (d: Delivery) => string): void {
+  if (cc.out.json) cc.out.printJson({ [verb]: outcome.done, refused: outcome.refused });
+  else if (cc.out.isTTY) for (const delivery of outcome.done) cc.out.success(describe(delivery));
+  else cc.out.table(outcome.done, SHORT_COLUMNS);
+  const what = verb === 'cancelled' ? 'cancel' : 'resend';
+  if (outcome.refused.length === 1 && asked === 1) {
+    throw new MiniappError(`cannot ${what} delivery ${outcome.refused[0]!.id}: ${outcome.refused[0]!.reason}`, { hint: 'see it with `miniapp webhooks list`' });
+  }
+  if (outcome.refused.length > 0) {
+    for (const { id, reason } of outcome.refused) cc.out.warn(`delivery ${id}: ${reason}`);
+    throw new MiniappError(`could not ${what} ${outcome.refused.length} of ${asked} deliveries`);
+  }
+}
+
+async function runCancel(cc: CommandContext, command: Command): Promise<void> {
+  const flags = command.opts<{ url?: string; dataDir?: string }>();
+  const texts = command.processedArgs[0] as string[];
+  selection('cancel', texts, flags.url);
+  const ids = idsOf(texts);
+  const url = flags.url === undefined ? undefined : await checkedUrl('--url', flags.url);
+  const opened = await openOutbox(cc, flags.dataDir, 'write');
+  if (!opened) {
+    if (url === undefined) throw new MiniappError(`no delivery ${ids[0]}: there is no outbox yet`);
+    report(cc, 'cancelled', { done: [], refused: [] }, 0, () => '');
+    return;
+  }
+  try {
+    const outcome = url === undefined ? opened.outbox.cancel(ids) : { done: opened.outbox.cancelUrl(url), refused: [] };
+    if (url !== undefined && outcome.done.length === 0 && !cc.out.json) cc.out.info(`nothing to cancel: no pending or held delivery to ${url}`);
+    report(cc, 'cancelled', outcome, ids.length, (d) => `cancelled delivery ${d.id} (${d.event} to ${d.url})`);
+  } finally {
+    opened.close();
+  }
+}
+
+interface ResendFlags {
+  url?: string;
+  state?: (typeof RESENDABLE)[number];
+  to?: string;
+  wait?: boolean;
+  dataDir?: string;
+}
+
+async function runResend(cc: CommandContext, command: Command): Promise<void> {
+  const flags = command.opts<ResendFlags>();
+  const texts = command.processedArgs[0] as string[];
+  selection('resend', texts, flags.url);
+  if (flags.state !== undefined && flags.url === undefined) throw new UsageError('--state chooses among the deliveries to --url; give --url too');
+  const url = flags.url === undefined ? undefined : await checkedUrl('--url', flags.url);
+  const to = flags.to === undefined ? undefined : await checkedUrl('--to', flags.to);
+  const opened = await openOutbox(cc, flags.dataDir, 'write');
+  if (!opened) throw new MiniappError('there is no outbox yet: nothing to resend');
+  try {
+    const { outbox } = opened;
+    const ids =
+      url === undefined
+        ? idsOf(texts)
+        : (flags.state ? [flags.state] : (['failed', 'held'] as const)).flatMap((state) => outbox.list({ state, url }).map((d) => d.id)).sort((a, b) => a - b);
+    if (url !== undefined && ids.length === 0) {
+      if (!cc.out.json) cc.out.info(`nothing to resend: no ${flags.state ?? 'failed or held'} delivery to ${url}`);
+      report(cc, 'queued', { done: [], refused: [] }, 0, () => '');
+      return;
+    }
+    // Loaded before the resend, so that the first look at the outbox sees what the resend left, before serve can act.
+    const { waitForDeliveries } = flags.wait ? await import('../webhook-wait.js') : { waitForDeliveries: undefined };
+    const outcome = outbox.resend(ids, { to });
+    if (!waitForDeliveries || outcome.done.length === 0) {
+      report(cc, 'queued', outcome, ids.length, (d) => `queued delivery ${d.originalId} again as ${d.id} (${d.event} to ${d.url})`);
+      return;
+    }
+    const finished = await waitForDeliveries(cc, outbox, outcome.done.map((d) => d.id));
+    report(cc, 'queued', { done: finished.deliveries, refused: outcome.refused }, ids.length, (d) =>
+      `delivery ${d.id} (X-Webhook-Delivery ${d.originalId}) ${d.state}${d.attempts.length ? ` after ${d.attemptCount} attempt${d.attemptCount === 1 ? '' : 's'}, ${lastResult(d.attempts.at(-1))}` : ''}`,
+    );
+    const unfinished = finished.deliveries.filter((d) => d.state !== 'delivered');
+    if (unfinished.length > 0) {
+      throw new MiniappError(
+        finished.interrupted
+          ? `stopped waiting with ${unfinished.length} of ${finished.deliveries.length} not delivered; serve goes on with them`
+          : `${unfinished.length} of ${finished.deliveries.length} resent deliveries were not delivered`,
+        { hint: 'see them with `miniapp webhooks list`' },
+      );
+    }
+  } finally {
+    opened.close();
+  }
 }
 
 async function runVerify(cc: CommandContext, command: Command): Promise<void> {

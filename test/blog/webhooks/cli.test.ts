@@ -99,6 +99,7 @@ describe('webhooks list', () => {
       nextAttemptAt: null,
       createdAt: T0.toISOString(),
       updatedAt: T0.toISOString(),
+      originalId: null,
       attempts: [{ at: T0.toISOString(), statusCode: 200, error: null }],
     });
     expect(JSON.parse(deliveries[0].body)).toEqual({ event: 'post.created', timestamp: T0.toISOString(), data: { id: 1, title: 'First' } });

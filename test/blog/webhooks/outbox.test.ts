@@ -1,6 +1,7 @@
 /** The outbox in SQLite: one serialisation per event, all rows or none, due and list. */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { openDatabase, type Db } from '../../../src/store/database.js';
+import Database from 'better-sqlite3';
+import { MIGRATIONS, migrate, openDatabase, schemaVersion, type Db } from '../../../src/store/database.js';
 import { afterAttempt, MAX_ATTEMPTS, POST_CREATED, WebhookOutbox } from '../../../src/blog/webhooks.js';
 
 const T0 = new Date('2026-11-21T12:00:00.000Z');
@@ -106,5 +107,69 @@ describe('due, list and the schedule', () => {
     expect(afterAttempt(3, false, at)).toEqual({ state: 'pending', nextAttemptAt: '2026-11-21T12:30:00.000Z' });
     expect(afterAttempt(4, false, at)).toEqual({ state: 'failed', nextAttemptAt: null });
     expect(afterAttempt(3, true, at)).toEqual({ state: 'delivered', nextAttemptAt: null });
+  });
+});
+
+describe('cancel, hold and resend', () => {
+  const failedAttempt = (at: Date) => ({ at: at.toISOString(), statusCode: 500, error: null });
+
+  it('an attempt in flight when its delivery is cancelled is recorded, and leaves it cancelled unless it delivered', () => {
+    const [lost, arrived] = outbox.enqueue(POST_CREATED, {}, ['http://127.0.0.1:1/a', 'http://127.0.0.1:1/b']);
+    expect(outbox.cancel([lost!, arrived!]).done.map((d) => d.state)).toEqual(['cancelled', 'cancelled']);
+    const retry = afterAttempt(1, false, now);
+    expect(outbox.recordAttempt(lost!, failedAttempt(now), { ...retry, at: now.toISOString() })).toBe('cancelled');
+    expect(outbox.get(lost!)).toMatchObject({ state: 'cancelled', nextAttemptAt: null, attemptCount: 1 });
+    expect(outbox.recordAttempt(arrived!, { at: now.toISOString(), statusCode: 200, error: null }, { state: 'delivered', nextAttemptAt: null, at: now.toISOString() })).toBe('delivered');
+    expect(outbox.get(arrived!)?.state).toBe('delivered');
+  });
+
+  it('holds pending deliveries to other URLs and resumes held ones to these, due now, attempts kept', () => {
+    const [a, b] = outbox.enqueue(POST_CREATED, {}, ['http://127.0.0.1:1/a', 'http://127.0.0.1:1/b']);
+    outbox.recordAttempt(a!, failedAttempt(now), { ...afterAttempt(1, false, now), at: now.toISOString() });
+    const moved = outbox.holdOthers(['http://127.0.0.1:1/b']);
+    expect(moved.held.map((d) => [d.id, d.state, d.nextAttemptAt])).toEqual([[a, 'held', null]]);
+    expect(moved.resumed).toEqual([]);
+    expect(outbox.due(new Date(T0.getTime() + 3_600_000)).map((d) => d.id)).toEqual([b]);
+    now = new Date(T0.getTime() + 5000);
+    const back = outbox.holdOthers(['http://127.0.0.1:1/a', 'http://127.0.0.1:1/b']);
+    expect(back.resumed.map((d) => [d.id, d.state, d.nextAttemptAt, d.attemptCount])).toEqual([[a, 'pending', now.toISOString(), 1]]);
+  });
+
+  it('resends once at a time: a pending resend of the same delivery refuses another', () => {
+    const [id] = outbox.enqueue(POST_CREATED, {}, ['http://127.0.0.1:1/a']);
+    outbox.recordAttempt(id!, { at: now.toISOString(), statusCode: 204, error: null }, { state: 'delivered', nextAttemptAt: null, at: now.toISOString() });
+    const first = outbox.resend([id!]);
+    expect(first.done.map((d) => [d.originalId, d.state])).toEqual([[id, 'pending']]);
+    const second = outbox.resend([id!]);
+    expect(second.done).toEqual([]);
+    expect(second.refused).toEqual([{ id, reason: `delivery ${first.done[0]!.id}, which sends the same X-Webhook-Delivery ${id}, is still pending` }]);
+    expect(outbox.resend([first.done[0]!.id]).refused[0]!.reason).toContain('still pending');
+  });
+});
+
+describe('migration 5', () => {
+  it('keeps the deliveries and attempts of schema 4, and never hands out an id again', () => {
+    const old = new Database(':memory:');
+    old.pragma('foreign_keys = ON');
+    for (const m of MIGRATIONS.filter((m) => m.version <= 4)) {
+      old.exec(m.sql);
+      old.pragma(`user_version = ${m.version}`);
+    }
+    const v4 = new WebhookOutbox(old, () => T0);
+    // Version 4 has no original_id: enqueue writes only the columns both schemas have.
+    const ids = v4.enqueue(POST_CREATED, { id: 1 }, ['http://127.0.0.1:1/a', 'http://127.0.0.1:1/b', 'http://127.0.0.1:1/c']);
+    old.prepare('INSERT INTO webhook_attempts (delivery_id, attempted_at, status_code, error) VALUES (?, ?, 500, NULL)').run(ids[0], T0.toISOString());
+    old.prepare('DELETE FROM webhook_deliveries WHERE id = ?').run(ids[2]);
+    const before = v4.list();
+
+    migrate(old);
+    expect(schemaVersion(old)).toBe(5);
+    const after = new WebhookOutbox(old, () => T0);
+    expect(after.list()).toEqual(before);
+    expect(after.list().map((d) => d.originalId)).toEqual([null, null]);
+    expect(after.cancel([ids[1]!]).done[0]!.state).toBe('cancelled');
+    expect(after.enqueue(POST_CREATED, {}, ['http://127.0.0.1:1/d'])).toEqual([ids[2]! + 1]);
+    expect(old.pragma('foreign_key_check')).toEqual([]);
+    old.close();
   });
 });

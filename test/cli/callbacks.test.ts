@@ -1,0 +1,37 @@
+/** `miniapp callbacks list --limit` through the in-process CLI, on a data dir serve could have written. */
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { join } from 'node:path';
+import { Sandbox, plain } from '../helpers/cli.js';
+import { openDatabase } from '../../src/store/database.js';
+import { UnlinkEventStore } from '../../src/store/unlink-events.js';
+
+let sb: Sandbox;
+beforeEach(() => {
+  sb = new Sandbox();
+  const db = openDatabase({ dataDir: join(sb.root, 'data') });
+  const store = new UnlinkEventStore(db);
+  for (const [minute, userKey] of [[0, 1001], [1, 1002], [2, 1001], [3, 1003]] as const) {
+    store.record({ receivedAt: new Date(Date.UTC(2026, 10, 21, 12, minute)).toISOString(), userKey, referrer: 'UNLINK', method: 'POST', source: '127.0.0.1' });
+  }
+  db.close();
+});
+afterEach(() => sb.dispose());
+
+describe('callbacks list --limit', () => {
+  it('lists the N most recent, oldest first, with the other filters applied first', async () => {
+    const two = await sb.run(['callbacks', 'list', '--limit', '2', '--json']);
+    expect(two.code, two.stderr).toBe(0);
+    expect((JSON.parse(two.stdout) as { userKey: number }[]).map((e) => e.userKey)).toEqual([1001, 1003]);
+    const ofUser = await sb.run(['callbacks', 'list', '--user-key', '1001', '--limit', '1']);
+    expect(ofUser.stdout.split('\t').slice(0, 2)).toEqual(['2026-11-21T12:02:00.000Z', '1001']);
+    const all = await sb.run(['callbacks', 'list', '--limit', '10', '--json']);
+    expect(JSON.parse(all.stdout)).toHaveLength(4);
+  });
+
+  it('says on a terminal that there are more', async () => {
+    const result = await sb.run(['callbacks', 'list', '--limit', '3', '--no-color'], { tty: true });
+    expect(result.code).toBe(0);
+    expect(plain(result.stdout).match(/│ 2026-/g)).toHaveLength(3);
+    expect(result.stderr).toContain('the 3 most recent of 4; a larger --limit shows more');
+  });
+});
