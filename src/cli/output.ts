@@ -12,7 +12,7 @@ import { createRequire } from 'node:module';
 import type { ChalkInstance } from 'chalk';
 import { resolveColorLevel, type ColorLevel } from './color.js';
 import { ProgressLine, type ProgressOptions } from './progress.js';
-import { textWidth, truncateToWidth } from './text-width.js';
+import { loadTextWidths, textWidths } from './cells.js';
 
 export interface OutStream {
   write(chunk: string): unknown;
@@ -145,6 +145,7 @@ const plain: ChalkInstance = new Proxy(((...text: unknown[]) => text.join(' ')) 
 });
 
 export async function createOutput(io: Io, options: OutputOptions): Promise<Output> {
+  if (io.stdout.isTTY || io.stderr.isTTY) await loadTextWidths();
   const level = (stream: OutStream): ColorLevel =>
     resolveColorLevel({ noColorFlag: options.noColor, env: options.env, isTTY: Boolean(stream.isTTY) });
   const [outLevel, errLevel] = [level(io.stdout), level(io.stderr)];
@@ -205,6 +206,7 @@ export class Output {
       this.io.stderr.write(`${this.errColor.dim('(nothing to show)')}\n`);
       return;
     }
+    const { textWidth, truncateToWidth } = textWidths();
     const cells = rows.map((row) => columns.map((c) => {
       const text = oneLine(cellText(c.value(row)));
       return c.maxWidth === undefined ? text : truncateToWidth(text, c.maxWidth);

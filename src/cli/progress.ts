@@ -12,7 +12,7 @@
  */
 import type { OutStream } from './output.js';
 import { formatDuration } from '../duration.js';
-import { truncateToWidth } from './text-width.js';
+import { textWidths } from './cells.js';
 
 export interface ProgressOptions {
   /** What is counted: "rows", "pages", "deliveries". */
@@ -111,7 +111,7 @@ export class ProgressLine {
   #draw(): void {
     const width = this.#stream.columns || 80;
     // One cell short of the width: a line that fills it leaves some terminals' cursor on the next row, and \r then misses.
-    this.#stream.write(`\r\x1b[2K${truncateToWidth(this.text(), width - 1)}`);
+    this.#stream.write(`\r\x1b[2K${textWidths().truncateToWidth(this.text(), width - 1)}`);
     this.#shown = true;
   }
 }

@@ -1,6 +1,10 @@
-import { describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { loadTextWidths } from '../../src/cli/cells.js';
 import { ProgressLine } from '../../src/cli/progress.js';
 import { Capture } from '../helpers/cli.js';
+
+// createOutput loads the cell measure for a terminal; these tests build the line directly.
+beforeAll(() => loadTextWidths());
 
 function clock() {
   let t = 0;
