@@ -51,7 +51,7 @@ export interface ServeOptions {
   shutdownDeadlineMs?: number;
   /** Publish the blog API's docs pages and OpenAPI descriptions (default true). */
   docs?: boolean;
-  /** Where `post.created` goes, signed with the secret. A secret alone still resumes pending deliveries. */
+  /** Where `post.created` goes, signed with the secret. Pending deliveries to URLs not listed here are held (see `miniapp webhooks`). */
   webhooks?: { urls: string[]; secret: string } | undefined;
   /** Where clients reach serve; links in answers are built under it (else relative). */
   publicUrl?: string | undefined;
