@@ -216,3 +216,22 @@ describe('serve logs', () => {
     }
   });
 });
+
+describe('sandbox login next to a running serve', () => {
+  it('reaches the sandbox serve started, without --url, and forgets it when serve stops', async () => {
+    let stop!: (signal: string) => void;
+    const shutdown = new Promise<string>((resolve) => (stop = resolve));
+    const serving = sb.run(['serve', '--port', '0', '--grpc-port', '0'], { shutdown });
+    let login = await sb.run(['sandbox', 'login', '--user-key', '1001', '--json']);
+    for (let i = 0; i < 100 && login.code !== 0; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      login = await sb.run(['sandbox', 'login', '--user-key', '1001', '--json']);
+    }
+    expect(login.code, login.stderr).toBe(0);
+    expect(JSON.parse(login.stdout)).toMatchObject({ authorizationCode: expect.stringMatching(/^code_/), referrer: 'sandbox' });
+    stop('SIGINT');
+    expect((await serving).code).toBe(0);
+    const { readServeRuntime } = await import('../../src/cli/serve-runtime.js');
+    expect(readServeRuntime(sb.env.MINIAPP_DATA_DIR!)).toBeUndefined();
+  });
+});

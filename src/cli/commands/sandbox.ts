@@ -61,7 +61,7 @@ export function registerSandbox(program: Command, bind: Bind): void {
     .action(bind(runServe));
 
   const url = '--url <url>';
-  const urlHelp = `a running sandbox (default: the profile's base-url, else ${DEFAULT_SANDBOX_URL})`;
+  const urlHelp = `a running sandbox (default: the profile's base-url, else the sandbox of a running \`miniapp serve\`, else ${DEFAULT_SANDBOX_URL})`;
   sandbox
     .command('login')
     .description('play appLogin(): print an authorizationCode and referrer for a user (first-timers agree to the required terms)')
@@ -193,9 +193,15 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
   await sandbox.app.close();
 }
 
+/** The embedded sandbox of a `miniapp serve` running on this machine's data dir, if any. */
+async function runningServeSandbox(cc: CommandContext): Promise<string | undefined> {
+  const [{ readServeRuntime }, { dataDir }] = await Promise.all([import('../serve-runtime.js'), import('../../config/paths.js')]);
+  return readServeRuntime(dataDir(cc.env, cc.homedir))?.sandbox ?? undefined;
+}
+
 async function adminCall(cc: CommandContext, command: Command, path: string, body: unknown): Promise<Record<string, unknown>> {
   const explicit = command.opts<{ url?: string }>().url;
-  const base = (explicit ?? (await cc.settings.get('base-url')).value ?? DEFAULT_SANDBOX_URL).replace(/\/+$/, '');
+  const base = (explicit ?? (await cc.settings.get('base-url')).value ?? (await runningServeSandbox(cc)) ?? DEFAULT_SANDBOX_URL).replace(/\/+$/, '');
   try {
     new URL(base);
   } catch {

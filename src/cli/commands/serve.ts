@@ -247,7 +247,17 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
     cc.out.line(lines.join('\n'));
   }
   logSink.open();
+  const forget =
+    running.databaseFile !== undefined
+      ? (await import('../serve-runtime.js')).writeServeRuntime(directory, {
+          pid: process.pid,
+          url: running.url,
+          grpc: running.grpc?.address ?? null,
+          sandbox: running.sandbox?.url ?? null,
+        })
+      : () => undefined;
   const signal = await cc.waitForShutdown();
+  forget();
   cc.out.info(`${signal}: finishing requests in flight, then stopping`);
   await running.close();
   cc.out.info('stopped');
