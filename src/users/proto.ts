@@ -37,6 +37,15 @@ export interface ChatMessage {
   sent_at: Timestamp | null;
 }
 
+/** The answer to one row of ImportUsers (an addition to the spec). */
+export interface ImportUsersResponse {
+  /** 0-based position in the stream the client sent. */
+  index: number;
+  result?: 'user' | 'failure';
+  user?: UserMessage | null;
+  failure?: { status: string; message: string } | null;
+}
+
 export interface BulkCreateFailure {
   /** 0-based position in the stream the client sent. */
   index: number;
