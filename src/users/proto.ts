@@ -53,6 +53,10 @@ export interface BulkCreateFailure {
   message: string;
 }
 
+/** ListUsers' initial metadata: the users matching the filter on all pages, and the page size applied (0 = all). */
+export const LIST_TOTAL_HEADER = 'x-total-count';
+export const LIST_PAGE_SIZE_HEADER = 'x-page-size';
+
 /** The update_mask paths UpdateUser knows (AIP-134); "*" stands for all of them. */
 export const UPDATE_PATHS = ['username', 'email', 'full_name', 'is_active', 'roles'] as const;
 export type UpdatePath = (typeof UPDATE_PATHS)[number];

@@ -11,7 +11,7 @@ import { MAX_BEARER_HEADER_LENGTH, TokenService, type Principal } from '../auth/
 import { failStream as endStream, RpcError, statusName } from '../grpc/status.js';
 import { ChatRooms } from '../grpc/chat-room.js';
 import { createFromStream, type RowStream } from './batch-create.js';
-import { toTimestamp, UPDATE_PATHS, type BulkCreateFailure, type ChatMessage, type CreateUserRequest, type EventTypeName, type UserMessage } from './proto.js';
+import { LIST_PAGE_SIZE_HEADER, LIST_TOTAL_HEADER, toTimestamp, UPDATE_PATHS, type BulkCreateFailure, type ChatMessage, type CreateUserRequest, type EventTypeName, type UserMessage } from './proto.js';
 import {
   characters,
   checkEmail,
@@ -305,7 +305,12 @@ export class UserServiceImpl {
       if (pageSize < 0) throw new RpcError(Status.INVALID_ARGUMENT, 'page_size must not be negative');
       checkFilter(filter ?? '');
       const size = pageSize === 0 ? undefined : Math.min(pageSize, MAX_PAGE_SIZE);
-      const { users } = this.options.users.list({ filter, limit: size, offset: size === undefined ? 0 : (Math.max(page, 1) - 1) * size });
+      const { users, total } = this.options.users.list({ filter, limit: size, offset: size === undefined ? 0 : (Math.max(page, 1) - 1) * size });
+      // The stream carries users only; what a client needs to page through them travels as metadata.
+      const metadata = new grpc.Metadata();
+      metadata.set(LIST_TOTAL_HEADER, String(total));
+      metadata.set(LIST_PAGE_SIZE_HEADER, String(size ?? 0));
+      call.sendMetadata(metadata);
       for (const user of users) call.write(userMessage(user));
       call.end();
     } catch (error) {

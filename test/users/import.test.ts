@@ -2,7 +2,8 @@
  * The additions to the spec's UserService, through a real server (startServe,
  * port 0) and a plain grpc-js client: ImportUsers answers each row as soon
  * as it is stored, with the checks, hashing and admin role of
- * BulkCreateUsers.
+ * BulkCreateUsers; ListUsers sends the total and the page size applied as
+ * initial metadata.
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -171,4 +172,33 @@ describe('ImportUsers', () => {
     await waitFor(() => events === 1000, 'an event per user');
     watch.cancel();
   }, 60_000);
+});
+
+describe('ListUsers metadata', () => {
+  function list(request: object): Promise<{ users: unknown[]; metadata: grpc.Metadata }> {
+    return new Promise((resolve, reject) => {
+      const call = client.ListUsers(request, auth()) as grpc.ClientReadableStream<unknown>;
+      const users: unknown[] = [];
+      let metadata: grpc.Metadata | undefined;
+      call.on('metadata', (received: grpc.Metadata) => (metadata = received));
+      call.on('data', (user) => users.push(user));
+      call.on('error', reject);
+      call.on('end', () => resolve({ users, metadata: metadata! }));
+    });
+  }
+
+  it('carries the total of all pages and the page size applied, also for an empty page', async () => {
+    await bulkCreate(Array.from({ length: 25 }, (_, i) => row(i, i % 5 === 0 ? { full_name: `Kim ${i}` } : {})));
+    const page = await list({ page: 2, page_size: 10 });
+    expect(page.users).toHaveLength(10);
+    expect(page.metadata.get('x-total-count')).toEqual(['25']);
+    expect(page.metadata.get('x-page-size')).toEqual(['10']);
+    const clamped = await list({ page: 1, page_size: 500 });
+    expect(clamped.metadata.get('x-page-size')).toEqual(['100']);
+    const all = await list({});
+    expect(all.metadata.get('x-page-size')).toEqual(['0']);
+    const filtered = await list({ filter: 'kim', page: 9, page_size: 10 });
+    expect(filtered.users).toEqual([]);
+    expect(filtered.metadata.get('x-total-count')).toEqual(['5']);
+  });
 });
