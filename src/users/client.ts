@@ -25,6 +25,7 @@ import {
   type ChatMessage,
   type CreateUserRequest,
   type EventTypeName,
+  type ImportUsersResponse,
   type Timestamp,
   type UpdatePath,
   type UserMessage,
@@ -69,6 +70,9 @@ export interface BulkCreateResponse {
   failures: BulkCreateFailure[];
 }
 
+/** The result of one row of a bulk create. `user` is null when the server answered with a count only (BulkCreateUsers). */
+export type RowResult = { index: number; user: UserMessage | null } | { index: number; failure: { status: string; message: string } };
+
 /** A user as sync sends it: the User message without the server-set created_at. */
 export type SyncUser = Omit<UserMessage, 'created_at'>;
 
@@ -111,6 +115,7 @@ interface RawUserClient extends grpc.Client {
     options: grpc.CallOptions,
     callback: Callback<BulkCreateResponse>,
   ): grpc.ClientWritableStream<CreateUserRequest>;
+  ImportUsers(metadata: grpc.Metadata, options: grpc.CallOptions): grpc.ClientDuplexStream<CreateUserRequest, ImportUsersResponse>;
   UserChat(metadata: grpc.Metadata, options: grpc.CallOptions): grpc.ClientDuplexStream<Partial<ChatMessage>, ChatMessage>;
   SyncUsers(metadata: grpc.Metadata, options: grpc.CallOptions): grpc.ClientDuplexStream<UserSyncRequest, UserSyncResponse>;
 }
@@ -377,6 +382,76 @@ export class UserServiceClient {
     }
     call.end();
     return result;
+  }
+
+  /**
+   * Creates `rows` with ImportUsers: hands over each row's result (in the
+   * order of the rows) as the server stores it. A server without
+   * ImportUsers (UNIMPLEMENTED, before any answer) gets the same rows
+   * through BulkCreateUsers, after `onFallback`; its results then all come
+   * at the end, created rows without their user.
+   */
+  async importUsers(
+    rows: AsyncIterable<CreateUserRequest>,
+    handlers: { onResult: (result: RowResult) => void; onFallback?: () => void; onSent?: (count: number) => void },
+  ): Promise<'ImportUsers' | 'BulkCreateUsers'> {
+    const source = rows[Symbol.asyncIterator]();
+    // Rows sent before the first answer, to send again should the server not know ImportUsers.
+    let replay: CreateUserRequest[] | undefined = [];
+    const call = this.#raw.ImportUsers(this.#metadata(), {});
+    let finished = false;
+    const reading = (async () => {
+      try {
+        for await (const answer of call) {
+          replay = undefined;
+          const { index, user, failure } = answer as ImportUsersResponse;
+          handlers.onResult(failure ? { index, failure: { status: failure.status, message: failure.message } } : { index, user: user ?? null });
+        }
+      } finally {
+        finished = true;
+      }
+    })();
+    reading.catch(() => {});
+    // No `return`: leaving the loop early must not end `rows`, which a fallback goes on reading.
+    const remembered: AsyncIterable<CreateUserRequest> = {
+      [Symbol.asyncIterator]: () => ({
+        next: async () => {
+          const next = await source.next();
+          if (!next.done) replay?.push(next.value);
+          return next;
+        },
+      }),
+    };
+    try {
+      await writeAll(call, remembered, () => finished, reading, handlers.onSent);
+    } catch (error) {
+      call.cancel();
+      throw error;
+    }
+    call.end();
+    try {
+      await reading;
+      return 'ImportUsers';
+    } catch (error) {
+      if (!replay || !isServiceError(error) || error.code !== grpc.status.UNIMPLEMENTED) throw this.#error(error);
+    }
+    handlers.onFallback?.();
+    const again = replay;
+    const rest = (async function* () {
+      yield* again;
+      for (let next = await source.next(); !next.done; next = await source.next()) yield next.value;
+    })();
+    let sent = 0;
+    const response = await this.bulkCreate(rest, (count) => {
+      sent = count;
+      handlers.onSent?.(count);
+    });
+    const failed = new Map(response.failures.map((failure) => [failure.index, failure] as const));
+    for (let index = 0; index < sent; index++) {
+      const failure = failed.get(index);
+      handlers.onResult(failure ? { index, failure: { status: failure.status, message: failure.message } } : { index, user: null });
+    }
+    return 'BulkCreateUsers';
   }
 
   /** Sends each request and hands over each answer, in order, until both sides are done. */
