@@ -20,6 +20,8 @@ import { AuthError, MiniappError, UpstreamError, type ErrorOptions } from '../er
 import { formatDuration } from '../duration.js';
 import { readPem } from '../login/pem.js';
 import {
+  LIST_PAGE_SIZE_HEADER,
+  LIST_TOTAL_HEADER,
   userServiceDefinition,
   type BulkCreateFailure,
   type ChatMessage,
@@ -68,6 +70,15 @@ export interface UserEvent {
 export interface BulkCreateResponse {
   created_count: number;
   failures: BulkCreateFailure[];
+}
+
+/** One page of ListUsers, with what the server said about all pages. */
+export interface UserPage {
+  users: UserMessage[];
+  /** Users matching the filter on all pages; undefined from a server that does not say. */
+  total: number | undefined;
+  /** The page size the server applied (0 = all); undefined from a server that does not say. */
+  pageSize: number | undefined;
 }
 
 /** The result of one row of a bulk create. `user` is null when the server answered with a count only (BulkCreateUsers). */
@@ -201,6 +212,12 @@ export function statusOf(error: unknown): string | undefined {
 
 // ------------------------------------------------------------------ client
 
+/** A count the server sent as metadata, if it sent one. */
+function countOf(metadata: grpc.Metadata, key: string): number | undefined {
+  const text = String(metadata.get(key)[0] ?? '');
+  return /^\d+$/.test(text) ? Number(text) : undefined;
+}
+
 export function credentialsOf(options: ConnectOptions): grpc.ChannelCredentials {
   if (!options.tls) return grpc.credentials.createInsecure();
   const ca = options.ca ? Buffer.from(readPem(options.ca, '--ca')) : null;
@@ -322,15 +339,19 @@ export class UserServiceClient {
     await this.#unary(this.#raw.DeleteUser, { user_id: id });
   }
 
-  async listUsers(request: ListUsersRequest): Promise<UserMessage[]> {
+  async listUsers(request: ListUsersRequest): Promise<UserPage> {
     const call = this.#raw.ListUsers(request, this.#metadata(), this.#deadline());
-    const users: UserMessage[] = [];
+    const page: UserPage = { users: [], total: undefined, pageSize: undefined };
+    call.once('metadata', (metadata: grpc.Metadata) => {
+      page.total = countOf(metadata, LIST_TOTAL_HEADER);
+      page.pageSize = countOf(metadata, LIST_PAGE_SIZE_HEADER);
+    });
     try {
-      for await (const user of call) users.push(user as UserMessage);
+      for await (const user of call) page.users.push(user as UserMessage);
     } catch (error) {
       throw this.#error(error);
     }
-    return users;
+    return page;
   }
 
   /**

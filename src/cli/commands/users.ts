@@ -22,6 +22,9 @@ import type { SyncResult } from '../../users/user-sync.js';
 
 const EVENT_TYPES: readonly EventTypeName[] = ['CREATED', 'UPDATED', 'DELETED'];
 
+/** Users a page of `users list` shows on a terminal, as `gh issue list` shows 30 issues. */
+const DEFAULT_PAGE_SIZE = 30;
+
 const CONNECTION_HELP = `
 Connection: --addr, else MINIAPP_GRPC_ADDR, else the profile's grpc-addr
 (127.0.0.1:50051); the token from --token, else MINIAPP_GRPC_TOKEN, else
@@ -73,12 +76,21 @@ export function registerUsers(program: Command, bind: Bind): void {
   withConnection(
     users
       .command('list')
-      .description('list users, a page at a time (page size 0 lists all)')
+      .summary('list users: a page at a time on a terminal, all of them when piped or with --json')
+      .description(
+        `list users: on a terminal one page (${DEFAULT_PAGE_SIZE} users) with the total and how to get the next; ` +
+          'piped, with --json or with --all, every user',
+      )
       .option('--filter <text>', 'case-insensitive part of the username, e-mail or full name')
-      .option('--page <n>', 'page number, from 1', '1')
-      .option('--page-size <n>', 'users per page (at most 100; 0 = all)', '0'),
+      .option('--page <n>', 'page number, from 1')
+      .option('--page-size <n>', `users per page (default ${DEFAULT_PAGE_SIZE}; the server gives at most 100)`)
+      .option('--all', 'every user, also on a terminal'),
   )
-    .addHelpText('after', '\nExamples:\n  miniapp users list\n  miniapp users list --filter example.com --page 2 --page-size 20 --json')
+    .addHelpText(
+      'after',
+      '\nExamples:\n  miniapp users list\n  miniapp users list --page 2\n  miniapp users list --all\n' +
+        '  miniapp users list --filter example.com --page 2 --page-size 20 --json\n  miniapp users list | wc -l',
+    )
     .action(bind(runList));
 
   withConnection(
@@ -169,7 +181,10 @@ async function withClient<T>(cc: CommandContext, flags: ConnectionFlags, run: (c
   }
 }
 
-// ------------------------------------------------------------------ create, get, update, delete, list
+const grouped = new Intl.NumberFormat('en-US');
+const plural = (count: number, one: string, many = `${one}s`) => `${grouped.format(count)} ${count === 1 ? one : many}`;
+
+// ------------------------------------------------------------------ create, get, update, delete
 
 async function readPasswordFromStdin(stdin: InStream): Promise<string> {
   if (stdin.isTTY) {
@@ -229,17 +244,42 @@ async function runDelete(cc: CommandContext, command: Command): Promise<void> {
   else cc.out.success(`deleted user ${id}`);
 }
 
+// ------------------------------------------------------------------ list
+
 async function runList(cc: CommandContext, command: Command): Promise<void> {
-  const flags = command.opts<ConnectionFlags & { filter?: string; page: string; pageSize: string }>();
-  const page = parseWholeNumber(flags.page, '--page', 1);
-  const pageSize = parseWholeNumber(flags.pageSize, '--page-size', 0);
-  if (page > 1 && pageSize === 0) throw new UsageError('--page needs --page-size (with page size 0 every user is on page 1)');
-  const users = await withClient(cc, flags, (client) => client.listUsers({ page, page_size: pageSize, filter: flags.filter ?? '' }));
-  const rows = users.map(userJson);
-  cc.out.table(rows, USER_COLUMNS);
-  if (cc.out.human && rows.length > 0) {
-    cc.out.info(cc.out.errColor.dim(`${rows.length} user${rows.length === 1 ? '' : 's'}${pageSize ? ` (page ${page}, ${pageSize} per page)` : ''}`));
+  const flags = command.opts<ConnectionFlags & { filter?: string; page?: string; pageSize?: string; all?: boolean }>();
+  if (flags.all && (flags.page !== undefined || flags.pageSize !== undefined)) {
+    throw new UsageError('--all lists every user: leave out --page and --page-size');
   }
+  const askedSize = flags.pageSize === undefined ? undefined : parseWholeNumber(flags.pageSize, '--page-size', 0);
+  const page = flags.page === undefined ? 1 : parseWholeNumber(flags.page, '--page', 1);
+  // A person at a terminal gets a page; scripts (a pipe, --json) get every user unless they ask for a page.
+  const paged = !flags.all && askedSize !== 0 && (flags.page !== undefined || askedSize !== undefined || cc.out.human);
+  if (page > 1 && !paged) throw new UsageError('--page needs a page size: with --page-size 0 every user is on page 1');
+  const pageSize = paged ? (askedSize ?? DEFAULT_PAGE_SIZE) : 0;
+  const result = await withClient(cc, flags, (client) => client.listUsers({ page, page_size: pageSize, filter: flags.filter ?? '' }));
+  const size = result.pageSize ?? pageSize;
+  if (paged && size < pageSize) cc.out.warn(`--page-size ${pageSize} is more than the server gives at once: ${size} users a page`);
+  cc.out.table(result.users.map(userJson), USER_COLUMNS);
+  // No users at all: the table has already said "(nothing to show)".
+  if (cc.out.human && (result.users.length > 0 || (result.total ?? 0) > 0)) {
+    cc.out.info(cc.out.errColor.dim(listFooter({ shown: result.users.length, total: result.total, page, size: paged ? size : 0 })));
+  }
+}
+
+/** Where this page lies among all users, and how to see the rest. */
+function listFooter({ shown, total, page, size }: { shown: number; total: number | undefined; page: number; size: number }): string {
+  if (size === 0) return plural(total ?? shown, 'user');
+  const first = (page - 1) * size + 1;
+  if (total === undefined) {
+    // A server that does not send the total: a full page may have more after it.
+    return `${plural(shown, 'user')} (page ${page})${shown === size ? `; --page ${page + 1} for the next page, --all for every user` : ''}`;
+  }
+  const pages = Math.max(1, Math.ceil(total / size));
+  if (shown === 0) return `page ${page} is past the end: ${plural(total, 'user')} make ${plural(pages, 'page')} of ${size}`;
+  if (pages === 1) return plural(total, 'user');
+  const range = `${grouped.format(first)}-${grouped.format(first + shown - 1)} of ${plural(total, 'user')} (page ${page} of ${grouped.format(pages)})`;
+  return page < pages ? `${range}; --page ${page + 1} for the next page, --all for every user` : `${range}; --all for every user`;
 }
 
 // ------------------------------------------------------------------ watch
