@@ -170,6 +170,7 @@ export function userServiceError(error: unknown, context: ErrorContext): unknown
     case grpc.status.UNAUTHENTICATED:
       return new AuthError(`${name}: ${details}`, { code: name, hint: TOKEN_HINT, cause: error });
     case grpc.status.UNAVAILABLE:
+      if (context.tls && NOT_TLS.test(details)) return notTlsError(context, error);
       return new UpstreamError(`${name}: cannot reach ${context.service ?? 'the user service'} at ${context.address}: ${connectionProblem(details)}`, {
         code: name,
         hint: unreachableHint(context.tls),
@@ -184,6 +185,47 @@ export function userServiceError(error: unknown, context: ErrorContext): unknown
     default:
       return new UserServiceError(name, `${name}: ${details}`, { cause: error });
   }
+}
+
+/** What OpenSSL says when the other side answers a TLS hello in plain text (an HTTP/2 server without TLS). */
+const NOT_TLS = /wrong version number|WRONG_VERSION_NUMBER|packet length too long|unknown protocol/i;
+
+function notTlsError(context: ErrorContext, cause?: unknown): UpstreamError {
+  return new UpstreamError(
+    `UNAVAILABLE: ${context.service ?? 'the user service'} at ${context.address} does not speak TLS; connect without --tls (and without --ca or the grpc-ca setting)`,
+    { code: 'UNAVAILABLE', cause },
+  );
+}
+
+/**
+ * Whether a TLS handshake with `address` fails because the server answers
+ * in plain text; undefined when it fails otherwise or cannot tell. A channel
+ * that will not connect says only that it is in TRANSIENT_FAILURE, so one
+ * bare handshake tells a plaintext server from an untrusted certificate.
+ */
+async function answersInPlainText(address: string, timeoutMs: number): Promise<boolean | undefined> {
+  const [{ connect }, { isIP }] = await Promise.all([import('node:tls'), import('node:net')]);
+  const colon = address.lastIndexOf(':');
+  const host = address.slice(0, colon).replace(/^\[|\]$/g, '');
+  const port = Number(address.slice(colon + 1));
+  return new Promise((resolve) => {
+    const socket = connect({
+      host,
+      port,
+      // No server name for an IP (RFC 6066), and no trust needed to learn whether TLS is spoken at all.
+      ...(isIP(host) ? {} : { servername: host }),
+      ALPNProtocols: ['h2'],
+      rejectUnauthorized: false,
+    });
+    const finish = (answer: boolean | undefined) => {
+      clearTimeout(timer);
+      socket.destroy();
+      resolve(answer);
+    };
+    const timer = setTimeout(() => finish(undefined), Math.min(timeoutMs, 5_000));
+    socket.once('secureConnect', () => finish(false));
+    socket.once('error', (error: Error & { code?: string }) => finish(NOT_TLS.test(`${error.code ?? ''} ${error.message}`) ? true : undefined));
+  });
 }
 
 /**
@@ -301,12 +343,15 @@ export class UserServiceClient {
         const state = channel.getConnectivityState(true);
         if (state === State.READY) return resolve();
         if (state === State.TRANSIENT_FAILURE || state === State.SHUTDOWN) {
-          return reject(
-            new UpstreamError(`UNAVAILABLE: cannot connect to the user service at ${this.address}`, {
-              code: 'UNAVAILABLE',
-              hint: unreachableHint(this.#context.tls),
-            }),
+          const unreachable = new UpstreamError(`UNAVAILABLE: cannot connect to the user service at ${this.address}`, {
+            code: 'UNAVAILABLE',
+            hint: unreachableHint(this.#context.tls),
+          });
+          if (!this.#context.tls) return reject(unreachable);
+          void answersInPlainText(this.address, Math.max(deadline - Date.now(), 1)).then((plain) =>
+            reject(plain ? notTlsError(this.#context) : unreachable),
           );
+          return;
         }
         channel.watchConnectivityState(state, deadline, (error) => {
           if (!error) return check();
