@@ -9,7 +9,7 @@
 import type { Command } from 'commander';
 import type { Bind } from '../main.js';
 import type { CommandContext } from '../context.js';
-import type { Column, InStream } from '../output.js';
+import type { Column } from '../output.js';
 import { ConfigError, MiniappError, UsageError } from '../../errors.js';
 import { destroyInput, linesOf, openInput } from '../input.js';
 import { connectionOf, withConnection, type ConnectionFlags } from '../grpc-connection.js';
@@ -48,10 +48,16 @@ export function registerUsers(program: Command, bind: Bind): void {
       .description('create a user (needs no token); prints the new user')
       .requiredOption('--username <name>', '3 to 20 letters, digits, ".", "_" or "-"')
       .requiredOption('--email <address>', 'e-mail address')
-      .requiredOption('--password <password>', 'at least 8 characters; "-" reads it from stdin (keeps it out of shell history)')
+      .option('--password <password>', 'at least 8 characters; "-" reads it from piped stdin; without it, asked for (no echo) at a terminal')
       .option('--full-name <name>', 'full name', ''),
   )
-    .addHelpText('after', '\nExamples:\n  miniapp users create --username alice --email alice@example.com --password - <<< "$PW"\n  miniapp users create --username bob --email bob@example.com --password "s3cret-pw" --full-name "Bob B" --json')
+    .addHelpText(
+      'after',
+      '\nExamples:\n  miniapp users create --username alice --email alice@example.com          # asks for the password\n' +
+        '  printf %s "$PW" | miniapp users create --username alice --email alice@example.com --password -\n' +
+        '  miniapp users create --username bob --email bob@example.com --password "s3cret-pw" --full-name "Bob B" --json\n' +
+        '\nWithout a terminal, or with CI set, nothing is asked: give --password, or --password - with the password piped.',
+    )
     .action(bind(runCreate));
 
   withConnection(users.command('get').description('show one user').argument('<id>', 'user id')).action(bind(runGet));
@@ -186,22 +192,14 @@ const plural = (count: number, one: string, many = `${one}s`) => `${grouped.form
 
 // ------------------------------------------------------------------ create, get, update, delete
 
-async function readPasswordFromStdin(stdin: InStream): Promise<string> {
-  if (stdin.isTTY) {
-    throw new UsageError('--password - reads the password from stdin, but stdin is a terminal', {
-      hint: 'pipe it: printf %s "$PW" | miniapp users create ... --password -',
-    });
-  }
-  const { readInput } = await import('../input.js');
-  const text = await readInput('-', stdin, { what: 'password', limit: 4096 });
-  const password = text.split(/\r?\n/)[0] ?? '';
-  if (!password) throw new UsageError('--password -: stdin held no password');
-  return password;
-}
-
 async function runCreate(cc: CommandContext, command: Command): Promise<void> {
-  const flags = command.opts<ConnectionFlags & { username: string; email: string; password: string; fullName: string }>();
-  const password = flags.password === '-' ? await readPasswordFromStdin(cc.io.stdin) : flags.password;
+  const flags = command.opts<ConnectionFlags & { username: string; email: string; password?: string; fullName: string }>();
+  const { secretOf } = await import('../secret-flag.js');
+  const password = await secretOf(cc, flags.password, {
+    flag: '--password',
+    what: 'password',
+    pipeExample: 'printf %s "$PW" | miniapp users create ... --password -',
+  });
   const response = await withClient(
     cc,
     flags,
