@@ -20,11 +20,14 @@ import { AuthError, MiniappError, UpstreamError, type ErrorOptions } from '../er
 import { formatDuration } from '../duration.js';
 import { readPem } from '../login/pem.js';
 import {
+  LIST_PAGE_SIZE_HEADER,
+  LIST_TOTAL_HEADER,
   userServiceDefinition,
   type BulkCreateFailure,
   type ChatMessage,
   type CreateUserRequest,
   type EventTypeName,
+  type ImportUsersResponse,
   type Timestamp,
   type UpdatePath,
   type UserMessage,
@@ -69,6 +72,18 @@ export interface BulkCreateResponse {
   failures: BulkCreateFailure[];
 }
 
+/** One page of ListUsers, with what the server said about all pages. */
+export interface UserPage {
+  users: UserMessage[];
+  /** Users matching the filter on all pages; undefined from a server that does not say. */
+  total: number | undefined;
+  /** The page size the server applied (0 = all); undefined from a server that does not say. */
+  pageSize: number | undefined;
+}
+
+/** The result of one row of a bulk create. `user` is null when the server answered with a count only (BulkCreateUsers). */
+export type RowResult = { index: number; user: UserMessage | null } | { index: number; failure: { status: string; message: string } };
+
 /** A user as sync sends it: the User message without the server-set created_at. */
 export type SyncUser = Omit<UserMessage, 'created_at'>;
 
@@ -111,6 +126,7 @@ interface RawUserClient extends grpc.Client {
     options: grpc.CallOptions,
     callback: Callback<BulkCreateResponse>,
   ): grpc.ClientWritableStream<CreateUserRequest>;
+  ImportUsers(metadata: grpc.Metadata, options: grpc.CallOptions): grpc.ClientDuplexStream<CreateUserRequest, ImportUsersResponse>;
   UserChat(metadata: grpc.Metadata, options: grpc.CallOptions): grpc.ClientDuplexStream<Partial<ChatMessage>, ChatMessage>;
   SyncUsers(metadata: grpc.Metadata, options: grpc.CallOptions): grpc.ClientDuplexStream<UserSyncRequest, UserSyncResponse>;
 }
@@ -154,6 +170,7 @@ export function userServiceError(error: unknown, context: ErrorContext): unknown
     case grpc.status.UNAUTHENTICATED:
       return new AuthError(`${name}: ${details}`, { code: name, hint: TOKEN_HINT, cause: error });
     case grpc.status.UNAVAILABLE:
+      if (context.tls && NOT_TLS.test(details)) return notTlsError(context, error);
       return new UpstreamError(`${name}: cannot reach ${context.service ?? 'the user service'} at ${context.address}: ${connectionProblem(details)}`, {
         code: name,
         hint: unreachableHint(context.tls),
@@ -168,6 +185,47 @@ export function userServiceError(error: unknown, context: ErrorContext): unknown
     default:
       return new UserServiceError(name, `${name}: ${details}`, { cause: error });
   }
+}
+
+/** What OpenSSL says when the other side answers a TLS hello in plain text (an HTTP/2 server without TLS). */
+const NOT_TLS = /wrong version number|WRONG_VERSION_NUMBER|packet length too long|unknown protocol/i;
+
+function notTlsError(context: ErrorContext, cause?: unknown): UpstreamError {
+  return new UpstreamError(
+    `UNAVAILABLE: ${context.service ?? 'the user service'} at ${context.address} does not speak TLS; connect without --tls (and without --ca or the grpc-ca setting)`,
+    { code: 'UNAVAILABLE', cause },
+  );
+}
+
+/**
+ * Whether a TLS handshake with `address` fails because the server answers
+ * in plain text; undefined when it fails otherwise or cannot tell. A channel
+ * that will not connect says only that it is in TRANSIENT_FAILURE, so one
+ * bare handshake tells a plaintext server from an untrusted certificate.
+ */
+async function answersInPlainText(address: string, timeoutMs: number): Promise<boolean | undefined> {
+  const [{ connect }, { isIP }] = await Promise.all([import('node:tls'), import('node:net')]);
+  const colon = address.lastIndexOf(':');
+  const host = address.slice(0, colon).replace(/^\[|\]$/g, '');
+  const port = Number(address.slice(colon + 1));
+  return new Promise((resolve) => {
+    const socket = connect({
+      host,
+      port,
+      // No server name for an IP (RFC 6066), and no trust needed to learn whether TLS is spoken at all.
+      ...(isIP(host) ? {} : { servername: host }),
+      ALPNProtocols: ['h2'],
+      rejectUnauthorized: false,
+    });
+    const finish = (answer: boolean | undefined) => {
+      clearTimeout(timer);
+      socket.destroy();
+      resolve(answer);
+    };
+    const timer = setTimeout(() => finish(undefined), Math.min(timeoutMs, 5_000));
+    socket.once('secureConnect', () => finish(false));
+    socket.once('error', (error: Error & { code?: string }) => finish(NOT_TLS.test(`${error.code ?? ''} ${error.message}`) ? true : undefined));
+  });
 }
 
 /**
@@ -195,6 +253,12 @@ export function statusOf(error: unknown): string | undefined {
 }
 
 // ------------------------------------------------------------------ client
+
+/** A count the server sent as metadata, if it sent one. */
+function countOf(metadata: grpc.Metadata, key: string): number | undefined {
+  const text = String(metadata.get(key)[0] ?? '');
+  return /^\d+$/.test(text) ? Number(text) : undefined;
+}
 
 export function credentialsOf(options: ConnectOptions): grpc.ChannelCredentials {
   if (!options.tls) return grpc.credentials.createInsecure();
@@ -279,12 +343,15 @@ export class UserServiceClient {
         const state = channel.getConnectivityState(true);
         if (state === State.READY) return resolve();
         if (state === State.TRANSIENT_FAILURE || state === State.SHUTDOWN) {
-          return reject(
-            new UpstreamError(`UNAVAILABLE: cannot connect to the user service at ${this.address}`, {
-              code: 'UNAVAILABLE',
-              hint: unreachableHint(this.#context.tls),
-            }),
+          const unreachable = new UpstreamError(`UNAVAILABLE: cannot connect to the user service at ${this.address}`, {
+            code: 'UNAVAILABLE',
+            hint: unreachableHint(this.#context.tls),
+          });
+          if (!this.#context.tls) return reject(unreachable);
+          void answersInPlainText(this.address, Math.max(deadline - Date.now(), 1)).then((plain) =>
+            reject(plain ? notTlsError(this.#context) : unreachable),
           );
+          return;
         }
         channel.watchConnectivityState(state, deadline, (error) => {
           if (!error) return check();
@@ -317,15 +384,19 @@ export class UserServiceClient {
     await this.#unary(this.#raw.DeleteUser, { user_id: id });
   }
 
-  async listUsers(request: ListUsersRequest): Promise<UserMessage[]> {
+  async listUsers(request: ListUsersRequest): Promise<UserPage> {
     const call = this.#raw.ListUsers(request, this.#metadata(), this.#deadline());
-    const users: UserMessage[] = [];
+    const page: UserPage = { users: [], total: undefined, pageSize: undefined };
+    call.once('metadata', (metadata: grpc.Metadata) => {
+      page.total = countOf(metadata, LIST_TOTAL_HEADER);
+      page.pageSize = countOf(metadata, LIST_PAGE_SIZE_HEADER);
+    });
     try {
-      for await (const user of call) users.push(user as UserMessage);
+      for await (const user of call) page.users.push(user as UserMessage);
     } catch (error) {
       throw this.#error(error);
     }
-    return users;
+    return page;
   }
 
   /**
@@ -377,6 +448,76 @@ export class UserServiceClient {
     }
     call.end();
     return result;
+  }
+
+  /**
+   * Creates `rows` with ImportUsers: hands over each row's result (in the
+   * order of the rows) as the server stores it. A server without
+   * ImportUsers (UNIMPLEMENTED, before any answer) gets the same rows
+   * through BulkCreateUsers, after `onFallback`; its results then all come
+   * at the end, created rows without their user.
+   */
+  async importUsers(
+    rows: AsyncIterable<CreateUserRequest>,
+    handlers: { onResult: (result: RowResult) => void; onFallback?: () => void; onSent?: (count: number) => void },
+  ): Promise<'ImportUsers' | 'BulkCreateUsers'> {
+    const source = rows[Symbol.asyncIterator]();
+    // Rows sent before the first answer, to send again should the server not know ImportUsers.
+    let replay: CreateUserRequest[] | undefined = [];
+    const call = this.#raw.ImportUsers(this.#metadata(), {});
+    let finished = false;
+    const reading = (async () => {
+      try {
+        for await (const answer of call) {
+          replay = undefined;
+          const { index, user, failure } = answer as ImportUsersResponse;
+          handlers.onResult(failure ? { index, failure: { status: failure.status, message: failure.message } } : { index, user: user ?? null });
+        }
+      } finally {
+        finished = true;
+      }
+    })();
+    reading.catch(() => {});
+    // No `return`: leaving the loop early must not end `rows`, which a fallback goes on reading.
+    const remembered: AsyncIterable<CreateUserRequest> = {
+      [Symbol.asyncIterator]: () => ({
+        next: async () => {
+          const next = await source.next();
+          if (!next.done) replay?.push(next.value);
+          return next;
+        },
+      }),
+    };
+    try {
+      await writeAll(call, remembered, () => finished, reading, handlers.onSent);
+    } catch (error) {
+      call.cancel();
+      throw error;
+    }
+    call.end();
+    try {
+      await reading;
+      return 'ImportUsers';
+    } catch (error) {
+      if (!replay || !isServiceError(error) || error.code !== grpc.status.UNIMPLEMENTED) throw this.#error(error);
+    }
+    handlers.onFallback?.();
+    const again = replay;
+    const rest = (async function* () {
+      yield* again;
+      for (let next = await source.next(); !next.done; next = await source.next()) yield next.value;
+    })();
+    let sent = 0;
+    const response = await this.bulkCreate(rest, (count) => {
+      sent = count;
+      handlers.onSent?.(count);
+    });
+    const failed = new Map(response.failures.map((failure) => [failure.index, failure] as const));
+    for (let index = 0; index < sent; index++) {
+      const failure = failed.get(index);
+      handlers.onResult(failure ? { index, failure: { status: failure.status, message: failure.message } } : { index, user: null });
+    }
+    return 'BulkCreateUsers';
   }
 
   /** Sends each request and hands over each answer, in order, until both sides are done. */

@@ -37,12 +37,25 @@ export interface ChatMessage {
   sent_at: Timestamp | null;
 }
 
+/** The answer to one row of ImportUsers (an addition to the spec). */
+export interface ImportUsersResponse {
+  /** 0-based position in the stream the client sent. */
+  index: number;
+  result?: 'user' | 'failure';
+  user?: UserMessage | null;
+  failure?: { status: string; message: string } | null;
+}
+
 export interface BulkCreateFailure {
   /** 0-based position in the stream the client sent. */
   index: number;
   status: string;
   message: string;
 }
+
+/** ListUsers' initial metadata: the users matching the filter on all pages, and the page size applied (0 = all). */
+export const LIST_TOTAL_HEADER = 'x-total-count';
+export const LIST_PAGE_SIZE_HEADER = 'x-page-size';
 
 /** The update_mask paths UpdateUser knows (AIP-134); "*" stands for all of them. */
 export const UPDATE_PATHS = ['username', 'email', 'full_name', 'is_active', 'roles'] as const;

@@ -4,13 +4,14 @@
  * database, AIP-134 update masks, AIP-158 paging, scrypt hashes), watch,
  * chat and sync streams that let go of everything when a call ends.
  */
-import { EventEmitter } from 'node:events';
+import { EventEmitter, once } from 'node:events';
 import * as grpc from '@grpc/grpc-js';
 import { hashPassword, verifyPassword } from '../auth/passwords.js';
 import { MAX_BEARER_HEADER_LENGTH, TokenService, type Principal } from '../auth/tokens.js';
 import { failStream as endStream, RpcError, statusName } from '../grpc/status.js';
 import { ChatRooms } from '../grpc/chat-room.js';
-import { toTimestamp, UPDATE_PATHS, type BulkCreateFailure, type ChatMessage, type CreateUserRequest, type EventTypeName, type UserMessage } from './proto.js';
+import { createFromStream, type RowStream } from './batch-create.js';
+import { LIST_PAGE_SIZE_HEADER, LIST_TOTAL_HEADER, toTimestamp, UPDATE_PATHS, type BulkCreateFailure, type ChatMessage, type CreateUserRequest, type EventTypeName, type UserMessage } from './proto.js';
 import {
   characters,
   checkEmail,
@@ -35,7 +36,12 @@ const { status: Status } = grpc;
 export { RpcError, statusName } from '../grpc/status.js';
 
 export const MAX_PAGE_SIZE = 100;
-const BULK_CHUNK = 256;
+
+/** A row of a bulk create that was not created: the status name it would have had, and why. */
+interface BulkRowFailure {
+  status: string;
+  message: string;
+}
 
 /** Bounds of the request fields that are not user fields (those are USER_LIMITS in user-store.ts). */
 export const REQUEST_LIMITS = {
@@ -145,6 +151,7 @@ export class UserServiceImpl {
       WatchUserChanges: (call: grpc.ServerWritableStream<{ user_id: string; types: EventTypeName[] }, UserEventMessage>) => this.#watch(call),
       BulkCreateUsers: (call: grpc.ServerReadableStream<CreateUserRequest, unknown>, callback: grpc.sendUnaryData<unknown>) =>
         this.#bulkCreate(call, callback),
+      ImportUsers: (call: grpc.ServerDuplexStream<CreateUserRequest, unknown>) => this.#importUsers(call),
       UserChat: (call: grpc.ServerDuplexStream<ChatMessage, ChatMessage>) => this.#chat(call),
       SyncUsers: (call: grpc.ServerDuplexStream<SyncRequest, unknown>) => this.#sync(call),
     };
@@ -298,7 +305,12 @@ export class UserServiceImpl {
       if (pageSize < 0) throw new RpcError(Status.INVALID_ARGUMENT, 'page_size must not be negative');
       checkFilter(filter ?? '');
       const size = pageSize === 0 ? undefined : Math.min(pageSize, MAX_PAGE_SIZE);
-      const { users } = this.options.users.list({ filter, limit: size, offset: size === undefined ? 0 : (Math.max(page, 1) - 1) * size });
+      const { users, total } = this.options.users.list({ filter, limit: size, offset: size === undefined ? 0 : (Math.max(page, 1) - 1) * size });
+      // The stream carries users only; what a client needs to page through them travels as metadata.
+      const metadata = new grpc.Metadata();
+      metadata.set(LIST_TOTAL_HEADER, String(total));
+      metadata.set(LIST_PAGE_SIZE_HEADER, String(size ?? 0));
+      call.sendMetadata(metadata);
       for (const user of users) call.write(userMessage(user));
       call.end();
     } catch (error) {
@@ -333,81 +345,83 @@ export class UserServiceImpl {
     call.once('finish', release);
   }
 
+  /** The admin principal of a bulk create, or the status that refuses it. */
+  #bulkPrincipal(metadata: grpc.Metadata): Principal {
+    const principal = this.authenticate(metadata);
+    if (!principal.isAdmin) throw new RpcError(Status.PERMISSION_DENIED, 'creating users in bulk needs the admin role');
+    return principal;
+  }
+
+  /** Creates the rows of a stream (BulkCreateUsers, ImportUsers): each result, in order, once stored. */
+  #createRows(call: RowStream, onResult: (result: { index: number; user: UserRecord } | { index: number; failure: BulkRowFailure }) => void, afterBatch?: () => Promise<void>): Promise<void> {
+    return createFromStream(call, {
+      prepare: (request) => this.#newUser(request),
+      store: (users) => this.options.users.createMany(users),
+      onResult: (result) => {
+        if ('user' in result) {
+          this.#emit('CREATED', result.user);
+          onResult(result);
+          return;
+        }
+        const status = toStatus(result.error);
+        if (status.code === Status.INTERNAL) this.options.log?.('user service internal error', { error: String(result.error) });
+        onResult({ index: result.index, failure: { status: statusName(status.code), message: status.details } });
+      },
+      ...(afterBatch ? { afterBatch } : {}),
+    });
+  }
+
   #bulkCreate(call: grpc.ServerReadableStream<CreateUserRequest, unknown>, callback: grpc.sendUnaryData<unknown>): void {
-    let principal: Principal;
     try {
-      principal = this.authenticate(call.metadata);
-      if (!principal.isAdmin) throw new RpcError(Status.PERMISSION_DENIED, 'creating users in bulk needs the admin role');
+      this.#bulkPrincipal(call.metadata);
     } catch (error) {
       callback(toStatus(error));
       return;
     }
     const failures: BulkCreateFailure[] = [];
     let created = 0;
-    let index = 0;
-    let pending: { index: number; request: CreateUserRequest }[] = [];
-    let work = Promise.resolve();
-    let failed = false;
-    let answered = false;
-    const answer = (error: ReturnType<typeof toStatus> | null) => {
-      if (answered) return;
-      answered = true;
-      if (error) callback(error);
-      else callback(null, { created_count: created, failures });
-    };
+    this.#createRows(call, (result) => {
+      if ('user' in result) created++;
+      else failures.push({ index: result.index, ...result.failure });
+    }).then(
+      () => callback(null, { created_count: created, failures }),
+      (error: unknown) => callback(toStatus(error)),
+    );
+  }
 
-    const flush = async (batch: { index: number; request: CreateUserRequest }[]) => {
-      const prepared = await Promise.all(
-        batch.map(async ({ index: at, request }) => {
-          try {
-            return { at, user: await this.#newUser(request) };
-          } catch (error) {
-            const status = toStatus(error);
-            failures.push({ index: at, status: statusName(status.code), message: status.details });
-            return undefined;
-          }
-        }),
-      );
-      const valid = prepared.filter((p): p is { at: number; user: NewUser } => p !== undefined);
-      const results = this.options.users.createMany(valid.map((v) => v.user));
-      results.forEach((result, i) => {
-        if ('user' in result) {
-          created++;
-          this.#emit('CREATED', result.user);
-        } else {
-          failures.push({ index: valid[i]!.at, status: 'ALREADY_EXISTS', message: result.error.message });
-        }
-      });
+  #importUsers(call: grpc.ServerDuplexStream<CreateUserRequest, unknown>): void {
+    try {
+      this.#bulkPrincipal(call.metadata);
+    } catch (error) {
+      failStream(call, error);
+      return;
+    }
+    let gone = false;
+    const leave = () => void (gone = true);
+    call.once('cancelled', leave);
+    call.once('error', leave);
+    // A client that sends without reading its answers is held at the next transaction, not buffered for.
+    const afterBatch = async () => {
+      if (gone || !call.writableNeedDrain) return;
+      const drained = new AbortController();
+      await Promise.race([once(call, 'drain', { signal: drained.signal }).catch(() => undefined), once(call, 'cancelled', { signal: drained.signal }).catch(() => undefined)]);
+      drained.abort();
     };
-    const schedule = () => {
-      const batch = pending;
-      pending = [];
-      call.pause();
-      work = work
-        .then(() => flush(batch))
-        .then(() => {
-          call.resume();
-        })
-        .catch((error: unknown) => {
-          failed = true;
-          answer(toStatus(error));
-        });
-    };
-
-    call.on('data', (request: CreateUserRequest) => {
-      pending.push({ index: index++, request });
-      if (pending.length >= BULK_CHUNK) schedule();
-    });
-    call.on('end', () => {
-      if (pending.length > 0) schedule();
-      void work.then(() => {
-        if (!failed) {
-          failures.sort((a, b) => a.index - b.index);
-          answer(null);
-        }
-      });
-    });
-    call.on('error', () => answer({ code: Status.CANCELLED, details: 'the client stream failed' }));
+    this.#createRows(
+      call,
+      (result) => {
+        if (gone) return;
+        call.write('user' in result ? { index: result.index, user: userMessage(result.user) } : { index: result.index, failure: result.failure });
+      },
+      afterBatch,
+    ).then(
+      () => {
+        if (!gone) call.end();
+      },
+      (error: unknown) => {
+        if (!gone) failStream(call, error);
+      },
+    );
   }
 
   #chat(call: grpc.ServerDuplexStream<ChatMessage, ChatMessage>): void {

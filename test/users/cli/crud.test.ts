@@ -171,9 +171,13 @@ describe('list', () => {
     expect(JSON.parse(both.stdout).map((u: { username: string }) => u.username)).toEqual(['eve']);
     const bad = await users(['list', '--page-size', '-1']);
     expect(bad.code).toBe(2);
-    const pageAlone = await users(['list', '--page', '2']);
-    expect(pageAlone.code).toBe(2);
-    expect(pageAlone.stderr).toContain('--page needs --page-size');
+    // --page alone pages by the default size (30): five users make one page.
+    const pageAlone = await users(['list', '--page', '2', '--json']);
+    expect(pageAlone.code, pageAlone.stderr).toBe(0);
+    expect(JSON.parse(pageAlone.stdout)).toEqual([]);
+    const allOnOne = await users(['list', '--page', '2', '--page-size', '0']);
+    expect(allOnOne.code).toBe(2);
+    expect(allOnOne.stderr).toContain('with --page-size 0 every user is on page 1');
   });
 
   it('prints tab-separated rows when piped and a table on a TTY', async () => {

@@ -4,7 +4,7 @@
  * restarts on a known port), a raw grpc-js client of the same proto, and a
  * runner of the CLI whose stdin stays open until the test ends it.
  */
-import { PassThrough } from 'node:stream';
+import { PassThrough, Writable } from 'node:stream';
 import * as grpc from '@grpc/grpc-js';
 import { startServe, type RunningServe } from '../../../src/server/serve.js';
 import { userServiceDefinition } from '../../../src/users/proto.js';
@@ -87,26 +87,46 @@ export async function waitFor(condition: () => boolean, what: string, timeoutMs 
   }
 }
 
+/**
+ * A terminal's output side: what is written is kept in `text`. A stream, not
+ * just an object with `write`, as a prompt pipes its output into it.
+ */
+export class TerminalCapture extends Writable {
+  text = '';
+  readonly isTTY = true;
+  readonly columns = 120;
+  // As process.stdout and process.stderr: a stream piped into it (a prompt's output) does not end it.
+  readonly _isStdio = true;
+  override _write(chunk: Buffer | string, _encoding: BufferEncoding, done: () => void): void {
+    this.text += chunk.toString();
+    done();
+  }
+}
+
 export interface LiveRun {
   stdin: PassThrough;
-  stdout: Capture;
-  stderr: Capture;
+  stdout: { text: string };
+  stderr: { text: string };
   /** Asks the command to stop, as Ctrl-C would. */
   interrupt(): void;
   done: Promise<number>;
 }
 
-/** Runs the CLI in-process with an stdin the test writes to and a Ctrl-C the test presses. */
-export function runLive(sb: Sandbox, argv: string[], env: Record<string, string>, options: { tty?: boolean } = {}): LiveRun {
+/**
+ * Runs the CLI in-process with an stdin the test writes to and a Ctrl-C the
+ * test presses. `terminal`: stdin, stdout and stderr are all a terminal
+ * (the person types on stdin).
+ */
+export function runLive(sb: Sandbox, argv: string[], env: Record<string, string>, options: { tty?: boolean; terminal?: boolean } = {}): LiveRun {
   const stdin = new PassThrough();
-  const stdout = new Capture(options.tty ?? false);
-  const stderr = new Capture(options.tty ?? false);
+  const stdout = options.terminal ? new TerminalCapture() : new Capture(options.tty ?? false);
+  const stderr = options.terminal ? new TerminalCapture() : new Capture(options.tty ?? false);
   let interrupt!: (signal: string) => void;
   const shutdown = new Promise<string>((resolve) => {
     interrupt = resolve;
   });
   const ctx: Context = {
-    io: { stdout, stderr, stdin: Object.assign(stdin, { isTTY: false }) },
+    io: { stdout, stderr, stdin: Object.assign(stdin, { isTTY: Boolean(options.terminal) }) },
     env: { ...sb.env, ...env },
     homedir: sb.root,
     now: () => NOW,
