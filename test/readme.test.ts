@@ -1,0 +1,164 @@
+/**
+ * The README's examples, run as written and in order, so that they cannot
+ * drift from the CLI: every ```sh block of README.md, top to bottom, in one
+ * bash, on a fresh config dir and data dir, with `miniapp` on PATH as
+ * `npm link` puts it there. ```console blocks are transcripts (a prompt and
+ * what it prints) and are not run.
+ *
+ * A command sent to the background (`miniapp serve ... &`) is waited for
+ * as a person at the terminal waits for its banner ("Stop with Ctrl-C")
+ * before typing the next line.
+ *
+ * The examples use the documented ports (3000, 50051, 4010). They run in a
+ * network namespace of their own when the machine allows one (`unshare`),
+ * so that they cannot meet another test's server; otherwise on the host's
+ * loopback, after checking that those ports are free.
+ */
+import { describe, expect, it } from 'vitest';
+import { spawnSync } from 'node:child_process';
+import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = fileURLToPath(new URL('..', import.meta.url));
+const PORTS = [3000, 50051, 4010];
+
+/** Every ```sh block of the README, with the line it starts on. */
+export function shellBlocks(markdown: string): { line: number; code: string }[] {
+  const blocks: { line: number; code: string }[] = [];
+  const lines = markdown.split('\n');
+  for (let i = 0; i < lines.length; i++) {
+    if (lines[i]!.trim() !== '```sh') continue;
+    const start = i + 1;
+    const body: string[] = [];
+    for (i++; i < lines.length && lines[i]!.trim() !== '```'; i++) body.push(lines[i]!);
+    blocks.push({ line: start, code: body.join('\n') });
+  }
+  return blocks;
+}
+
+/**
+ * `miniapp serve|sandbox ... &  # comment` becomes `... > bg-N.log 2>&1 &`
+ * followed by a wait for its banner; other background commands just run.
+ */
+let background = 0;
+function backgroundWaits(code: string): string {
+  return code
+    .replace(/\\\n\s*/g, ' ')
+    .split('\n')
+    .map((line) => {
+      const match = /^(.*\S)\s+&\s*(#.*)?$/.exec(line);
+      if (!match || match[1]!.trim().startsWith('#')) return line;
+      if (!/\bminiapp (serve|sandbox)\b(?! (login|unlink|advance)\b)/.test(match[1]!)) return line;
+      const log = `bg-${++background}.log`;
+      return `${match[1]} > ${log} 2>&1 &\nbanner ${log}`;
+    })
+    .join('\n');
+}
+
+function canUnshare(): boolean {
+  return spawnSync('unshare', ['-rn', 'true']).status === 0;
+}
+
+async function portFree(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const server = createServer();
+    server.once('error', () => resolve(false));
+    server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
+  });
+}
+
+/** A minimal jq for machines without one: -r and the filters the README uses (.a.b, .[].a, .[0], {a, b}). */
+const JQ_SHIM = `#!/usr/bin/env node
+const args = process.argv.slice(2);
+const raw = args.includes('-r');
+const filter = args.filter((a) => a !== '-r')[0] ?? '.';
+let input = '';
+process.stdin.on('data', (c) => (input += c)).on('end', () => {
+  const apply = (value, expr) => {
+    expr = expr.trim();
+    if (expr === '.') return [value];
+    const object = /^\\{(.*)\\}$/.exec(expr);
+    if (object) return [Object.fromEntries(object[1].split(',').map((k) => k.trim()).map((k) => [k, value?.[k] ?? null]))];
+    let out = [value];
+    for (const part of expr.match(/\\.[A-Za-z_][A-Za-z0-9_]*|\\.?\\[\\d*\\]/g) ?? []) {
+      out = out.flatMap((v) => {
+        if (/^\\.?\\[\\]$/.test(part)) return Array.isArray(v) ? v : Object.values(v ?? {});
+        const index = /\\[(\\d+)\\]/.exec(part);
+        if (index) return [v?.[Number(index[1])] ?? null];
+        return [v?.[part.slice(1)] ?? null];
+      });
+    }
+    return out;
+  };
+  for (const value of input.split('\\n').filter((l) => l.trim()).map((l) => JSON.parse(l))) {
+    for (const result of apply(value, filter)) console.log(raw && typeof result === 'string' ? result : JSON.stringify(result, null, 2));
+  }
+});
+`;
+
+describe('the README examples', () => {
+  it('run as written, in order, on a fresh data dir', { timeout: 240_000 }, async () => {
+    const readme = readFileSync(join(root, 'README.md'), 'utf8');
+    const blocks = shellBlocks(readme);
+    expect(blocks.length).toBeGreaterThan(5);
+    const isolated = canUnshare();
+    if (!isolated) {
+      for (const port of PORTS) expect(await portFree(port), `port ${port} must be free to run the README's examples`).toBe(true);
+    }
+    const home = mkdtempSync(join(tmpdir(), 'miniapp-readme-'));
+    try {
+      const bin = join(home, 'bin');
+      mkdirSync(bin);
+      writeFileSync(join(bin, 'miniapp'), `#!/bin/sh\nexec ${JSON.stringify(process.execPath)} ${JSON.stringify(join(root, 'bin', 'miniapp.js'))} "$@"\n`);
+      chmodSync(join(bin, 'miniapp'), 0o755);
+      if (spawnSync('sh', ['-c', 'command -v jq']).status !== 0) {
+        writeFileSync(join(bin, 'jq'), JQ_SHIM);
+        chmodSync(join(bin, 'jq'), 0o755);
+      }
+      const work = join(home, 'work');
+      mkdirSync(work);
+      const script = [
+        'set -euo pipefail',
+        // Background servers the examples start end with the script.
+        'trap \'jobs -p | xargs -r kill 2>/dev/null; wait 2>/dev/null || true\' EXIT',
+        // `npx miniapp` finds the project's own bin, as `miniapp` on PATH does, without npm's start-up.
+        'npx() { if [ "$1" = miniapp ]; then shift; miniapp "$@"; else command npx "$@"; fi; }',
+        // Waits for the banner of the server just sent to the background.
+        'banner() { for _ in $(seq 1 300); do grep -q "Stop with Ctrl-C" "$1" 2>/dev/null && return 0; sleep 0.1; done; echo "no banner in $1:" >&2; cat "$1" >&2; return 1; }',
+        isolated ? 'ip link set lo up 2>/dev/null || true' : '',
+        `cd ${JSON.stringify(work)}`,
+        ...blocks.map((block) => `echo "### README.md line ${block.line}" >&2\n${backgroundWaits(block.code)}`),
+        'echo "### all README examples ran" >&2',
+        // Stop what the examples left running (serve, the sandbox, a watch), as Ctrl-C would.
+        'kill $(jobs -p) 2>/dev/null || true',
+        'wait 2>/dev/null || true',
+        'trap - EXIT',
+        'exit 0',
+      ].join('\n');
+      writeFileSync(join(home, 'examples.sh'), script);
+      const env = {
+        PATH: `${bin}:${process.env.PATH}`,
+        HOME: home,
+        MINIAPP_CONFIG_DIR: join(home, 'config'),
+        MINIAPP_DATA_DIR: join(home, 'data'),
+        LANG: 'C.UTF-8',
+      };
+      const command = isolated ? ['unshare', ['-rn', 'bash', join(home, 'examples.sh')]] : ['bash', [join(home, 'examples.sh')]];
+      const result = spawnSync(command[0] as string, command[1] as string[], { env, encoding: 'utf8', timeout: 220_000, cwd: work });
+      const where = [...result.stderr.matchAll(/### README\.md line (\d+)/g)].at(-1)?.[1];
+      expect(result.stderr, `the example block at README.md line ${where} failed:\n${result.stderr.slice(-4000)}\n--- stdout ---\n${result.stdout.slice(-2000)}`).toContain(
+        '### all README examples ran',
+      );
+      expect(result.status, result.stderr.slice(-2000)).toBe(0);
+      // What the examples say they show, shown: the decrypted user through the relay, the post counted, the callback recorded.
+      expect(result.stdout).toMatch(/"userKey":1001[^\n]*"name":"[^"]+"/);
+      expect(result.stdout).toMatch(/(^|})1$/m);
+      expect(result.stdout).toMatch(/\t2002\tWITHDRAWAL_TERMS\tPOST\t/);
+    } finally {
+      rmSync(home, { recursive: true, force: true });
+    }
+  });
+});
