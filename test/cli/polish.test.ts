@@ -235,3 +235,47 @@ describe('sandbox login next to a running serve', () => {
     expect(readServeRuntime(sb.env.MINIAPP_DATA_DIR!)).toBeUndefined();
   });
 });
+
+describe('usage errors, for every group', () => {
+  it('are one error line and where the usage is, never the whole help', async () => {
+    const cases: [string[], string, string][] = [
+      [['users', 'get', 'abc'], 'ID must be a positive whole number; got "abc"', 'miniapp users get'],
+      [['serve', '--port', 'abc'], '--port must be a number from 0 to 65535; got "abc"', 'miniapp serve'],
+      [['serv'], "unknown command 'serv' (did you mean 'serve'?)", 'miniapp'],
+      [['sandbox', 'logn'], "unknown command 'logn' for 'miniapp sandbox' (did you mean 'login'?)", 'miniapp sandbox'],
+      [['webhooks', 'lsit'], "unknown command 'lsit' (did you mean 'list'?)", 'miniapp webhooks'],
+      [['insights', 'media', '--format', 'xml'], "argument 'xml' is invalid", 'miniapp insights media'],
+      [['monitor', 'logs', '--tail', '-3'], '--tail must be a whole number of at least 0', 'miniapp monitor logs'],
+      [['config', 'get'], "missing required argument 'key'", 'miniapp config get'],
+      [['token', 'exchange'], "required option '--code <code>' not specified", 'miniapp token exchange'],
+    ];
+    for (const [args, message, usage] of cases) {
+      const result = await sb.run(args);
+      expect(result.code, args.join(' ')).toBe(2);
+      const lines = result.stderr.trimEnd().split('\n');
+      expect(lines[0], args.join(' ')).toContain(message);
+      expect(lines.at(-1)).toBe(`Run '${usage} --help' for usage.`);
+      expect(lines.length, result.stderr).toBeLessThanOrEqual(3);
+      expect(result.stderr).not.toContain('Usage:');
+    }
+  });
+
+  it('help A B shows the help of A B, not of A', async () => {
+    const help = await sb.run(['help', 'users', 'create']);
+    expect(help.code).toBe(0);
+    expect(help.stdout).toContain('Usage: miniapp users create [options]');
+    expect((await sb.run(['help', 'sandbox', 'login'])).stdout).toContain('Usage: miniapp sandbox login');
+  });
+});
+
+describe('config set - on a terminal', () => {
+  it('asks for the value without echo and stores what was typed', async () => {
+    const { runLive, waitFor } = await import('../users/cli/harness.js');
+    const run = runLive(sb, ['config', 'set', 'decrypt-key', '-'], {}, { terminal: true });
+    await waitFor(() => plain(run.stderr.text).includes('decrypt-key:'), 'the prompt');
+    run.stdin.write(`${KEY_HEX}\r`);
+    expect(await run.done, run.stderr.text).toBe(0);
+    expect(run.stderr.text).not.toContain(KEY_HEX);
+    expect((await sb.run(['config', 'get', 'decrypt-key', '--reveal'])).stdout).toBe(`${KEY_HEX}\n`);
+  });
+});
