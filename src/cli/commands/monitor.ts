@@ -10,6 +10,7 @@ import { UsageError } from '../../errors.js';
 import { parseDuration, formatDuration } from '../../duration.js';
 import { connectionOf, withConnection, type ConnectionFlags } from '../grpc-connection.js';
 import { destroyInput, linesOf } from '../input.js';
+import { parseWholeNumber } from '../flags.js';
 import type { ChatMessage, LogEntry, LogLevelEnum, MetricData, MonitoringClient } from '../../monitoring/client.js';
 import type { Timestamp } from '../../grpc/protos.js';
 
@@ -87,13 +88,6 @@ async function untilStopped(cc: CommandContext, client: MonitoringClient, run: (
   }
 }
 
-function count(text: string | undefined, flag: string, min: number): number | undefined {
-  if (text === undefined) return undefined;
-  const value = /^\d+$/.test(text.trim()) ? Number(text) : NaN;
-  if (!Number.isSafeInteger(value) || value < min) throw new UsageError(`${flag} must be a whole number of at least ${min}; got "${text}"`);
-  return value;
-}
-
 function iso(ts: Timestamp | null | undefined): string {
   if (!ts) return '';
   return new Date(Number(ts.seconds) * 1000 + Math.floor(ts.nanos / 1_000_000)).toISOString();
@@ -108,7 +102,7 @@ async function runMetrics(cc: CommandContext, command: Command): Promise<void> {
   const flags = command.opts<ConnectionFlags & { interval: string; name: string[]; count?: string; buckets?: boolean }>();
   const interval = parseDuration(flags.interval, '--interval');
   if (interval < 100 || interval > 3_600_000) throw new UsageError(`--interval must be from 100ms to 1h; got "${flags.interval}"`);
-  const snapshots = count(flags.count, '--count', 1);
+  const snapshots = flags.count === undefined ? undefined : parseWholeNumber(flags.count, '--count', 1);
   const client = await connect(cc, flags);
   let previous: { at: number; metrics: Record<string, number> } | undefined;
   await untilStopped(cc, client, (signal) =>
@@ -174,7 +168,7 @@ async function runLogs(cc: CommandContext, command: Command): Promise<void> {
   const flags = command.opts<ConnectionFlags & { level: string; component: string[]; tail?: string; follow?: boolean }>();
   const level = flags.level.toLowerCase() as Level;
   if (!LEVELS.includes(level)) throw new UsageError(`--level must be one of ${LEVELS.join(', ')}; got "${flags.level}"`);
-  const tail = count(flags.tail, '--tail', 0) ?? 1000;
+  const tail = flags.tail === undefined ? 1000 : parseWholeNumber(flags.tail, '--tail', 0);
   const client = await connect(cc, flags);
   const { LogFormatter } = await import('../log-format.js');
   const formatter = new LogFormatter({ color: cc.out.color, fullTime: true });
