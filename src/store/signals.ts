@@ -1,0 +1,74 @@
+/**
+ * Signals between the instances that share a store: what one instance
+ * publishes, every subscriber hears, on whichever instance it runs. For
+ * SQLite and memory there is one instance, and an event emitter does it;
+ * for PostgreSQL, LISTEN/NOTIFY. A notification published inside a
+ * transaction is delivered when it commits (NOTIFY's own rule), so a
+ * subscriber never hears of a change it cannot read yet.
+ *
+ * Payloads are small (PostgreSQL caps them below 8000 bytes): an id or a
+ * sequence number, with the data itself in a table.
+ */
+import { EventEmitter } from 'node:events';
+import type { Sql as PostgresClient, ListenRequest } from 'postgres';
+import type { Sql } from './sql.js';
+
+export interface Signals {
+  /** Tells every subscriber of `channel`; with `tx`, when that transaction commits. */
+  publish(channel: string, payload: string, tx?: Sql): Promise<void>;
+  /**
+   * Calls `listener` with each payload published on `channel` from now on.
+   * `onConnected` runs once the subscription is live, and again after each
+   * reconnection: the moment to read what may have been missed meanwhile.
+   * Resolves with the unsubscribe.
+   */
+  subscribe(channel: string, listener: (payload: string) => void, onConnected?: () => void): Promise<() => Promise<void>>;
+  close(): Promise<void>;
+}
+
+export class LocalSignals implements Signals {
+  readonly #events = new EventEmitter();
+
+  constructor() {
+    this.#events.setMaxListeners(0);
+  }
+
+  async publish(channel: string, payload: string, tx?: Sql): Promise<void> {
+    if (tx) tx.afterCommit(() => this.#events.emit(channel, payload));
+    else this.#events.emit(channel, payload);
+  }
+
+  async subscribe(channel: string, listener: (payload: string) => void, onConnected?: () => void): Promise<() => Promise<void>> {
+    this.#events.on(channel, listener);
+    onConnected?.();
+    return async () => void this.#events.off(channel, listener);
+  }
+
+  async close(): Promise<void> {
+    this.#events.removeAllListeners();
+  }
+}
+
+export class PostgresSignals implements Signals {
+  readonly #subscriptions = new Set<ListenRequest>();
+
+  constructor(private readonly client: PostgresClient) {}
+
+  async publish(channel: string, payload: string, tx?: Sql): Promise<void> {
+    if (tx) await tx.one('SELECT pg_notify($1, $2)', [channel, payload]);
+    else await this.client.notify(channel, payload);
+  }
+
+  async subscribe(channel: string, listener: (payload: string) => void, onConnected?: () => void): Promise<() => Promise<void>> {
+    // postgres.js keeps one connection for every LISTEN, reconnects it by itself, and calls onlisten each time.
+    const request = this.client.listen(channel, listener, onConnected);
+    const { unlisten } = await request;
+    return async () => {
+      await unlisten().catch(() => undefined);
+    };
+  }
+
+  async close(): Promise<void> {
+    this.#subscriptions.clear();
+  }
+}

@@ -1,0 +1,221 @@
+/**
+ * The database `serve` keeps its state in: SQLite in the data dir (the
+ * embedded default), in memory, or a PostgreSQL shared by any number of
+ * instances. `openStore` opens and migrates it and hands out the one query
+ * interface (sql.ts) and the signals between instances (signals.ts).
+ *
+ * Domain module: nothing here prints or reads the environment.
+ */
+import { readFileSync } from 'node:fs';
+import { ConfigError } from '../errors.js';
+import { databasePath, openDatabase, schemaVersion, MIGRATIONS } from './database.js';
+import { POSTGRES_MIGRATIONS } from './postgres-schema.js';
+import { LocalSignals, PostgresSignals, type Signals } from './signals.js';
+import { PostgresSql, SqliteSql, StoreUnavailableError, type Sql } from './sql.js';
+
+export type StoreLocation =
+  | { kind: 'sqlite'; dataDir: string }
+  | { kind: 'memory' }
+  | {
+      kind: 'postgres';
+      url: string;
+      /** Connections of this instance's pool (default 10). */
+      poolSize?: number | undefined;
+      /** How long a connection attempt or a statement may take before the call fails (default 5 s). */
+      timeoutMs?: number | undefined;
+    };
+
+export interface Store {
+  readonly kind: StoreLocation['kind'];
+  readonly sql: Sql;
+  readonly signals: Signals;
+  /** Where the data is, for banners and logs: a file path, or the URL without its password. */
+  readonly description: string;
+  /** The data dir of a SQLite store (files live beside the database), else undefined. */
+  readonly dataDir: string | undefined;
+  /** Throws StoreUnavailableError when the database cannot answer now. */
+  ready(): Promise<void>;
+  close(): Promise<void>;
+}
+
+export const DEFAULT_POOL_SIZE = 10;
+export const DEFAULT_DATABASE_TIMEOUT_MS = 5_000;
+const MIGRATION_LOCK = 0x6d696e69; // "mini"
+
+/** A postgres:// URL with its password replaced, for anything a person or a log may see. */
+export function redactUrl(url: string): string {
+  try {
+    const parsed = new URL(url);
+    if (parsed.password) parsed.password = '***';
+    return parsed.href;
+  } catch {
+    return 'postgres://(unparsable URL)';
+  }
+}
+
+interface ParsedPostgresUrl {
+  connection: string;
+  ssl: false | { rejectUnauthorized: boolean; ca?: string; cert?: string; key?: string; checkServerIdentity?: () => undefined };
+}
+
+/**
+ * The URL as libpq reads it: sslmode (disable, allow, prefer, require,
+ * verify-ca, verify-full) with sslrootcert / sslcert / sslkey files, as
+ * managed PostgreSQL services document them; the rest goes to postgres.js.
+ */
+export function parsePostgresUrl(text: string): ParsedPostgresUrl {
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch {
+    throw new ConfigError('the database URL is not a URL; give postgres://USER:PASSWORD@HOST:PORT/DATABASE');
+  }
+  if (url.protocol !== 'postgres:' && url.protocol !== 'postgresql:') {
+    throw new ConfigError(`the database URL must start with postgres:// or postgresql://; got ${url.protocol}//...`);
+  }
+  if (!url.hostname) throw new ConfigError(`the database URL names no host: ${redactUrl(text)}`);
+  const mode = url.searchParams.get('sslmode') ?? 'prefer';
+  const read = (param: string) => {
+    const path = url.searchParams.get(param);
+    if (!path) return undefined;
+    try {
+      return readFileSync(path, 'utf8');
+    } catch (error) {
+      throw new ConfigError(`${param} of the database URL: cannot read ${path}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`);
+    }
+  };
+  const files = { ca: read('sslrootcert'), cert: read('sslcert'), key: read('sslkey') };
+  const present = Object.fromEntries(Object.entries(files).filter(([, value]) => value !== undefined)) as { ca?: string; cert?: string; key?: string };
+  for (const param of ['sslmode', 'sslrootcert', 'sslcert', 'sslkey']) url.searchParams.delete(param);
+  let ssl: ParsedPostgresUrl['ssl'];
+  switch (mode) {
+    case 'disable':
+    case 'allow':
+    case 'prefer':
+      // postgres.js does not fall back from TLS to plain; "prefer" (libpq's default) connects as the server allows.
+      ssl = false;
+      break;
+    case 'require':
+      ssl = { rejectUnauthorized: false, ...present };
+      break;
+    case 'verify-ca':
+      ssl = { rejectUnauthorized: true, checkServerIdentity: () => undefined, ...present };
+      break;
+    case 'verify-full':
+      ssl = { rejectUnauthorized: true, ...present };
+      break;
+    default:
+      throw new ConfigError(`sslmode=${mode} is not one of disable, allow, prefer, require, verify-ca, verify-full`);
+  }
+  return { connection: url.href, ssl };
+}
+
+export async function openStore(location: StoreLocation): Promise<Store> {
+  if (location.kind !== 'postgres') {
+    const db = openDatabase(location.kind === 'memory' ? 'memory' : { dataDir: location.dataDir });
+    const sql = new SqliteSql(db);
+    return {
+      kind: location.kind,
+      sql,
+      signals: new LocalSignals(),
+      description: location.kind === 'memory' ? 'in memory' : databasePath(location.dataDir),
+      dataDir: location.kind === 'sqlite' ? location.dataDir : undefined,
+      ready: async () => undefined,
+      close: async () => void db.close(),
+    };
+  }
+  const { default: postgres } = await import('postgres');
+  const { connection, ssl } = parsePostgresUrl(location.url);
+  const timeoutMs = location.timeoutMs ?? DEFAULT_DATABASE_TIMEOUT_MS;
+  const client = postgres(connection, {
+    max: location.poolSize ?? DEFAULT_POOL_SIZE,
+    ssl,
+    connect_timeout: Math.max(1, Math.ceil(timeoutMs / 1000)),
+    idle_timeout: 60,
+    // A statement that runs longer than the time-out is cancelled by the server: a call never hangs on it.
+    connection: { statement_timeout: timeoutMs, application_name: 'miniapp serve' },
+    onnotice: () => undefined,
+    // BIGINT (ids, counts) as numbers, as SQLite gives them: every id and count here stays below 2^53.
+    types: { int8: { to: 20, from: [20], serialize: (value: number) => String(value), parse: (value: string) => Number(value) } },
+  });
+  const sql = new PostgresSql(client, timeoutMs);
+  try {
+    await migratePostgres(sql);
+  } catch (error) {
+    await client.end({ timeout: 1 }).catch(() => undefined);
+    if (error instanceof StoreUnavailableError) {
+      throw new ConfigError(`cannot reach the database at ${redactUrl(location.url)}: ${describeCause(error)}`, {
+        hint: 'check the URL (--database or MINIAPP_DATABASE_URL), that PostgreSQL runs, and its sslmode',
+        cause: error,
+      });
+    }
+    throw error;
+  }
+  const signals = new PostgresSignals(client);
+  return {
+    kind: 'postgres',
+    sql,
+    signals,
+    description: redactUrl(location.url),
+    dataDir: undefined,
+    ready: async () => {
+      await sql.one('SELECT 1 AS ok');
+    },
+    close: async () => {
+      await signals.close();
+      await client.end({ timeout: 5 });
+    },
+  };
+}
+
+function describeCause(error: Error): string {
+  const cause = error.cause as { code?: string; message?: string } | undefined;
+  return cause?.message ?? error.message;
+}
+
+export interface MigrationStatus {
+  version: number;
+  description: string;
+  applied: boolean;
+}
+
+/**
+ * Applies the migrations this version knows and the database lacks, in one
+ * transaction under an advisory lock: instances that start together take
+ * turns, and the second finds nothing left to do.
+ */
+export async function migratePostgres(sql: Sql): Promise<number[]> {
+  return sql.transaction(async (tx) => {
+    await tx.one('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK]);
+    await tx.exec(`CREATE TABLE IF NOT EXISTS schema_migrations (
+      version INTEGER PRIMARY KEY, description TEXT NOT NULL, applied_at TEXT NOT NULL)`);
+    const applied = new Set((await tx.all<{ version: number }>('SELECT version FROM schema_migrations')).map((row) => Number(row.version)));
+    const newest = Math.max(0, ...applied);
+    const known = POSTGRES_MIGRATIONS.at(-1)?.version ?? 0;
+    if (newest > known) {
+      throw new ConfigError(`the database was migrated by a newer miniapp (schema ${newest}, this one knows ${known}); upgrade miniapp`);
+    }
+    const done: number[] = [];
+    for (const migration of POSTGRES_MIGRATIONS) {
+      if (applied.has(migration.version)) continue;
+      await tx.exec(migration.sql);
+      await tx.run('INSERT INTO schema_migrations (version, description, applied_at) VALUES ($1, $2, $3)', [
+        migration.version,
+        migration.description,
+        new Date().toISOString(),
+      ]);
+      done.push(migration.version);
+    }
+    return done;
+  });
+}
+
+/** Which migrations the database has (for `miniapp db status`). */
+export async function migrationStatus(store: Store): Promise<MigrationStatus[]> {
+  if (store.kind === 'postgres') {
+    const applied = new Set((await store.sql.all<{ version: number }>('SELECT version FROM schema_migrations')).map((row) => Number(row.version)));
+    return POSTGRES_MIGRATIONS.map((m) => ({ version: m.version, description: m.description, applied: applied.has(m.version) }));
+  }
+  const current = schemaVersion((store.sql as SqliteSql).db);
+  return MIGRATIONS.map((m) => ({ version: m.version, description: m.description, applied: m.version <= current }));
+}

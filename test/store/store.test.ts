@@ -1,0 +1,154 @@
+/**
+ * The store layer on both backends, one suite: the query interface, its
+ * transactions, unique violations, signals, and migrations that run once
+ * when instances start together.
+ */
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { openStore, migrationStatus, redactUrl, parsePostgresUrl, type Store } from '../../src/store/store.js';
+import { UniqueViolation } from '../../src/store/sql.js';
+import { BACKENDS, createTestDatabase, testLocation } from '../helpers/postgres.js';
+
+describe.each(BACKENDS)('store on %s', (backend) => {
+  let store: Store;
+  let dispose: () => Promise<void>;
+
+  beforeEach(async () => {
+    const test = await testLocation(backend);
+    dispose = test.dispose;
+    store = await openStore(test.location);
+  });
+  afterEach(async () => {
+    await store.close();
+    await dispose();
+  });
+
+  it('runs the same statements with $n parameters on either engine', async () => {
+    const { sql } = store;
+    await sql.run('INSERT INTO unlink_events (received_at, user_key, referrer, method, source) VALUES ($1, $2, $3, $4, $5)', ['2026-01-01T00:00:00.000Z', 7, null, 'POST', '127.0.0.1']);
+    const row = await sql.one<{ id: number; user_key: number; referrer: string | null }>('SELECT id, user_key, referrer FROM unlink_events WHERE user_key = $1', [7]);
+    expect(row).toEqual({ id: 1, user_key: 7, referrer: null });
+    expect(await sql.one('SELECT id FROM unlink_events WHERE user_key = $1', [8])).toBeUndefined();
+    const count = await sql.one<{ n: number }>('SELECT count(*) AS n FROM unlink_events');
+    expect(count?.n).toBe(1);
+  });
+
+  it('commits a transaction whole, rolls it back whole, and nests savepoints', async () => {
+    const { sql } = store;
+    const insert = (tx: typeof sql, key: number) =>
+      tx.run('INSERT INTO unlink_events (received_at, user_key, method) VALUES ($1, $2, $3)', ['2026-01-01T00:00:00.000Z', key, 'GET']);
+    await sql.transaction(async (tx) => {
+      await insert(tx, 1);
+      await insert(tx, 2);
+    });
+    await expect(
+      sql.transaction(async (tx) => {
+        await insert(tx, 3);
+        throw new Error('changed my mind');
+      }),
+    ).rejects.toThrow('changed my mind');
+    await sql.transaction(async (tx) => {
+      await insert(tx, 4);
+      await tx.transaction(async (inner) => insert(inner, 5)).catch(() => undefined);
+      await tx
+        .transaction(async (inner) => {
+          await insert(inner, 6);
+          throw new Error('only the savepoint');
+        })
+        .catch(() => undefined);
+    });
+    const keys = (await sql.all<{ user_key: number }>('SELECT user_key FROM unlink_events ORDER BY user_key')).map((r) => r.user_key);
+    expect(keys).toEqual([1, 2, 4, 5]);
+  });
+
+  it('keeps a statement of another task out of an open transaction', async () => {
+    const { sql } = store;
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    const insert = (tx: typeof sql, key: number) =>
+      tx.run('INSERT INTO unlink_events (received_at, user_key, method) VALUES ($1, $2, $3)', ['2026-01-01T00:00:00.000Z', key, 'GET']);
+    const open = sql.transaction(async (tx) => {
+      await insert(tx, 10);
+      await gate;
+      throw new Error('roll back');
+    });
+    const outside = insert(sql, 11);
+    release();
+    await expect(open).rejects.toThrow('roll back');
+    await outside;
+    const keys = (await sql.all<{ user_key: number }>('SELECT user_key FROM unlink_events ORDER BY user_key')).map((r) => r.user_key);
+    expect(keys).toEqual([11]);
+  });
+
+  it('reports a unique violation with the index it broke', async () => {
+    const { sql } = store;
+    const insert = (name: string, email: string) =>
+      sql.run("INSERT INTO users (username, email, password_hash, created_at, updated_at) VALUES ($1, $2, 'h', 'now', 'now')", [name, email]);
+    await insert('ann', 'ann@example.com');
+    const error = await insert('ANN', 'other@example.com').catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(UniqueViolation);
+    expect((error as UniqueViolation).constraint).toBe('users_username');
+    const email = await insert('bob', 'Ann@Example.com').catch((e: unknown) => e);
+    expect((email as UniqueViolation).constraint).toBe('users_email');
+  });
+
+  it('delivers a signal to every subscriber, and one published in a transaction only once it commits', async () => {
+    const heard: string[] = [];
+    let connected = 0;
+    const unsubscribe = await store.signals.subscribe('test_channel', (payload) => heard.push(payload), () => connected++);
+    expect(connected).toBe(1);
+    await store.signals.publish('test_channel', 'one');
+    await store.sql
+      .transaction(async (tx) => {
+        await store.signals.publish('test_channel', 'rolled back', tx);
+        throw new Error('no');
+      })
+      .catch(() => undefined);
+    await store.sql.transaction(async (tx) => {
+      await store.signals.publish('test_channel', 'two', tx);
+    });
+    await waitUntil(() => heard.length >= 2);
+    expect(heard).toEqual(['one', 'two']);
+    await unsubscribe();
+  });
+
+  it('says which migrations the database has', async () => {
+    const status = await migrationStatus(store);
+    expect(status.length).toBeGreaterThan(0);
+    expect(status.every((m) => m.applied)).toBe(true);
+  });
+});
+
+describe('PostgreSQL store', () => {
+  it('migrates once when several instances start together on an empty database', async () => {
+    const database = await createTestDatabase();
+    try {
+      const stores = await Promise.all(Array.from({ length: 4 }, () => openStore({ kind: 'postgres', url: database.url, poolSize: 2 })));
+      const rows = await stores[0]!.sql.all<{ version: number }>('SELECT version FROM schema_migrations ORDER BY version');
+      expect(rows.map((r) => r.version)).toEqual([1]);
+      await Promise.all(stores.map((s) => s.close()));
+    } finally {
+      await database.drop();
+    }
+  });
+
+  it('never shows the password of its URL', async () => {
+    expect(redactUrl('postgres://app:s3cret@db.example.com:5432/miniapp?sslmode=require')).toBe('postgres://app:***@db.example.com:5432/miniapp?sslmode=require');
+    const error = await openStore({ kind: 'postgres', url: 'postgres://app:s3cret@127.0.0.1:1/miniapp', timeoutMs: 1000 }).catch((e: unknown) => e);
+    expect((error as Error).message).toContain('cannot reach the database at postgres://app:***@127.0.0.1:1/miniapp');
+    expect(String((error as Error).message) + String((error as Error & { hint?: string }).hint)).not.toContain('s3cret');
+  });
+
+  it('reads sslmode as libpq does', () => {
+    expect(parsePostgresUrl('postgres://u:p@h/db').ssl).toBe(false);
+    expect(parsePostgresUrl('postgres://u:p@h/db?sslmode=require').ssl).toEqual({ rejectUnauthorized: false });
+    expect(parsePostgresUrl('postgres://u:p@h/db?sslmode=verify-full').ssl).toEqual({ rejectUnauthorized: true });
+    expect(parsePostgresUrl('postgresql://u:p@h/db?sslmode=require').connection).toBe('postgresql://u:p@h/db');
+    expect(() => parsePostgresUrl('postgres://u:p@h/db?sslmode=sometimes')).toThrow('sslmode=sometimes');
+    expect(() => parsePostgresUrl('postgres://u:p@h/db?sslmode=verify-full&sslrootcert=/no/ca.pem')).toThrow('cannot read /no/ca.pem');
+    expect(() => parsePostgresUrl('mysql://u:p@h/db')).toThrow('must start with postgres://');
+  });
+});
+
+async function waitUntil(condition: () => boolean): Promise<void> {
+  for (let i = 0; i < 200 && !condition(); i++) await new Promise((resolve) => setTimeout(resolve, 10));
+}
