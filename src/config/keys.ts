@@ -78,6 +78,21 @@ function nonEmpty(key: string) {
   };
 }
 
+function databaseUrl(value: string): string {
+  const trimmed = value.trim();
+  let url: URL | undefined;
+  try {
+    url = new URL(trimmed);
+  } catch {
+    url = undefined;
+  }
+  if (!url || (url.protocol !== 'postgres:' && url.protocol !== 'postgresql:') || !url.hostname) {
+    // Never echo the value: it may hold a password.
+    throw new ConfigError('database-url must be a postgres:// or postgresql:// URL with a host, such as postgres://miniapp:PASSWORD@db.example.com:5432/miniapp');
+  }
+  return trimmed;
+}
+
 function hostPort(value: string): string {
   const trimmed = value.trim();
   const match = /^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+):(\d{1,5})$/.exec(trimmed);
@@ -178,6 +193,13 @@ export const SETTINGS: readonly SettingSpec[] = [
     validate: nonEmpty('grpc-token'),
   },
   { key: 'grpc-ca', env: 'MINIAPP_GRPC_CA', description: 'CA for a TLS user service: file path or PEM text', validate: pem('grpc-ca', PEM_CERT, 'CERTIFICATE') },
+  {
+    key: 'database-url',
+    env: 'MINIAPP_DATABASE_URL',
+    description: 'PostgreSQL shared by serve instances: postgres://USER:PASSWORD@HOST:PORT/DB[?sslmode=...] (secret); unset: SQLite in the data dir',
+    secret: true,
+    validate: databaseUrl,
+  },
 ];
 
 const byKey = new Map(SETTINGS.map((spec) => [spec.key, spec]));

@@ -131,7 +131,7 @@ export async function relayRoutes(app: FastifyInstance, options: RelayOptions): 
         const input = method === 'GET' ? (request.query as Record<string, unknown>) : jsonObject(request, 'userKey and referrer');
         const userKey = userKeyOf(input.userKey, method === 'GET' ? 'as a query parameter' : 'in the JSON body');
         const referrer = input.referrer === undefined || input.referrer === null ? null : String(input.referrer);
-        const event = options.events.record({ receivedAt: options.now().toISOString(), userKey, referrer, method, source: request.ip });
+        const event = await options.events.record({ receivedAt: options.now().toISOString(), userKey, referrer, method, source: request.ip });
         request.log.info({ userKey, referrer, known: referrer !== null && KNOWN_UNLINK_REFERRERS.includes(referrer), id: event.id }, 'unlink callback recorded');
         return { success: true };
       };

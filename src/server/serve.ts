@@ -9,7 +9,9 @@ import { randomBytes } from 'node:crypto';
 import { ConfigError } from '../errors.js';
 import { parseAad, parseKey } from '../login/key-material.js';
 import { PartnerClient, type ClientTls } from '../login/partner-client.js';
-import { databasePath, openDatabase } from '../store/database.js';
+import { databasePath } from '../store/database.js';
+import { openStore, type StoreLocation } from '../store/store.js';
+import { SqliteSql } from '../store/sql.js';
 import { UnlinkEventStore } from '../store/unlink-events.js';
 import { buildSandbox, DEFAULT_PARTNER_PREFIX, type Sandbox } from '../sandbox/server.js';
 import { buildServer, type LogSink } from './app.js';
@@ -31,7 +33,7 @@ import { join } from 'node:path';
 export interface ServeOptions {
   host: string;
   port: number;
-  store: { kind: 'sqlite'; dataDir: string } | { kind: 'memory' };
+  store: StoreLocation;
   /** Port of the embedded sandbox, when one is started (default 0: a free one). */
   sandboxPort?: number;
   /** The partner API; undefined starts an embedded sandbox. */
@@ -100,9 +102,12 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
     for (const cleanup of cleanups.reverse()) await cleanup();
   };
   try {
-    const db = openDatabase(options.store.kind === 'memory' ? 'memory' : { dataDir: options.store.dataDir });
-    cleanups.push(() => void db.close());
-    const events = new UnlinkEventStore(db);
+    const store = await openStore(options.store);
+    cleanups.push(() => store.close());
+    const events = new UnlinkEventStore(store.sql);
+    // The families not yet on the query interface still take the SQLite connection.
+    if (!(store.sql instanceof SqliteSql)) throw new ConfigError('PostgreSQL is not wired into serve yet');
+    const db = store.sql.db;
 
     let sandbox: Sandbox | undefined;
     let embedded: EmbeddedSandbox | undefined;

@@ -14,7 +14,7 @@ import { LocalSignals, PostgresSignals, type Signals } from './signals.js';
 import { PostgresSql, SqliteSql, StoreUnavailableError, type Sql } from './sql.js';
 
 export type StoreLocation =
-  | { kind: 'sqlite'; dataDir: string }
+  | { kind: 'sqlite'; dataDir: string; readonly?: boolean | undefined }
   | { kind: 'memory' }
   | {
       kind: 'postgres';
@@ -112,7 +112,7 @@ export function parsePostgresUrl(text: string): ParsedPostgresUrl {
 
 export async function openStore(location: StoreLocation): Promise<Store> {
   if (location.kind !== 'postgres') {
-    const db = openDatabase(location.kind === 'memory' ? 'memory' : { dataDir: location.dataDir });
+    const db = openDatabase(location.kind === 'memory' ? 'memory' : { dataDir: location.dataDir }, { readonly: location.kind === 'sqlite' && location.readonly === true });
     const sql = new SqliteSql(db);
     return {
       kind: location.kind,

@@ -1,5 +1,5 @@
 /** Receipts of the partner's unlink callbacks, written before the callback is answered. */
-import type { Db } from './database.js';
+import type { Param, Sql } from './sql.js';
 
 export interface UnlinkEvent {
   id: number;
@@ -21,26 +21,28 @@ interface Row {
 }
 
 export class UnlinkEventStore {
-  readonly #insert;
-  constructor(private readonly db: Db) {
-    this.#insert = db.prepare('INSERT INTO unlink_events (received_at, user_key, referrer, method, source) VALUES (?, ?, ?, ?, ?)');
-  }
+  constructor(private readonly sql: Sql) {}
 
-  record(event: Omit<UnlinkEvent, 'id'>): UnlinkEvent {
-    const { lastInsertRowid } = this.#insert.run(event.receivedAt, event.userKey, event.referrer, event.method, event.source);
-    return { id: Number(lastInsertRowid), ...event };
+  async record(event: Omit<UnlinkEvent, 'id'>): Promise<UnlinkEvent> {
+    const row = await this.sql.one<{ id: number }>(
+      'INSERT INTO unlink_events (received_at, user_key, referrer, method, source) VALUES ($1, $2, $3, $4, $5) RETURNING id',
+      [event.receivedAt, event.userKey, event.referrer, event.method, event.source],
+    );
+    return { id: Number(row!.id), ...event };
   }
 
   /** Oldest first; with a limit, the most recent ones (still oldest first). */
-  list(filter: EventFilter & { limit?: number | undefined } = {}): UnlinkEvent[] {
+  async list(filter: EventFilter & { limit?: number | undefined } = {}): Promise<UnlinkEvent[]> {
     const { where, params } = whereOf(filter);
-    const limit = filter.limit === undefined ? '' : ' LIMIT ?';
-    const sql = `SELECT * FROM unlink_events ${where} ORDER BY received_at DESC, id DESC${limit}`;
-    const rows = (this.db.prepare(sql).all(...params, ...(filter.limit === undefined ? [] : [filter.limit])) as Row[]).reverse();
-    return rows.map((row) => ({
-      id: row.id,
+    const limit = filter.limit === undefined ? '' : ` LIMIT $${params.length + 1}`;
+    const rows = await this.sql.all<Row>(
+      `SELECT * FROM unlink_events ${where} ORDER BY received_at DESC, id DESC${limit}`,
+      filter.limit === undefined ? params : [...params, filter.limit],
+    );
+    return rows.reverse().map((row) => ({
+      id: Number(row.id),
       receivedAt: row.received_at,
-      userKey: row.user_key,
+      userKey: Number(row.user_key),
       referrer: row.referrer,
       method: row.method,
       source: row.source,
@@ -48,9 +50,9 @@ export class UnlinkEventStore {
   }
 
   /** How many match, whatever the limit. */
-  count(filter: EventFilter = {}): number {
+  async count(filter: EventFilter = {}): Promise<number> {
     const { where, params } = whereOf(filter);
-    return (this.db.prepare(`SELECT count(*) AS n FROM unlink_events ${where}`).get(...params) as { n: number }).n;
+    return Number((await this.sql.one<{ n: number }>(`SELECT count(*) AS n FROM unlink_events ${where}`, params))!.n);
   }
 }
 
@@ -59,16 +61,16 @@ export interface EventFilter {
   userKey?: number | undefined;
 }
 
-function whereOf(filter: EventFilter): { where: string; params: unknown[] } {
+function whereOf(filter: EventFilter): { where: string; params: Param[] } {
   const clauses: string[] = [];
-  const params: unknown[] = [];
+  const params: Param[] = [];
   if (filter.since) {
-    clauses.push('received_at >= ?');
     params.push(filter.since.toISOString());
+    clauses.push(`received_at >= $${params.length}`);
   }
   if (filter.userKey !== undefined) {
-    clauses.push('user_key = ?');
     params.push(filter.userKey);
+    clauses.push(`user_key = $${params.length}`);
   }
   return { where: clauses.length ? `WHERE ${clauses.join(' AND ')}` : '', params };
 }

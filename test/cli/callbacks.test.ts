@@ -2,18 +2,18 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { join } from 'node:path';
 import { Sandbox, plain } from '../helpers/cli.js';
-import { openDatabase } from '../../src/store/database.js';
+import { openStore } from '../../src/store/store.js';
 import { UnlinkEventStore } from '../../src/store/unlink-events.js';
 
 let sb: Sandbox;
-beforeEach(() => {
+beforeEach(async () => {
   sb = new Sandbox();
-  const db = openDatabase({ dataDir: join(sb.root, 'data') });
-  const store = new UnlinkEventStore(db);
+  const store = await openStore({ kind: 'sqlite', dataDir: join(sb.root, 'data') });
+  const events = new UnlinkEventStore(store.sql);
   for (const [minute, userKey] of [[0, 1001], [1, 1002], [2, 1001], [3, 1003]] as const) {
-    store.record({ receivedAt: new Date(Date.UTC(2026, 10, 21, 12, minute)).toISOString(), userKey, referrer: 'UNLINK', method: 'POST', source: '127.0.0.1' });
+    await events.record({ receivedAt: new Date(Date.UTC(2026, 10, 21, 12, minute)).toISOString(), userKey, referrer: 'UNLINK', method: 'POST', source: '127.0.0.1' });
   }
-  db.close();
+  await store.close();
 });
 afterEach(() => sb.dispose());
 

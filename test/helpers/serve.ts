@@ -1,11 +1,17 @@
-/** `miniapp serve` in-process for tests: memory store, port 0, cheap password hashes, quiet. */
+/**
+ * `miniapp serve` in-process for tests: port 0, cheap password hashes,
+ * quiet; the store in memory (SQLite) or in a fresh PostgreSQL database of
+ * the run's server (dropped when serve closes).
+ */
 import { startServe, type RunningServe, type ServeOptions } from '../../src/server/serve.js';
+import { createTestDatabase, type Backend } from './postgres.js';
 
-export function startTestServe(overrides: Partial<ServeOptions> = {}): Promise<RunningServe> {
-  return startServe({
+export async function startTestServe(overrides: Partial<ServeOptions> = {}, backend: Backend = 'sqlite'): Promise<RunningServe> {
+  const database = backend === 'postgres' && !overrides.store ? await createTestDatabase() : undefined;
+  const running = await startServe({
     host: '127.0.0.1',
     port: 0,
-    store: { kind: 'memory' },
+    store: database ? { kind: 'postgres', url: database.url, poolSize: 5 } : { kind: 'memory' },
     decrypt: {},
     logger: false,
     version: 'test',
@@ -13,5 +19,16 @@ export function startTestServe(overrides: Partial<ServeOptions> = {}): Promise<R
     grpc: false,
     hashCost: 10,
     ...overrides,
+  }).catch(async (error: unknown) => {
+    await database?.drop();
+    throw error;
+  });
+  if (!database) return running;
+  const close = running.close;
+  return Object.assign(running, {
+    close: async () => {
+      await close();
+      await database.drop();
+    },
   });
 }

@@ -189,16 +189,16 @@ describe('unlink callback', () => {
   it('records GET and POST receipts, userKey 0 and unknown referrers, before answering', async () => {
     expect(await call('GET', '/api/auth/unlink-callback?userKey=0&referrer=UNLINK')).toMatchObject({ status: 200, body: { success: true } });
     expect(await call('POST', '/api/auth/unlink-callback', { json: { userKey: 42, referrer: 'WITHDRAWAL_TOSS' } })).toMatchObject({ status: 200 });
-    const { openDatabase } = await import('../../src/store/database.js');
+    const { openStore } = await import('../../src/store/store.js');
     const { UnlinkEventStore } = await import('../../src/store/unlink-events.js');
-    const db = openDatabase({ dataDir }, { readonly: true });
+    const store = await openStore({ kind: 'sqlite', dataDir, readonly: true });
     try {
-      expect(new UnlinkEventStore(db).list()).toMatchObject([
+      expect(await new UnlinkEventStore(store.sql).list()).toMatchObject([
         { userKey: 0, referrer: 'UNLINK', method: 'GET', source: '127.0.0.1' },
         { userKey: 42, referrer: 'WITHDRAWAL_TOSS', method: 'POST' },
       ]);
     } finally {
-      db.close();
+      await store.close();
     }
   });
 
@@ -226,11 +226,11 @@ describe('unlink callback', () => {
     await relay.close();
     relay = await serve();
     await call('POST', '/api/auth/unlink-callback', { json: { userKey: 6, referrer: 'UNLINK' } });
-    const { openDatabase } = await import('../../src/store/database.js');
+    const { openStore } = await import('../../src/store/store.js');
     const { UnlinkEventStore } = await import('../../src/store/unlink-events.js');
-    const db = openDatabase({ dataDir }, { readonly: true });
-    expect(new UnlinkEventStore(db).list().map((e) => e.userKey)).toEqual([5, 6]);
-    db.close();
+    const store = await openStore({ kind: 'sqlite', dataDir, readonly: true });
+    expect((await new UnlinkEventStore(store.sql).list()).map((e) => e.userKey)).toEqual([5, 6]);
+    await store.close();
   });
 });
 

@@ -14,6 +14,7 @@ export function registerCallbacks(program: Command, bind: Bind): void {
     .option('--user-key <n>', 'only those of this userKey')
     .option('--limit <n>', 'only the N most recent (still oldest first)', wholeNumber('--limit'))
     .option('--data-dir <dir>', 'the data dir of `miniapp serve` (default: MINIAPP_DATA_DIR, else ~/.local/share/miniapp)')
+    .option('--database <url>', 'the PostgreSQL of `miniapp serve --database` (default: MINIAPP_DATABASE_URL, else database-url)')
     .addHelpText('after', '\nExamples:\n  miniapp callbacks list --limit 20\n  miniapp callbacks list --since 7d --user-key 1001 --json')
     .action(bind(runList));
 }
@@ -26,25 +27,19 @@ function sinceOf(text: string, now: Date): Date {
 }
 
 async function runList(cc: CommandContext, command: Command): Promise<void> {
-  const flags = command.opts<{ since?: string; userKey?: string; limit?: number; dataDir?: string }>();
+  const flags = command.opts<{ since?: string; userKey?: string; limit?: number; dataDir?: string; database?: string }>();
   const since = flags.since === undefined ? undefined : sinceOf(flags.since, cc.now());
   const userKey = flags.userKey === undefined ? undefined : parseUserKey(flags.userKey);
-  const [{ openDatabase, databasePath }, { UnlinkEventStore }, { dataDir }, { existsSync }] = await Promise.all([
-    import('../../store/database.js'),
-    import('../../store/unlink-events.js'),
-    import('../../config/paths.js'),
-    import('node:fs'),
-  ]);
-  const directory = flags.dataDir ?? dataDir(cc.env, cc.homedir);
-  if (!existsSync(databasePath(directory))) {
-    cc.out.info(`no database at ${databasePath(directory)} yet: \`miniapp serve\` has recorded nothing with this data dir`);
+  const [{ openServeStore }, { UnlinkEventStore }] = await Promise.all([import('../serve-store.js'), import('../../store/unlink-events.js')]);
+  const opened = await openServeStore(cc, flags, 'read');
+  if (!opened.store) {
+    cc.out.info(`no database at ${opened.where} yet: \`miniapp serve\` has recorded nothing with this data dir`);
     cc.out.table([], []);
     return;
   }
-  const db = openDatabase({ dataDir: directory }, { readonly: true });
   try {
-    const store = new UnlinkEventStore(db);
-    const events = store.list({ since, userKey, limit: flags.limit });
+    const store = new UnlinkEventStore(opened.store.sql);
+    const events = await store.list({ since, userKey, limit: flags.limit });
     cc.out.table(events, [
       { header: 'received', value: (e) => e.receivedAt },
       { header: 'userKey', value: (e) => e.userKey },
@@ -53,10 +48,10 @@ async function runList(cc: CommandContext, command: Command): Promise<void> {
       { header: 'source', value: (e) => e.source ?? '' },
     ]);
     if (cc.out.human && flags.limit !== undefined && events.length === flags.limit) {
-      const all = store.count({ since, userKey });
+      const all = await store.count({ since, userKey });
       if (all > events.length) cc.out.info(cc.out.errColor.dim(`the ${events.length} most recent of ${all}; a larger --limit shows more`));
     }
   } finally {
-    db.close();
+    await opened.store.close();
   }
 }
