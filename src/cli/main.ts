@@ -35,6 +35,11 @@ export const GROUPS: readonly Group[] = [
     load: async () => (await import('./commands/serve.js')).registerServe,
   },
   {
+    name: 'db',
+    summary: 'the database of serve: status, migrate, copy SQLite to PostgreSQL',
+    load: async () => (await import('./commands/db.js')).registerDb,
+  },
+  {
     name: 'callbacks',
     summary: 'list the unlink callbacks the relay recorded',
     load: async () => (await import('./commands/callbacks.js')).registerCallbacks,

@@ -10,6 +10,8 @@ import type { Store } from '../store/store.js';
 export interface StoreFlags {
   dataDir?: string | undefined;
   database?: string | undefined;
+  /** Create (and migrate) a SQLite store that does not exist yet. */
+  create?: boolean | undefined;
 }
 
 export type OpenedStore = { store: Store; where: string } | { store: undefined; where: string };
@@ -29,6 +31,6 @@ export async function openServeStore(cc: CommandContext, flags: StoreFlags, mode
   const [{ dataDir }, { databasePath }, { existsSync }] = await Promise.all([import('../config/paths.js'), import('../store/database.js'), import('node:fs')]);
   const directory = flags.dataDir ?? dataDir(cc.env, cc.homedir);
   const file = databasePath(directory);
-  if (!existsSync(file)) return { store: undefined, where: file };
+  if (!existsSync(file) && !flags.create) return { store: undefined, where: file };
   return { store: await openStore({ kind: 'sqlite', dataDir: directory, readonly: mode === 'read' }), where: file };
 }

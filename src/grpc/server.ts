@@ -47,6 +47,8 @@ export interface RunningGrpcServer {
   health: HealthImplementation;
   /** Every service the server answers, by full name (what reflection lists). */
   services: string[];
+  /** SERVING or NOT_SERVING for the server and every service (readiness: the database answers, or not). */
+  setServing(serving: boolean): void;
   /** Stops accepting calls, lets running ones finish until `deadlineMs`, then cancels the rest. */
   shutdown(deadlineMs?: number): Promise<void>;
 }
@@ -172,6 +174,11 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
     address: `${options.host === '0.0.0.0' || options.host === '::' ? '127.0.0.1' : host}:${port}`,
     health,
     services: all,
+    setServing: (serving) => {
+      const status = serving ? 'SERVING' : 'NOT_SERVING';
+      health.setStatus('', status);
+      for (const name of names) health.setStatus(name, status);
+    },
     shutdown: (deadlineMs = 5_000) =>
       new Promise<void>((resolve) => {
         health.setStatus('', 'NOT_SERVING');

@@ -25,6 +25,8 @@ export interface RelayOptions {
   callbackAuth?: string | undefined;
   version: string;
   now: () => Date;
+  /** Readiness for /health/ready: whether the database answers now. */
+  ready?: () => Promise<{ ready: boolean; reason?: string | undefined }>;
 }
 
 function jsonObject(request: FastifyRequest, expected: string): Record<string, unknown> {
@@ -75,6 +77,13 @@ export async function relayRoutes(app: FastifyInstance, options: RelayOptions): 
     service: 'miniapp-relay',
     version: options.version,
   }));
+
+  // Readiness, for load balancers: 503 while the database cannot answer, 200 again once it can.
+  app.get('/health/ready', async (_request, reply) => {
+    const state = options.ready ? await options.ready() : { ready: true };
+    const body = { status: state.ready ? 'ready' : 'unavailable', timestamp: options.now().toISOString(), ...(state.ready ? {} : { detail: state.reason ?? 'the database cannot be reached' }) };
+    return reply.code(state.ready ? 200 : 503).header('cache-control', 'no-store').send(body);
+  });
 
   app.register(
     async (auth) => {

@@ -12,6 +12,7 @@ import { PartnerClient, type ClientTls } from '../login/partner-client.js';
 import { databasePath } from '../store/database.js';
 import { openStore, type StoreLocation } from '../store/store.js';
 import { SqliteSql } from '../store/sql.js';
+import { Readiness } from './readiness.js';
 import { UnlinkEventStore } from '../store/unlink-events.js';
 import { buildSandbox, DEFAULT_PARTNER_PREFIX, type Sandbox } from '../sandbox/server.js';
 import { buildServer, type LogSink } from './app.js';
@@ -76,6 +77,10 @@ export interface RunningServe {
   url: string;
   upstreamUrl: string;
   databaseFile: string | undefined;
+  /** Where the data is, for the banner: the SQLite file, "in memory", or the PostgreSQL URL without its password. */
+  database: string;
+  /** Whether the database answers (readiness). */
+  readiness: Readiness;
   sandbox: EmbeddedSandbox | undefined;
   grpc: { address: string; port: number; tls: boolean } | undefined;
   /** The admin token of the user service and the blog API, kept in the data dir. */
@@ -104,6 +109,10 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
   try {
     const store = await openStore(options.store);
     cleanups.push(() => store.close());
+    // The gRPC health service follows the database: NOT_SERVING while it cannot answer.
+    let grpcHealth: ((serving: boolean) => void) | undefined;
+    const readiness = new Readiness({ store, onChange: (ready) => grpcHealth?.(ready) });
+    cleanups.push(() => readiness.stop());
     const events = new UnlinkEventStore(store.sql);
     // The families not yet on the query interface still take the SQLite connection.
     if (!(store.sql instanceof SqliteSql)) throw new ConfigError('PostgreSQL is not wired into serve yet');
@@ -184,6 +193,7 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
         },
       });
       cleanups.push(() => grpcServer!.shutdown(options.shutdownDeadlineMs));
+      grpcHealth = (serving) => grpcServer!.setServing(serving);
     }
 
     let imageDir: string;
@@ -225,13 +235,24 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
     const app = await buildServer({
       logger: options.logger ? { level: options.logger.level, stream: logs.sink(options.logger.stream) } : false,
       corsOrigin: options.corsOrigin,
-      relay: { client, key, aad, aadText, events, callbackAuth: options.callbackAuth, version: options.version, now: options.now },
+      relay: {
+        client,
+        key,
+        aad,
+        aadText,
+        events,
+        callbackAuth: options.callbackAuth,
+        version: options.version,
+        now: options.now,
+        ready: async () => ({ ready: await readiness.check(), reason: readiness.reason }),
+      },
       metrics,
       blog,
     });
     cleanups.push(() => app.close());
     appLog = app.log;
     await app.listen({ host: options.host, port: options.port });
+    readiness.start();
     const url = urlOf(app, options.host);
     serviceName = `miniapp ${url}`;
     if (dispatcher) {
@@ -246,6 +267,8 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
       url,
       upstreamUrl: client.partnerUrl,
       databaseFile: options.store.kind === 'sqlite' ? databasePath(options.store.dataDir) : undefined,
+      database: store.description,
+      readiness,
       sandbox: embedded,
       grpc: grpcServer && options.grpc ? { address: grpcServer.address, port: grpcServer.port, tls: Boolean(options.grpc.tls) } : undefined,
       adminToken,

@@ -3,7 +3,8 @@ import type { Bind } from '../main.js';
 import type { CommandContext } from '../context.js';
 import { ConfigError, MiniappError, UsageError } from '../../errors.js';
 import { partnerTls, timeoutMs } from '../profile.js';
-import { parsePort } from '../flags.js';
+import { parsePort, parseWholeNumber } from '../flags.js';
+import { parseDuration } from '../../duration.js';
 import { checkMetricsPrefix, DEFAULT_METRICS_PREFIX } from '../../server/metric-prefix.js';
 
 interface ServeFlags {
@@ -13,6 +14,9 @@ interface ServeFlags {
   corsOrigin?: string;
   dataDir?: string;
   store: string;
+  database?: string;
+  databasePool: string;
+  databaseTimeout: string;
   callbackAuth?: string;
   logLevel: string;
   logFormat?: string;
@@ -50,6 +54,9 @@ export function registerServe(program: Command, bind: Bind): void {
     .option('--public-url <url>', 'where clients reach this server (e.g. https://blog.example.com behind a proxy): links in answers are built under it; default: relative links')
     .option('--data-dir <dir>', 'where the database lives (default: MINIAPP_DATA_DIR, else ~/.local/share/miniapp)')
     .option('--store <kind>', 'sqlite (in the data dir) or memory', 'sqlite')
+    .option('--database <url>', 'a PostgreSQL shared by any number of serve instances: postgres://USER:PASSWORD@HOST:PORT/DB[?sslmode=verify-full&sslrootcert=ca.pem] (default: MINIAPP_DATABASE_URL, else database-url; none: SQLite in the data dir)')
+    .option('--database-pool <n>', 'connections to PostgreSQL of this instance', '10')
+    .option('--database-timeout <duration>', 'how long a call waits for PostgreSQL before it fails (503 / UNAVAILABLE)', '5s')
     .option('--callback-auth <id:password>', 'Basic-Auth credentials the unlink callback must carry')
     .option('--log-level <level>', `log level: ${LOG_LEVELS.join(', ')}`, 'info')
     .addOption(new Option('--log-format <format>', 'pretty (one line per request) or json (default: pretty on a terminal, json otherwise)').choices(['pretty', 'json']))
@@ -89,6 +96,9 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
   const flags = command.opts<ServeFlags>();
   const port = parsePort(flags.port);
   if (flags.store !== 'sqlite' && flags.store !== 'memory') throw new UsageError(`--store must be sqlite or memory; got "${flags.store}"`);
+  const databasePool = parseWholeNumber(flags.databasePool, '--database-pool', 1);
+  const databaseTimeout = parseDuration(flags.databaseTimeout, '--database-timeout');
+  if (databaseTimeout < 100) throw new UsageError('--database-timeout must be at least 100ms');
   if (!LOG_LEVELS.includes(flags.logLevel)) throw new UsageError(`--log-level must be one of ${LOG_LEVELS.join(', ')}`);
   if (flags.callbackAuth !== undefined && !/^[^:]+:.+$/.test(flags.callbackAuth)) throw new UsageError('--callback-auth must be id:password');
   try {
@@ -121,6 +131,8 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
   let upstream;
   if (baseUrl) upstream = { baseUrl, pathPrefix: (await cc.settings.get('path-prefix')).value!, tls: await partnerTls(cc) };
   const directory = flags.dataDir ?? dataDir(cc.env, cc.homedir);
+  const databaseUrl = flags.database !== undefined ? settingSpec('database-url').validate(flags.database) : (await cc.settings.get('database-url')).value;
+  if (databaseUrl && flags.store === 'memory') throw new UsageError('--store memory and a database URL (--database, MINIAPP_DATABASE_URL or database-url) exclude each other');
   const grpcPort = parsePort(flags.grpcPort, '--grpc-port');
   const sandboxPort = flags.sandboxPort === undefined ? undefined : parsePort(flags.sandboxPort, '--sandbox-port');
   const pretty = (flags.logFormat ?? (cc.io.stderr.isTTY ? 'pretty' : 'json')) === 'pretty';
@@ -148,7 +160,11 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
     running = await startServe({
       host: flags.host,
       port,
-      store: flags.store === 'memory' ? { kind: 'memory' } : { kind: 'sqlite', dataDir: directory },
+      store: databaseUrl
+        ? { kind: 'postgres', url: databaseUrl, poolSize: databasePool, timeoutMs: databaseTimeout }
+        : flags.store === 'memory'
+          ? { kind: 'memory' }
+          : { kind: 'sqlite', dataDir: directory },
       upstream,
       timeoutMs: timeoutMs(flags.timeout),
       decrypt: { key: (await cc.settings.get('decrypt-key')).value, aad: (await cc.settings.get('decrypt-aad')).value },
@@ -198,7 +214,7 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
     blog: { v1: `${running.url}/api/v1`, v2: `${running.url}/api/v2`, latest: `${running.url}/api` },
     relay: `${running.url}/api/auth`,
     upstream: running.upstreamUrl,
-    database: running.databaseFile ?? null,
+    database: running.database,
     corsOrigin: flags.corsOrigin ?? null,
     publicUrl: publicUrl ?? null,
     sandbox: running.sandbox ?? null,
@@ -225,7 +241,7 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
           ]
         : []),
       `  upstream  ${info.upstream}${running.sandbox ? ' (embedded sandbox)' : ''}`,
-      `  data      ${info.database ?? 'in memory (--store memory): nothing is kept after exit'}`,
+      `  data      ${databaseUrl ? `PostgreSQL ${running.database} (pool ${databasePool}; readiness GET ${running.url}/health/ready)` : running.databaseFile ?? 'in memory (--store memory): nothing is kept after exit'}`,
       `  CORS      ${flags.corsOrigin ?? 'no browser origin allowed (--cors-origin ORIGIN)'}`,
       `  links     ${publicUrl ? `absolute under ${publicUrl}` : 'relative (set --public-url for absolute ones)'}`,
     ];

@@ -1,0 +1,95 @@
+/**
+ * `miniapp db status | migrate | copy`: the database of `miniapp serve`,
+ * for deploys that migrate before they roll out, and for moving the
+ * embedded SQLite data to PostgreSQL.
+ */
+import type { Command } from 'commander';
+import type { Bind } from '../main.js';
+import type { CommandContext } from '../context.js';
+import { MiniappError, UsageError } from '../../errors.js';
+
+const WHERE_HELP = `
+The database is --database URL, else MINIAPP_DATABASE_URL, else the
+profile's database-url; without one, the SQLite file of the data dir
+(--data-dir, else MINIAPP_DATA_DIR, else ~/.local/share/miniapp).`;
+
+export function registerDb(program: Command, bind: Bind): void {
+  const db = program
+    .command('db')
+    .description('The database of `miniapp serve`: its migrations, and copying the embedded SQLite data to PostgreSQL.')
+    .addHelpText('after', WHERE_HELP);
+
+  const where = (command: Command) =>
+    command
+      .option('--database <url>', 'a PostgreSQL URL (default: MINIAPP_DATABASE_URL, else database-url)')
+      .option('--data-dir <dir>', 'the data dir of a SQLite store (default: MINIAPP_DATA_DIR, else ~/.local/share/miniapp)');
+
+  where(db.command('status').description('which migrations this miniapp knows and which the database has'))
+    .addHelpText('after', '\nExamples:\n  miniapp db status --database "$DATABASE_URL"\n  miniapp db status --json')
+    .action(bind(runStatus));
+
+  where(
+    db
+      .command('migrate')
+      .description(
+        'apply the migrations the database lacks and exit (serve also does at start, under a lock; run this before rolling out a new version)',
+      ),
+  )
+    .addHelpText('after', '\nExamples:\n  miniapp db migrate --database "$DATABASE_URL"')
+    .action(bind(runMigrate));
+
+  db.command('copy')
+    .description(
+      'copy everything serve keeps in SQLite (users with their password hashes, tokens, the admin token, posts, images, ' +
+        'unlink callbacks, webhook deliveries) into a PostgreSQL; shows progress, prints the counts per table and ' +
+        'checks them at the end. Rows already there are kept, so it can run again without duplicating anything.',
+    )
+    .requiredOption('--from <source>', 'a data dir, or sqlite:FILE')
+    .requiredOption('--to <url>', 'the PostgreSQL URL (migrated first if it needs it)')
+    .addHelpText('after', '\nExamples:\n  miniapp db copy --from ~/.local/share/miniapp --to "postgres://miniapp:$PW@db.example.com/miniapp?sslmode=verify-full&sslrootcert=ca.pem"')
+    .action(bind(runCopy));
+}
+
+async function runStatus(cc: CommandContext, command: Command): Promise<void> {
+  const flags = command.opts<{ database?: string; dataDir?: string }>();
+  const [{ openServeStore }, { migrationStatus }] = await Promise.all([import('../serve-store.js'), import('../../store/store.js')]);
+  const opened = await openServeStore(cc, flags, 'read');
+  if (!opened.store) throw new MiniappError(`no database at ${opened.where} yet: \`miniapp serve\` creates it on its first start`);
+  try {
+    const status = await migrationStatus(opened.store);
+    const pending = status.filter((m) => !m.applied).length;
+    cc.out.table(
+      status,
+      [
+        { header: 'version', value: (m) => m.version },
+        { header: 'applied', value: (m) => (m.applied ? 'yes' : 'no') },
+        { header: 'description', value: (m) => m.description, shrink: 2 },
+      ],
+      { database: opened.where, migrations: status, pending },
+    );
+    if (!cc.out.json) cc.out.info(pending === 0 ? `${opened.where}: up to date` : `${opened.where}: ${pending} migration${pending === 1 ? '' : 's'} to apply (\`miniapp db migrate\`)`);
+  } finally {
+    await opened.store.close();
+  }
+}
+
+async function runMigrate(cc: CommandContext, command: Command): Promise<void> {
+  const flags = command.opts<{ database?: string; dataDir?: string }>();
+  const [{ openServeStore }, { migrationStatus }] = await Promise.all([import('../serve-store.js'), import('../../store/store.js')]);
+  // Opening a store migrates it (under an advisory lock on PostgreSQL); SQLite creates its file if needed.
+  const opened = await openServeStore(cc, { ...flags, create: true }, 'write');
+  if (!opened.store) throw new UsageError(`cannot open ${opened.where}`);
+  try {
+    const status = await migrationStatus(opened.store);
+    if (cc.out.json) cc.out.printJson({ database: opened.where, migrations: status });
+    else cc.out.success(`${opened.where} is at schema ${Math.max(0, ...status.filter((m) => m.applied).map((m) => m.version))}, up to date`);
+  } finally {
+    await opened.store.close();
+  }
+}
+
+async function runCopy(cc: CommandContext, command: Command): Promise<void> {
+  const flags = command.opts<{ from: string; to: string }>();
+  const { copyToPostgres } = await import('../db-copy.js');
+  await copyToPostgres(cc, flags);
+}
