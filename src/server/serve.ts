@@ -17,11 +17,15 @@ import { buildSandbox, DEFAULT_PARTNER_PREFIX, type Sandbox } from '../sandbox/s
 import { buildServer, type LogSink } from './app.js';
 import { createMetrics } from './metrics.js';
 import { UserStore } from '../users/user-store.js';
+import { UserChangeLog } from '../users/change-log.js';
+import { UserChangeFeed } from '../users/change-feed.js';
 import { TokenService } from '../auth/tokens.js';
 import { UserServiceImpl } from '../users/service.js';
+import { ChatHub, type SharedChat } from '../grpc/chat-hub.js';
 import { startGrpcServer, type RunningGrpcServer } from '../grpc/server.js';
 import { LogHub } from '../monitoring/log-hub.js';
-import { MonitoringServiceImpl } from '../monitoring/service.js';
+import { MonitoringServiceImpl, type ChatMessage as OperatorsChatMessage } from '../monitoring/service.js';
+import type { ChatMessage as UserChatMessage } from '../users/proto.js';
 import { DEFAULT_HASH_COST } from '../auth/passwords.js';
 import { PostStore } from '../blog/posts.js';
 import { ImageStore } from '../blog/uploads.js';
@@ -149,19 +153,33 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
       error: (fields, message) => appLog?.error({ component, ...fields }, message),
     });
     // One user store and one token module for the gRPC service and the blog API.
-    const userStore = new UserStore(db, options.now);
-    const tokens = new TokenService(db, userStore, options.now);
-    const adminToken = tokens.ensureAdminToken(options.store.kind === 'sqlite' ? options.store.dataDir : undefined);
+    const changeLog = new UserChangeLog(store.sql, store.signals, options.now);
+    const userStore = new UserStore(store.sql, changeLog, options.now);
+    const tokens = new TokenService(store.sql, options.now);
+    const adminToken = await tokens.ensureAdminToken(store.dataDir);
     const grpcLog = logAs('grpc');
+    const changes = new UserChangeFeed(changeLog, store.signals, { now: options.now, warn: (message, fields) => grpcLog.warn(fields, message) });
+    // Chat rooms span the instances of a shared store; on SQLite or in memory there is one instance.
+    const sharedChat = (channel: string): SharedChat | undefined =>
+      store.kind === 'postgres' ? { sql: store.sql, signals: store.signals, channel, now: options.now, warn: (message, fields) => grpcLog.warn(fields, message) } : undefined;
+    const userChat = new ChatHub<UserChatMessage>({ shared: sharedChat('user_chat') });
+    const operatorsChat = new ChatHub<OperatorsChatMessage>({ shared: sharedChat('operators_chat') });
+    for (const part of [changes, userChat, operatorsChat]) {
+      await part.start();
+      cleanups.push(() => part.stop());
+    }
     const users = new UserServiceImpl({
       users: userStore,
       tokens,
+      changes,
+      chat: userChat,
       hashCost: options.hashCost ?? DEFAULT_HASH_COST,
       now: options.now,
       log: (message, fields) => grpcLog.error(fields ?? {}, message),
     });
     let serviceName = 'miniapp';
     const monitoring = new MonitoringServiceImpl({
+      chat: operatorsChat,
       authenticate: (metadata) => users.authenticate(metadata),
       metrics: metrics.registry,
       logs,

@@ -78,3 +78,15 @@ export const newUser = (n: number | string, extra: Record<string, unknown> = {})
   full_name: `User ${n}`,
   ...extra,
 });
+
+/** A user token, as the blog's login (POST /api/v1/auth/login) issues it; the password is newUser's. */
+export async function login(running: RunningServe, username: string, password = 'correct horse'): Promise<string> {
+  const response = await fetch(`${running.url}/api/v1/auth/login`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ username, password }),
+  });
+  const body = (await response.json()) as { access_token?: string };
+  if (!response.ok || !body.access_token) throw new Error(`login of ${username} failed: ${response.status} ${JSON.stringify(body)}`);
+  return body.access_token;
+}

@@ -13,6 +13,7 @@ import * as grpc from '@grpc/grpc-js';
 import { startServe, type RunningServe } from '../../src/server/serve.js';
 import { userServiceDefinition } from '../../src/users/proto.js';
 import { waitFor } from './cli/harness.js';
+import { login } from '../helpers/user-client.js';
 
 let dataDir: string;
 let running: RunningServe;
@@ -145,12 +146,7 @@ describe('ImportUsers', () => {
   it('needs the admin role, as BulkCreateUsers does', async () => {
     expect(await importCall(new grpc.Metadata()).finished()).toBe('UNAUTHENTICATED');
     await bulkCreate([row('alice')]);
-    const { TokenService } = await import('../../src/auth/tokens.js');
-    const { UserStore } = await import('../../src/users/user-store.js');
-    const { openDatabase } = await import('../../src/store/database.js');
-    const db = openDatabase({ dataDir });
-    const userToken = new TokenService(db, new UserStore(db)).issueUserToken(1, 3600).token;
-    db.close();
+    const userToken = await login(running, 'useralice');
     const refused = importCall(auth(userToken));
     refused.call.write(row(9));
     expect(await refused.finished()).toBe('PERMISSION_DENIED');

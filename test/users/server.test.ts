@@ -13,6 +13,7 @@ import { startServe, type RunningServe } from '../../src/server/serve.js';
 import { userServiceDefinition } from '../../src/users/proto.js';
 import { ADMIN_TOKEN_FILE } from '../../src/auth/tokens.js';
 import { makePki, type Pki } from '../helpers/certs.js';
+import { login } from '../helpers/user-client.js';
 
 let dataDir: string;
 let running: RunningServe;
@@ -169,13 +170,8 @@ describe('authentication', () => {
     const c = client();
     const alice = await create(c, 'alice');
     const bob = await create(c, 'bob');
-    // A user token, as the blog's login will issue it.
-    const { TokenService } = await import('../../src/auth/tokens.js');
-    const { UserStore } = await import('../../src/users/user-store.js');
-    const { openDatabase } = await import('../../src/store/database.js');
-    const db = openDatabase({ dataDir });
-    const aliceToken = new TokenService(db, new UserStore(db)).issueUserToken(Number(alice.id), 3600).token;
-    db.close();
+    // A user token, as the blog's login issues it.
+    const aliceToken = await login(running, 'useralice');
 
     expect((await unary(c, 'UpdateUser', { user_id: alice.id, user: { full_name: 'Alice A.' } }, auth(aliceToken))).full_name).toBe('Alice A.');
     expect(await status(unary(c, 'UpdateUser', { user_id: bob.id, user: { full_name: 'x' } }, auth(aliceToken)))).toBe('PERMISSION_DENIED');
