@@ -1,17 +1,21 @@
 /**
  * Bearer tokens for the user service and the blog API, one module for
  * both. A token is 32 random bytes (`mat_` + base64url); only its SHA-256
- * is stored, so a copy of the database does not hand out access. The
- * admin token of `serve` is also kept in a 0600 file of the data dir so it
- * survives restarts and can be shown again.
+ * is stored, so a copy of the database does not hand out access.
+ *
+ * The admin token of `serve` survives restarts and can be shown again: on
+ * SQLite it is kept in a 0600 file of the data dir; on PostgreSQL, where
+ * every instance must hold the same one, in `server_secrets`, written by
+ * whichever instance starts first (the others find it there); in memory
+ * for an in-memory store.
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { existsSync, readFileSync, writeFileSync, chmodSync } from 'node:fs';
 import { join } from 'node:path';
-import type { Db } from '../store/database.js';
-import type { UserStore } from '../users/user-store.js';
+import type { Sql } from '../store/sql.js';
 
 export const ADMIN_TOKEN_FILE = 'admin-token';
+const ADMIN_TOKEN_SECRET = 'admin_token';
 
 /**
  * Our tokens are `mat_` and 43 characters, so "Bearer <token>" is 54; a
@@ -37,58 +41,68 @@ export function newToken(): string {
   return `mat_${randomBytes(32).toString('base64url')}`;
 }
 
-export class TokenService {
-  readonly #insert;
-  readonly #lookup;
+const INSERT = 'INSERT INTO api_tokens (token_hash, kind, user_id, created_at, expires_at) VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING';
+// The token and its user in one query: one round trip per protected call, whatever the engine.
+const LOOKUP = `SELECT t.kind, t.expires_at, u.id, u.username, u.is_active, u.roles
+  FROM api_tokens t LEFT JOIN users u ON u.id = t.user_id WHERE t.token_hash = $1`;
+const SHARE_SECRET = 'INSERT INTO server_secrets (name, value, created_at) VALUES ($1, $2, $3) ON CONFLICT (name) DO NOTHING';
+const READ_SECRET = 'SELECT value FROM server_secrets WHERE name = $1';
 
+interface LookupRow {
+  kind: 'admin' | 'user';
+  expires_at: string | null;
+  id: number | null;
+  username: string | null;
+  /** 0 or 1 from SQLite, a boolean from PostgreSQL; null when the token has no user. */
+  is_active: number | boolean | null;
+  roles: string | null;
+}
+
+export class TokenService {
   constructor(
-    db: Db,
-    private readonly users: UserStore,
+    private readonly sql: Sql,
     private readonly now: () => Date = () => new Date(),
-  ) {
-    // Prepared once: authenticate runs on every protected call.
-    this.#insert = db.prepare('INSERT OR IGNORE INTO api_tokens (token_hash, kind, user_id, created_at, expires_at) VALUES (?, ?, ?, ?, ?)');
-    this.#lookup = db.prepare('SELECT kind, user_id, expires_at FROM api_tokens WHERE token_hash = ?');
-  }
+  ) {}
 
   /**
-   * The admin token: read from the data dir, or created and written there
-   * (mode 0600) on first start; in memory only for an in-memory store.
+   * The admin token (see the module's comment for where it lives), created
+   * on first start and registered as a token.
    */
-  ensureAdminToken(dataDir: string | undefined): string {
-    const file = dataDir ? join(dataDir, ADMIN_TOKEN_FILE) : undefined;
-    let token = file && existsSync(file) ? readFileSync(file, 'utf8').trim() : '';
-    if (!token) {
-      token = newToken();
-      if (file) {
-        writeFileSync(file, `${token}\n`, { mode: 0o600 });
-        chmodSync(file, 0o600);
-      }
-    }
-    this.#insert.run(digest(token), 'admin', null, this.now().toISOString(), null);
+  async ensureAdminToken(dataDir: string | undefined): Promise<string> {
+    const token = this.sql.dialect === 'postgres' ? await this.#sharedAdminToken() : adminTokenFile(dataDir);
+    await this.sql.run(INSERT, [digest(token), 'admin', null, this.now().toISOString(), null]);
     return token;
   }
 
+  /** The first instance's token wins the insert; every instance then reads the one that won. */
+  async #sharedAdminToken(): Promise<string> {
+    await this.sql.run(SHARE_SECRET, [ADMIN_TOKEN_SECRET, newToken(), this.now().toISOString()]);
+    const row = await this.sql.one<{ value: string }>(READ_SECRET, [ADMIN_TOKEN_SECRET]);
+    if (!row) throw new Error('the shared admin token vanished between writing and reading it');
+    return row.value;
+  }
+
   /** A token for a user (the blog's login), valid for `ttlSeconds`. */
-  issueUserToken(userId: number, ttlSeconds: number): { token: string; expiresIn: number } {
+  async issueUserToken(userId: number, ttlSeconds: number): Promise<{ token: string; expiresIn: number }> {
     const token = newToken();
     const now = this.now();
-    this.#insert.run(digest(token), 'user', userId, now.toISOString(), new Date(now.getTime() + ttlSeconds * 1000).toISOString());
+    await this.sql.run(INSERT, [digest(token), 'user', userId, now.toISOString(), new Date(now.getTime() + ttlSeconds * 1000).toISOString()]);
     return { token, expiresIn: ttlSeconds };
   }
 
   /** Who holds `token`, or undefined when it is unknown, expired, or its user is gone or inactive. */
-  authenticate(token: string | undefined): Principal | undefined {
-    if (!token) return undefined;
-    const row = this.#lookup.get(digest(token)) as
-      | { kind: 'admin' | 'user'; user_id: number | null; expires_at: string | null }
-      | undefined;
+  authenticate(token: string | undefined): Promise<Principal | undefined> {
+    if (!token) return Promise.resolve(undefined);
+    return this.sql.one<LookupRow>(LOOKUP, [digest(token)]).then((row) => this.#principal(row));
+  }
+
+  #principal(row: LookupRow | undefined): Principal | undefined {
     if (!row) return undefined;
     if (row.expires_at && Date.parse(row.expires_at) <= this.now().getTime()) return undefined;
     if (row.kind === 'admin') return { kind: 'admin', userId: null, username: null, roles: ['admin'], isAdmin: true };
-    const user = row.user_id === null ? undefined : this.users.get(row.user_id);
-    if (!user || !user.isActive) return undefined;
-    return { kind: 'user', userId: user.id, username: user.username, roles: user.roles, isAdmin: user.roles.includes('admin') };
+    if (row.id === null || !(row.is_active === true || row.is_active === 1)) return undefined;
+    const roles = JSON.parse(row.roles ?? '[]') as string[];
+    return { kind: 'user', userId: Number(row.id), username: row.username, roles, isAdmin: roles.includes('admin') };
   }
 
   /** Reads `Bearer <token>` (case-insensitive scheme) from a header value; nothing from one too long to hold a token. */
@@ -97,4 +111,18 @@ export class TokenService {
     const match = /^Bearer\s+(\S+)\s*$/i.exec(header);
     return match?.[1];
   }
+}
+
+/** The admin token of a SQLite store: from its file in the data dir, or new (and written there, 0600). */
+function adminTokenFile(dataDir: string | undefined): string {
+  const file = dataDir ? join(dataDir, ADMIN_TOKEN_FILE) : undefined;
+  let token = file && existsSync(file) ? readFileSync(file, 'utf8').trim() : '';
+  if (!token) {
+    token = newToken();
+    if (file) {
+      writeFileSync(file, `${token}\n`, { mode: 0o600 });
+      chmodSync(file, 0o600);
+    }
+  }
+  return token;
 }

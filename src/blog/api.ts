@@ -150,12 +150,12 @@ const PostIdParams = { type: 'object', properties: { post_id: { type: 'integer',
 
 // ---- helpers ----
 
-function principalOf(request: FastifyRequest, tokens: TokenService): Principal {
+async function principalOf(request: FastifyRequest, tokens: TokenService): Promise<Principal> {
   const header = request.headers.authorization;
   if (!header) throw unauthorized('this endpoint needs "Authorization: Bearer <access_token>" (POST /auth/login gives one)');
   const token = TokenService.bearer(header);
   if (!token) throw unauthorized('the Authorization header must be "Bearer <access_token>"');
-  const principal = tokens.authenticate(token);
+  const principal = await tokens.authenticate(token);
   if (!principal) throw unauthorized('the access token is invalid or has expired; log in again');
   return principal;
 }
@@ -407,7 +407,7 @@ export async function blogApi(app: FastifyInstance, options: BlogOptions): Promi
       } as FastifySchema,
     },
     async (request, reply) => {
-      const principal = auth(request);
+      const principal = await auth(request);
       const body = request.body as { title: string; content: string; tags?: string[] };
       // The post and its webhook deliveries are written together or not at all.
       const post = posts.transaction(() => {
@@ -451,7 +451,7 @@ export async function blogApi(app: FastifyInstance, options: BlogOptions): Promi
       } as FastifySchema,
     },
     async (request) => {
-      const principal = auth(request);
+      const principal = await auth(request);
       const { post_id: id } = request.params as { post_id: number };
       const current = posts.get(id);
       if (!current) throw new ApiError(404, 'NOT_FOUND', 'Not Found', `no post with id ${id}`);
@@ -552,7 +552,7 @@ export async function blogApi(app: FastifyInstance, options: BlogOptions): Promi
       const body = request.body as Record<string, string>;
       const user = await users.checkCredentials(loginField, body[loginField]!, body.password!);
       if (!user) throw new ApiError(401, 'INVALID_CREDENTIALS', 'Unauthorized', `wrong ${loginField} or password`);
-      const { token, expiresIn } = tokens.issueUserToken(user.id, LOGIN_TOKEN_TTL_SECONDS);
+      const { token, expiresIn } = await tokens.issueUserToken(user.id, LOGIN_TOKEN_TTL_SECONDS);
       return { access_token: token, token_type: 'bearer', expires_in: expiresIn };
     },
   );
@@ -619,7 +619,7 @@ export async function blogApi(app: FastifyInstance, options: BlogOptions): Promi
     }) as FastifySchema;
 
   app.post('/upload/image', { schema: uploadSchema('uploadImage', 'Upload an image', 'file', ImageSchema) }, async (request) => {
-    auth(request);
+    await auth(request);
     const [image] = await receiveImages(request, 'file', 1);
     return { url: imageUrl(request, image!), width: image!.width, height: image!.height, size: image!.size };
   });
@@ -628,7 +628,7 @@ export async function blogApi(app: FastifyInstance, options: BlogOptions): Promi
     '/upload/images',
     { schema: uploadSchema('uploadImages', `Upload up to ${MAX_IMAGES} images`, 'files', { type: 'array', items: ImageSchema, maxItems: MAX_IMAGES }) },
     async (request) => {
-      auth(request);
+      await auth(request);
       const images = await receiveImages(request, 'files', MAX_IMAGES);
       return images.map((image) => ({ url: imageUrl(request, image), width: image.width, height: image.height, size: image.size }));
     },

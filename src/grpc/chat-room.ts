@@ -92,6 +92,11 @@ export class ChatRooms<T> {
     }
   }
 
+  /** Whether `room` has members. */
+  has(room: string): boolean {
+    return this.#rooms.has(room);
+  }
+
   /** How many members all rooms have together. */
   size(): number {
     let count = 0;

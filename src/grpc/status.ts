@@ -4,6 +4,7 @@
  * services.
  */
 import * as grpc from '@grpc/grpc-js';
+import { StoreUnavailableError } from '../store/sql.js';
 
 /** A failure with its gRPC status. */
 export class RpcError extends Error {
@@ -59,4 +60,14 @@ const GO_CODE_NAMES: readonly string[] = [
 
 export function goCodeName(code: grpc.status): string {
   return GO_CODE_NAMES[code] ?? `Code(${code})`;
+}
+
+/**
+ * The status of a store that cannot answer (the database is down, or went
+ * away in the middle of a transaction): UNAVAILABLE, which tells clients to
+ * try again, with what failed; never INTERNAL. Undefined for other errors.
+ */
+export function unavailableStatus(error: unknown): { code: grpc.status; details: string } | undefined {
+  if (!(error instanceof StoreUnavailableError)) return undefined;
+  return { code: grpc.status.UNAVAILABLE, details: `the database is unavailable, try again shortly: ${error.message}` };
 }

@@ -5,9 +5,9 @@
 import * as grpc from '@grpc/grpc-js';
 import type { Registry } from 'prom-client';
 import type { Principal } from '../auth/tokens.js';
-import { ChatRooms } from '../grpc/chat-room.js';
+import { ChatHub } from '../grpc/chat-hub.js';
 import { toTimestamp, type Timestamp } from '../grpc/protos.js';
-import { failStream, RpcError } from '../grpc/status.js';
+import { failStream, RpcError, unavailableStatus } from '../grpc/status.js';
 import { LOG_LEVELS, matches, type LogFilter, type LogHub, type LogRecord } from './log-hub.js';
 
 const { status: Status } = grpc;
@@ -63,8 +63,10 @@ export interface ChatMessage {
 }
 
 export interface MonitoringOptions {
-  /** The principal behind a call's metadata; throws UNAUTHENTICATED. */
-  authenticate: (metadata: grpc.Metadata) => Principal;
+  /** The principal behind a call's metadata; rejects with UNAUTHENTICATED. */
+  authenticate: (metadata: grpc.Metadata) => Promise<Principal>;
+  /** The operators' room (started and stopped by the caller); local to this instance when not given. */
+  chat?: ChatHub<ChatMessage> | undefined;
   metrics: Registry;
   logs: LogHub;
   /** MetricData.service_name (known once serve listens). */
@@ -136,11 +138,13 @@ function checkList(values: readonly string[] | undefined, field: string, most: n
 }
 
 export class MonitoringServiceImpl {
-  readonly #chat = new ChatRooms<ChatMessage>();
+  readonly #chat: ChatHub<ChatMessage>;
   /** Streams that never end by themselves; ended by `endStreams` at shutdown. */
   readonly #open = new Set<{ end(): void }>();
 
-  constructor(private readonly options: MonitoringOptions) {}
+  constructor(private readonly options: MonitoringOptions) {
+    this.#chat = options.chat ?? new ChatHub<ChatMessage>();
+  }
 
   endStreams(): void {
     for (const call of this.#open) call.end();
@@ -156,13 +160,17 @@ export class MonitoringServiceImpl {
   }
 
   /** Admin only; any failure before the stream runs ends it with its status. */
-  #guard(call: grpc.ServerWritableStream<unknown, unknown> | grpc.ServerDuplexStream<unknown, unknown>, run: () => void): void {
+  async #guard(call: grpc.ServerWritableStream<unknown, unknown> | grpc.ServerDuplexStream<unknown, unknown>, run: () => void): Promise<void> {
     try {
-      const principal = this.options.authenticate(call.metadata);
+      const principal = await this.options.authenticate(call.metadata);
       if (!principal.isAdmin) throw new RpcError(Status.PERMISSION_DENIED, 'the monitoring service needs the admin token of `miniapp serve`');
+      if (call.cancelled) return;
       run();
     } catch (error) {
-      failStream(call, error instanceof RpcError ? { code: error.code, details: error.message } : { code: Status.INTERNAL, details: 'internal error' });
+      failStream(
+        call,
+        error instanceof RpcError ? { code: error.code, details: error.message } : (unavailableStatus(error) ?? { code: Status.INTERNAL, details: 'internal error' }),
+      );
     }
   }
 
@@ -264,7 +272,17 @@ export class MonitoringServiceImpl {
         named = true;
       }
       if (!message.text) return;
-      this.#chat.broadcast(OPERATORS_ROOM, call, { sender, text: message.text, sent_at: toTimestamp(this.options.now()) });
+      const sent = this.#chat.send(OPERATORS_ROOM, call, { sender, text: message.text, sent_at: toTimestamp(this.options.now()) });
+      if (!sent) return;
+      // Through the database to the other instances: the next message is read once this one is on its way, so they keep their order.
+      call.pause();
+      sent.then(
+        () => call.resume(),
+        (error: unknown) => {
+          this.#chat.leave(call);
+          failStream(call, unavailableStatus(error) ?? { code: Status.INTERNAL, details: 'internal error' });
+        },
+      );
     });
     call.on('end', () => {
       this.#chat.leave(call);

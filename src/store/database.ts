@@ -159,6 +159,25 @@ export const MIGRATIONS: readonly Migration[] = [
       CREATE INDEX webhook_attempts_delivery ON webhook_attempts (delivery_id, id);
     `,
   },
+  {
+    version: 6,
+    description: 'the numbered log of user changes that watchers read, as in the PostgreSQL schema',
+    // One mechanism on both engines (users/change-log.ts): each change is numbered from a counter bumped in the
+    // transaction that makes it. The counters table mirrors PostgreSQL's, with both of its rows.
+    sql: `
+      CREATE TABLE counters (
+        name TEXT PRIMARY KEY,
+        value INTEGER NOT NULL
+      );
+      INSERT INTO counters (name, value) VALUES ('user_events', 0), ('posts', 0);
+      CREATE TABLE user_events (
+        seq INTEGER PRIMARY KEY,
+        type TEXT NOT NULL,
+        payload TEXT NOT NULL,
+        at TEXT NOT NULL
+      );
+    `,
+  },
 ];
 
 export const DATABASE_FILE = 'miniapp.db';

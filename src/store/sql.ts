@@ -304,16 +304,49 @@ export class PostgresSql implements Sql {
       if ('savepoint' in this.sql && this.#hooks) {
         const outer = this.#hooks;
         const inner: (() => void)[] = [];
-        const result = (await (this.sql as TransactionSql).savepoint((tx) => work(new PostgresSql(tx, this.timeoutMs, inner)))) as T;
+        const result = await withoutRollbackOnLostConnection<T>((body) =>
+          (this.sql as TransactionSql).savepoint((tx) => body(() => work(new PostgresSql(tx, this.timeoutMs, inner)))) as Promise<T>,
+        );
         outer.push(...inner);
         return result;
       }
       const hooks: (() => void)[] = [];
-      const result = (await (this.sql as PostgresClient).begin((tx) => work(new PostgresSql(tx, this.timeoutMs, hooks)))) as T;
+      const result = await withoutRollbackOnLostConnection<T>((body) =>
+        (this.sql as PostgresClient).begin((tx) => body(() => work(new PostgresSql(tx, this.timeoutMs, hooks)))) as Promise<T>,
+      );
       for (const hook of hooks) queueMicrotask(hook);
       return result;
     } catch (error) {
       throw postgresError(error);
     }
   }
+}
+
+/** Codes of a connection that is gone: the server has rolled back whatever transaction it held. */
+const CONNECTION_GONE = new Set(['ECONNRESET', 'EPIPE', 'CONNECTION_CLOSED', 'CONNECTION_ENDED', 'CONNECTION_DESTROYED', '57P01', '57P02', '08000', '08003', '08006']);
+
+function connectionGone(error: unknown): boolean {
+  const cause = error instanceof StoreUnavailableError ? error.cause : error;
+  return CONNECTION_GONE.has((cause as { code?: string } | undefined)?.code ?? '');
+}
+
+/**
+ * Runs a postgres.js transaction (or savepoint) whose body fails with its
+ * connection gone without letting postgres.js send its ROLLBACK: postgres.js
+ * 3.4.9 writes it to the closed connection from a timer, where the TypeError
+ * ("reading 'write'" of null, postgres.js issues #1154, #1208) cannot be
+ * caught and ends the process. The server has rolled the transaction back
+ * already. The body's promise is then left unsettled, so postgres.js never
+ * gets to the ROLLBACK; the caller gets the error at once.
+ */
+function withoutRollbackOnLostConnection<T>(run: (body: (work: () => Promise<T>) => Promise<T>) => Promise<T>): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const body = (work: () => Promise<T>): Promise<T> =>
+      work().catch((error: unknown) => {
+        if (!connectionGone(error)) throw error;
+        reject(error);
+        return new Promise<T>(() => undefined);
+      });
+    run(body).then(resolve, reject);
+  });
 }

@@ -33,7 +33,7 @@ export interface BatchCreateOptions {
   /** Checks a row and hashes its password; throws what makes it fail (a validation error). */
   prepare(request: CreateUserRequest): Promise<NewUser>;
   /** Stores rows in one transaction, each created or refused as a duplicate. */
-  store(users: readonly NewUser[]): ({ user: UserRecord } | { error: unknown })[];
+  store(users: readonly NewUser[]): Promise<({ user: UserRecord } | { error: unknown })[]>;
   /** Each row's result, in the order of the rows, once it is final. */
   onResult(result: RowOutcome): void;
   /** Awaited after each transaction's results: lets the caller hold the stream until its reader catches up. */
@@ -114,7 +114,7 @@ export function createFromStream(stream: RowStream, options: BatchCreateOptions)
       while (count < rows.length && count < BATCH_ROWS && rows[count]!.settled) count++;
       const batch = rows.splice(0, count);
       const valid = batch.filter((row) => row.prepared !== undefined);
-      const stored = options.store(valid.map((row) => row.prepared!));
+      const stored = valid.length === 0 ? [] : await options.store(valid.map((row) => row.prepared!));
       const outcome = new Map(valid.map((row, i) => [row, stored[i]!] as const));
       for (const row of batch) {
         const result = outcome.get(row);

@@ -3,14 +3,20 @@
  * issue's improvements (validation naming fields, uniqueness by the
  * database, AIP-134 update masks, AIP-158 paging, scrypt hashes), watch,
  * chat and sync streams that let go of everything when a call ends.
+ *
+ * The service does not know which database it runs on, nor how many
+ * instances share it: changes reach the watchers through the change log
+ * (change-log.ts, change-feed.ts), chat messages through the chat hub.
  */
-import { EventEmitter, once } from 'node:events';
+import { once } from 'node:events';
 import * as grpc from '@grpc/grpc-js';
 import { hashPassword, verifyPassword } from '../auth/passwords.js';
 import { MAX_BEARER_HEADER_LENGTH, TokenService, type Principal } from '../auth/tokens.js';
-import { failStream as endStream, RpcError, statusName } from '../grpc/status.js';
-import { ChatRooms } from '../grpc/chat-room.js';
+import { failStream as endStream, RpcError, statusName, unavailableStatus } from '../grpc/status.js';
+import { ChatHub } from '../grpc/chat-hub.js';
 import { createFromStream, type RowStream } from './batch-create.js';
+import type { UserChange } from './change-log.js';
+import type { UserChangeFeed } from './change-feed.js';
 import { LIST_PAGE_SIZE_HEADER, LIST_TOTAL_HEADER, toTimestamp, UPDATE_PATHS, type BulkCreateFailure, type ChatMessage, type CreateUserRequest, type EventTypeName, type UserMessage } from './proto.js';
 import {
   characters,
@@ -58,7 +64,7 @@ function toStatus(error: unknown): { code: grpc.status; details: string } {
   if (error instanceof RpcError) return { code: error.code, details: error.message };
   if (error instanceof UserValidationError) return { code: Status.INVALID_ARGUMENT, details: error.message };
   if (error instanceof DuplicateUserError) return { code: Status.ALREADY_EXISTS, details: error.message };
-  return { code: Status.INTERNAL, details: 'internal error' };
+  return unavailableStatus(error) ?? { code: Status.INTERNAL, details: 'internal error' };
 }
 
 export function userMessage(user: UserRecord): UserMessage {
@@ -79,6 +85,10 @@ interface UserEventMessage {
   timestamp: ReturnType<typeof toTimestamp>;
 }
 
+function eventMessage(change: UserChange): UserEventMessage {
+  return { type: change.type, user: userMessage(change.user), timestamp: toTimestamp(new Date(change.at)) };
+}
+
 interface SyncRequest {
   client_ref: string;
   operation?: 'upsert' | 'delete_user_id';
@@ -89,6 +99,10 @@ interface SyncRequest {
 export interface UserServiceOptions {
   users: UserStore;
   tokens: TokenService;
+  /** The changes of every instance, for WatchUserChanges (started and stopped by the caller). */
+  changes: UserChangeFeed;
+  /** UserChat's rooms (started and stopped by the caller); local to this instance when not given. */
+  chat?: ChatHub<ChatMessage> | undefined;
   /** log2 of scrypt's N for new password hashes. */
   hashCost: number;
   now: () => Date;
@@ -109,19 +123,22 @@ function userIdOf(value: string | number | undefined, field = 'user_id'): number
 }
 
 export class UserServiceImpl {
-  readonly events = new EventEmitter();
-  readonly #rooms = new ChatRooms<ChatMessage>();
+  readonly #rooms: ChatHub<ChatMessage>;
   /** Streams that never end by themselves; ended by `endStreams` at shutdown. */
   readonly #open = new Set<{ end(): void }>();
 
   constructor(private readonly options: UserServiceOptions) {
-    // Every watcher is one listener; the default limit of 10 would warn on normal use.
-    this.events.setMaxListeners(0);
+    this.#rooms = options.chat ?? new ChatHub<ChatMessage>();
+  }
+
+  /** Where the watchers listen: each live watch stream is exactly one 'event' listener. */
+  get events(): UserChangeFeed['events'] {
+    return this.options.changes.events;
   }
 
   /** Open watch streams, for tests and metrics: each holds exactly one listener. */
   watcherCount(): number {
-    return this.events.listenerCount('event');
+    return this.options.changes.watcherCount();
   }
 
   /** Ends the open watch and chat streams, so that a graceful shutdown can finish. */
@@ -137,14 +154,15 @@ export class UserServiceImpl {
   handlers(): grpc.UntypedServiceImplementation {
     return {
       CreateUser: this.#unary((request: CreateUserRequest) => this.#createUser(request), { public: true }),
-      GetUser: this.#unary((request: { user_id: string }) => {
-        const user = this.options.users.get(userIdOf(request.user_id));
-        if (!user) throw new RpcError(Status.NOT_FOUND, `no user with id ${request.user_id}`);
-        return userMessage(user);
-      }),
+      GetUser: this.#unary((request: { user_id: string }) =>
+        this.options.users.get(userIdOf(request.user_id)).then((user) => {
+          if (!user) throw new RpcError(Status.NOT_FOUND, `no user with id ${request.user_id}`);
+          return userMessage(user);
+        }),
+      ),
       UpdateUser: this.#unary((request, principal) => this.#updateUser(request, principal)),
-      DeleteUser: this.#unary((request: { user_id: string }, principal) => {
-        this.#deleteUser(userIdOf(request.user_id), principal);
+      DeleteUser: this.#unary(async (request: { user_id: string }, principal) => {
+        await this.#deleteUser(userIdOf(request.user_id), principal);
         return {};
       }),
       ListUsers: (call: grpc.ServerWritableStream<{ page: number; page_size: number; filter: string }, UserMessage>) => this.#listUsers(call),
@@ -159,7 +177,7 @@ export class UserServiceImpl {
 
   /** The user whose login (username or e-mail) and password match, if any, and active. */
   async checkCredentials(field: 'username' | 'email', login: string, password: string): Promise<UserRecord | undefined> {
-    const user = this.options.users.findByLogin(field, login);
+    const user = await this.options.users.findByLogin(field, login);
     // Hash anyway when there is no such user, so the answer takes as long either way.
     const ok = await verifyPassword(password, user?.passwordHash ?? DUMMY_HASH);
     if (!user || !ok || !user.isActive) return undefined;
@@ -167,64 +185,57 @@ export class UserServiceImpl {
     return record;
   }
 
-  /** The principal behind the call's `authorization` metadata, or UNAUTHENTICATED. */
-  authenticate(metadata: grpc.Metadata): Principal {
+  /** The principal behind the call's `authorization` metadata; rejects with UNAUTHENTICATED. */
+  authenticate(metadata: grpc.Metadata): Promise<Principal> {
     const values = metadata.get('authorization');
     if (values.length === 0) {
-      throw new RpcError(Status.UNAUTHENTICATED, 'missing authorization metadata: send "authorization: Bearer <token>"');
+      return Promise.reject(new RpcError(Status.UNAUTHENTICATED, 'missing authorization metadata: send "authorization: Bearer <token>"'));
     }
     const header = String(values[0]);
     if (header.length > MAX_BEARER_HEADER_LENGTH) {
-      throw new RpcError(Status.UNAUTHENTICATED, `the authorization metadata is longer than any token (at most ${MAX_BEARER_HEADER_LENGTH} characters)`);
+      return Promise.reject(
+        new RpcError(Status.UNAUTHENTICATED, `the authorization metadata is longer than any token (at most ${MAX_BEARER_HEADER_LENGTH} characters)`),
+      );
     }
     const token = TokenService.bearer(header);
-    if (!token) throw new RpcError(Status.UNAUTHENTICATED, 'the authorization metadata must be "Bearer <token>"');
-    const principal = this.options.tokens.authenticate(token);
-    if (!principal) throw new RpcError(Status.UNAUTHENTICATED, 'invalid or expired token');
-    return principal;
+    if (!token) return Promise.reject(new RpcError(Status.UNAUTHENTICATED, 'the authorization metadata must be "Bearer <token>"'));
+    return this.options.tokens.authenticate(token).then(principalOrRefusal);
   }
 
   /** Wraps a unary handler: authentication, one callback exactly once, statuses from errors. */
   #unary<Req, Res>(run: (request: Req, principal: Principal) => Res | Promise<Res>, options: { public?: boolean } = {}) {
+    const answer = (callback: grpc.sendUnaryData<Res>) => ({
+      ok: (response: Res) => callback(null, response),
+      fail: (error: unknown) => {
+        const status = toStatus(error);
+        if (status.code === Status.INTERNAL) this.options.log?.('user service internal error', { error: String(error) });
+        callback(status);
+      },
+    });
+    // The hot path (token check, then the handler) is one promise chain with no extra turns.
     return (call: grpc.ServerUnaryCall<Req, Res>, callback: grpc.sendUnaryData<Res>) => {
-      Promise.resolve()
-        .then(() => {
-          const principal = options.public ? ANONYMOUS : this.authenticate(call.metadata);
-          return run(call.request, principal);
-        })
-        .then(
-          (response) => callback(null, response),
-          (error: unknown) => {
-            const status = toStatus(error);
-            if (status.code === Status.INTERNAL) this.options.log?.('user service internal error', { error: String(error) });
-            callback(status);
-          },
-        );
+      const { ok, fail } = answer(callback);
+      const principal = options.public ? Promise.resolve(ANONYMOUS) : this.authenticate(call.metadata);
+      principal.then((who) => run(call.request, who)).then(ok, fail);
     };
   }
 
-  /** The principal of a streaming call, or undefined after ending the call with UNAUTHENTICATED. */
-  #streamPrincipal(call: { metadata: grpc.Metadata; emit(event: 'error', error: grpc.ServerErrorResponse): boolean }): Principal | undefined {
+  /** The principal of a streaming call, or undefined after ending the call with its status. */
+  async #streamPrincipal(call: { metadata: grpc.Metadata; emit(event: 'error', error: grpc.ServerErrorResponse): boolean }): Promise<Principal | undefined> {
     try {
-      return this.authenticate(call.metadata);
+      return await this.authenticate(call.metadata);
     } catch (error) {
       failStream(call, error);
       return undefined;
     }
   }
 
-  /** Deletes a user the principal may delete, and tells the watchers. */
-  #deleteUser(id: number, principal: Principal): UserRecord {
+  /** Deletes a user the principal may delete (the watchers hear of it through the change log). */
+  async #deleteUser(id: number, principal: Principal): Promise<UserRecord> {
     this.#mayChange(principal, id, 'delete');
-    const user = this.options.users.delete(id);
+    const user = await this.options.users.delete(id);
     if (!user) throw new RpcError(Status.NOT_FOUND, `no user with id ${id}`);
-    this.#emit('DELETED', user);
     return user;
-  }
-
-  #emit(type: EventTypeName, user: UserRecord): void {
-    const event: UserEventMessage = { type, user: userMessage(user), timestamp: toTimestamp(this.options.now()) };
-    this.events.emit('event', event);
   }
 
   /** Changing or deleting another user, or anyone's roles or activity, needs the admin role. */
@@ -249,9 +260,7 @@ export class UserServiceImpl {
    * /users): validated, hashed, stored, and announced to watchers.
    */
   async registerUser(request: CreateUserRequest & { bio?: string | null | undefined; avatar_url?: string | null | undefined }): Promise<UserRecord> {
-    const user = this.options.users.create({ ...(await this.#newUser(request)), bio: request.bio, avatarUrl: request.avatar_url });
-    this.#emit('CREATED', user);
-    return user;
+    return this.options.users.create({ ...(await this.#newUser(request)), bio: request.bio, avatarUrl: request.avatar_url });
   }
 
   async #createUser(request: CreateUserRequest) {
@@ -259,7 +268,7 @@ export class UserServiceImpl {
     return { user: userMessage(user), message: `user ${user.username} created with id ${user.id}` };
   }
 
-  #updateUser(request: { user_id: string; user: UserMessage | null; update_mask: { paths: string[] } | null }, principal: Principal) {
+  async #updateUser(request: { user_id: string; user: UserMessage | null; update_mask: { paths: string[] } | null }, principal: Principal) {
     const id = userIdOf(request.user_id);
     const given = request.user ?? ({} as Partial<UserMessage>);
     const paths = request.update_mask?.paths ?? [];
@@ -291,21 +300,20 @@ export class UserServiceImpl {
     if (changes.email !== undefined) checkEmail(changes.email);
     if (changes.fullName !== undefined) checkFullName(changes.fullName);
     if (changes.roles !== undefined) checkRoles(changes.roles);
-    const user = this.options.users.update(id, changes);
+    const user = await this.options.users.update(id, changes);
     if (!user) throw new RpcError(Status.NOT_FOUND, `no user with id ${request.user_id}`);
-    this.#emit('UPDATED', user);
     return userMessage(user);
   }
 
-  #listUsers(call: grpc.ServerWritableStream<{ page: number; page_size: number; filter: string }, UserMessage>): void {
+  async #listUsers(call: grpc.ServerWritableStream<{ page: number; page_size: number; filter: string }, UserMessage>): Promise<void> {
     try {
-      this.authenticate(call.metadata);
+      await this.authenticate(call.metadata);
       const { page, page_size: pageSize, filter } = call.request;
       if (page < 0) throw new RpcError(Status.INVALID_ARGUMENT, 'page must not be negative');
       if (pageSize < 0) throw new RpcError(Status.INVALID_ARGUMENT, 'page_size must not be negative');
       checkFilter(filter ?? '');
       const size = pageSize === 0 ? undefined : Math.min(pageSize, MAX_PAGE_SIZE);
-      const { users, total } = this.options.users.list({ filter, limit: size, offset: size === undefined ? 0 : (Math.max(page, 1) - 1) * size });
+      const { users, total } = await this.options.users.list({ filter, limit: size, offset: size === undefined ? 0 : (Math.max(page, 1) - 1) * size });
       // The stream carries users only; what a client needs to page through them travels as metadata.
       const metadata = new grpc.Metadata();
       metadata.set(LIST_TOTAL_HEADER, String(total));
@@ -318,8 +326,8 @@ export class UserServiceImpl {
     }
   }
 
-  #watch(call: grpc.ServerWritableStream<{ user_id: string; types: EventTypeName[] }, UserEventMessage>): void {
-    if (!this.#streamPrincipal(call)) return;
+  async #watch(call: grpc.ServerWritableStream<{ user_id: string; types: EventTypeName[] }, UserEventMessage>): Promise<void> {
+    if (!(await this.#streamPrincipal(call))) return;
     try {
       checkMaxEntries('types', call.request.types ?? [], REQUEST_LIMITS.watchTypes);
     } catch (error) {
@@ -328,26 +336,33 @@ export class UserServiceImpl {
     }
     const userId = Number(call.request.user_id || 0);
     const types = new Set(call.request.types ?? []);
-    const listener = (event: UserEventMessage) => {
-      if (userId && Number(event.user.id) !== userId) return;
-      if (types.size > 0 && !types.has(event.type)) return;
-      call.write(event);
+    const listener = (change: UserChange) => {
+      if (userId && change.user.id !== userId) return;
+      if (types.size > 0 && !types.has(change.type)) return;
+      if (!call.writableEnded && !call.destroyed) call.write(eventMessage(change));
     };
-    this.events.on('event', listener);
+    if (call.cancelled) return;
+    const watcher = this.options.changes.watch(listener);
     this.#open.add(call);
     const release = () => {
-      this.events.off('event', listener);
+      watcher.release();
       this.#open.delete(call);
     };
     call.once('cancelled', release);
     call.once('close', release);
     call.once('error', release);
     call.once('finish', release);
+    try {
+      await watcher.live;
+    } catch (error) {
+      release();
+      failStream(call, error);
+    }
   }
 
   /** The admin principal of a bulk create, or the status that refuses it. */
-  #bulkPrincipal(metadata: grpc.Metadata): Principal {
-    const principal = this.authenticate(metadata);
+  async #bulkPrincipal(metadata: grpc.Metadata): Promise<Principal> {
+    const principal = await this.authenticate(metadata);
     if (!principal.isAdmin) throw new RpcError(Status.PERMISSION_DENIED, 'creating users in bulk needs the admin role');
     return principal;
   }
@@ -359,7 +374,6 @@ export class UserServiceImpl {
       store: (users) => this.options.users.createMany(users),
       onResult: (result) => {
         if ('user' in result) {
-          this.#emit('CREATED', result.user);
           onResult(result);
           return;
         }
@@ -371,9 +385,10 @@ export class UserServiceImpl {
     });
   }
 
-  #bulkCreate(call: grpc.ServerReadableStream<CreateUserRequest, unknown>, callback: grpc.sendUnaryData<unknown>): void {
+  async #bulkCreate(call: grpc.ServerReadableStream<CreateUserRequest, unknown>, callback: grpc.sendUnaryData<unknown>): Promise<void> {
+    // Rows that arrive while the token is checked wait in the stream: it flows once createFromStream reads it.
     try {
-      this.#bulkPrincipal(call.metadata);
+      await this.#bulkPrincipal(call.metadata);
     } catch (error) {
       callback(toStatus(error));
       return;
@@ -389,17 +404,17 @@ export class UserServiceImpl {
     );
   }
 
-  #importUsers(call: grpc.ServerDuplexStream<CreateUserRequest, unknown>): void {
-    try {
-      this.#bulkPrincipal(call.metadata);
-    } catch (error) {
-      failStream(call, error);
-      return;
-    }
+  async #importUsers(call: grpc.ServerDuplexStream<CreateUserRequest, unknown>): Promise<void> {
     let gone = false;
     const leave = () => void (gone = true);
     call.once('cancelled', leave);
     call.once('error', leave);
+    try {
+      await this.#bulkPrincipal(call.metadata);
+    } catch (error) {
+      failStream(call, error);
+      return;
+    }
     // A client that sends without reading its answers is held at the next transaction, not buffered for.
     const afterBatch = async () => {
       if (gone || !call.writableNeedDrain) return;
@@ -424,9 +439,9 @@ export class UserServiceImpl {
     );
   }
 
-  #chat(call: grpc.ServerDuplexStream<ChatMessage, ChatMessage>): void {
-    const principal = this.#streamPrincipal(call);
-    if (!principal) return;
+  async #chat(call: grpc.ServerDuplexStream<ChatMessage, ChatMessage>): Promise<void> {
+    const principal = await this.#streamPrincipal(call);
+    if (!principal || call.cancelled) return;
     const joined = new Set<string>();
     this.#open.add(call);
     const leave = () => {
@@ -449,12 +464,22 @@ export class UserServiceImpl {
       }
       // An empty text joins the room without saying anything.
       if (!message.text) return;
-      this.#rooms.broadcast(room, call, {
+      const sent = this.#rooms.send(room, call, {
         room,
         sender: principal.username ?? (message.sender || 'admin'),
         text: message.text,
         sent_at: message.sent_at ?? toTimestamp(this.options.now()),
       });
+      if (!sent) return;
+      // Through the database to the other instances: the next message is read once this one is on its way, so they keep their order.
+      call.pause();
+      sent.then(
+        () => call.resume(),
+        (error: unknown) => {
+          leave();
+          failStream(call, error);
+        },
+      );
     });
     call.on('end', () => {
       leave();
@@ -465,8 +490,8 @@ export class UserServiceImpl {
     call.once('error', leave);
   }
 
-  #sync(call: grpc.ServerDuplexStream<SyncRequest, unknown>): void {
-    const principal = this.#streamPrincipal(call);
+  async #sync(call: grpc.ServerDuplexStream<SyncRequest, unknown>): Promise<void> {
+    const principal = await this.#streamPrincipal(call);
     if (!principal) return;
     let queue = Promise.resolve();
     call.on('data', (request: SyncRequest) => {
@@ -500,16 +525,14 @@ export class UserServiceImpl {
     if (!id) {
       if (!principal.isAdmin) throw new RpcError(Status.PERMISSION_DENIED, 'creating users through sync needs the admin role');
       checkRoles(given.roles ?? []);
-      const user = this.options.users.create({
+      return this.options.users.create({
         ...(await this.#newUser({ username: given.username, email: given.email, password: request.upsert.password, full_name: given.full_name })),
         // proto3 cannot tell an unset is_active from false: new users start active, as with CreateUser.
         isActive: true,
         roles: given.roles,
       });
-      this.#emit('CREATED', user);
-      return user;
     }
-    const current = this.options.users.get(userIdOf(id, 'user.id'));
+    const current = await this.options.users.get(userIdOf(id, 'user.id'));
     const privileged = current !== undefined && (current.isActive !== given.is_active || current.roles.join() !== (given.roles ?? []).join());
     this.#mayChange(principal, id, 'change', privileged);
     checkUsername(given.username);
@@ -518,7 +541,7 @@ export class UserServiceImpl {
     checkRoles(given.roles ?? []);
     // Not used when replacing a user, but bounded like every field.
     checkMaxLength('password', request.upsert.password ?? '', USER_LIMITS.password.max);
-    const user = this.options.users.update(id, {
+    const user = await this.options.users.update(id, {
       username: given.username,
       email: given.email,
       fullName: given.full_name,
@@ -526,7 +549,6 @@ export class UserServiceImpl {
       roles: given.roles ?? [],
     });
     if (!user) throw new RpcError(Status.NOT_FOUND, `no user with id ${id}`);
-    this.#emit('UPDATED', user);
     return user;
   }
 }
@@ -547,3 +569,8 @@ function failStream(call: { emit(event: 'error', error: grpc.ServerErrorResponse
 const DUMMY_HASH = 'scrypt$14$8$1$c2FsdHNhbHRzYWx0c2FsdA==$0dF6qo0xq5X3h2VpQm1s3b0f9S8nq7r2bZyZkqW2v0Y=';
 
 const ANONYMOUS: Principal = { kind: 'user', userId: null, username: null, roles: [], isAdmin: false };
+
+function principalOrRefusal(principal: Principal | undefined): Principal {
+  if (!principal) throw new RpcError(Status.UNAUTHENTICATED, 'invalid or expired token');
+  return principal;
+}

@@ -1,9 +1,13 @@
 /**
- * Users in SQLite. Uniqueness of username and e-mail (case-insensitive) is
- * the database's job, so concurrent creates cannot race past a check.
- * Validation names the field. Password hashes never leave this module.
+ * Users, on either engine (SQLite or PostgreSQL, through store/sql.ts).
+ * Uniqueness of username and e-mail (case-insensitive) is the database's
+ * job, so concurrent creates, on one instance or several, cannot race past
+ * a check. Validation names the field. Password hashes never leave this
+ * module. Every change is logged (change-log.ts) in its own transaction,
+ * for the watchers of every instance.
  */
-import type { Db } from '../store/database.js';
+import { UniqueViolation, type Param, type Sql } from '../store/sql.js';
+import type { UserChangeLog, UserChangeType } from './change-log.js';
 
 export interface UserRecord {
   id: number;
@@ -186,7 +190,8 @@ interface Row {
   username: string;
   email: string;
   full_name: string;
-  is_active: number;
+  /** 0 or 1 from SQLite, a boolean from PostgreSQL. */
+  is_active: number | boolean;
   roles: string;
   created_at: string;
   updated_at: string;
@@ -196,11 +201,11 @@ interface Row {
 
 function toRecord(row: Row): UserRecord {
   return {
-    id: row.id,
+    id: Number(row.id),
     username: row.username,
     email: row.email,
     fullName: row.full_name,
-    isActive: row.is_active === 1,
+    isActive: row.is_active === true || row.is_active === 1,
     roles: JSON.parse(row.roles) as string[],
     createdAt: row.created_at,
     updatedAt: row.updated_at,
@@ -209,127 +214,167 @@ function toRecord(row: Row): UserRecord {
   };
 }
 
+function recordOf(row: Row | undefined): UserRecord | undefined {
+  return row ? toRecord(row) : undefined;
+}
+
+/** The unique indexes are users_username and users_email on both engines. */
 function duplicateOf(error: unknown): DuplicateUserError | undefined {
-  const { code, message } = error as { code?: string; message?: string };
-  if (code !== 'SQLITE_CONSTRAINT_UNIQUE') return undefined;
-  return new DuplicateUserError(message?.includes('email') ? 'email' : 'username');
+  if (!(error instanceof UniqueViolation)) return undefined;
+  if (error.constraint === 'users_email') return new DuplicateUserError('email');
+  if (error.constraint === 'users_username') return new DuplicateUserError('username');
+  return undefined;
 }
 
 const COLUMNS = 'id, username, email, full_name, is_active, roles, created_at, updated_at, bio, avatar_url';
 
+/**
+ * The statements that differ between the engines: a comparison that
+ * ignores case the way the unique indexes do (so that they serve it:
+ * NOCASE in SQLite, lower() in PostgreSQL), and a LIKE that ignores case.
+ */
+function dialectOf(sql: Sql) {
+  const postgres = sql.dialect === 'postgres';
+  const same = (column: string, param: string) => (postgres ? `lower(${column}) = lower(${param})` : `${column} = ${param} COLLATE NOCASE`);
+  const like = postgres ? 'ILIKE' : 'LIKE';
+  return {
+    byUsername: `SELECT ${COLUMNS}, password_hash FROM users WHERE ${same('username', '$1')}`,
+    byEmail: `SELECT ${COLUMNS}, password_hash FROM users WHERE ${same('email', '$1')}`,
+    usernameTaken: `SELECT 1 AS taken FROM users WHERE ${same('username', '$1')}`,
+    matching: (param: string) => `WHERE username ${like} ${param} ESCAPE '\\' OR email ${like} ${param} ESCAPE '\\' OR full_name ${like} ${param} ESCAPE '\\'`,
+  };
+}
+
+const INSERT = `INSERT INTO users (username, email, full_name, is_active, roles, password_hash, created_at, updated_at, bio, avatar_url)
+  VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $8, $9)`;
+const BY_ID = `SELECT ${COLUMNS} FROM users WHERE id = $1`;
+const DELETE = `DELETE FROM users WHERE id = $1 RETURNING ${COLUMNS}`;
+
 export class UserStore {
-  readonly #insert;
-  readonly #byId;
-  readonly #delete;
-  readonly #savepoint;
-  readonly #release;
-  readonly #rollback;
+  readonly #text: ReturnType<typeof dialectOf>;
 
   constructor(
-    readonly db: Db,
+    readonly sql: Sql,
+    private readonly changes: UserChangeLog,
     private readonly now: () => Date = () => new Date(),
   ) {
-    this.#insert = db.prepare(
-      `INSERT INTO users (username, email, full_name, is_active, roles, password_hash, created_at, updated_at, bio, avatar_url)
-       VALUES (@username, @email, @fullName, @isActive, @roles, @passwordHash, @at, @at, @bio, @avatarUrl) RETURNING ${COLUMNS}`,
-    );
-    this.#byId = db.prepare(`SELECT ${COLUMNS} FROM users WHERE id = ?`);
-    this.#delete = db.prepare(`DELETE FROM users WHERE id = ? RETURNING ${COLUMNS}`);
-    this.#savepoint = db.prepare('SAVEPOINT row');
-    this.#release = db.prepare('RELEASE row');
-    this.#rollback = db.prepare('ROLLBACK TO row');
+    this.#text = dialectOf(sql);
+  }
+
+  #params(user: NewUser, at: string): Param[] {
+    return [
+      user.username,
+      user.email,
+      user.fullName,
+      user.isActive !== false,
+      JSON.stringify(user.roles ?? []),
+      user.passwordHash,
+      at,
+      user.bio ?? null,
+      user.avatarUrl ?? null,
+    ];
   }
 
   /** Inserts one user; the caller has validated the fields. */
-  create(user: NewUser): UserRecord {
+  async create(user: NewUser): Promise<UserRecord> {
     try {
-      const row = this.#insert.get({
-        username: user.username,
-        email: user.email,
-        fullName: user.fullName,
-        isActive: user.isActive === false ? 0 : 1,
-        roles: JSON.stringify(user.roles ?? []),
-        passwordHash: user.passwordHash,
-        at: this.now().toISOString(),
-        bio: user.bio ?? null,
-        avatarUrl: user.avatarUrl ?? null,
-      }) as Row;
-      return toRecord(row);
+      return await this.sql.transaction(async (tx) => {
+        const created = toRecord((await tx.one<Row>(`${INSERT} RETURNING ${COLUMNS}`, this.#params(user, this.now().toISOString())))!);
+        await this.changes.append(tx, [['CREATED', created]]);
+        return created;
+      });
     } catch (error) {
       throw duplicateOf(error) ?? error;
     }
   }
 
   /**
-   * Inserts many users in one transaction per batch; a row that breaks a
-   * uniqueness rule is reported and skipped, the others go in.
+   * Inserts many users in one transaction; a row that breaks a uniqueness
+   * rule is reported and skipped, the others go in.
    */
-  createMany(users: readonly NewUser[]): ({ user: UserRecord } | { error: DuplicateUserError })[] {
-    return this.db.transaction(() =>
-      users.map((user) => {
-        this.#savepoint.run();
-        try {
-          const created = this.create(user);
-          this.#release.run();
-          return { user: created };
-        } catch (error) {
-          this.#rollback.run();
-          this.#release.run();
-          if (error instanceof DuplicateUserError) return { error };
-          throw error;
+  async createMany(users: readonly NewUser[]): Promise<({ user: UserRecord } | { error: DuplicateUserError })[]> {
+    return this.sql.transaction(async (tx) => {
+      const at = this.now().toISOString();
+      const results: ({ user: UserRecord } | { error: DuplicateUserError })[] = [];
+      const created: [UserChangeType, UserRecord][] = [];
+      for (const user of users) {
+        // A refused row leaves nothing to roll back: no savepoint per row, on either engine.
+        const row = await tx.one<Row>(`${INSERT} ON CONFLICT DO NOTHING RETURNING ${COLUMNS}`, this.#params(user, at));
+        if (row) {
+          const record = toRecord(row);
+          created.push(['CREATED', record]);
+          results.push({ user: record });
+          continue;
         }
-      }),
-    )();
+        const taken = await tx.one(this.#text.usernameTaken, [user.username]);
+        results.push({ error: new DuplicateUserError(taken ? 'username' : 'email') });
+      }
+      await this.changes.append(tx, created);
+      return results;
+    });
   }
 
-  get(id: number): UserRecord | undefined {
-    const row = this.#byId.get(id) as Row | undefined;
-    return row ? toRecord(row) : undefined;
+  get(id: number): Promise<UserRecord | undefined> {
+    return this.sql.one<Row>(BY_ID, [id]).then(recordOf);
   }
 
-  findByLogin(field: 'username' | 'email', value: string): (UserRecord & { passwordHash: string }) | undefined {
-    const row = this.db
-      .prepare(`SELECT ${COLUMNS}, password_hash FROM users WHERE ${field === 'email' ? 'email' : 'username'} = ? COLLATE NOCASE`)
-      .get(value) as (Row & { password_hash: string }) | undefined;
+  async findByLogin(field: 'username' | 'email', value: string): Promise<(UserRecord & { passwordHash: string }) | undefined> {
+    const row = await this.sql.one<Row & { password_hash: string }>(field === 'email' ? this.#text.byEmail : this.#text.byUsername, [value]);
     return row ? { ...toRecord(row), passwordHash: row.password_hash } : undefined;
   }
 
-  update(id: number, changes: UserChanges): UserRecord | undefined {
+  async update(id: number, changes: UserChanges): Promise<UserRecord | undefined> {
     const sets: string[] = [];
-    const params: Record<string, unknown> = { id, at: this.now().toISOString() };
-    if (changes.username !== undefined) (sets.push('username = @username'), (params.username = changes.username));
-    if (changes.email !== undefined) (sets.push('email = @email'), (params.email = changes.email));
-    if (changes.fullName !== undefined) (sets.push('full_name = @fullName'), (params.fullName = changes.fullName));
-    if (changes.isActive !== undefined) (sets.push('is_active = @isActive'), (params.isActive = changes.isActive ? 1 : 0));
-    if (changes.roles !== undefined) (sets.push('roles = @roles'), (params.roles = JSON.stringify(changes.roles)));
-    if (sets.length === 0) return this.get(id);
+    const params: Param[] = [id, this.now().toISOString()];
+    const set = (column: string, value: Param) => {
+      params.push(value);
+      sets.push(`${column} = $${params.length}`);
+    };
+    if (changes.username !== undefined) set('username', changes.username);
+    if (changes.email !== undefined) set('email', changes.email);
+    if (changes.fullName !== undefined) set('full_name', changes.fullName);
+    if (changes.isActive !== undefined) set('is_active', changes.isActive);
+    if (changes.roles !== undefined) set('roles', JSON.stringify(changes.roles));
     try {
-      const row = this.db.prepare(`UPDATE users SET ${sets.join(', ')}, updated_at = @at WHERE id = @id RETURNING ${COLUMNS}`).get(params) as Row | undefined;
-      return row ? toRecord(row) : undefined;
+      return await this.sql.transaction(async (tx) => {
+        // An update that changes nothing is still announced, as it always was; it does not touch updated_at.
+        const row =
+          sets.length === 0
+            ? await tx.one<Row>(BY_ID, [id])
+            : await tx.one<Row>(`UPDATE users SET ${sets.join(', ')}, updated_at = $2 WHERE id = $1 RETURNING ${COLUMNS}`, params);
+        if (!row) return undefined;
+        const updated = toRecord(row);
+        await this.changes.append(tx, [['UPDATED', updated]]);
+        return updated;
+      });
     } catch (error) {
       throw duplicateOf(error) ?? error;
     }
   }
 
-  delete(id: number): UserRecord | undefined {
-    const row = this.#delete.get(id) as Row | undefined;
-    return row ? toRecord(row) : undefined;
+  async delete(id: number): Promise<UserRecord | undefined> {
+    return this.sql.transaction(async (tx) => {
+      const row = await tx.one<Row>(DELETE, [id]);
+      if (!row) return undefined;
+      const deleted = toRecord(row);
+      await this.changes.append(tx, [['DELETED', deleted]]);
+      return deleted;
+    });
   }
 
   /** One page of users matching `filter` (case-insensitive, username, e-mail or full name), and the total. */
-  list(options: { filter?: string; offset?: number; limit?: number }): { users: UserRecord[]; total: number } {
+  async list(options: { filter?: string; offset?: number; limit?: number }): Promise<{ users: UserRecord[]; total: number }> {
     if (options.filter) checkFilter(options.filter);
     const filter = options.filter?.trim();
-    const where = filter ? `WHERE username LIKE @like ESCAPE '\\' OR email LIKE @like ESCAPE '\\' OR full_name LIKE @like ESCAPE '\\'` : '';
-    const params: Record<string, unknown> = {};
-    if (filter) params.like = `%${filter.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
-    const total = (this.db.prepare(`SELECT count(*) AS n FROM users ${where}`).get(params) as { n: number }).n;
+    const where = filter ? this.#text.matching('$1') : '';
+    const params: Param[] = filter ? [`%${filter.replace(/[\\%_]/g, (c) => `\\${c}`)}%`] : [];
+    const total = Number((await this.sql.one<{ n: number }>(`SELECT count(*) AS n FROM users ${where}`, params))!.n);
     const page = options.limit === undefined ? '' : `LIMIT ${Math.max(0, Math.floor(options.limit))} OFFSET ${Math.max(0, Math.floor(options.offset ?? 0))}`;
-    const rows = this.db.prepare(`SELECT ${COLUMNS} FROM users ${where} ORDER BY id ${page}`).all(params) as Row[];
+    const rows = await this.sql.all<Row>(`SELECT ${COLUMNS} FROM users ${where} ORDER BY id ${page}`, params);
     return { users: rows.map(toRecord), total };
   }
 
-  count(): number {
-    return (this.db.prepare('SELECT count(*) AS n FROM users').get() as { n: number }).n;
+  async count(): Promise<number> {
+    return Number((await this.sql.one<{ n: number }>('SELECT count(*) AS n FROM users'))!.n);
   }
 }

@@ -3,6 +3,7 @@ import * as grpc from '@grpc/grpc-js';
 import { userServiceDefinition } from '../../src/users/proto.js';
 import { startTestServe } from './serve.js';
 import type { RunningServe } from '../../src/server/serve.js';
+import type { StoreLocation } from '../../src/store/store.js';
 
 export type AnyClient = grpc.Client & Record<string, any>;
 
@@ -11,9 +12,9 @@ export class UserClients {
 
   constructor(readonly running: RunningServe) {}
 
-  /** serve in-process with the gRPC port on 127.0.0.1:0 and an in-memory store. */
-  static async start(): Promise<UserClients> {
-    return new UserClients(await startTestServe({ grpc: { host: '127.0.0.1', port: 0 }, shutdownDeadlineMs: 500 }));
+  /** serve in-process with the gRPC port on 127.0.0.1:0 and an in-memory store, or the one given. */
+  static async start(store?: StoreLocation): Promise<UserClients> {
+    return new UserClients(await startTestServe({ grpc: { host: '127.0.0.1', port: 0 }, shutdownDeadlineMs: 500, ...(store ? { store } : {}) }));
   }
 
   get address(): string {
@@ -78,3 +79,15 @@ export const newUser = (n: number | string, extra: Record<string, unknown> = {})
   full_name: `User ${n}`,
   ...extra,
 });
+
+/** A user token, as the blog's login (POST /api/v1/auth/login) issues it; the password is newUser's. */
+export async function login(running: RunningServe, username: string, password = 'correct horse'): Promise<string> {
+  const response = await fetch(`${running.url}/api/v1/auth/login`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ username, password }),
+  });
+  const body = (await response.json()) as { access_token?: string };
+  if (!response.ok || !body.access_token) throw new Error(`login of ${username} failed: ${response.status} ${JSON.stringify(body)}`);
+  return body.access_token;
+}

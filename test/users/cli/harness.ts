@@ -10,6 +10,7 @@ import { startServe, type RunningServe } from '../../../src/server/serve.js';
 import { userServiceDefinition } from '../../../src/users/proto.js';
 import { runCli } from '../../../src/cli/main.js';
 import type { Context } from '../../../src/cli/context.js';
+import type { StoreLocation } from '../../../src/store/store.js';
 import { Capture, type Sandbox } from '../../helpers/cli.js';
 
 export const NOW = new Date('2026-11-21T12:00:00Z');
@@ -24,13 +25,14 @@ export interface UserServer {
   close(): Promise<void>;
 }
 
-export async function startUserServer(options: { port?: number; dataDir?: string } = {}): Promise<UserServer> {
+/** serve on `store`, else SQLite in `dataDir`, else in memory. */
+export async function startUserServer(options: { port?: number; dataDir?: string; store?: StoreLocation } = {}): Promise<UserServer> {
   const running = await startServe({
     host: '127.0.0.1',
     port: 0,
     grpc: { host: '127.0.0.1', port: options.port ?? 0 },
     hashCost: 10,
-    store: options.dataDir ? { kind: 'sqlite', dataDir: options.dataDir } : { kind: 'memory' },
+    store: options.store ?? (options.dataDir ? { kind: 'sqlite', dataDir: options.dataDir } : { kind: 'memory' }),
     decrypt: {},
     logger: false,
     version: 'test',

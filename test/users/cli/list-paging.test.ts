@@ -7,83 +7,88 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { Sandbox, plain } from '../../helpers/cli.js';
 import { rawClient, rawUnary, startUserServer, type UserServer } from './harness.js';
+import { BACKENDS } from '../../helpers/postgres.js';
+import { useBackendStore } from '../../helpers/backend-store.js';
 
-let sb: Sandbox;
-let server: UserServer;
-beforeEach(async () => {
-  sb = new Sandbox();
-  server = await startUserServer();
-  const raw = rawClient(server.address);
-  try {
-    for (let i = 1; i <= 45; i++) {
-      await rawUnary(raw, 'CreateUser', { username: `user${String(i).padStart(2, '0')}`, email: `user${i}@example.com`, password: 'correct-horse', full_name: '' });
+describe.each(BACKENDS)('on %s', (backend) => {
+  let sb: Sandbox;
+  let server: UserServer;
+  const store = useBackendStore(backend);
+  beforeEach(async () => {
+    sb = new Sandbox();
+    server = await startUserServer({ store: store.location() });
+    const raw = rawClient(server.address);
+    try {
+      for (let i = 1; i <= 45; i++) {
+        await rawUnary(raw, 'CreateUser', { username: `user${String(i).padStart(2, '0')}`, email: `user${i}@example.com`, password: 'correct-horse', full_name: '' });
+      }
+    } finally {
+      raw.close();
     }
-  } finally {
-    raw.close();
+  });
+  afterEach(async () => {
+    await server.close();
+    sb.dispose();
+  });
+
+  function users(argv: string[], options: { tty?: boolean } = {}) {
+    return sb.run(['users', ...argv], { env: server.env, tty: options.tty });
   }
-});
-afterEach(async () => {
-  await server.close();
-  sb.dispose();
-});
 
-function users(argv: string[], options: { tty?: boolean } = {}) {
-  return sb.run(['users', ...argv], { env: server.env, tty: options.tty });
-}
+  /** The usernames of a table printed on a terminal. */
+  function tableNames(stdout: string): string[] {
+    return [...plain(stdout).matchAll(/│ \d+ +│ (user\d\d) +│/g)].map((match) => match[1]!);
+  }
 
-/** The usernames of a table printed on a terminal. */
-function tableNames(stdout: string): string[] {
-  return [...plain(stdout).matchAll(/│ \d+ +│ (user\d\d) +│/g)].map((match) => match[1]!);
-}
+  describe('users list paging', () => {
+    it('shows one page on a terminal, with the total and the way to the next page', async () => {
+      const first = await users(['list'], { tty: true });
+      expect(first.code, first.stderr).toBe(0);
+      expect(tableNames(first.stdout)).toEqual(Array.from({ length: 30 }, (_, i) => `user${String(i + 1).padStart(2, '0')}`));
+      expect(plain(first.stderr).trim()).toBe('1-30 of 45 users (page 1 of 2); --page 2 for the next page, --all for every user');
 
-describe('users list paging', () => {
-  it('shows one page on a terminal, with the total and the way to the next page', async () => {
-    const first = await users(['list'], { tty: true });
-    expect(first.code, first.stderr).toBe(0);
-    expect(tableNames(first.stdout)).toEqual(Array.from({ length: 30 }, (_, i) => `user${String(i + 1).padStart(2, '0')}`));
-    expect(plain(first.stderr).trim()).toBe('1-30 of 45 users (page 1 of 2); --page 2 for the next page, --all for every user');
+      const second = await users(['list', '--page', '2'], { tty: true });
+      expect(tableNames(second.stdout)).toHaveLength(15);
+      expect(tableNames(second.stdout)[0]).toBe('user31');
+      expect(plain(second.stderr).trim()).toBe('31-45 of 45 users (page 2 of 2); --all for every user');
 
-    const second = await users(['list', '--page', '2'], { tty: true });
-    expect(tableNames(second.stdout)).toHaveLength(15);
-    expect(tableNames(second.stdout)[0]).toBe('user31');
-    expect(plain(second.stderr).trim()).toBe('31-45 of 45 users (page 2 of 2); --all for every user');
+      const past = await users(['list', '--page', '3'], { tty: true });
+      expect(past.code).toBe(0);
+      expect(plain(past.stderr)).toContain('page 3 is past the end: 45 users make 2 pages of 30');
+    });
 
-    const past = await users(['list', '--page', '3'], { tty: true });
-    expect(past.code).toBe(0);
-    expect(plain(past.stderr)).toContain('page 3 is past the end: 45 users make 2 pages of 30');
-  });
+    it('lists every user when piped, with --json, and with --all on a terminal', async () => {
+      const piped = await users(['list']);
+      expect(piped.code, piped.stderr).toBe(0);
+      expect(piped.stdout.trimEnd().split('\n')).toHaveLength(45);
+      expect(piped.stderr).toBe('');
 
-  it('lists every user when piped, with --json, and with --all on a terminal', async () => {
-    const piped = await users(['list']);
-    expect(piped.code, piped.stderr).toBe(0);
-    expect(piped.stdout.trimEnd().split('\n')).toHaveLength(45);
-    expect(piped.stderr).toBe('');
+      const json = await users(['list', '--json'], { tty: true });
+      expect(JSON.parse(json.stdout)).toHaveLength(45);
+      expect(json.stderr).toBe('');
 
-    const json = await users(['list', '--json'], { tty: true });
-    expect(JSON.parse(json.stdout)).toHaveLength(45);
-    expect(json.stderr).toBe('');
+      const all = await users(['list', '--all'], { tty: true });
+      expect(tableNames(all.stdout)).toHaveLength(45);
+      expect(plain(all.stderr).trim()).toBe('45 users');
 
-    const all = await users(['list', '--all'], { tty: true });
-    expect(tableNames(all.stdout)).toHaveLength(45);
-    expect(plain(all.stderr).trim()).toBe('45 users');
+      const both = await users(['list', '--all', '--page', '2']);
+      expect(both.code).toBe(2);
+      expect(both.stderr).toContain('--all lists every user: leave out --page and --page-size');
+    });
 
-    const both = await users(['list', '--all', '--page', '2']);
-    expect(both.code).toBe(2);
-    expect(both.stderr).toContain('--all lists every user: leave out --page and --page-size');
-  });
+    it('says so when the server clamps the page size', async () => {
+      const result = await users(['list', '--page-size', '500'], { tty: true });
+      expect(result.code, result.stderr).toBe(0);
+      expect(plain(result.stderr)).toContain('warning: --page-size 500 is more than the server gives at once: 100 users a page');
+      expect(tableNames(result.stdout)).toHaveLength(45);
+      expect(plain(result.stderr)).toContain('45 users');
 
-  it('says so when the server clamps the page size', async () => {
-    const result = await users(['list', '--page-size', '500'], { tty: true });
-    expect(result.code, result.stderr).toBe(0);
-    expect(plain(result.stderr)).toContain('warning: --page-size 500 is more than the server gives at once: 100 users a page');
-    expect(tableNames(result.stdout)).toHaveLength(45);
-    expect(plain(result.stderr)).toContain('45 users');
+      const piped = await users(['list', '--page-size', '500', '--json']);
+      expect(JSON.parse(piped.stdout)).toHaveLength(45);
+      expect(plain(piped.stderr)).toContain('warning: --page-size 500 is more than the server gives at once: 100 users a page');
 
-    const piped = await users(['list', '--page-size', '500', '--json']);
-    expect(JSON.parse(piped.stdout)).toHaveLength(45);
-    expect(plain(piped.stderr)).toContain('warning: --page-size 500 is more than the server gives at once: 100 users a page');
-
-    const pages = await users(['list', '--page-size', '20', '--page', '3', '--json']);
-    expect(JSON.parse(pages.stdout).map((u: { username: string }) => u.username)).toEqual(['user41', 'user42', 'user43', 'user44', 'user45']);
+      const pages = await users(['list', '--page-size', '20', '--page', '3', '--json']);
+      expect(JSON.parse(pages.stdout).map((u: { username: string }) => u.username)).toEqual(['user41', 'user42', 'user43', 'user44', 'user45']);
+    });
   });
 });

@@ -1,0 +1,58 @@
+/**
+ * The store of a suite that runs on both backends (describe.each(BACKENDS)):
+ * on PostgreSQL, one database for the whole describe block, emptied before
+ * each test (a fresh database per test would cost a CREATE DATABASE and a
+ * migration each); on SQLite, what the suite asks for (memory by default).
+ *
+ * Call it first in the describe block, so that the database is empty before
+ * the suite's own beforeEach starts serve on it.
+ */
+import { afterAll, beforeAll, beforeEach } from 'vitest';
+import postgres from 'postgres';
+import type { StoreLocation } from '../../src/store/store.js';
+import { createTestDatabase, type Backend, type TestDatabase } from './postgres.js';
+
+export interface BackendStore {
+  backend: Backend;
+  /** Where serve keeps its state in this test. */
+  location(): StoreLocation;
+  /** The database's URL (PostgreSQL only), for a second instance or a look from outside. */
+  readonly url: string;
+}
+
+export function useBackendStore(backend: Backend, sqlite: () => StoreLocation = () => ({ kind: 'memory' })): BackendStore {
+  let database: TestDatabase | undefined;
+  if (backend === 'postgres') {
+    beforeAll(async () => {
+      database = await createTestDatabase();
+    });
+    afterAll(async () => {
+      await database?.drop();
+    });
+    beforeEach(async () => {
+      await emptyDatabase(database!.url);
+    });
+  }
+  return {
+    backend,
+    location: () => (database ? { kind: 'postgres', url: database.url, poolSize: 5 } : sqlite()),
+    get url() {
+      if (!database) throw new Error('the SQLite backend has no database URL');
+      return database.url;
+    },
+  };
+}
+
+/** Every table of a migrated database emptied and its ids restarted, the schema and its version kept. */
+export async function emptyDatabase(url: string): Promise<void> {
+  const admin = postgres(url, { max: 1, onnotice: () => undefined });
+  try {
+    const tables = await admin<{ tablename: string }[]>`
+      SELECT tablename FROM pg_tables WHERE schemaname = 'public' AND tablename NOT IN ('schema_migrations', 'counters')`;
+    if (tables.length === 0) return;
+    await admin.unsafe(`TRUNCATE ${tables.map((t) => `"${t.tablename}"`).join(', ')} RESTART IDENTITY CASCADE`);
+    await admin.unsafe('UPDATE counters SET value = 0');
+  } finally {
+    await admin.end();
+  }
+}
