@@ -11,6 +11,7 @@ import { request } from 'undici';
 import type { RunningServe } from '../../src/server/serve.js';
 import { openDatabase } from '../../src/store/database.js';
 import { PostStore } from '../../src/blog/posts.js';
+import { SqliteSql } from '../../src/store/sql.js';
 import { startTestServe } from '../helpers/serve.js';
 import { ListCache } from '../../src/blog/list-cache.js';
 
@@ -62,7 +63,7 @@ describe('post list cache', () => {
     expect(await titles('/api/v2/blog/posts')).toEqual(['through the API']);
     const other = openDatabase({ dataDir });
     try {
-      new PostStore(other, () => new Date(Date.now() + 1000)).create({ title: 'from elsewhere', content: 'x', tags: [], authorId: null, author: 'ops' });
+      await new PostStore(new SqliteSql(other), () => new Date(Date.now() + 1000)).create({ title: 'from elsewhere', content: 'x', tags: [], authorId: null, author: 'ops' });
     } finally {
       other.close();
     }
