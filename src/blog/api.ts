@@ -108,9 +108,14 @@ const PostSchema = {
   required: ['id', 'title', 'content', 'author', 'created_at', 'updated_at', 'tags', 'is_published'],
 } as const;
 
-const TagsSchema = { type: 'array', items: { type: 'string', minLength: 1, maxLength: 50 }, maxItems: 20 } as const;
-const TitleSchema = { type: 'string', minLength: 1, maxLength: 200 } as const;
-const ContentSchema = { type: 'string', minLength: 1, maxLength: 100_000 } as const;
+/**
+ * Text without NUL (U+0000): PostgreSQL's text cannot hold it, so it is
+ * refused on every backend alike, stored or searched for.
+ */
+const NO_NUL = '^[^\\u0000]*$';
+const TagsSchema = { type: 'array', items: { type: 'string', minLength: 1, maxLength: 50, pattern: NO_NUL }, maxItems: 20 } as const;
+const TitleSchema = { type: 'string', minLength: 1, maxLength: 200, pattern: NO_NUL } as const;
+const ContentSchema = { type: 'string', minLength: 1, maxLength: 100_000, pattern: NO_NUL } as const;
 
 const UserProfileSchema = {
   type: 'object',
@@ -160,7 +165,8 @@ const errors = (...statuses: number[]) =>
 const bearer = [{ bearerAuth: [] }];
 /** Says so explicitly: the operation needs no token. */
 const PUBLIC: never[] = [];
-const PostIdParams = { type: 'object', properties: { post_id: { type: 'integer', minimum: 1 } }, required: ['post_id'] } as const;
+/** Ids are below 2^53 on every backend (a JavaScript number holds them exactly; PostgreSQL's BIGINT would take more). */
+const PostIdParams = { type: 'object', properties: { post_id: { type: 'integer', minimum: 1, maximum: Number.MAX_SAFE_INTEGER } }, required: ['post_id'] } as const;
 
 // ---- helpers ----
 
@@ -240,7 +246,9 @@ export async function blogApi(app: FastifyInstance, options: BlogOptions): Promi
 
   app.setErrorHandler((error: unknown, request: FastifyRequest, reply: FastifyReply) => {
     const sent = toApiError(error);
-    if (sent.statusCode >= 500) request.log.error({ err: error }, 'blog API error');
+    // An unreachable database is an outage to watch, not a bug: no stack for each request that meets it.
+    if (sent.statusCode === 503) request.log.warn({ code: sent.code }, (error as Error).message);
+    else if (sent.statusCode >= 500) request.log.error({ err: error }, 'blog API error');
     void reply.status(sent.statusCode).headers(sent.headers).send({ error: sent.title, detail: sent.detail, code: sent.code });
   });
   app.setNotFoundHandler((request, reply) => {
@@ -322,9 +330,9 @@ export async function blogApi(app: FastifyInstance, options: BlogOptions): Promi
               page: { type: 'integer', minimum: 1, maximum: MAX_PAGE, default: 1 },
               page_size: { type: 'integer', minimum: 1, maximum: 100, default: 20 },
               sort: { type: 'string', enum: ['created_at', '-created_at', 'title', '-title'], default: '-created_at', description: 'a leading "-" sorts descending' },
-              search: { type: 'string', maxLength: 200 },
-              author: { type: 'string', maxLength: 50 },
-              tags: { type: 'array', items: { type: 'string', maxLength: 200 }, maxItems: 20 },
+              search: { type: 'string', maxLength: 200, pattern: NO_NUL },
+              author: { type: 'string', maxLength: 50, pattern: NO_NUL },
+              tags: { type: 'array', items: { type: 'string', maxLength: 200, pattern: NO_NUL }, maxItems: 20 },
               is_published: { type: 'boolean', default: true },
               created_after: { type: 'string', anyOf: [{ format: 'date' }, { format: 'date-time' }], description: 'inclusive' },
               created_before: { type: 'string', anyOf: [{ format: 'date' }, { format: 'date-time' }], description: 'exclusive' },

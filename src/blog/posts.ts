@@ -81,11 +81,12 @@ export function cleanTags(tags: readonly string[]): string[] {
 
 /**
  * SQLite's LIKE and NOCASE fold ASCII only; PostgreSQL's ILIKE and lower()
- * fold every letter, and use the indexes on lower(title).
+ * fold every letter. Titles sort by code point on both, whatever the
+ * PostgreSQL database's collation (the index on it: schema version 3).
  */
 function caseless(sql: Sql) {
   return sql.dialect === 'postgres'
-    ? { like: 'ILIKE', equals: (column: string, param: string) => `lower(${column}) = lower(${param})`, title: 'lower(title)' }
+    ? { like: 'ILIKE', equals: (column: string, param: string) => `lower(${column}) = lower(${param})`, title: '(lower(title) COLLATE "C")' }
     : { like: 'LIKE', equals: (column: string, param: string) => `${column} = ${param} COLLATE NOCASE`, title: 'title COLLATE NOCASE' };
 }
 
