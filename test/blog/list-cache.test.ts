@@ -1,30 +1,22 @@
 /**
  * The post lists are answered from a cache while the posts are unchanged;
  * a write through the API, or by another connection to the database file,
- * shows at once.
+ * shows at once. (Writes through another instance on a shared PostgreSQL:
+ * instances.test.ts.)
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { request } from 'undici';
-import type { RunningServe } from '../../src/server/serve.js';
 import { openDatabase } from '../../src/store/database.js';
 import { PostStore } from '../../src/blog/posts.js';
 import { SqliteSql } from '../../src/store/sql.js';
-import { startTestServe } from '../helpers/serve.js';
 import { ListCache } from '../../src/blog/list-cache.js';
+import { startBlogServe, type BlogServe } from '../helpers/blog-serve.js';
+import { BACKENDS } from '../helpers/postgres.js';
 
-let dataDir: string;
-let running: RunningServe;
-beforeEach(async () => {
-  dataDir = mkdtempSync(join(tmpdir(), 'miniapp-listcache-'));
-  running = await startTestServe({ store: { kind: 'sqlite', dataDir } });
-});
-afterEach(async () => {
-  await running.close();
-  rmSync(dataDir, { recursive: true, force: true });
-});
+let running: BlogServe;
 
 async function titles(path: string): Promise<string[]> {
   const res = await request(`${running.url}${path}`);
@@ -42,7 +34,12 @@ async function create(title: string) {
   return (await res.body.json()) as { id: number };
 }
 
-describe('post list cache', () => {
+describe.each(BACKENDS)('post list cache on %s', (backend) => {
+  beforeEach(async () => {
+    running = await startBlogServe(backend);
+  });
+  afterEach(async () => running.close());
+
   it('shows writes through the API at once', async () => {
     await create('first');
     expect(await titles('/api/v2/blog/posts')).toEqual(['first']);
@@ -56,6 +53,18 @@ describe('post list cache', () => {
       body: JSON.stringify({ title: 'second, renamed' }),
     }).then((r) => r.body.dump());
     expect(await titles('/api/v2/blog/posts')).toEqual(['second, renamed', 'first']);
+  });
+});
+
+describe('post list cache on a SQLite file', () => {
+  let dataDir: string;
+  beforeEach(async () => {
+    dataDir = mkdtempSync(join(tmpdir(), 'miniapp-listcache-'));
+    running = await startBlogServe('sqlite', { store: { kind: 'sqlite', dataDir } });
+  });
+  afterEach(async () => {
+    await running.close();
+    rmSync(dataDir, { recursive: true, force: true });
   });
 
   it('shows writes by another connection to the database file', async () => {
