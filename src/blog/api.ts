@@ -14,6 +14,8 @@ import { DuplicateUserError, newUserProblems, type UserRecord } from '../users/u
 import type { Post, PostSort, PostStore } from './posts.js';
 import { MAX_IMAGE_BYTES, MAX_IMAGES, type ImageStore, type StoredImage } from './uploads.js';
 import { ListCache } from './list-cache.js';
+import { StoreUnavailableError, type Sql } from '../store/sql.js';
+import { RETRY_AFTER_SECONDS, STORE_UNAVAILABLE } from '../server/http-errors.js';
 
 export type ApiVersion = 1 | 2;
 
@@ -49,9 +51,11 @@ export interface BlogOptions {
   docs: boolean;
   /**
    * Called when a post becomes public: created published, or published for
-   * the first time by an update; inside the transaction that writes the post.
+   * the first time by an update; inside the transaction that writes the
+   * post, so what it writes through `tx` (the webhook deliveries) commits
+   * with the post or not at all.
    */
-  onPublished: (post: Post) => void;
+  onPublished: (post: Post, tx: Sql) => Promise<void> | void;
   /**
    * Where clients reach serve (`serve --public-url`, e.g. https://blog.example.com):
    * pagination and image links are absolute under it. Without it they are
@@ -104,9 +108,14 @@ const PostSchema = {
   required: ['id', 'title', 'content', 'author', 'created_at', 'updated_at', 'tags', 'is_published'],
 } as const;
 
-const TagsSchema = { type: 'array', items: { type: 'string', minLength: 1, maxLength: 50 }, maxItems: 20 } as const;
-const TitleSchema = { type: 'string', minLength: 1, maxLength: 200 } as const;
-const ContentSchema = { type: 'string', minLength: 1, maxLength: 100_000 } as const;
+/**
+ * Text without NUL (U+0000): PostgreSQL's text cannot hold it, so it is
+ * refused on every backend alike, stored or searched for.
+ */
+const NO_NUL = '^[^\\u0000]*$';
+const TagsSchema = { type: 'array', items: { type: 'string', minLength: 1, maxLength: 50, pattern: NO_NUL }, maxItems: 20 } as const;
+const TitleSchema = { type: 'string', minLength: 1, maxLength: 200, pattern: NO_NUL } as const;
+const ContentSchema = { type: 'string', minLength: 1, maxLength: 100_000, pattern: NO_NUL } as const;
 
 const UserProfileSchema = {
   type: 'object',
@@ -140,13 +149,24 @@ const ERROR_DESCRIPTIONS: Record<number, string> = {
   413: 'Payload Too Large: the body is over the route\'s limit, or an image over 5 MB (PAYLOAD_TOO_LARGE)',
   415: 'Unsupported Media Type: a Content-Type the route does not take, or a file that is not a JPEG, PNG or WebP image (UNSUPPORTED_MEDIA_TYPE)',
   500: 'Internal Server Error: an unexpected failure, logged on the server (INTERNAL_ERROR)',
+  503: 'Service Unavailable: the database cannot be reached now; try again after Retry-After seconds (SERVICE_UNAVAILABLE)',
 };
+const RETRY_AFTER_HEADER = {
+  'Retry-After': { type: 'integer', description: `Seconds to wait before trying again (${RETRY_AFTER_SECONDS})` },
+} as const;
+/** Every operation may meet an unexpected failure (500) and a database that cannot be reached (503). */
 const errors = (...statuses: number[]) =>
-  Object.fromEntries([...statuses, 500].map((status) => [status, { ...ErrorSchema, description: ERROR_DESCRIPTIONS[status] }]));
+  Object.fromEntries(
+    [...statuses, 500, 503].map((status) => [
+      status,
+      { ...ErrorSchema, description: ERROR_DESCRIPTIONS[status], ...(status === 503 ? { headers: RETRY_AFTER_HEADER } : {}) },
+    ]),
+  );
 const bearer = [{ bearerAuth: [] }];
 /** Says so explicitly: the operation needs no token. */
 const PUBLIC: never[] = [];
-const PostIdParams = { type: 'object', properties: { post_id: { type: 'integer', minimum: 1 } }, required: ['post_id'] } as const;
+/** Ids are below 2^53 on every backend (a JavaScript number holds them exactly; PostgreSQL's BIGINT would take more). */
+const PostIdParams = { type: 'object', properties: { post_id: { type: 'integer', minimum: 1, maximum: Number.MAX_SAFE_INTEGER } }, required: ['post_id'] } as const;
 
 // ---- helpers ----
 
@@ -211,13 +231,14 @@ export async function blogApi(app: FastifyInstance, options: BlogOptions): Promi
    * Answers a post list from the cache while the posts are unchanged;
    * otherwise computes it, serialises it once and keeps it.
    */
-  const cachedList = (request: FastifyRequest, reply: FastifyReply, compute: () => unknown) => {
+  const cachedList = async (request: FastifyRequest, reply: FastifyReply, compute: (version: string) => Promise<unknown>) => {
     // The links in a list depend on the URL only (see pageUrl), so the URL is the key.
     const key = request.url;
-    const current = posts.version();
+    // Read on every request: a write acknowledged by any instance has changed it (see PostStore.version).
+    const current = await posts.version();
     let body = lists.get(key, current);
     if (body === undefined) {
-      body = JSON.stringify(compute());
+      body = JSON.stringify(await compute(current));
       lists.set(key, current, body);
     }
     return reply.type('application/json; charset=utf-8').send(body);
@@ -225,7 +246,9 @@ export async function blogApi(app: FastifyInstance, options: BlogOptions): Promi
 
   app.setErrorHandler((error: unknown, request: FastifyRequest, reply: FastifyReply) => {
     const sent = toApiError(error);
-    if (sent.statusCode >= 500) request.log.error({ err: error }, 'blog API error');
+    // An unreachable database is an outage to watch, not a bug: no stack for each request that meets it.
+    if (sent.statusCode === 503) request.log.warn({ code: sent.code }, (error as Error).message);
+    else if (sent.statusCode >= 500) request.log.error({ err: error }, 'blog API error');
     void reply.status(sent.statusCode).headers(sent.headers).send({ error: sent.title, detail: sent.detail, code: sent.code });
   });
   app.setNotFoundHandler((request, reply) => {
@@ -286,7 +309,7 @@ export async function blogApi(app: FastifyInstance, options: BlogOptions): Promi
       },
       async (request, reply) => {
         const query = request.query as { is_published: boolean };
-        return cachedList(request, reply, () => posts.list({ is_published: query.is_published }, { limit: V1_LIST_LIMIT }).posts);
+        return cachedList(request, reply, async (version) => (await posts.list({ is_published: query.is_published }, { limit: V1_LIST_LIMIT, version })).posts);
       },
     );
   } else {
@@ -307,9 +330,9 @@ export async function blogApi(app: FastifyInstance, options: BlogOptions): Promi
               page: { type: 'integer', minimum: 1, maximum: MAX_PAGE, default: 1 },
               page_size: { type: 'integer', minimum: 1, maximum: 100, default: 20 },
               sort: { type: 'string', enum: ['created_at', '-created_at', 'title', '-title'], default: '-created_at', description: 'a leading "-" sorts descending' },
-              search: { type: 'string', maxLength: 200 },
-              author: { type: 'string', maxLength: 50 },
-              tags: { type: 'array', items: { type: 'string', maxLength: 200 }, maxItems: 20 },
+              search: { type: 'string', maxLength: 200, pattern: NO_NUL },
+              author: { type: 'string', maxLength: 50, pattern: NO_NUL },
+              tags: { type: 'array', items: { type: 'string', maxLength: 200, pattern: NO_NUL }, maxItems: 20 },
               is_published: { type: 'boolean', default: true },
               created_after: { type: 'string', anyOf: [{ format: 'date' }, { format: 'date-time' }], description: 'inclusive' },
               created_before: { type: 'string', anyOf: [{ format: 'date' }, { format: 'date-time' }], description: 'exclusive' },
@@ -342,8 +365,8 @@ export async function blogApi(app: FastifyInstance, options: BlogOptions): Promi
           created_after?: string;
           created_before?: string;
         };
-        return cachedList(request, reply, () => {
-          const { posts: results, total } = posts.list(
+        return cachedList(request, reply, async (version) => {
+          const { posts: results, total } = await posts.list(
             {
               search: query.search,
               author: query.author,
@@ -352,7 +375,7 @@ export async function blogApi(app: FastifyInstance, options: BlogOptions): Promi
               created_after: dateBound(query.created_after),
               created_before: dateBound(query.created_before),
             },
-            { sort: query.sort, limit: query.page_size, offset: (query.page - 1) * query.page_size },
+            { sort: query.sort, limit: query.page_size, offset: (query.page - 1) * query.page_size, version },
           );
           const pages = Math.ceil(total / query.page_size);
           return {
@@ -380,7 +403,7 @@ export async function blogApi(app: FastifyInstance, options: BlogOptions): Promi
     },
     async (request) => {
       const { post_id: id } = request.params as { post_id: number };
-      const post = posts.get(id);
+      const post = await posts.get(id);
       if (!post) throw new ApiError(404, 'NOT_FOUND', 'Not Found', `no post with id ${id}`);
       const { authorId: _a, firstPublished: _f, ...body } = post;
       return body;
@@ -410,17 +433,10 @@ export async function blogApi(app: FastifyInstance, options: BlogOptions): Promi
       const principal = await auth(request);
       const body = request.body as { title: string; content: string; tags?: string[] };
       // The post and its webhook deliveries are written together or not at all.
-      const post = posts.transaction(() => {
-        const created = posts.create({
-          title: body.title,
-          content: body.content,
-          tags: body.tags ?? [],
-          authorId: principal.userId,
-          author: principal.username ?? 'admin',
-        });
-        options.onPublished(created);
-        return created;
-      });
+      const post = await posts.create(
+        { title: body.title, content: body.content, tags: body.tags ?? [], authorId: principal.userId, author: principal.username ?? 'admin' },
+        options.onPublished,
+      );
       return reply.status(201).send(post);
     },
   );
@@ -453,22 +469,19 @@ export async function blogApi(app: FastifyInstance, options: BlogOptions): Promi
     async (request) => {
       const principal = await auth(request);
       const { post_id: id } = request.params as { post_id: number };
-      const current = posts.get(id);
+      const current = await posts.get(id);
       if (!current) throw new ApiError(404, 'NOT_FOUND', 'Not Found', `no post with id ${id}`);
       if (!principal.isAdmin && principal.userId !== current.authorId) {
         throw new ApiError(403, 'FORBIDDEN', 'Forbidden', 'only the author of a post or an admin may change it');
       }
       const body = (request.body ?? {}) as { title?: string | null; content?: string | null; tags?: string[] | null; is_published?: boolean | null };
-      const result = posts.transaction(() => {
-        const updated = posts.update(id, {
-          title: body.title ?? undefined,
-          content: body.content ?? undefined,
-          tags: body.tags ?? undefined,
-          is_published: body.is_published ?? undefined,
-        })!;
-        if (updated.firstPublication) options.onPublished(updated.post);
-        return updated;
-      });
+      const result = await posts.update(
+        id,
+        { title: body.title ?? undefined, content: body.content ?? undefined, tags: body.tags ?? undefined, is_published: body.is_published ?? undefined },
+        (updated, tx) => (updated.firstPublication ? options.onPublished(updated.post, tx) : undefined),
+      );
+      // Posts are never deleted today; should that change, a post gone since the check above is simply not found.
+      if (!result) throw new ApiError(404, 'NOT_FOUND', 'Not Found', `no post with id ${id}`);
       return result.post;
     },
   );
@@ -597,7 +610,9 @@ export async function blogApi(app: FastifyInstance, options: BlogOptions): Promi
         `${rejected.map((b) => `"${b.name}"`).join(', ')} ${rejected.length === 1 ? 'is' : 'are'} not a JPEG, PNG or WebP image (recognised by content, not by the declared type)`,
       );
     }
-    return buffers.map((b) => options.images.save(b.bytes)!);
+    const stored: StoredImage[] = [];
+    for (const buffer of buffers) stored.push((await options.images.save(buffer.bytes))!);
+    return stored;
   };
 
   const binary = { type: 'string', format: 'binary' } as const;
@@ -645,6 +660,9 @@ const FASTIFY_ERRORS: Record<string, [number, string, string]> = {
 
 function toApiError(error: unknown): ApiError {
   if (error instanceof ApiError) return error;
+  if (error instanceof StoreUnavailableError) {
+    return new ApiError(STORE_UNAVAILABLE.status, STORE_UNAVAILABLE.code, 'Service Unavailable', STORE_UNAVAILABLE.message, { ...STORE_UNAVAILABLE.headers });
+  }
   const e = error as { code?: string; statusCode?: number; message?: string; validation?: unknown };
   if (e.validation) return new ApiError(400, 'VALIDATION_ERROR', 'Validation Error', e.message ?? 'invalid request');
   const known = e.code ? FASTIFY_ERRORS[e.code] : undefined;

@@ -1,8 +1,13 @@
 /**
- * Blog posts in SQLite. Tags live twice: as a JSON array on the post (the
- * order the author gave) and in post_tags (for the OR filter, indexed).
+ * Blog posts, one repository for both backends (store/sql.ts). Tags live
+ * twice: as a JSON array on the post (the author's spelling and order) and
+ * lowercased in post_tags (for the OR filter, indexed), so that one
+ * comparison serves both engines.
+ *
+ * The post lists are cached (list-cache.ts) under the posts' version, which
+ * changes with every write that commits, whichever instance made it.
  */
-import type { Db } from '../store/database.js';
+import type { Param, Sql } from '../store/sql.js';
 import { ListCache } from './list-cache.js';
 
 export interface Post {
@@ -28,6 +33,9 @@ export interface PostFilter {
 
 export type PostSort = 'created_at' | '-created_at' | 'title' | '-title';
 
+/** Runs inside the transaction that writes a post: whatever it writes through `tx` commits with the post, or not at all. */
+export type InTransaction<T> = (value: T, tx: Sql) => Promise<void> | void;
+
 interface Row {
   id: number;
   title: string;
@@ -35,7 +43,8 @@ interface Row {
   author: string;
   author_id: number | null;
   tags: string;
-  is_published: number;
+  /** 0 or 1 from SQLite, a boolean from PostgreSQL. */
+  is_published: number | boolean;
   created_at: string;
   updated_at: string;
   published_at: string | null;
@@ -43,14 +52,14 @@ interface Row {
 
 function toPost(row: Row): Post {
   return {
-    id: row.id,
+    id: Number(row.id),
     title: row.title,
     content: row.content,
     author: row.author,
     created_at: row.created_at,
     updated_at: row.updated_at,
     tags: JSON.parse(row.tags) as string[],
-    is_published: row.is_published === 1,
+    is_published: row.is_published === true || row.is_published === 1,
   };
 }
 
@@ -68,150 +77,190 @@ export function cleanTags(tags: readonly string[]): string[] {
   return out;
 }
 
-const ORDER: Record<PostSort, string> = {
-  created_at: 'created_at ASC, id ASC',
-  '-created_at': 'created_at DESC, id DESC',
-  title: 'title COLLATE NOCASE ASC, id ASC',
-  '-title': 'title COLLATE NOCASE DESC, id DESC',
-};
+// ---- where the dialects differ: case-insensitive matching and ordering
+
+/**
+ * SQLite's LIKE and NOCASE fold ASCII only; PostgreSQL's ILIKE and lower()
+ * fold every letter. Titles sort by code point on both, whatever the
+ * PostgreSQL database's collation (the index on it: schema version 3).
+ */
+function caseless(sql: Sql) {
+  return sql.dialect === 'postgres'
+    ? { like: 'ILIKE', equals: (column: string, param: string) => `lower(${column}) = lower(${param})`, title: '(lower(title) COLLATE "C")' }
+    : { like: 'LIKE', equals: (column: string, param: string) => `${column} = ${param} COLLATE NOCASE`, title: 'title COLLATE NOCASE' };
+}
+
+function orderOf(sql: Sql, sort: PostSort): string {
+  const title = caseless(sql).title;
+  switch (sort) {
+    case 'created_at':
+      return 'created_at ASC, id ASC';
+    case '-created_at':
+      return 'created_at DESC, id DESC';
+    case 'title':
+      return `${title} ASC, id ASC`;
+    case '-title':
+      return `${title} DESC, id DESC`;
+  }
+}
+
+/** `(post, tag), ...` rows for one post's tags, lowercased: the filter compares lowercased values. */
+function tagRows(postId: number, tags: readonly string[]): { text: string; params: Param[] } {
+  const params: Param[] = [postId, ...tags.map((tag) => tag.toLowerCase())];
+  const values = tags.map((_, i) => `($1, $${i + 2})`).join(', ');
+  return { text: `INSERT INTO post_tags (post_id, tag) VALUES ${values} ON CONFLICT DO NOTHING`, params };
+}
 
 export class PostStore {
-  /** Writes through this store; with SQLite's data_version (writes by other connections) it says whether lists changed. */
+  /** SQLite: writes through this store; with data_version (commits by other connections) it says whether lists changed. */
   #writes = 0;
   readonly #counts = new ListCache<number>(256);
-  readonly #insert;
-  readonly #insertTag;
-  readonly #deleteTags;
-  readonly #byId;
 
   constructor(
-    private readonly db: Db,
+    private readonly sql: Sql,
     private readonly now: () => Date = () => new Date(),
-  ) {
-    this.#insert = db.prepare(
-      `INSERT INTO posts (title, content, author_id, author, tags, is_published, created_at, updated_at, published_at)
-       VALUES (@title, @content, @authorId, @author, @tags, @published, @at, @at, @publishedAt) RETURNING *`,
-    );
-    this.#insertTag = db.prepare('INSERT OR IGNORE INTO post_tags (post_id, tag) VALUES (?, ?)');
-    this.#deleteTags = db.prepare('DELETE FROM post_tags WHERE post_id = ?');
-    this.#byId = db.prepare('SELECT * FROM posts WHERE id = ?');
-  }
+  ) {}
 
   /**
-   * Changes whenever the posts may have changed: a write through this store,
-   * or a commit by another connection to the same database file. Caches of
-   * list answers are keyed on it.
+   * Changes whenever the posts may have changed. Caches of list answers are
+   * keyed on it, and read it before the data, so an entry never holds data
+   * older than its version. PostgreSQL: the 'posts' counter, bumped in every
+   * transaction that writes posts, on any instance: a write acknowledged
+   * anywhere has changed it. SQLite: the writes through this store and the
+   * commits of other connections to the file.
    */
-  version(): string {
-    return `${this.#writes}:${this.db.pragma('data_version', { simple: true }) as number}`;
+  async version(): Promise<string> {
+    if (this.sql.dialect === 'postgres') {
+      const row = await this.sql.one<{ value: number }>("SELECT value FROM counters WHERE name = 'posts'");
+      return String(row?.value ?? 0);
+    }
+    const row = await this.sql.one<{ data_version: number }>('PRAGMA data_version');
+    return `${this.#writes}:${row?.data_version ?? 0}`;
   }
 
-  /** Runs `work` in one transaction with the post writes it makes (and whatever else it writes to this database). */
-  transaction<T>(work: () => T): T {
-    return this.db.transaction(work)();
+  /** Marks the posts changed, inside the transaction that changes them. */
+  async #changed(tx: Sql): Promise<void> {
+    if (tx.dialect === 'postgres') await tx.run("UPDATE counters SET value = value + 1 WHERE name = 'posts'");
+    // Counted before the commit: a list read meanwhile waits for the commit (one SQLite connection), and a
+    // rolled-back write only costs a recomputation.
+    else this.#writes++;
   }
 
-  create(input: { title: string; content: string; tags: string[]; authorId: number | null; author: string; isPublished?: boolean }): Post {
+  /** Writes a post; `inTransaction` runs in the same transaction (the webhook deliveries of a published post). */
+  async create(
+    input: { title: string; content: string; tags: string[]; authorId: number | null; author: string; isPublished?: boolean },
+    inTransaction?: InTransaction<Post>,
+  ): Promise<Post> {
     const tags = cleanTags(input.tags);
     const at = this.now().toISOString();
     const published = input.isPublished !== false;
-    return this.db.transaction(() => {
-      const row = this.#insert.get({
-        title: input.title,
-        content: input.content,
-        authorId: input.authorId,
-        author: input.author,
-        tags: JSON.stringify(tags),
-        published: published ? 1 : 0,
-        at,
-        publishedAt: published ? at : null,
-      }) as Row;
-      for (const tag of tags) this.#insertTag.run(row.id, tag);
-      this.#writes++;
-      return toPost(row);
-    })();
+    return this.sql.transaction(async (tx) => {
+      const row = (await tx.one<Row>(
+        `INSERT INTO posts (title, content, author_id, author, tags, is_published, created_at, updated_at, published_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $8) RETURNING *`,
+        [input.title, input.content, input.authorId, input.author, JSON.stringify(tags), published, at, published ? at : null],
+      ))!;
+      if (tags.length > 0) {
+        const insert = tagRows(row.id, tags);
+        await tx.run(insert.text, insert.params);
+      }
+      await this.#changed(tx);
+      const post = toPost(row);
+      await inTransaction?.(post, tx);
+      return post;
+    });
   }
 
-  get(id: number): (Post & { authorId: number | null; firstPublished: boolean }) | undefined {
-    const row = this.#byId.get(id) as Row | undefined;
-    return row ? { ...toPost(row), authorId: row.author_id, firstPublished: row.published_at !== null } : undefined;
+  async get(id: number): Promise<(Post & { authorId: number | null; firstPublished: boolean }) | undefined> {
+    const row = await this.sql.one<Row>('SELECT * FROM posts WHERE id = $1', [id]);
+    return row ? { ...toPost(row), authorId: row.author_id === null ? null : Number(row.author_id), firstPublished: row.published_at !== null } : undefined;
   }
 
   /**
    * Applies the given fields; says whether this update published the post
-   * for the first time (which is when the webhook fires).
+   * for the first time (which is when the webhook fires). `inTransaction`
+   * runs in the same transaction.
    */
-  update(id: number, changes: { title?: string; content?: string; tags?: string[]; is_published?: boolean }): { post: Post; firstPublication: boolean } | undefined {
-    return this.db.transaction(() => {
-      const current = this.#byId.get(id) as Row | undefined;
+  async update(
+    id: number,
+    changes: { title?: string | undefined; content?: string | undefined; tags?: string[] | undefined; is_published?: boolean | undefined },
+    inTransaction?: InTransaction<{ post: Post; firstPublication: boolean }>,
+  ): Promise<{ post: Post; firstPublication: boolean } | undefined> {
+    return this.sql.transaction(async (tx) => {
+      // PostgreSQL: the row stays locked until the commit, so two updates that publish the same draft
+      // cannot both see it unpublished (SQLite's write transaction already excludes the other).
+      const current = await tx.one<Row>(`SELECT * FROM posts WHERE id = $1${tx.dialect === 'postgres' ? ' FOR UPDATE' : ''}`, [id]);
       if (!current) return undefined;
       const at = this.now().toISOString();
       const firstPublication = changes.is_published === true && current.published_at === null;
       const tags = changes.tags === undefined ? undefined : cleanTags(changes.tags);
-      const row = this.db
-        .prepare(
-          `UPDATE posts SET title = @title, content = @content, tags = @tags, is_published = @published,
-             updated_at = @at, published_at = COALESCE(published_at, @publishedAt) WHERE id = @id RETURNING *`,
-        )
-        .get({
+      const row = (await tx.one<Row>(
+        `UPDATE posts SET title = $2, content = $3, tags = $4, is_published = $5,
+           updated_at = $6, published_at = COALESCE(published_at, $7) WHERE id = $1 RETURNING *`,
+        [
           id,
-          title: changes.title ?? current.title,
-          content: changes.content ?? current.content,
-          tags: tags === undefined ? current.tags : JSON.stringify(tags),
-          published: changes.is_published === undefined ? current.is_published : changes.is_published ? 1 : 0,
+          changes.title ?? current.title,
+          changes.content ?? current.content,
+          tags === undefined ? current.tags : JSON.stringify(tags),
+          changes.is_published ?? (current.is_published === true || current.is_published === 1),
           at,
-          publishedAt: changes.is_published ? at : null,
-        }) as Row;
+          changes.is_published ? at : null,
+        ],
+      ))!;
       if (tags !== undefined) {
-        this.#deleteTags.run(id);
-        for (const tag of tags) this.#insertTag.run(id, tag);
+        await tx.run('DELETE FROM post_tags WHERE post_id = $1', [id]);
+        if (tags.length > 0) {
+          const insert = tagRows(id, tags);
+          await tx.run(insert.text, insert.params);
+        }
       }
-      this.#writes++;
-      return { post: toPost(row), firstPublication };
-    })();
+      await this.#changed(tx);
+      const result = { post: toPost(row), firstPublication };
+      await inTransaction?.(result, tx);
+      return result;
+    });
   }
 
   /** Filtered posts (AND between filters, OR between tags), one page, and the total. */
-  list(filter: PostFilter, options: { sort?: PostSort; limit?: number; offset?: number } = {}): { posts: Post[]; total: number } {
+  async list(
+    filter: PostFilter,
+    options: { sort?: PostSort; limit?: number; offset?: number; version?: string } = {},
+  ): Promise<{ posts: Post[]; total: number }> {
+    // Read before the data (the caller may have just done so): the count cached below must not be older than
+    // the version it is kept under.
+    const version = options.version ?? (await this.version());
+    const { sql } = this;
+    const match = caseless(sql);
     const where: string[] = [];
-    const params: Record<string, unknown> = {};
+    const params: Param[] = [];
+    const param = (value: Param) => {
+      params.push(value);
+      return `$${params.length}`;
+    };
     const escapeLike = (text: string) => `%${text.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
     if (filter.search?.trim()) {
-      where.push(`(title LIKE @search ESCAPE '\\' OR content LIKE @search ESCAPE '\\')`);
-      params.search = escapeLike(filter.search.trim());
+      const search = param(escapeLike(filter.search.trim()));
+      where.push(`(title ${match.like} ${search} ESCAPE '\\' OR content ${match.like} ${search} ESCAPE '\\')`);
     }
-    if (filter.author?.trim()) {
-      where.push('author = @author COLLATE NOCASE');
-      params.author = filter.author.trim();
-    }
+    if (filter.author?.trim()) where.push(match.equals('author', param(filter.author.trim())));
     const tags = cleanTags(filter.tags ?? []);
     if (tags.length > 0) {
-      where.push(`id IN (SELECT post_id FROM post_tags WHERE tag IN (${tags.map((_, i) => `@tag${i}`).join(', ')}))`);
-      tags.forEach((tag, i) => (params[`tag${i}`] = tag));
+      where.push(`id IN (SELECT post_id FROM post_tags WHERE tag IN (${tags.map((tag) => param(tag.toLowerCase())).join(', ')}))`);
     }
-    if (filter.is_published !== undefined) {
-      where.push('is_published = @published');
-      params.published = filter.is_published ? 1 : 0;
-    }
-    if (filter.created_after) {
-      where.push('created_at >= @after');
-      params.after = filter.created_after;
-    }
-    if (filter.created_before) {
-      where.push('created_at < @before');
-      params.before = filter.created_before;
-    }
+    if (filter.is_published !== undefined) where.push(`is_published = ${param(filter.is_published)}`);
+    if (filter.created_after) where.push(`created_at >= ${param(filter.created_after)}`);
+    if (filter.created_before) where.push(`created_at < ${param(filter.created_before)}`);
     const clause = where.length ? `WHERE ${where.join(' AND ')}` : '';
     // The count is the costly part (it reads every matching row) and is the same for every page of a filter.
     const countKey = `${clause}|${JSON.stringify(params)}`;
-    const version = this.version();
     let total = this.#counts.get(countKey, version);
     if (total === undefined) {
-      total = (this.db.prepare(`SELECT count(*) AS n FROM posts ${clause}`).get(params) as { n: number }).n;
+      total = Number((await sql.one<{ n: number }>(`SELECT count(*) AS n FROM posts ${clause}`, params))!.n);
       this.#counts.set(countKey, version, total);
     }
-    const page = options.limit === undefined ? '' : ` LIMIT ${Math.floor(options.limit)} OFFSET ${Math.floor(options.offset ?? 0)}`;
-    const rows = this.db.prepare(`SELECT * FROM posts ${clause} ORDER BY ${ORDER[options.sort ?? '-created_at']}${page}`).all(params) as Row[];
+    // Limit and offset as parameters: one statement per filter shape, not one per page.
+    const page = options.limit === undefined ? '' : ` LIMIT ${param(Math.floor(options.limit))} OFFSET ${param(Math.floor(options.offset ?? 0))}`;
+    const rows = await sql.all<Row>(`SELECT * FROM posts ${clause} ORDER BY ${orderOf(sql, options.sort ?? '-created_at')}${page}`, params);
     return { posts: rows.map(toPost), total };
   }
 }

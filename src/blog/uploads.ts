@@ -1,12 +1,21 @@
 /**
  * Image uploads: JPEG, PNG or WebP recognised by their bytes (image-size
  * reads the header; the declared content type is not trusted), stored
- * content-addressed under the data dir, written atomically.
+ * content-addressed (the name is the SHA-256 of the bytes, so the same
+ * bytes are stored once and a name never changes its bytes).
+ *
+ * Where they live follows the store: files in the SQLite data dir, written
+ * atomically; in PostgreSQL, bytes in the images table, so that every
+ * instance serves every image; a temporary directory for the memory store.
  */
 import { createHash, randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, renameSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { readFile, stat } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { imageSize } from 'image-size';
+import type { Sql } from '../store/sql.js';
+import type { Store } from '../store/store.js';
 
 export const MAX_IMAGE_BYTES = 5 * 1024 * 1024;
 export const MAX_IMAGES = 10;
@@ -15,6 +24,10 @@ const KINDS: Record<string, { ext: string; mime: string }> = {
   png: { ext: 'png', mime: 'image/png' },
   webp: { ext: 'webp', mime: 'image/webp' },
 };
+const MIME_BY_EXT = Object.fromEntries(Object.values(KINDS).map((kind) => [kind.ext, kind.mime]));
+
+/** The only names an image can have; anything else is not looked up at all (no path ever reaches the disk). */
+const IMAGE_NAME = /^[0-9a-f]{64}\.(jpg|png|webp)$/;
 
 export interface StoredImage {
   name: string;
@@ -22,6 +35,23 @@ export interface StoredImage {
   height: number;
   size: number;
   mime: string;
+}
+
+/** A stored image as served: its bytes only when asked for (a HEAD request needs none). */
+export interface ImageFile {
+  name: string;
+  mime: string;
+  size: number;
+  storedAt: Date;
+  bytes?: Buffer;
+}
+
+export interface ImageStore {
+  /** Stores a recognised image under the SHA-256 of its bytes; undefined when the bytes are no image we take. */
+  save(bytes: Buffer): Promise<StoredImage | undefined>;
+  /** The image called `name`, or undefined. */
+  find(name: string, options?: { bytes?: boolean }): Promise<ImageFile | undefined>;
+  close(): Promise<void>;
 }
 
 /** What kind of image the bytes are, or undefined for anything but JPEG, PNG and WebP. */
@@ -37,22 +67,92 @@ export function recogniseImage(bytes: Buffer): { ext: string; mime: string; widt
   return { ...kind, width: info.width, height: info.height };
 }
 
-export class ImageStore {
-  constructor(readonly directory: string) {
+function identify(bytes: Buffer): StoredImage | undefined {
+  const kind = recogniseImage(bytes);
+  if (!kind) return undefined;
+  const name = `${createHash('sha256').update(bytes).digest('hex')}.${kind.ext}`;
+  return { name, width: kind.width, height: kind.height, size: bytes.length, mime: kind.mime };
+}
+
+/** Files in a directory: the SQLite data dir's uploads/, or a temporary one. */
+export class FileImageStore implements ImageStore {
+  constructor(
+    readonly directory: string,
+    private readonly onClose: () => void = () => undefined,
+  ) {
     mkdirSync(directory, { recursive: true, mode: 0o700 });
   }
 
-  /** Stores a recognised image under the SHA-256 of its bytes; the same bytes are stored once. */
-  save(bytes: Buffer): StoredImage | undefined {
-    const kind = recogniseImage(bytes);
-    if (!kind) return undefined;
-    const name = `${createHash('sha256').update(bytes).digest('hex')}.${kind.ext}`;
-    const path = join(this.directory, name);
+  async save(bytes: Buffer): Promise<StoredImage | undefined> {
+    const image = identify(bytes);
+    if (!image) return undefined;
+    const path = join(this.directory, image.name);
     if (!existsSync(path)) {
-      const temporary = join(this.directory, `.${name}.${randomBytes(4).toString('hex')}.tmp`);
+      const temporary = join(this.directory, `.${image.name}.${randomBytes(4).toString('hex')}.tmp`);
       writeFileSync(temporary, bytes, { mode: 0o644 });
       renameSync(temporary, path);
     }
-    return { name, width: kind.width, height: kind.height, size: bytes.length, mime: kind.mime };
+    return image;
   }
+
+  async find(name: string, options: { bytes?: boolean } = {}): Promise<ImageFile | undefined> {
+    if (!IMAGE_NAME.test(name)) return undefined;
+    const path = join(this.directory, name);
+    try {
+      const info = await stat(path);
+      const file: ImageFile = { name, mime: MIME_BY_EXT[name.slice(name.lastIndexOf('.') + 1)]!, size: info.size, storedAt: info.mtime };
+      if (options.bytes !== false) file.bytes = await readFile(path);
+      return file;
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+      throw error;
+    }
+  }
+
+  async close(): Promise<void> {
+    this.onClose();
+  }
+}
+
+/** Bytes in the images table (PostgreSQL): every instance serves what any instance stored. */
+export class DatabaseImageStore implements ImageStore {
+  constructor(
+    private readonly sql: Sql,
+    private readonly now: () => Date = () => new Date(),
+  ) {}
+
+  async save(bytes: Buffer): Promise<StoredImage | undefined> {
+    const image = identify(bytes);
+    if (!image) return undefined;
+    // Content-addressed: whichever instance stores these bytes first, the row is the same.
+    await this.sql.run(
+      `INSERT INTO images (name, mime, width, height, size, bytes, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)
+       ON CONFLICT (name) DO NOTHING`,
+      [image.name, image.mime, image.width, image.height, image.size, bytes, this.now().toISOString()],
+    );
+    return image;
+  }
+
+  async find(name: string, options: { bytes?: boolean } = {}): Promise<ImageFile | undefined> {
+    if (!IMAGE_NAME.test(name)) return undefined;
+    const withBytes = options.bytes !== false;
+    const row = await this.sql.one<{ mime: string; size: number; created_at: string; bytes?: Buffer }>(
+      `SELECT mime, size, created_at${withBytes ? ', bytes' : ''} FROM images WHERE name = $1`,
+      [name],
+    );
+    if (!row) return undefined;
+    const file: ImageFile = { name, mime: row.mime, size: Number(row.size), storedAt: new Date(row.created_at) };
+    if (withBytes) file.bytes = row.bytes!;
+    return file;
+  }
+
+  async close(): Promise<void> {}
+}
+
+/** The image store that goes with `store`. */
+export function openImageStore(store: Store, now: () => Date = () => new Date()): ImageStore {
+  if (store.kind === 'postgres') return new DatabaseImageStore(store.sql, now);
+  if (store.dataDir) return new FileImageStore(join(store.dataDir, 'uploads'));
+  const directory = mkdtempSync(join(tmpdir(), 'miniapp-uploads-'));
+  return new FileImageStore(directory, () => rmSync(directory, { recursive: true, force: true }));
 }

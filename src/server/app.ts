@@ -10,8 +10,8 @@ import { clientErrorHandler, frameworkErrorHandler, installErrorHandling } from 
 import { relayRoutes, type RelayOptions } from '../relay/routes.js';
 import { instrumentHttp } from './http-metrics.js';
 import type { Metrics } from './metrics.js';
-import fastifyStatic from '@fastify/static';
 import { blogApi, type BlogOptions } from '../blog/api.js';
+import { imageRoute } from '../blog/image-route.js';
 
 /** Bodies of every route but those that set their own (the blog's posts take up to 1 MiB). */
 export const DEFAULT_BODY_LIMIT = 64 * 1024;
@@ -96,15 +96,7 @@ export async function buildServer(options: ServerOptions): Promise<FastifyInstan
   await app.register(relayRoutes, options.relay);
   if (options.blog) {
     for (const mount of BLOG_MOUNTS) await app.register(blogApi, { ...options.blog, version: mount.version, prefix: mount.prefix });
-    await app.register(fastifyStatic, {
-      root: options.blog.images.directory,
-      prefix: '/uploads/',
-      // Content-addressed: a name never changes its bytes.
-      immutable: true,
-      maxAge: '365d',
-      index: false,
-      dotfiles: 'deny',
-    });
+    await app.register(imageRoute, { images: options.blog.images });
   }
   return app;
 }

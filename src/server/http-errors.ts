@@ -8,6 +8,7 @@ import { STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { AuthError, DecryptError, MiniappError, UpstreamError } from '../errors.js';
+import { StoreUnavailableError } from '../store/sql.js';
 
 export class HttpError extends Error {
   constructor(
@@ -25,6 +26,21 @@ export interface ErrorBody {
   detail: string;
   code: string;
 }
+
+/**
+ * How long a client should wait before trying again while the database
+ * cannot be reached: about one connection time-out, so that a retry meets
+ * either a database that is back or a fresh attempt to reach it.
+ */
+export const RETRY_AFTER_SECONDS = 5;
+
+/** The answer to a StoreUnavailableError on every route: 503, never 500, and when to come back. */
+export const STORE_UNAVAILABLE = {
+  status: 503,
+  code: 'SERVICE_UNAVAILABLE',
+  message: 'the database cannot be reached now; try again shortly',
+  headers: { 'retry-after': String(RETRY_AFTER_SECONDS) },
+} as const;
 
 const TRANSPORT_MESSAGES: Record<string, string> = {
   UPSTREAM_TIMEOUT: 'the partner API did not answer in time',
@@ -50,6 +66,9 @@ export function toHttpError(error: unknown): { status: number; body: ErrorBody; 
     log,
   });
   if (error instanceof HttpError) return body(error.statusCode, error.code, error.message, error.headers);
+  if (error instanceof StoreUnavailableError) {
+    return body(STORE_UNAVAILABLE.status, STORE_UNAVAILABLE.code, STORE_UNAVAILABLE.message, { ...STORE_UNAVAILABLE.headers }, 'warn');
+  }
   if (error instanceof AuthError) {
     // A used or expired authorization code is the client's to fix by logging in again, not a token to refresh.
     return body(error.code === 'INVALID_GRANT' ? 400 : 401, error.code, error.message);

@@ -11,7 +11,7 @@ import { parseAad, parseKey } from '../login/key-material.js';
 import { PartnerClient, type ClientTls } from '../login/partner-client.js';
 import { databasePath, openDatabase, type Db } from '../store/database.js';
 import { openStore, type StoreLocation } from '../store/store.js';
-import { SqliteSql } from '../store/sql.js';
+import { SqliteSql, type Sql } from '../store/sql.js';
 import { Readiness } from './readiness.js';
 import { UnlinkEventStore } from '../store/unlink-events.js';
 import { buildSandbox, DEFAULT_PARTNER_PREFIX, type Sandbox } from '../sandbox/server.js';
@@ -28,12 +28,9 @@ import { LogHub } from '../monitoring/log-hub.js';
 import { MonitoringServiceImpl, type ChatMessage as OperatorsChatMessage } from '../monitoring/service.js';
 import type { ChatMessage as UserChatMessage } from '../users/proto.js';
 import { DEFAULT_HASH_COST } from '../auth/passwords.js';
-import { PostStore } from '../blog/posts.js';
-import { ImageStore } from '../blog/uploads.js';
+import { PostStore, type Post } from '../blog/posts.js';
+import { openImageStore } from '../blog/uploads.js';
 import { POST_CREATED, WebhookDispatcher, WebhookOutbox, type SendWebhook, type WebhookLog as ComponentLog } from '../blog/webhooks.js';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 
 export interface ServeOptions {
   host: string;
@@ -222,13 +219,8 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
       grpcHealth = (serving) => grpcServer!.setServing(serving);
     }
 
-    let imageDir: string;
-    if (options.store.kind === 'sqlite') {
-      imageDir = join(options.store.dataDir, 'uploads');
-    } else {
-      imageDir = mkdtempSync(join(tmpdir(), 'miniapp-uploads-'));
-      cleanups.push(() => rmSync(imageDir, { recursive: true, force: true }));
-    }
+    const images = openImageStore(store, options.now);
+    cleanups.push(() => images.close());
     const webhooks = options.webhooks;
     const dispatcher = webhooks
       ? new WebhookDispatcher({
@@ -244,17 +236,19 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
         })
       : undefined;
     const blog = {
-      posts: new PostStore(db, options.now),
+      posts: new PostStore(store.sql, options.now),
       users,
       tokens,
-      images: new ImageStore(imageDir),
+      images,
       docs: options.docs ?? true,
       publicUrl: options.publicUrl,
-      onPublished: (post: unknown) => {
+      onPublished: (post: Post, tx: Sql) => {
         if (!dispatcher || !webhooks || webhooks.urls.length === 0) return;
+        // The outbox still writes through the SQLite connection (synchronously, so inside the open transaction);
+        // on the query interface this becomes `await dispatcher.outbox.enqueue(POST_CREATED, post, webhooks.urls, tx)`.
         dispatcher.outbox.enqueue(POST_CREATED, post, webhooks.urls);
         // Wake the dispatcher once the transaction that wrote the post has committed.
-        setImmediate(() => dispatcher.notify());
+        tx.afterCommit(() => dispatcher.notify());
       },
     };
 

@@ -145,4 +145,14 @@ export const POSTGRES_MIGRATIONS: readonly PostgresMigration[] = [
       );
     `,
   },
+  {
+    version: 3,
+    description: 'posts sorted by title in code-point order whatever the database collation, as SQLite sorts them',
+    // Version 1's index follows the database's collation, which a managed service may set to a language's
+    // (spaces and punctuation ignored, ...): the same posts would then page differently on the two backends.
+    sql: `
+      DROP INDEX posts_published_title;
+      CREATE INDEX posts_published_title ON posts (is_published, (lower(title) COLLATE "C"));
+    `,
+  },
 ];

@@ -8,20 +8,7 @@ import fc from 'fast-check';
 import { request } from 'undici';
 import type { RunningServe } from '../../src/server/serve.js';
 import { startTestServe } from '../helpers/serve.js';
-
-let running: RunningServe;
-let token: string;
-
-beforeAll(async () => {
-  running = await startTestServe();
-  token = running.adminToken;
-  await request(`${running.url}/api/v2/blog/posts`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
-    body: JSON.stringify({ title: 'Seed', content: 'Seed post', tags: ['seed'] }),
-  }).then((r) => r.body.dump());
-});
-afterAll(async () => running.close());
+import { BACKENDS } from '../helpers/postgres.js';
 
 const ROUTES: [string, string][] = [];
 for (const mount of ['/api/v1', '/api/v2', '/api']) {
@@ -47,7 +34,21 @@ const body = fc.oneof(
   fc.record({ username: fc.anything(), email: fc.anything(), password: fc.anything(), bio: fc.anything(), avatar_url: fc.anything() }, { requiredKeys: [] }),
 ).map((value) => (typeof value === 'string' ? value : JSON.stringify(value) ?? 'null'));
 
-describe('every blog route under random input', () => {
+describe.each(BACKENDS)('every blog route under random input, on %s', (backend) => {
+  let running: RunningServe;
+  let token: string;
+
+  beforeAll(async () => {
+    running = await startTestServe({}, backend);
+    token = running.adminToken;
+    await request(`${running.url}/api/v2/blog/posts`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+      body: JSON.stringify({ title: 'Seed', content: 'Seed post', tags: ['seed'] }),
+    }).then((r) => r.body.dump());
+  });
+  afterAll(async () => running.close());
+
   it('never answers 500 and always answers the standardized error body', async () => {
     await fc.assert(
       fc.asyncProperty(fc.constantFrom(...ROUTES), query, body, fc.boolean(), fc.constantFrom('application/json', 'text/plain', 'multipart/form-data; boundary=x'), async ([method, path], q, payload, authed, type) => {

@@ -1,29 +1,23 @@
 /**
  * The post lists are answered from a cache while the posts are unchanged;
  * a write through the API, or by another connection to the database file,
- * shows at once.
+ * shows at once. (Writes through another instance on a shared PostgreSQL:
+ * instances.test.ts.)
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { request } from 'undici';
-import type { RunningServe } from '../../src/server/serve.js';
 import { openDatabase } from '../../src/store/database.js';
 import { PostStore } from '../../src/blog/posts.js';
-import { startTestServe } from '../helpers/serve.js';
+import { SqliteSql } from '../../src/store/sql.js';
 import { ListCache } from '../../src/blog/list-cache.js';
+import type { RunningServe } from '../../src/server/serve.js';
+import { startTestServe } from '../helpers/serve.js';
+import { BACKENDS } from '../helpers/postgres.js';
 
-let dataDir: string;
 let running: RunningServe;
-beforeEach(async () => {
-  dataDir = mkdtempSync(join(tmpdir(), 'miniapp-listcache-'));
-  running = await startTestServe({ store: { kind: 'sqlite', dataDir } });
-});
-afterEach(async () => {
-  await running.close();
-  rmSync(dataDir, { recursive: true, force: true });
-});
 
 async function titles(path: string): Promise<string[]> {
   const res = await request(`${running.url}${path}`);
@@ -41,7 +35,12 @@ async function create(title: string) {
   return (await res.body.json()) as { id: number };
 }
 
-describe('post list cache', () => {
+describe.each(BACKENDS)('post list cache on %s', (backend) => {
+  beforeEach(async () => {
+    running = await startTestServe({}, backend);
+  });
+  afterEach(async () => running.close());
+
   it('shows writes through the API at once', async () => {
     await create('first');
     expect(await titles('/api/v2/blog/posts')).toEqual(['first']);
@@ -56,13 +55,25 @@ describe('post list cache', () => {
     }).then((r) => r.body.dump());
     expect(await titles('/api/v2/blog/posts')).toEqual(['second, renamed', 'first']);
   });
+});
+
+describe('post list cache on a SQLite file', () => {
+  let dataDir: string;
+  beforeEach(async () => {
+    dataDir = mkdtempSync(join(tmpdir(), 'miniapp-listcache-'));
+    running = await startTestServe({ store: { kind: 'sqlite', dataDir } }, 'sqlite');
+  });
+  afterEach(async () => {
+    await running.close();
+    rmSync(dataDir, { recursive: true, force: true });
+  });
 
   it('shows writes by another connection to the database file', async () => {
     await create('through the API');
     expect(await titles('/api/v2/blog/posts')).toEqual(['through the API']);
     const other = openDatabase({ dataDir });
     try {
-      new PostStore(other, () => new Date(Date.now() + 1000)).create({ title: 'from elsewhere', content: 'x', tags: [], authorId: null, author: 'ops' });
+      await new PostStore(new SqliteSql(other), () => new Date(Date.now() + 1000)).create({ title: 'from elsewhere', content: 'x', tags: [], authorId: null, author: 'ops' });
     } finally {
       other.close();
     }

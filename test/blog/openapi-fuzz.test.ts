@@ -11,9 +11,10 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { request } from 'undici';
-import type { RunningServe } from '../../src/server/serve.js';
 import { BLOG_MOUNTS } from '../../src/server/app.js';
+import type { RunningServe } from '../../src/server/serve.js';
 import { startTestServe } from '../helpers/serve.js';
+import { BACKENDS } from '../helpers/postgres.js';
 import { fuzz, operationsOf, type Operation } from '../helpers/openapi-fuzz.js';
 
 /** Fixed, so a failure shows the same requests on every run; change it to explore. */
@@ -25,8 +26,8 @@ const USER = { username: 'fuzzer', email: 'fuzzer@example.com', password: 'fuzz-
 
 let running: RunningServe;
 let userToken: string;
-const postIds: number[] = [];
-const mounts: { prefix: string; documentUrl: string; operations: Operation[] }[] = [];
+let postIds: number[];
+let mounts: { prefix: string; documentUrl: string; operations: Operation[] }[];
 
 async function json(method: string, path: string, body: unknown, token?: string): Promise<{ status: number; body: any }> {
   const response = await request(`${running.url}${path}`, {
@@ -37,30 +38,32 @@ async function json(method: string, path: string, body: unknown, token?: string)
   return { status: response.statusCode, body: await response.body.json() };
 }
 
-beforeAll(async () => {
-  running = await startTestServe();
-  const created = await json('POST', '/api/users', USER);
-  expect(created.status, JSON.stringify(created.body)).toBe(201);
-  const login = await json('POST', '/api/v2/auth/login', { email: USER.email, password: USER.password });
-  expect(login.status, JSON.stringify(login.body)).toBe(200);
-  userToken = login.body.access_token;
-  // Posts by the user and by the admin, so that PATCH meets both "yours" (200) and "someone else's" (403).
-  for (const [token, title] of [[userToken, 'Fuzzing from the spec'], [userToken, 'Second post'], [running.adminToken, 'Admin notice'], [running.adminToken, 'Admin follow-up']] as const) {
-    const post = await json('POST', '/api/v2/blog/posts', { title, content: `${title}: body`, tags: ['fuzz'] }, token);
-    expect(post.status, JSON.stringify(post.body)).toBe(201);
-    postIds.push(post.body.id);
-  }
-  for (const { prefix } of BLOG_MOUNTS) {
-    const documentUrl = `${running.url}${prefix}/openapi.json`;
-    const response = await request(documentUrl);
-    expect(response.statusCode, `GET ${documentUrl}`).toBe(200);
-    const document = (await response.body.json()) as Record<string, unknown>;
-    mounts.push({ prefix, documentUrl, operations: operationsOf(document, documentUrl) });
-  }
-});
-afterAll(async () => running?.close());
+describe.each(BACKENDS)('the blog API against its own OpenAPI documents, on %s', (backend) => {
+  beforeAll(async () => {
+    running = await startTestServe({}, backend);
+    postIds = [];
+    mounts = [];
+    const created = await json('POST', '/api/users', USER);
+    expect(created.status, JSON.stringify(created.body)).toBe(201);
+    const login = await json('POST', '/api/v2/auth/login', { email: USER.email, password: USER.password });
+    expect(login.status, JSON.stringify(login.body)).toBe(200);
+    userToken = login.body.access_token;
+    // Posts by the user and by the admin, so that PATCH meets both "yours" (200) and "someone else's" (403).
+    for (const [token, title] of [[userToken, 'Fuzzing from the spec'], [userToken, 'Second post'], [running.adminToken, 'Admin notice'], [running.adminToken, 'Admin follow-up']] as const) {
+      const post = await json('POST', '/api/v2/blog/posts', { title, content: `${title}: body`, tags: ['fuzz'] }, token);
+      expect(post.status, JSON.stringify(post.body)).toBe(201);
+      postIds.push(post.body.id);
+    }
+    for (const { prefix } of BLOG_MOUNTS) {
+      const documentUrl = `${running.url}${prefix}/openapi.json`;
+      const response = await request(documentUrl);
+      expect(response.statusCode, `GET ${documentUrl}`).toBe(200);
+      const document = (await response.body.json()) as Record<string, unknown>;
+      mounts.push({ prefix, documentUrl, operations: operationsOf(document, documentUrl) });
+    }
+  });
+  afterAll(async () => running?.close());
 
-describe('the blog API against its own OpenAPI documents', () => {
   it('each mount documents its operations under the mount, each with a unique operationId', () => {
     const problems: string[] = [];
     for (const mount of mounts) {

@@ -505,8 +505,9 @@ function invalidNumbers(schema: Schema, integer: boolean): Candidate[] {
   const candidates: Candidate[] = [];
   const { low, high } = integerBounds(schema);
   if (integer) candidates.push(labelled('not an integer', fc.constantFrom(0.5, 1.5, -2.25, (low ?? 0) + 0.5)));
-  if (low !== undefined) candidates.push(labelled('below the minimum', fc.oneof(fc.constant(low - 1), integerBetween(Math.max(low - 1_000_000, -Number.MAX_SAFE_INTEGER), low - 1), fc.constant(-1e21))));
-  if (high !== undefined) candidates.push(labelled('above the maximum', fc.oneof(fc.constant(high + 1), integerBetween(high + 1, Math.min(high + 1_000_000, Number.MAX_SAFE_INTEGER)), fc.constant(1e21))));
+  // Near the safe-integer edge the range below (above) a bound may hold one number only: never an empty range.
+  if (low !== undefined) candidates.push(labelled('below the minimum', fc.oneof(fc.constant(low - 1), integerBetween(Math.min(low - 1, Math.max(low - 1_000_000, -Number.MAX_SAFE_INTEGER)), low - 1), fc.constant(-1e21))));
+  if (high !== undefined) candidates.push(labelled('above the maximum', fc.oneof(fc.constant(high + 1), integerBetween(high + 1, Math.max(high + 1, Math.min(high + 1_000_000, Number.MAX_SAFE_INTEGER))), fc.constant(1e21))));
   const multipleOf = num(schema, 'multipleOf');
   if (multipleOf) candidates.push(labelled('not a multiple of multipleOf', fc.constant(multipleOf * 1.5 + (integer ? 0 : 0.1))));
   return candidates;
