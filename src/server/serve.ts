@@ -11,7 +11,7 @@ import { parseAad, parseKey } from '../login/key-material.js';
 import { PartnerClient, type ClientTls } from '../login/partner-client.js';
 import { databasePath } from '../store/database.js';
 import { openStore, type StoreLocation } from '../store/store.js';
-import { SqliteSql } from '../store/sql.js';
+import { SqliteSql, type Sql } from '../store/sql.js';
 import { UnlinkEventStore } from '../store/unlink-events.js';
 import { buildSandbox, DEFAULT_PARTNER_PREFIX, type Sandbox } from '../sandbox/server.js';
 import { buildServer, type LogSink } from './app.js';
@@ -135,7 +135,7 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
     const key = parseKey(keyText);
     const aad = parseAad(aadText);
 
-    const outbox = new WebhookOutbox(db, options.now);
+    const outbox = new WebhookOutbox(store, options.now);
     const metrics = createMetrics({ prefix: options.metricsPrefix, pendingWebhooks: () => outbox.pendingCount() });
     const client = new PartnerClient({ ...upstream, timeoutMs: options.timeoutMs, observe: metrics.observeUpstream });
     cleanups.push(() => client.close());
@@ -214,11 +214,11 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
       images: new ImageStore(imageDir),
       docs: options.docs ?? true,
       publicUrl: options.publicUrl,
-      onPublished: (post: unknown) => {
+      onPublished: (post: unknown, tx?: Sql) => {
         if (!dispatcher || !webhooks || webhooks.urls.length === 0) return;
-        dispatcher.outbox.enqueue(POST_CREATED, post, webhooks.urls);
-        // Wake the dispatcher once the transaction that wrote the post has committed.
-        setImmediate(() => dispatcher.notify());
+        // In the transaction that writes the post (tx): both commit or neither. The outbox wakes the dispatchers of
+        // every instance once it commits, this one too.
+        return dispatcher.outbox.enqueue(POST_CREATED, post, webhooks.urls, tx);
       },
     };
 
@@ -235,7 +235,7 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
     const url = urlOf(app, options.host);
     serviceName = `miniapp ${url}`;
     if (dispatcher) {
-      dispatcher.start();
+      await dispatcher.start();
       // Registered after the database, so it stops first: the attempt in flight is recorded before the close.
       cleanups.push(() => dispatcher.stop());
     }

@@ -6,6 +6,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { openStore, migrationStatus, redactUrl, parsePostgresUrl, type Store } from '../../src/store/store.js';
 import { UniqueViolation } from '../../src/store/sql.js';
+import { POSTGRES_MIGRATIONS } from '../../src/store/postgres-schema.js';
 import { BACKENDS, createTestDatabase, testLocation } from '../helpers/postgres.js';
 
 describe.each(BACKENDS)('store on %s', (backend) => {
@@ -124,7 +125,7 @@ describe('PostgreSQL store', () => {
     try {
       const stores = await Promise.all(Array.from({ length: 4 }, () => openStore({ kind: 'postgres', url: database.url, poolSize: 2 })));
       const rows = await stores[0]!.sql.all<{ version: number }>('SELECT version FROM schema_migrations ORDER BY version');
-      expect(rows.map((r) => r.version)).toEqual([1]);
+      expect(rows.map((r) => r.version)).toEqual(POSTGRES_MIGRATIONS.map((m) => m.version));
       await Promise.all(stores.map((s) => s.close()));
     } finally {
       await database.drop();
