@@ -214,11 +214,12 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
       images: new ImageStore(imageDir),
       docs: options.docs ?? true,
       publicUrl: options.publicUrl,
-      onPublished: (post: unknown, tx?: Sql) => {
+      onPublished: async (post: unknown, tx?: Sql) => {
         if (!dispatcher || !webhooks || webhooks.urls.length === 0) return;
-        // In the transaction that writes the post (tx): both commit or neither. The outbox wakes the dispatchers of
-        // every instance once it commits, this one too.
-        return dispatcher.outbox.enqueue(POST_CREATED, post, webhooks.urls, tx);
+        // In the transaction that writes the post (tx): both commit or neither. The other instances' dispatchers
+        // hear of it through the store's signals; this one is woken directly, without the round trip.
+        await dispatcher.outbox.enqueue(POST_CREATED, post, webhooks.urls, tx);
+        (tx ?? store.sql).afterCommit(() => dispatcher.notify());
       },
     };
 
