@@ -52,6 +52,13 @@ export const DEFAULT_MAX_SLEEP_MS = 30_000;
  * again, by whichever instance looks first, once the lease has ended).
  */
 export const DEFAULT_LEASE_MS = 2 * 60_000;
+/**
+ * How long a dispatcher's word that it sends to its URLs holds (see
+ * `WebhookOutbox.registerSender`). It renews it three times as often, so
+ * only one that died (or lost the database) lets it lapse; then the
+ * deliveries to URLs no other instance has are held.
+ */
+export const SENDER_TTL_MS = 90_000;
 
 // ---------------------------------------------------------------------------
 // Signatures
@@ -759,8 +766,6 @@ export class WebhookDispatcher {
   readonly #urls: readonly string[] | undefined;
   /** This dispatcher among the senders of the store. */
   readonly #senderId = randomUUID();
-  /** How long its word that it sends to `urls` holds: three looks at the outbox. */
-  readonly #senderTtlMs: number;
   /** When the word must be renewed (epoch ms); undefined while this dispatcher is not among the senders. */
   #renewAt: number | undefined;
 
@@ -794,7 +799,6 @@ export class WebhookDispatcher {
     this.#log = options.log ?? quiet;
     this.#observe = options.observe;
     this.#urls = options.urls === undefined ? undefined : [...new Set(options.urls)];
-    this.#senderTtlMs = 3 * this.#maxSleepMs;
   }
 
   /** The headers of one delivery: its event, its signature over the stored body, its id. */
@@ -868,8 +872,8 @@ export class WebhookDispatcher {
   async #holdOthers(urls: readonly string[]): Promise<void> {
     const now = this.#now().getTime();
     if (this.#renewAt === undefined || now >= this.#renewAt) {
-      await this.outbox.registerSender(this.#senderId, urls, this.#senderTtlMs);
-      this.#renewAt = now + this.#senderTtlMs / 3;
+      await this.outbox.registerSender(this.#senderId, urls, SENDER_TTL_MS);
+      this.#renewAt = now + SENDER_TTL_MS / 3;
     }
     const { held, resumed } = await this.outbox.holdOthers(urls);
     const byUrl = (deliveries: Delivery[]) => [...new Set(deliveries.map((d) => d.url))];

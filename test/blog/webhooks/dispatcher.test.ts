@@ -11,6 +11,7 @@ import type { AddressInfo } from 'node:net';
 import type { Store } from '../../../src/store/store.js';
 import {
   POST_CREATED,
+  SENDER_TTL_MS,
   signBody,
   verifySignature,
   WebhookDispatcher,
@@ -582,11 +583,11 @@ describe('several dispatchers on one database', () => {
     expect(receiver.received.map((r) => r.path)).toEqual(['/hooks/blog', '/hooks/blog?two', '/hooks/blog', '/hooks/blog?two']);
   });
 
-  it("sleeps past what only another dispatcher sends, instead of waking for it at once", async () => {
-    const sleeps: number[] = [];
+  it('sleeps past what only another dispatcher sends, and wakes to renew its word among the senders before it lapses', async () => {
+    const sleeps: { ms: number; fire: () => void }[] = [];
     const timers: Timers = {
-      setTimeout: (_fire, ms) => {
-        sleeps.push(ms);
+      setTimeout: (fire, ms) => {
+        sleeps.push({ ms, fire });
         return {};
       },
       clearTimeout: () => undefined,
@@ -597,9 +598,16 @@ describe('several dispatchers on one database', () => {
     const hooks = dispatcher({ urls: [receiver.url], timers, maxSleepMs: 10 * MINUTE });
     await hooks.start();
     await until(() => sleeps.length === 1, 'the first sleep');
-    // The other's delivery is due now, yet this one sleeps its full time.
-    expect(sleeps).toEqual([10 * MINUTE]);
+    // The other's delivery is due now, yet this one sleeps: until its word among the senders needs renewing.
+    expect(sleeps.map((sleep) => sleep.ms)).toEqual([SENDER_TTL_MS / 3]);
     expect(receiver.received).toHaveLength(0);
+    const expiries = async () => (await store.sql.all<{ expires_at: string }>('SELECT expires_at FROM webhook_senders ORDER BY expires_at')).map((row) => row.expires_at);
+    expect(await expiries()).toEqual([at(SENDER_TTL_MS).toISOString(), at(SENDER_TTL_MS).toISOString()]);
+
+    now = at(SENDER_TTL_MS / 3);
+    sleeps[0]!.fire();
+    await until(() => sleeps.length === 2, 'the second sleep');
+    expect(await expiries()).toEqual([at(SENDER_TTL_MS).toISOString(), at((4 * SENDER_TTL_MS) / 3).toISOString()]);
   });
 });
 });
