@@ -82,7 +82,7 @@ export function cleanTags(tags: readonly string[]): string[] {
 /**
  * SQLite's LIKE and NOCASE fold ASCII only; PostgreSQL's ILIKE and lower()
  * fold every letter. Titles sort by code point on both, whatever the
- * PostgreSQL database's collation (the index on it: schema version 3).
+ * PostgreSQL database's collation (the index on it: schema version 2).
  */
 function caseless(sql: Sql) {
   return sql.dialect === 'postgres'

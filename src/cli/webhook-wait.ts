@@ -7,7 +7,7 @@ import type { CommandContext } from './context.js';
 import type { Delivery, WebhookOutbox } from '../blog/webhooks.js';
 import { formatDuration } from '../duration.js';
 
-/** How often the outbox is read: serve's own pace is seconds (it looks at least every 30 s), so this is plenty. */
+/** How often the outbox is read: attempts take up to seconds, and serve on SQLite looks at least every 30 s, so this is plenty. */
 const POLL_MS = 250;
 
 export interface Waited {
@@ -26,7 +26,7 @@ export async function waitForDeliveries(cc: CommandContext, outbox: WebhookOutbo
   });
   let first = true;
   for (;;) {
-    const deliveries = ids.map((id) => outbox.get(id)).filter((d): d is Delivery => d !== undefined);
+    const deliveries = (await Promise.all(ids.map((id) => outbox.get(id)))).filter((d): d is Delivery => d !== undefined);
     const pending = deliveries.filter((d) => d.state === 'pending');
     const count = (state: Delivery['state']) => deliveries.filter((d) => d.state === state).length;
     const counts: Record<string, number> = { delivered: count('delivered'), failed: count('failed') };
@@ -52,7 +52,7 @@ export async function waitForDeliveries(cc: CommandContext, outbox: WebhookOutbo
 function noteOf(pending: readonly Delivery[], now: Date): string | undefined {
   if (pending.length === 0) return undefined;
   const retrying = pending.filter((d) => d.attemptCount > 0 && d.nextAttemptAt !== null);
-  // serve looks at the outbox at least every 30 s; a serve that is not running never will.
+  // serve on PostgreSQL is told at once, on SQLite it looks within 30 s; a serve that is not running never will.
   if (retrying.length === 0) return 'waiting for serve to send them';
   const next = Math.min(...retrying.map((d) => Date.parse(d.nextAttemptAt!)));
   return `${retrying.length} to retry, the next in ${formatDuration(Math.max(0, next - now.getTime()))}`;

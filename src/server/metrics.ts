@@ -54,7 +54,7 @@ export interface MetricsOptions {
   /** Default `miniapp_`; empty gives the bare names. */
   prefix?: string;
   /** How many webhook deliveries are pending, asked at each scrape. */
-  pendingWebhooks?: () => number;
+  pendingWebhooks?: () => number | Promise<number>;
 }
 
 /**
@@ -210,8 +210,12 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
       name: `${prefix}webhook_deliveries_pending`,
       help: 'Webhook deliveries in the outbox waiting for an attempt (due now or retrying later), a count read at scrape time.',
       registers,
-      collect() {
-        this.set(pending());
+      async collect() {
+        // A database that cannot answer now leaves the last count: the rest of the scrape is still worth having.
+        const count = await Promise.resolve()
+          .then(pending)
+          .catch(() => undefined);
+        if (count !== undefined) this.set(count);
       },
     });
   }

@@ -9,7 +9,7 @@ import { randomBytes } from 'node:crypto';
 import { ConfigError } from '../errors.js';
 import { parseAad, parseKey } from '../login/key-material.js';
 import { PartnerClient, type ClientTls } from '../login/partner-client.js';
-import { databasePath, openDatabase, type Db } from '../store/database.js';
+import { databasePath } from '../store/database.js';
 import { openStore, type StoreLocation } from '../store/store.js';
 import { SqliteSql, type Sql } from '../store/sql.js';
 import { Readiness } from './readiness.js';
@@ -115,17 +115,6 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
     const readiness = new Readiness({ store, onChange: (ready) => grpcHealth?.(ready) });
     cleanups.push(() => readiness.stop());
     const events = new UnlinkEventStore(store.sql);
-    // The families not yet on the query interface still take the SQLite connection. On PostgreSQL, until
-    // the blog and webhook families are converted (issue 12, in their own branches), a private in-memory
-    // SQLite stands in for them, so that the converted families run there; this goes when they land.
-    let db: Db;
-    if (store.sql instanceof SqliteSql) {
-      db = store.sql.db;
-    } else {
-      const standIn = openDatabase('memory');
-      cleanups.push(() => void standIn.close());
-      db = standIn;
-    }
 
     let sandbox: Sandbox | undefined;
     let embedded: EmbeddedSandbox | undefined;
@@ -153,7 +142,7 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
     const key = parseKey(keyText);
     const aad = parseAad(aadText);
 
-    const outbox = new WebhookOutbox(db, options.now);
+    const outbox = new WebhookOutbox(store, options.now);
     const metrics = createMetrics({ prefix: options.metricsPrefix, pendingWebhooks: () => outbox.pendingCount() });
     const client = new PartnerClient({ ...upstream, timeoutMs: options.timeoutMs, observe: metrics.observeUpstream });
     cleanups.push(() => client.close());
@@ -242,12 +231,11 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
       images,
       docs: options.docs ?? true,
       publicUrl: options.publicUrl,
-      onPublished: (post: Post, tx: Sql) => {
+      onPublished: async (post: Post, tx: Sql) => {
         if (!dispatcher || !webhooks || webhooks.urls.length === 0) return;
-        // The outbox still writes through the SQLite connection (synchronously, so inside the open transaction);
-        // on the query interface this becomes `await dispatcher.outbox.enqueue(POST_CREATED, post, webhooks.urls, tx)`.
-        dispatcher.outbox.enqueue(POST_CREATED, post, webhooks.urls);
-        // Wake the dispatcher once the transaction that wrote the post has committed.
+        // In the transaction that writes the post (tx): both commit or neither. The other instances' dispatchers
+        // hear of it through the store's signals; this one is woken directly, without the round trip.
+        await dispatcher.outbox.enqueue(POST_CREATED, post, webhooks.urls, tx);
         tx.afterCommit(() => dispatcher.notify());
       },
     };
@@ -276,7 +264,7 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
     const url = urlOf(app, options.host);
     serviceName = `miniapp ${url}`;
     if (dispatcher) {
-      dispatcher.start();
+      await dispatcher.start();
       // Registered after the database, so it stops first: the attempt in flight is recorded before the close.
       cleanups.push(() => dispatcher.stop());
     }

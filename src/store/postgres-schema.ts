@@ -146,13 +146,30 @@ export const POSTGRES_MIGRATIONS: readonly PostgresMigration[] = [
     `,
   },
   {
-    version: 3,
+    version: 2,
     description: 'posts sorted by title in code-point order whatever the database collation, as SQLite sorts them',
     // Version 1's index follows the database's collation, which a managed service may set to a language's
     // (spaces and punctuation ignored, ...): the same posts would then page differently on the two backends.
     sql: `
       DROP INDEX posts_published_title;
       CREATE INDEX posts_published_title ON posts (is_published, (lower(title) COLLATE "C"));
+    `,
+  },
+  {
+    version: 3,
+    description: 'webhook claims are numbered (a stale sender cannot undo a newer claim), and senders say which URLs they send to',
+    // claims numbers the claims of a delivery: an attempt's outcome is recorded against the claim it was made
+    // under, so a sender presumed dead (its lease ran out, another instance claimed the delivery) cannot
+    // reschedule what the newer claim is sending. webhook_senders: a row per running dispatcher, the URLs it
+    // sends to (JSON) until expires_at, refreshed at each look at the outbox and deleted on a clean stop; a
+    // pending delivery is held only when no live sender has its URL.
+    sql: `
+      ALTER TABLE webhook_deliveries ADD COLUMN claims INTEGER NOT NULL DEFAULT 0;
+      CREATE TABLE webhook_senders (
+        id TEXT PRIMARY KEY,
+        urls TEXT NOT NULL,
+        expires_at TEXT NOT NULL
+      );
     `,
   },
 ];

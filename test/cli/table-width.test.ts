@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { Sandbox, plain } from '../helpers/cli.js';
 import { textWidth } from '../../src/cli/text-width.js';
 import { relativeTime } from '../../src/duration.js';
-import { openDatabase } from '../../src/store/database.js';
+import { openStore } from '../../src/store/store.js';
 import { POST_CREATED, WebhookDispatcher } from '../../src/blog/webhooks.js';
 import { SANDBOX_GRAPH_TOKENS, MAIN_ACCOUNT_ID } from '../../src/sandbox/graph/data.js';
 import { NOW, startGraphSandbox, type GraphSandbox } from '../insights/graph-sandbox.js';
@@ -54,10 +54,10 @@ function bodyCells(stdout: string): string[][] {
 /** Three deliveries to one long URL: delivered, pending after a long network error, failed after 500s. */
 async function fillOutbox(): Promise<void> {
   let now = T0;
-  const db = openDatabase({ dataDir: dir });
+  const store = await openStore({ kind: 'sqlite', dataDir: dir });
   let call = 0;
   const hooks = new WebhookDispatcher({
-    db,
+    store,
     secret: 'table-width',
     now: () => now,
     version: '1.0.0',
@@ -68,14 +68,14 @@ async function fillOutbox(): Promise<void> {
       return { status: 500 };
     },
   });
-  hooks.outbox.enqueue(POST_CREATED, { id: 1 }, [LONG_URL]);
+  await hooks.outbox.enqueue(POST_CREATED, { id: 1 }, [LONG_URL]);
   await hooks.runDue();
-  hooks.outbox.enqueue(POST_CREATED, { id: 2 }, [LONG_URL]);
+  await hooks.outbox.enqueue(POST_CREATED, { id: 2 }, [LONG_URL]);
   await hooks.runDue();
   now = new Date(T0.getTime() + 1000);
-  hooks.outbox.enqueue(POST_CREATED, { id: 3 }, [LONG_URL]);
+  await hooks.outbox.enqueue(POST_CREATED, { id: 3 }, [LONG_URL]);
   await hooks.runDue();
-  db.close();
+  await store.close();
 }
 
 describe('webhooks list on a terminal', () => {

@@ -185,7 +185,7 @@ describe('GET /metrics after relay, blog, gRPC and webhook traffic', () => {
     });
     expect(listed).toBeGreaterThanOrEqual(3);
 
-    await until(() => running.webhooks!.outbox.list().every((delivery) => delivery.attemptCount === 1), 'one attempt at each webhook delivery');
+    await until(async () => (await running.webhooks!.outbox.list()).every((delivery) => delivery.attemptCount === 1), 'one attempt at each webhook delivery');
   });
 
   afterAll(async () => {

@@ -1,8 +1,9 @@
 /**
  * `miniapp webhooks ...`: the outbox of `miniapp serve` (list, resend,
  * cancel) and signature checks for receivers. The outbox commands work on
- * serve's database directly, running or not; see src/blog/webhooks.ts for
- * why that is safe.
+ * serve's database directly (the PostgreSQL of --database, else the SQLite
+ * file of the data dir), running or not; see src/blog/webhooks.ts for why
+ * that is safe.
  */
 import { Option, type Command } from 'commander';
 import type { Bind } from '../main.js';
@@ -16,6 +17,7 @@ import type { Delivery, DeliveryState, Outcome, WebhookOutbox } from '../../blog
 const STATES = ['pending', 'delivered', 'failed', 'cancelled', 'held'] as const;
 const RESENDABLE = ['delivered', 'failed', 'cancelled', 'held'] as const;
 const DATA_DIR_HELP = 'the data dir of `miniapp serve` (default: MINIAPP_DATA_DIR, else ~/.local/share/miniapp)';
+const DATABASE_HELP = 'the PostgreSQL of `miniapp serve --database` (default: MINIAPP_DATABASE_URL, else database-url)';
 
 export function registerWebhooks(program: Command, bind: Bind): void {
   const webhooks = program
@@ -32,6 +34,7 @@ export function registerWebhooks(program: Command, bind: Bind): void {
     .option('--url <url>', 'only deliveries to this URL')
     .option('--limit <n>', 'only the N most recent (still oldest first)', wholeNumber('--limit'))
     .option('--data-dir <dir>', DATA_DIR_HELP)
+    .option('--database <url>', DATABASE_HELP)
     .addHelpText('after', '\nExamples:\n  miniapp webhooks list --limit 20\n  miniapp webhooks list --state held\n  miniapp webhooks list --state failed --json')
     .action(bind(runList));
   webhooks
@@ -40,8 +43,9 @@ export function registerWebhooks(program: Command, bind: Bind): void {
     .description(
       'Queue deliveries again as new pending ones, due now, with a fresh set of attempts: the same body, signed the same ' +
         'way, and the same X-Webhook-Delivery id, so a receiver that de-duplicates on it never processes a body twice. ' +
-        'Works on delivered, failed, cancelled and held deliveries (a held one resent is marked cancelled). A running ' +
-        'serve sends them within 30 s; one that does not send to the URL holds them.',
+        'Works on delivered, failed, cancelled and held deliveries (a held one resent is marked cancelled). Serve on ' +
+        'PostgreSQL sends them at once (every instance is told); serve on SQLite at its next look, within 30 s. They are ' +
+        'held when no running serve sends to the URL.',
     )
     .argument('[ids...]', 'delivery IDs (from `miniapp webhooks list`)')
     .option('--url <url>', 'instead of IDs: every failed or held delivery to this URL (or those in --state)')
@@ -49,6 +53,7 @@ export function registerWebhooks(program: Command, bind: Bind): void {
     .option('--to <url>', 'send them to this URL instead (the receiver moved)')
     .option('--wait', 'wait until serve has delivered them, or given up; exit 1 unless every one was delivered')
     .option('--data-dir <dir>', DATA_DIR_HELP)
+    .option('--database <url>', DATABASE_HELP)
     .addHelpText(
       'after',
       '\nExamples:\n  miniapp webhooks resend 42\n  miniapp webhooks resend --url https://old.example.com/hook --to https://new.example.com/hook --wait\n' +
@@ -62,6 +67,7 @@ export function registerWebhooks(program: Command, bind: Bind): void {
     .argument('[ids...]', 'delivery IDs (from `miniapp webhooks list`)')
     .option('--url <url>', 'instead of IDs: every pending or held delivery to this URL')
     .option('--data-dir <dir>', DATA_DIR_HELP)
+    .option('--database <url>', DATABASE_HELP)
     .addHelpText('after', '\nExamples:\n  miniapp webhooks cancel 42 43\n  miniapp webhooks cancel --url https://old.example.com/hook')
     .action(bind(runCancel));
   webhooks
@@ -85,22 +91,23 @@ export function registerWebhooks(program: Command, bind: Bind): void {
 
 /* ----------------------------------------------------------------- outbox */
 
-/** serve's outbox in the data dir, or undefined when serve has not created the database yet (with a note saying so). */
-async function openOutbox(cc: CommandContext, dataDirFlag: string | undefined, mode: 'read' | 'write'): Promise<{ outbox: WebhookOutbox; close(): void } | undefined> {
-  const [{ openDatabase, databasePath }, { WebhookOutbox }, { dataDir }, { existsSync }] = await Promise.all([
-    import('../../store/database.js'),
-    import('../../blog/webhooks.js'),
-    import('../../config/paths.js'),
-    import('node:fs'),
-  ]);
-  const directory = dataDirFlag ?? dataDir(cc.env, cc.homedir);
-  if (!existsSync(databasePath(directory))) {
-    cc.out.info(`no database at ${databasePath(directory)} yet: \`miniapp serve\` has sent no webhook with this data dir`);
+interface StoreFlags {
+  dataDir?: string;
+  database?: string;
+}
+
+/** serve's outbox, or undefined when serve has not created its SQLite database yet (with a note saying so). */
+async function openOutbox(cc: CommandContext, flags: StoreFlags, mode: 'read' | 'write'): Promise<{ outbox: WebhookOutbox; close(): Promise<void> } | undefined> {
+  const [{ openServeStore }, { WebhookOutbox }] = await Promise.all([import('../serve-store.js'), import('../../blog/webhooks.js')]);
+  // Writers open it as serve does (migrations; WAL and a busy time-out on SQLite), so both can write at once.
+  const opened = await openServeStore(cc, flags, mode);
+  if (!opened.store) {
+    cc.out.info(`no database at ${opened.where} yet: \`miniapp serve\` has sent no webhook with this data dir`);
     return undefined;
   }
-  // Writers open it as serve does (WAL, a busy time-out, migrations), so both can write at once.
-  const db = openDatabase({ dataDir: directory }, { readonly: mode === 'read' });
-  return { outbox: new WebhookOutbox(db, cc.now), close: () => db.close() };
+  const { store } = opened;
+  // The store's signals tell serve's dispatchers of a resend or a cancel (every instance, on PostgreSQL).
+  return { outbox: new WebhookOutbox(store, cc.now), close: () => store.close() };
 }
 
 async function checkedUrl(flag: string, text: string): Promise<string> {
@@ -161,26 +168,26 @@ const SHORT_COLUMNS: readonly Column<Delivery>[] = [
 /* ---------------------------------------------------------------- actions */
 
 async function runList(cc: CommandContext, command: Command): Promise<void> {
-  const flags = command.opts<{ state?: string; url?: string; limit?: number; dataDir?: string }>();
+  const flags = command.opts<{ state?: string; url?: string; limit?: number } & StoreFlags>();
   if (flags.state !== undefined && !(STATES as readonly string[]).includes(flags.state)) {
     throw new UsageError(`--state must be one of ${STATES.join(', ')}; got "${flags.state}"`);
   }
   const url = flags.url === undefined ? undefined : await checkedUrl('--url', flags.url);
-  const opened = await openOutbox(cc, flags.dataDir, 'read');
+  const opened = await openOutbox(cc, flags, 'read');
   if (!opened) {
     cc.out.table([], []);
     return;
   }
   try {
     const filter = { state: flags.state as DeliveryState | undefined, url };
-    const deliveries = opened.outbox.list({ ...filter, limit: flags.limit });
+    const deliveries = await opened.outbox.list({ ...filter, limit: flags.limit });
     cc.out.table(deliveries, listColumns(cc));
     if (cc.out.human && flags.limit !== undefined && deliveries.length === flags.limit) {
-      const all = opened.outbox.count(filter);
+      const all = await opened.outbox.count(filter);
       if (all > deliveries.length) cc.out.info(cc.out.errColor.dim(`the ${deliveries.length} most recent of ${all}; a larger --limit shows more`));
     }
   } finally {
-    opened.close();
+    await opened.close();
   }
 }
 
@@ -200,32 +207,31 @@ function report(cc: CommandContext, verb: 'cancelled' | 'queued', outcome: Outco
 }
 
 async function runCancel(cc: CommandContext, command: Command): Promise<void> {
-  const flags = command.opts<{ url?: string; dataDir?: string }>();
+  const flags = command.opts<{ url?: string } & StoreFlags>();
   const texts = command.processedArgs[0] as string[];
   selection('cancel', texts, flags.url);
   const ids = idsOf(texts);
   const url = flags.url === undefined ? undefined : await checkedUrl('--url', flags.url);
-  const opened = await openOutbox(cc, flags.dataDir, 'write');
+  const opened = await openOutbox(cc, flags, 'write');
   if (!opened) {
     if (url === undefined) throw new MiniappError(`no delivery ${ids[0]}: there is no outbox yet`);
     report(cc, 'cancelled', { done: [], refused: [] }, 0, () => '');
     return;
   }
   try {
-    const outcome = url === undefined ? opened.outbox.cancel(ids) : { done: opened.outbox.cancelUrl(url), refused: [] };
+    const outcome = url === undefined ? await opened.outbox.cancel(ids) : { done: await opened.outbox.cancelUrl(url), refused: [] };
     if (url !== undefined && outcome.done.length === 0 && !cc.out.json) cc.out.info(`nothing to cancel: no pending or held delivery to ${url}`);
     report(cc, 'cancelled', outcome, ids.length, (d) => `cancelled delivery ${d.id} (${d.event} to ${d.url})`);
   } finally {
-    opened.close();
+    await opened.close();
   }
 }
 
-interface ResendFlags {
+interface ResendFlags extends StoreFlags {
   url?: string;
   state?: (typeof RESENDABLE)[number];
   to?: string;
   wait?: boolean;
-  dataDir?: string;
 }
 
 async function runResend(cc: CommandContext, command: Command): Promise<void> {
@@ -235,14 +241,17 @@ async function runResend(cc: CommandContext, command: Command): Promise<void> {
   if (flags.state !== undefined && flags.url === undefined) throw new UsageError('--state chooses among the deliveries to --url; give --url too');
   const url = flags.url === undefined ? undefined : await checkedUrl('--url', flags.url);
   const to = flags.to === undefined ? undefined : await checkedUrl('--to', flags.to);
-  const opened = await openOutbox(cc, flags.dataDir, 'write');
+  const opened = await openOutbox(cc, flags, 'write');
   if (!opened) throw new MiniappError('there is no outbox yet: nothing to resend');
   try {
     const { outbox } = opened;
     const ids =
       url === undefined
         ? idsOf(texts)
-        : (flags.state ? [flags.state] : (['failed', 'held'] as const)).flatMap((state) => outbox.list({ state, url }).map((d) => d.id)).sort((a, b) => a - b);
+        : (await Promise.all((flags.state ? [flags.state] : (['failed', 'held'] as const)).map((state) => outbox.list({ state, url }))))
+            .flat()
+            .map((d) => d.id)
+            .sort((a, b) => a - b);
     if (url !== undefined && ids.length === 0) {
       if (!cc.out.json) cc.out.info(`nothing to resend: no ${flags.state ?? 'failed or held'} delivery to ${url}`);
       report(cc, 'queued', { done: [], refused: [] }, 0, () => '');
@@ -250,7 +259,7 @@ async function runResend(cc: CommandContext, command: Command): Promise<void> {
     }
     // Loaded before the resend, so that the first look at the outbox sees what the resend left, before serve can act.
     const { waitForDeliveries } = flags.wait ? await import('../webhook-wait.js') : { waitForDeliveries: undefined };
-    const outcome = outbox.resend(ids, { to });
+    const outcome = await outbox.resend(ids, { to });
     if (!waitForDeliveries || outcome.done.length === 0) {
       report(cc, 'queued', outcome, ids.length, (d) => `queued delivery ${d.originalId} again as ${d.id} (${d.event} to ${d.url})`);
       return;
@@ -269,7 +278,7 @@ async function runResend(cc: CommandContext, command: Command): Promise<void> {
       );
     }
   } finally {
-    opened.close();
+    await opened.close();
   }
 }
 

@@ -1,15 +1,18 @@
 /**
  * `miniapp webhooks list` and `miniapp webhooks verify` through the
- * in-process CLI. They need the 'webhooks' entry in GROUPS (src/cli/main.ts).
+ * in-process CLI; list on both backends (--data-dir, --database, and their
+ * environment variables). They need the 'webhooks' entry in GROUPS
+ * (src/cli/main.ts).
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { GROUPS } from '../../../src/cli/main.js';
-import { openDatabase } from '../../../src/store/database.js';
 import { POST_CREATED, signBody, WebhookDispatcher } from '../../../src/blog/webhooks.js';
+import { BACKENDS } from '../../helpers/postgres.js';
 import { Sandbox } from '../../helpers/cli.js';
+import { webhookDatabase, type WebhookTestDatabase } from './backend.js';
 
 const SECRET = 'cli-test-secret';
 const T0 = new Date('2026-11-21T12:00:00.000Z');
@@ -32,37 +35,48 @@ it('the webhooks group is registered in src/cli/main.ts GROUPS', () => {
   expect(group!.summary.length).toBeLessThan(50);
 });
 
-/** A data dir with three deliveries: delivered, pending after a refused connection, failed after four 500s. */
-async function fillDatabase(): Promise<{ body: string }> {
-  let now = T0;
-  const db = openDatabase({ dataDir: dir });
-  const answers = new Map<string, () => Promise<{ status: number }>>([
-    ['http://127.0.0.1:9/ok', async () => ({ status: 200 })],
-    ['http://127.0.0.1:9/down', async () => {
-      throw Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:9'), { code: 'ECONNREFUSED' });
-    }],
-    ['http://127.0.0.1:9/broken', async () => ({ status: 500 })],
-  ]);
-  const hooks = new WebhookDispatcher({ db, secret: SECRET, now: () => now, version: '1.0.0', send: (url) => answers.get(url)!() });
-  hooks.outbox.enqueue(POST_CREATED, { id: 1, title: 'First' }, ['http://127.0.0.1:9/ok', 'http://127.0.0.1:9/down']);
-  hooks.outbox.enqueue(POST_CREATED, { id: 2, title: 'Second' }, ['http://127.0.0.1:9/broken']);
-  await hooks.runDue();
-  // Only the broken one is retried through to failure: the down one stays pending at +1 min.
-  for (const minutes of [1, 6, 36]) {
-    now = new Date(T0.getTime() + minutes * 60_000);
-    db.prepare(`UPDATE webhook_deliveries SET next_attempt_at = ? WHERE url LIKE '%/down'`).run(new Date(T0.getTime() + 86_400_000).toISOString());
-    await hooks.runDue();
-  }
-  db.prepare(`UPDATE webhook_deliveries SET next_attempt_at = ? WHERE url LIKE '%/down'`).run(new Date(T0.getTime() + 60_000).toISOString());
-  const body = hooks.outbox.list()[0]!.body;
-  db.close();
-  return { body };
-}
+describe.each(BACKENDS)('webhooks list on %s', (backend) => {
+  let database: WebhookTestDatabase;
+  beforeEach(async () => {
+    database = await webhookDatabase(backend);
+  });
+  afterEach(async () => {
+    await database.dispose();
+  });
 
-describe('webhooks list', () => {
+  /** serve's database with three deliveries: delivered, pending after a refused connection, failed after four 500s. */
+  async function fill(): Promise<{ body: string }> {
+    let now = T0;
+    const store = await database.open();
+    const answers = new Map<string, () => Promise<{ status: number }>>([
+      ['http://127.0.0.1:9/ok', async () => ({ status: 200 })],
+      ['http://127.0.0.1:9/down', async () => {
+        throw Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:9'), { code: 'ECONNREFUSED' });
+      }],
+      ['http://127.0.0.1:9/broken', async () => ({ status: 500 })],
+    ]);
+    const hooks = new WebhookDispatcher({ store, secret: SECRET, now: () => now, version: '1.0.0', send: (url) => answers.get(url)!() });
+    await hooks.outbox.enqueue(POST_CREATED, { id: 1, title: 'First' }, ['http://127.0.0.1:9/ok', 'http://127.0.0.1:9/down']);
+    await hooks.outbox.enqueue(POST_CREATED, { id: 2, title: 'Second' }, ['http://127.0.0.1:9/broken']);
+    await hooks.runDue();
+    // Only the broken one is retried through to failure: the down one stays pending at +1 min.
+    const postpone = (ms: number) => store.sql.run(`UPDATE webhook_deliveries SET next_attempt_at = $1 WHERE url LIKE '%/down'`, [new Date(T0.getTime() + ms).toISOString()]);
+    for (const minutes of [1, 6, 36]) {
+      now = new Date(T0.getTime() + minutes * 60_000);
+      await postpone(86_400_000);
+      await hooks.runDue();
+    }
+    await postpone(60_000);
+    const body = (await hooks.outbox.list())[0]!.body;
+    await store.close();
+    return { body };
+  }
+
+  const list = (argv: string[]) => sb.run(['webhooks', 'list', ...database.cliFlags, ...argv]);
+
   it('prints one tab-separated row per delivery, oldest first, when piped', async () => {
-    await fillDatabase();
-    const result = await sb.run(['webhooks', 'list', '--data-dir', dir]);
+    await fill();
+    const result = await list([]);
     expect(result.stderr).toBe('');
     expect(result.code).toBe(0);
     const rows = result.stdout.trimEnd().split('\n').map((line) => line.split('\t'));
@@ -74,8 +88,8 @@ describe('webhooks list', () => {
   });
 
   it('shows a table with headers on a terminal', async () => {
-    await fillDatabase();
-    const result = await sb.run(['webhooks', 'list', '--data-dir', dir, '--no-color'], { tty: true });
+    await fill();
+    const result = await sb.run(['webhooks', 'list', ...database.cliFlags, '--no-color'], { tty: true });
     expect(result.code).toBe(0);
     for (const header of ['id', 'event', 'url', 'state', 'attempts', 'next attempt', 'last result', 'created']) {
       expect(result.stdout).toContain(header);
@@ -84,8 +98,8 @@ describe('webhooks list', () => {
   });
 
   it('--json prints every delivery with its body and all its attempts', async () => {
-    const { body } = await fillDatabase();
-    const result = await sb.run(['webhooks', 'list', '--data-dir', dir, '--json']);
+    const { body } = await fill();
+    const result = await list(['--json']);
     expect(result.code).toBe(0);
     const deliveries = JSON.parse(result.stdout) as any[];
     expect(deliveries).toHaveLength(3);
@@ -110,15 +124,24 @@ describe('webhooks list', () => {
   });
 
   it('--state filters', async () => {
-    await fillDatabase();
-    const result = await sb.run(['webhooks', 'list', '--data-dir', dir, '--state', 'failed', '--json']);
+    await fill();
+    const result = await list(['--state', 'failed', '--json']);
     expect((JSON.parse(result.stdout) as any[]).map((d) => d.id)).toEqual([3]);
-    const bad = await sb.run(['webhooks', 'list', '--data-dir', dir, '--state', 'lost']);
+    const bad = await list(['--state', 'lost']);
     expect(bad.code).toBe(2);
     expect(bad.stderr).toContain('--state must be one of pending, delivered, failed');
   });
 
-  it('says so when serve has not created the database yet', async () => {
+  it('finds serve\'s database through the environment', async () => {
+    await fill();
+    const result = await sb.run(['webhooks', 'list', '--json'], { env: database.cliEnv });
+    expect(result.stderr).toBe('');
+    expect(JSON.parse(result.stdout)).toHaveLength(3);
+  });
+});
+
+describe('webhooks list without serve\'s database', () => {
+  it('says so when serve has not created the SQLite database yet', async () => {
     const result = await sb.run(['webhooks', 'list', '--data-dir', join(dir, 'nothing-here')]);
     expect(result.code).toBe(0);
     expect(result.stdout).toBe('');
@@ -127,10 +150,12 @@ describe('webhooks list', () => {
     expect(JSON.parse(json.stdout)).toEqual([]);
   });
 
-  it('defaults to the data dir of MINIAPP_DATA_DIR', async () => {
-    await fillDatabase();
-    const result = await sb.run(['webhooks', 'list', '--json'], { env: { MINIAPP_DATA_DIR: dir } });
-    expect(JSON.parse(result.stdout)).toHaveLength(3);
+  it('says which PostgreSQL it could not reach, without its password', async () => {
+    const result = await sb.run(['webhooks', 'list', '--database', 'postgres://miniapp:s3cret@127.0.0.1:1/miniapp']);
+    expect(result.code).not.toBe(0);
+    expect(result.stdout).toBe('');
+    expect(result.stderr).toContain('cannot reach the database at postgres://miniapp:***@127.0.0.1:1/miniapp');
+    expect(result.stderr).not.toContain('s3cret');
   });
 });
 

@@ -1,20 +1,21 @@
 /**
- * Deliveries to URLs serve no longer has (issue 11, item 16): a restart
- * without a URL holds its deliveries instead of retrying them for ever, and
- * `webhooks resend|cancel|list` work on them while serve runs. serve runs
- * in-process on a real SQLite data dir, the CLI in-process on the same
- * data dir, and the receivers are real HTTP servers on 127.0.0.1.
+ * Deliveries to URLs serve no longer has (issue 11, item 16), on both
+ * backends: a restart without a URL holds its deliveries instead of
+ * retrying them for ever, and `webhooks resend|cancel|list` work on them
+ * while serve runs. "serve" here is what serve builds over its store (the
+ * outbox and a dispatcher with serve's URLs; the blog's side, a post and
+ * its deliveries in one transaction, is test/blog/webhook-flow.test.ts);
+ * its runs are driven by hand, so the injected clock alone decides what is
+ * due. The CLI runs in-process on the same database, and the receivers are
+ * real HTTP servers on 127.0.0.1.
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createServer, type Server } from 'node:http';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { request } from 'undici';
-import type { RunningServe } from '../../../src/server/serve.js';
-import { verifySignature, type Delivery } from '../../../src/blog/webhooks.js';
-import { startTestServe } from '../../helpers/serve.js';
+import type { Store } from '../../../src/store/store.js';
+import { POST_CREATED, verifySignature, WebhookDispatcher, type Delivery } from '../../../src/blog/webhooks.js';
+import { BACKENDS } from '../../helpers/postgres.js';
 import { Sandbox, plain } from '../../helpers/cli.js';
+import { webhookDatabase, type WebhookTestDatabase } from './backend.js';
 
 const SECRET = 'whsec-restart-test';
 const T0 = Date.parse('2026-11-21T12:00:00.000Z');
@@ -27,10 +28,19 @@ interface Receiver {
   server: Server;
 }
 
-let dataDir: string;
+/** What serve keeps of the outbox: its store, its URLs, its dispatcher. */
+interface Serve {
+  store: Store;
+  urls: string[];
+  webhooks: WebhookDispatcher;
+}
+
+describe.each(BACKENDS)('on %s', (backend) => {
+let database: WebhookTestDatabase;
 let sb: Sandbox;
 let clock: number;
-let serve: RunningServe | undefined;
+let serve: Serve | undefined;
+let posts = 0;
 const receivers: Receiver[] = [];
 
 async function receiver(status: number): Promise<Receiver> {
@@ -49,29 +59,33 @@ async function receiver(status: number): Promise<Receiver> {
   return r;
 }
 
-/** (Re)starts serve on the data dir, sending to `urls`, and waits for its dispatcher's first run. */
-async function startServe(urls: string[]): Promise<RunningServe> {
-  await serve?.close();
-  serve = await startTestServe({ store: { kind: 'sqlite', dataDir }, webhooks: { urls, secret: SECRET }, now: () => new Date(clock) });
-  await serve.webhooks!.runDue();
+async function stopServe(): Promise<void> {
+  if (!serve) return;
+  await serve.webhooks.stop();
+  await serve.store.close();
+  serve = undefined;
+}
+
+/** (Re)starts serve on the database, sending to `urls`, and makes its dispatcher's first run. */
+async function startServe(urls: string[]): Promise<Serve> {
+  await stopServe();
+  const store = await database.open();
+  const webhooks = new WebhookDispatcher({ store, urls, secret: SECRET, now: () => new Date(clock), version: 'test' });
+  serve = { store, urls, webhooks };
+  await webhooks.runDue();
   return serve;
 }
 
+/** What creating a post does to the outbox (its deliveries, in the post's transaction), then serve's run. */
 async function publish(title: string): Promise<void> {
-  const res = await request(`${serve!.url}/api/v2/blog/posts`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', authorization: `Bearer ${serve!.adminToken}` },
-    body: JSON.stringify({ title, content: 'Body', tags: [] }),
-  });
-  expect(res.statusCode).toBe(201);
-  await res.body.dump();
-  // The dispatcher is woken after the commit; this run waits for that one.
-  await new Promise((resolve) => setImmediate(resolve));
-  await serve!.webhooks!.runDue();
+  const { store, urls, webhooks } = serve!;
+  const post = { id: ++posts, title, content: 'Body', tags: [], is_published: true };
+  await store.sql.transaction((tx) => webhooks.outbox.enqueue(POST_CREATED, post, urls, tx));
+  await webhooks.runDue();
 }
 
 function cli(argv: string[], options: { tty?: boolean } = {}) {
-  return sb.run(['webhooks', ...argv, '--data-dir', dataDir], { now: new Date(clock), tty: options.tty ?? false, columns: 120 });
+  return sb.run(['webhooks', ...argv, ...database.cliFlags], { now: new Date(clock), tty: options.tty ?? false, columns: 120 });
 }
 
 async function list(...argv: string[]): Promise<Delivery[]> {
@@ -80,17 +94,35 @@ async function list(...argv: string[]): Promise<Delivery[]> {
   return JSON.parse(result.stdout) as Delivery[];
 }
 
-beforeEach(() => {
-  dataDir = mkdtempSync(join(tmpdir(), 'miniapp-webhooks-restart-'));
+/**
+ * Runs `resend --wait` while serve makes its runs, once the resend is in
+ * the outbox (before that, on SQLite, serve's writes would wait on the
+ * CLI's transaction in this one thread).
+ */
+async function resendAndServe(argv: string[], options: { tty?: boolean } = {}) {
+  const before = (await serve!.webhooks.outbox.list()).length;
+  const waiting = cli(['resend', ...argv], options);
+  let done = false;
+  void waiting.finally(() => (done = true));
+  while (!done && (await serve!.webhooks.outbox.list()).length === before) await new Promise((resolve) => setTimeout(resolve, 10));
+  while (!done) {
+    await serve!.webhooks.runDue();
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  return waiting;
+}
+
+beforeEach(async () => {
+  database = await webhookDatabase(backend);
   sb = new Sandbox();
   clock = T0;
+  posts = 0;
 });
 afterEach(async () => {
-  await serve?.close();
-  serve = undefined;
+  await stopServe();
   for (const r of receivers.splice(0)) await new Promise<void>((resolve) => r.server.close(() => resolve()));
   sb.dispose();
-  rmSync(dataDir, { recursive: true, force: true });
+  await database.dispose();
 });
 
 describe('a restart without a URL', () => {
@@ -105,7 +137,7 @@ describe('a restart without a URL', () => {
     // Restarted without `gone`, after its retry fell due: it is held, not attempted.
     clock = T0 + 2 * MINUTE;
     await startServe([kept.url]);
-    await serve!.webhooks!.runDue();
+    await serve!.webhooks.runDue();
     expect(gone.received).toHaveLength(1);
     const held = await list('--state', 'held');
     expect(held.map((d) => [d.url, d.attemptCount, d.nextAttemptAt])).toEqual([[gone.url, 1, null]]);
@@ -140,7 +172,7 @@ describe('webhooks resend and cancel, while serve runs', () => {
     // The held one is closed, or serve would also resume it once its URL came back.
     expect((await list('--state', 'cancelled')).map((d) => d.id)).toEqual([held!.id]);
 
-    await serve!.webhooks!.runDue();
+    await serve!.webhooks.runDue();
     expect(moved.received).toHaveLength(1);
     const got = moved.received[0]!;
     expect(got.body).toBe(old.received[0]!.body);
@@ -152,7 +184,7 @@ describe('webhooks resend and cancel, while serve runs', () => {
     const again = await cli(['resend', String(queued[0]!.id)]);
     expect(again.code, again.stderr).toBe(0);
     expect(again.stdout).toMatch(new RegExp(`^\\d+\\tpending\\t${moved.url}\\n$`));
-    await serve!.webhooks!.runDue();
+    await serve!.webhooks.runDue();
     expect(moved.received.map((r) => r.headers['x-webhook-delivery'])).toEqual([String(held!.id), String(held!.id)]);
   });
 
@@ -173,7 +205,7 @@ describe('webhooks resend and cancel, while serve runs', () => {
     ]);
 
     clock = T0 + 10 * MINUTE;
-    await serve!.webhooks!.runDue();
+    await serve!.webhooks.runDue();
     expect(failing.received).toHaveLength(2);
     expect(await list('--state', 'pending')).toEqual([]);
 
@@ -217,14 +249,7 @@ describe('webhooks resend and cancel, while serve runs', () => {
     await startServe([flaky.url, other.url]);
     // Resumed on start and delivered; resend it once more, and wait for that.
     expect(flaky.received).toHaveLength(2);
-    const waiting = cli(['resend', String(held!.id), '--wait', '--no-color'], { tty: true });
-    let done = false;
-    void waiting.finally(() => (done = true));
-    while (!done) {
-      await serve!.webhooks!.runDue();
-      await new Promise((resolve) => setTimeout(resolve, 20));
-    }
-    const result = await waiting;
+    const result = await resendAndServe([String(held!.id), '--wait', '--no-color'], { tty: true });
     expect(result.code, result.stderr).toBe(0);
     const stderr = plain(result.stderr);
     expect(stderr).toContain('\r\x1b[2Kresending · deliveries 0/1 (0%) · waiting for serve to send them · delivered 0 · failed 0');
@@ -240,14 +265,7 @@ describe('webhooks resend and cancel, while serve runs', () => {
     await publish('Delivered');
     await startServe([b.url]);
     const [delivered] = await list('--state', 'delivered');
-    const waiting = cli(['resend', String(delivered!.id), '--wait', '--json']);
-    let done = false;
-    void waiting.finally(() => (done = true));
-    while (!done) {
-      await serve!.webhooks!.runDue();
-      await new Promise((resolve) => setTimeout(resolve, 20));
-    }
-    const result = await waiting;
+    const result = await resendAndServe([String(delivered!.id), '--wait', '--json']);
     expect(result.code).toBe(1);
     expect((JSON.parse(result.stdout) as { queued: Delivery[] }).queued.map((d) => d.state)).toEqual(['held']);
     expect(result.stderr).toContain('1 of 1 resent deliveries were not delivered');
@@ -269,4 +287,5 @@ describe('webhooks list --limit', () => {
     expect(bad.code).toBe(2);
     expect(bad.stderr).toContain('--limit must be a whole number of at least 1');
   });
+});
 });
