@@ -36,7 +36,7 @@ export const GROUPS: readonly Group[] = [
   },
   {
     name: 'db',
-    summary: 'the database of serve: status, migrate, copy SQLite to PostgreSQL',
+    summary: 'the database of serve: status, migrate, copy to PostgreSQL',
     load: async () => (await import('./commands/db.js')).registerDb,
   },
   {

@@ -82,8 +82,13 @@ export function characters(value: string): number {
   return count;
 }
 
-/** Throws when `value` has more than `max` characters, naming the field and the bound. */
+/**
+ * Throws when `value` has more than `max` characters, naming the field and
+ * the bound, or holds NUL (U+0000), which PostgreSQL's text cannot store or
+ * compare: refused on every backend alike.
+ */
 export function checkMaxLength(field: string, value: string, max: number): void {
+  if (value.includes('\u0000')) throw new UserValidationError(field, `${field} must not contain NUL (U+0000)`);
   // Each character is one or two UTF-16 units, so short strings need no counting.
   if (value.length <= max) return;
   const length = characters(value);
@@ -319,6 +324,8 @@ export class UserStore {
   }
 
   async findByLogin(field: 'username' | 'email', value: string): Promise<(UserRecord & { passwordHash: string }) | undefined> {
+    // No stored username or e-mail holds NUL (checkMaxLength), and PostgreSQL cannot compare text that does.
+    if (value.includes('\u0000')) return undefined;
     const row = await this.sql.one<Row & { password_hash: string }>(field === 'email' ? this.#text.byEmail : this.#text.byUsername, [value]);
     return row ? { ...toRecord(row), passwordHash: row.password_hash } : undefined;
   }

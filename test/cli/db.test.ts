@@ -10,6 +10,39 @@ import { Sandbox } from '../helpers/cli.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 import { startServe, type RunningServe } from '../../src/server/serve.js';
 import { png } from '../helpers/images.js';
+import { startTestServe } from '../helpers/serve.js';
+import { readFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+interface Receiver {
+  url: string;
+  received: { headers: Record<string, unknown>; body: string }[];
+  close(): Promise<void>;
+}
+
+async function startReceiver(): Promise<Receiver> {
+  const received: Receiver['received'] = [];
+  const server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (chunk: Buffer) => chunks.push(chunk));
+    req.on('end', () => {
+      received.push({ headers: req.headers, body: Buffer.concat(chunks).toString('utf8') });
+      res.end('ok');
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return { url: `http://127.0.0.1:${port}/hook`, received, close: () => new Promise((resolve) => server.close(() => resolve())) };
+}
+
+async function until(condition: () => boolean | Promise<boolean>, what: string): Promise<void> {
+  for (let i = 0; i < 500; i++) {
+    if (await condition()) return;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  throw new Error(`never saw ${what}`);
+}
 
 let sb: Sandbox;
 let database: TestDatabase;
@@ -58,8 +91,12 @@ describe('miniapp db copy', () => {
   let running: RunningServe;
   let userToken: string;
   let holder: Sandbox;
+  let receiver: Receiver;
+  let postUrl: string;
+  let imageUrl: string;
 
   beforeAll(async () => {
+    receiver = await startReceiver();
     holder = new Sandbox();
     dataDir = join(holder.root, 'data');
     running = await startServe({
@@ -72,8 +109,11 @@ describe('miniapp db copy', () => {
       now: () => new Date(),
       grpc: false,
       hashCost: 10,
-      // A receiver nobody listens on: the delivery stays pending, to be copied.
-      webhooks: { urls: ['http://127.0.0.1:1/hook'], secret: 's3cret' },
+      // The receiver is down while the data lives in SQLite: the delivery stays pending, to be copied.
+      webhooks: { urls: [receiver.url], secret: 's3cret' },
+      webhookSend: async () => {
+        throw new Error('connection refused');
+      },
     });
     const call = async (method: string, path: string, json?: unknown, token?: string, form?: FormData) => {
       const response = await request(`${running.url}${path}`, {
@@ -86,14 +126,22 @@ describe('miniapp db copy', () => {
     };
     for (const name of ['olga', 'oscar']) await call('POST', '/api/users', { username: name, email: `${name}@example.com`, password: `${name}-password` });
     userToken = (await call('POST', '/api/v2/auth/login', { email: 'olga@example.com', password: 'olga-password' })).body.access_token;
-    await call('POST', '/api/v2/blog/posts', { title: 'Moving house', content: 'to PostgreSQL', tags: ['Ops', 'db'] }, userToken);
+    const created = await call('POST', '/api/v2/blog/posts', { title: 'Moving house', content: 'to PostgreSQL', tags: ['Ops', 'db'] }, userToken);
+    postUrl = `/api/v2/blog/posts/${created.body.id}`;
     const form = new FormData();
     form.append('file', new Blob([png(3, 2)], { type: 'image/png' }), 'a.png');
-    expect((await call('POST', '/api/v2/upload/image', undefined, userToken, form)).status).toBe(200);
+    const uploaded = await call('POST', '/api/v2/upload/image', undefined, userToken, form);
+    expect(uploaded.status).toBe(200);
+    imageUrl = new URL(uploaded.body.url, running.url).pathname;
+    // The one attempt failed; the delivery waits for its next.
+    expect((await running.webhooks!.outbox.list()).map((d) => d.state)).toEqual(['pending']);
     await call('GET', '/api/auth/unlink-callback?userKey=77&referrer=UNLINK');
     await running.close();
   });
-  afterAll(() => holder.dispose());
+  afterAll(async () => {
+    holder.dispose();
+    await receiver.close();
+  });
 
   it('copies every table, images and the admin token, verifies, and changes nothing the second time', async () => {
     const first = await sb.run(['db', 'copy', '--from', dataDir, '--to', database.url, '--json']);
@@ -126,6 +174,54 @@ describe('miniapp db copy', () => {
       expect(Number(next[0]!.id)).toBe(2);
     } finally {
       await sql.end();
+    }
+  });
+
+  it('leaves a PostgreSQL that serve runs on: old users log in with their old passwords, posts and images are served, the pending delivery goes out', async () => {
+    expect((await sb.run(['db', 'copy', '--from', dataDir, '--to', database.url])).code).toBe(0);
+    const adminToken = readFileSync(join(dataDir, 'admin-token'), 'utf8').trim();
+    // A day later: the delivery's next attempt is due.
+    const onPostgres = await startTestServe(
+      {
+        store: { kind: 'postgres', url: database.url, poolSize: 2 },
+        webhooks: { urls: [receiver.url], secret: 's3cret' },
+        now: () => new Date(Date.now() + 24 * 3600_000),
+      },
+      'postgres',
+    );
+    try {
+      expect(onPostgres.adminToken).toBe(adminToken);
+      const login = await request(`${onPostgres.url}/api/v2/auth/login`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ email: 'oscar@example.com', password: 'oscar-password' }),
+      });
+      expect(login.statusCode).toBe(200);
+      const token = ((await login.body.json()) as { access_token: string }).access_token;
+      const post = await request(`${onPostgres.url}${postUrl}`);
+      expect(post.statusCode).toBe(200);
+      expect(await post.body.json()).toMatchObject({ title: 'Moving house', author: 'olga', tags: ['Ops', 'db'] });
+      const list = await request(`${onPostgres.url}/api/v2/blog/posts?tags=ops`);
+      expect(((await list.body.json()) as { results: { title: string }[] }).results.map((p) => p.title)).toEqual(['Moving house']);
+      const image = await request(`${onPostgres.url}${imageUrl}`);
+      expect(image.statusCode).toBe(200);
+      expect(image.headers['content-type']).toBe('image/png');
+      expect(Buffer.from(await image.body.arrayBuffer()).equals(png(3, 2))).toBe(true);
+      await until(() => receiver.received.length === 1, 'the copied delivery');
+      expect(JSON.parse(receiver.received[0]!.body)).toMatchObject({ event: 'post.created', data: { title: 'Moving house' } });
+      // A new post by an old user gets an id after the copied ones, and its own delivery.
+      const next = await request(`${onPostgres.url}/api/v2/blog/posts`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+        body: JSON.stringify({ title: 'Settled in', content: 'on PostgreSQL' }),
+      });
+      expect(next.statusCode).toBe(201);
+      expect(((await next.body.json()) as { id: number }).id).toBeGreaterThan(Number(postUrl.split('/').at(-1)));
+      await until(() => receiver.received.length === 2, 'the new delivery');
+      expect(JSON.parse(receiver.received[1]!.body)).toMatchObject({ data: { title: 'Settled in', author: 'oscar' } });
+      await until(async () => (await onPostgres.webhooks!.outbox.list()).every((d) => d.state === 'delivered'), 'the deliveries recorded');
+    } finally {
+      await onPostgres.close();
     }
   });
 

@@ -63,6 +63,21 @@ describe.each(BACKENDS)('on %s', (backend) => {
       expect([...user.full_name]).toHaveLength(200);
     });
 
+    it('refuses NUL (U+0000) in stored text and in the filter on both backends (PostgreSQL cannot hold it), never INTERNAL', async () => {
+      for (const [fields, field] of [
+        [{ full_name: 'Ann\u0000' }, 'full_name'],
+        [{ email: 'a\u0000@example.com' }, 'email'],
+        [{ username: 'ann\u0000' }, 'username'],
+      ] as const) {
+        expect(await failure(unary(c, 'CreateUser', newUser(9, fields)))).toEqual({ code: 'INVALID_ARGUMENT', details: expect.stringContaining(field) });
+      }
+      expect(await streamEnd(c.ListUsers({ filter: 'a\u0000' }, serve.auth()))).toEqual({
+        code: 'INVALID_ARGUMENT',
+        details: expect.stringContaining('filter must not contain NUL (U+0000)'),
+      });
+      expect(await collect(c.ListUsers({}, serve.auth()))).toEqual([]);
+    });
+
     it('reports a bulk row over a bound by index and creates the others', async () => {
       const response = await new Promise<any>((resolve, reject) => {
         const call = c.BulkCreateUsers(serve.auth(), (error: grpc.ServiceError | null, res: unknown) => (error ? reject(error) : resolve(res)));
