@@ -160,7 +160,7 @@ async function postJson(url, body, token) {
 }
 
 /** Five authors through POST /users and POST /auth/login; their tokens, and the admin's. */
-async function authorTokens(url, adminToken) {
+export async function authorTokens(url, adminToken) {
   const tokens = [adminToken];
   for (let i = 1; i <= AUTHORS; i++) {
     const user = { username: `writer${i}`, email: `writer${i}@example.com`, password: PASSWORD, bio: `Writer number ${i}.` };
@@ -174,7 +174,7 @@ async function authorTokens(url, adminToken) {
 }
 
 /** `count` posts through POST /api/v2/blog/posts, SEED_IN_FLIGHT at a time; any answer but 201 throws. */
-async function seed(url, tokens, count) {
+export async function seed(url, tokens, count) {
   const random = prng(20261121);
   const posts = Array.from({ length: count }, (_, i) => makePost(random, i));
   let next = 0;
@@ -192,10 +192,10 @@ async function seed(url, tokens, count) {
 
 // ---- checking and loading
 
-const pathOf = (page) => `${LIST}?page_size=${PAGE_SIZE}${page === 1 ? '' : `&page=${page}`}`;
+export const pathOf = (page) => `${LIST}?page_size=${PAGE_SIZE}${page === 1 ? '' : `&page=${page}`}`;
 
 /** GET a page once; throws unless 200 with count `total`, PAGE_SIZE results, newest first. Returns { text, body }. */
-async function fetchPage(url, page, total) {
+export async function fetchPage(url, page, total) {
   const response = await fetch(`${url}${pathOf(page)}`);
   const text = await response.text();
   if (response.status !== 200) throw new Error(`GET ${pathOf(page)} answered ${response.status}: ${text.slice(0, 300)}`);
@@ -218,7 +218,7 @@ async function fetchPage(url, page, total) {
  * One autocannon run against `url + path`; resolves with { rps, p99, p50, total }
  * and throws on any error, time-out, non-2xx answer or body mismatch.
  */
-async function load(autocannon, { url, path, seconds, connections, expectBody, label, distinct = false }) {
+export async function load(autocannon, { url, path, seconds, connections, expectBody, label, distinct = false }) {
   const times = [];
   let n = 0;
   // distinct: every request a URL of its own (an extra query parameter), so no answer comes from the list cache.

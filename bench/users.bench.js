@@ -100,7 +100,7 @@ await runRoleIfWorker(ROLE_FLAG, ROLES);
  * `concurrency` GetUser calls in flight over the client's one channel for
  * `seconds`; resolves with calls per second. Any failed call throws.
  */
-async function loadGetUser(client, { seconds, concurrency, id }) {
+export async function loadGetUser(client, { seconds, concurrency, id }) {
   let calls = 0;
   const start = performance.now();
   const end = start + seconds * 1000;
@@ -120,7 +120,7 @@ function bulkRow(round, i) {
 }
 
 /** The rows as the client stream consumes them: generated as sent, never all in memory at once. */
-async function* bulkRows(round, count) {
+export async function* bulkRows(round, count) {
   for (let i = 0; i < count; i++) yield bulkRow(round, i);
 }
 
