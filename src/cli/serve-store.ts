@@ -12,6 +12,8 @@ export interface StoreFlags {
   database?: string | undefined;
   /** Create (and migrate) a SQLite store that does not exist yet. */
   create?: boolean | undefined;
+  /** In `read` mode, open a PostgreSQL that nothing has migrated yet too (`db status`), instead of answering `store: undefined`. */
+  anySchema?: boolean | undefined;
 }
 
 export type OpenedStore = { store: Store; where: string } | { store: undefined; where: string };
@@ -25,7 +27,15 @@ export async function openServeStore(cc: CommandContext, flags: StoreFlags, mode
   const [{ openStore }, { settingSpec }] = await Promise.all([import('../store/store.js'), import('../config/keys.js')]);
   const url = flags.database !== undefined ? settingSpec('database-url').validate(flags.database) : (await cc.settings.get('database-url')).value;
   if (url) {
-    const store = await openStore({ kind: 'postgres', url, poolSize: 2 });
+    // Reading never migrates: a database without miniapp's schema is like a data dir serve has not created.
+    const store = await openStore({ kind: 'postgres', url, poolSize: 2, readonly: mode === 'read' });
+    if (mode === 'read' && !flags.anySchema) {
+      const { hasPostgresSchema } = await import('../store/store.js');
+      if (!(await hasPostgresSchema(store.sql))) {
+        await store.close();
+        return { store: undefined, where: store.description };
+      }
+    }
     return { store, where: store.description };
   }
   const [{ dataDir }, { databasePath }, { existsSync }] = await Promise.all([import('../config/paths.js'), import('../store/database.js'), import('node:fs')]);

@@ -23,6 +23,8 @@ export type StoreLocation =
       poolSize?: number | undefined;
       /** How long a connection attempt or a statement may take before the call fails (default 5 s). */
       timeoutMs?: number | undefined;
+      /** Only read: the schema is left as it is (not migrated), for commands that look. */
+      readonly?: boolean | undefined;
     };
 
 export interface Store {
@@ -140,7 +142,8 @@ export async function openStore(location: StoreLocation): Promise<Store> {
   });
   const sql = new PostgresSql(client, timeoutMs);
   try {
-    await migratePostgres(sql);
+    if (location.readonly) await sql.one('SELECT 1 AS ok');
+    else await migratePostgres(sql);
   } catch (error) {
     await client.end({ timeout: 1 }).catch(() => undefined);
     if (error instanceof StoreUnavailableError) {
@@ -211,8 +214,16 @@ export async function migratePostgres(sql: Sql): Promise<number[]> {
 }
 
 /** Which migrations the database has (for `miniapp db status`). */
+/** Whether a PostgreSQL database has been migrated by miniapp at all (its table of migrations exists). */
+export async function hasPostgresSchema(sql: Sql): Promise<boolean> {
+  const row = await sql.one<{ found: string | null }>("SELECT to_regclass('schema_migrations')::text AS found");
+  return Boolean(row?.found);
+}
+
 export async function migrationStatus(store: Store): Promise<MigrationStatus[]> {
   if (store.kind === 'postgres') {
+    // A database nothing has migrated yet has no table of migrations: none is applied.
+    if (!(await hasPostgresSchema(store.sql))) return POSTGRES_MIGRATIONS.map((m) => ({ version: m.version, description: m.description, applied: false }));
     const applied = new Set((await store.sql.all<{ version: number }>('SELECT version FROM schema_migrations')).map((row) => Number(row.version)));
     return POSTGRES_MIGRATIONS.map((m) => ({ version: m.version, description: m.description, applied: applied.has(m.version) }));
   }

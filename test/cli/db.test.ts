@@ -57,10 +57,25 @@ afterEach(async () => {
 });
 
 describe('miniapp db status and migrate', () => {
-  it('migrates an empty PostgreSQL and says it is up to date', async () => {
+  it('reports every migration pending on an empty PostgreSQL without applying any, then migrates it and says it is up to date', async () => {
     const before = await sb.run(['db', 'status', '--database', database.url, '--json']);
-    // status itself opens (and so migrates) the store: what it reports is the state after opening.
     expect(before.code, before.stderr).toBe(0);
+    const pending = JSON.parse(before.stdout);
+    expect(pending.pending).toBeGreaterThanOrEqual(3);
+    expect(pending.migrations.every((m: { applied: boolean }) => !m.applied)).toBe(true);
+    const text = await sb.run(['db', 'status', '--database', database.url]);
+    expect(text.stderr).toContain(`${pending.pending} migrations to apply (\`miniapp db migrate\`)`);
+    // Looking changed nothing: no table of migrations, and the read commands find no database of serve there.
+    const sql = postgres(database.url, { max: 1, onnotice: () => undefined });
+    try {
+      expect((await sql`SELECT to_regclass('schema_migrations')::text AS found`)[0]!.found).toBeNull();
+    } finally {
+      await sql.end();
+    }
+    const callbacks = await sb.run(['callbacks', 'list', '--database', database.url]);
+    expect(callbacks.code, callbacks.stderr).toBe(0);
+    expect(callbacks.stderr).toContain('no database at postgres://');
+    expect(callbacks.stderr).toContain('has recorded nothing there');
     const migrate = await sb.run(['db', 'migrate', '--database', database.url]);
     expect(migrate.code, migrate.stderr).toBe(0);
     expect(migrate.stderr).toContain('up to date');

@@ -33,7 +33,7 @@ async function runList(cc: CommandContext, command: Command): Promise<void> {
   const [{ openServeStore }, { UnlinkEventStore }] = await Promise.all([import('../serve-store.js'), import('../../store/unlink-events.js')]);
   const opened = await openServeStore(cc, flags, 'read');
   if (!opened.store) {
-    cc.out.info(`no database at ${opened.where} yet: \`miniapp serve\` has recorded nothing with this data dir`);
+    cc.out.info(`no database at ${opened.where} yet: \`miniapp serve\` has recorded nothing there`);
     cc.out.table([], []);
     return;
   }

@@ -53,7 +53,7 @@ export function registerDb(program: Command, bind: Bind): void {
 async function runStatus(cc: CommandContext, command: Command): Promise<void> {
   const flags = command.opts<{ database?: string; dataDir?: string }>();
   const [{ openServeStore }, { migrationStatus }] = await Promise.all([import('../serve-store.js'), import('../../store/store.js')]);
-  const opened = await openServeStore(cc, flags, 'read');
+  const opened = await openServeStore(cc, { ...flags, anySchema: true }, 'read');
   if (!opened.store) throw new MiniappError(`no database at ${opened.where} yet: \`miniapp serve\` creates it on its first start`);
   try {
     const status = await migrationStatus(opened.store);

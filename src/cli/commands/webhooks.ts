@@ -102,7 +102,7 @@ async function openOutbox(cc: CommandContext, flags: StoreFlags, mode: 'read' | 
   // Writers open it as serve does (migrations; WAL and a busy time-out on SQLite), so both can write at once.
   const opened = await openServeStore(cc, flags, mode);
   if (!opened.store) {
-    cc.out.info(`no database at ${opened.where} yet: \`miniapp serve\` has sent no webhook with this data dir`);
+    cc.out.info(`no database at ${opened.where} yet: \`miniapp serve\` has sent no webhook from it`);
     return undefined;
   }
   const { store } = opened;
