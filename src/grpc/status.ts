@@ -62,6 +62,9 @@ export function goCodeName(code: grpc.status): string {
   return GO_CODE_NAMES[code] ?? `Code(${code})`;
 }
 
+/** How the details of an UNAVAILABLE sent by the server for its database begin (clients tell it from a connection failure by it). */
+export const STORE_UNAVAILABLE_DETAILS = 'the database is unavailable, try again shortly';
+
 /**
  * The status of a store that cannot answer (the database is down, or went
  * away in the middle of a transaction): UNAVAILABLE, which tells clients to
@@ -69,5 +72,5 @@ export function goCodeName(code: grpc.status): string {
  */
 export function unavailableStatus(error: unknown): { code: grpc.status; details: string } | undefined {
   if (!(error instanceof StoreUnavailableError)) return undefined;
-  return { code: grpc.status.UNAVAILABLE, details: `the database is unavailable, try again shortly: ${error.message}` };
+  return { code: grpc.status.UNAVAILABLE, details: `${STORE_UNAVAILABLE_DETAILS}: ${error.message}` };
 }

@@ -19,6 +19,7 @@ import * as grpc from '@grpc/grpc-js';
 import { AuthError, MiniappError, UpstreamError, type ErrorOptions } from '../errors.js';
 import { formatDuration } from '../duration.js';
 import { readPem } from '../login/pem.js';
+import { STORE_UNAVAILABLE_DETAILS } from '../grpc/status.js';
 import {
   LIST_PAGE_SIZE_HEADER,
   LIST_TOTAL_HEADER,
@@ -171,6 +172,14 @@ export function userServiceError(error: unknown, context: ErrorContext): unknown
       return new AuthError(`${name}: ${details}`, { code: name, hint: TOKEN_HINT, cause: error });
     case grpc.status.UNAVAILABLE:
       if (context.tls && NOT_TLS.test(details)) return notTlsError(context, error);
+      // The server answered: it runs, but its database does not.
+      if (details.startsWith(STORE_UNAVAILABLE_DETAILS)) {
+        return new UpstreamError(`${name}: ${context.service ?? 'the user service'} at ${context.address} answers, but ${details}`, {
+          code: name,
+          hint: 'serve recovers by itself once its database is back; its readiness (GET /health/ready) says when',
+          cause: error,
+        });
+      }
       return new UpstreamError(`${name}: cannot reach ${context.service ?? 'the user service'} at ${context.address}: ${connectionProblem(details)}`, {
         code: name,
         hint: unreachableHint(context.tls),

@@ -12,6 +12,7 @@ import { createServer, connect, type Server, type Socket } from 'node:net';
 import * as grpc from '@grpc/grpc-js';
 import postgres from 'postgres';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
+import { Sandbox } from '../helpers/cli.js';
 import { emptyDatabase } from '../helpers/backend-store.js';
 import { bearer, rawClient, rawUnary, startUserServer, waitFor, type RawClient, type UserServer } from './cli/harness.js';
 
@@ -128,6 +129,17 @@ describe('a database that cannot be reached', () => {
     const refused = watch(raw, c.token);
     await waitFor(() => refused.ended() !== undefined, 'the watch to be refused');
     expect(refused.ended()).toEqual(unavailable);
+    // The CLI says that serve answered and its database did not, not that serve cannot be reached.
+    const sb = new Sandbox();
+    try {
+      const get = await sb.run(['users', 'get', user.id, '--addr', c.address, '--token', c.token]);
+      expect(get.code).toBe(5);
+      expect(get.stderr).toContain(`UNAVAILABLE: the user service at ${c.address} answers, but the database is unavailable, try again shortly`);
+      expect(get.stderr).toContain('/health/ready');
+      expect(get.stderr).not.toContain('is `miniapp serve` running?');
+    } finally {
+      sb.dispose();
+    }
 
     await proxy.open();
     expect((await rawUnary<{ username: string }>(raw, 'GetUser', { user_id: user.id }, c.token)).username).toBe('olga');
