@@ -9,6 +9,7 @@
  */
 import type { Param, Sql } from '../store/sql.js';
 import { ListCache } from './list-cache.js';
+import { FreshRead } from '../store/fresh-read.js';
 
 export interface Post {
   id: number;
@@ -115,6 +116,11 @@ export class PostStore {
   /** SQLite: writes through this store; with data_version (commits by other connections) it says whether lists changed. */
   #writes = 0;
   readonly #counts = new ListCache<number>(256);
+  /** PostgreSQL: the 'posts' counter, one read shared by the requests that ask at the same time (never one started before they asked). */
+  readonly #sharedVersion = new FreshRead(async () => {
+    const row = await this.sql.one<{ value: number }>("SELECT value FROM counters WHERE name = 'posts'");
+    return String(row?.value ?? 0);
+  });
 
   constructor(
     private readonly sql: Sql,
@@ -130,10 +136,7 @@ export class PostStore {
    * commits of other connections to the file.
    */
   async version(): Promise<string> {
-    if (this.sql.dialect === 'postgres') {
-      const row = await this.sql.one<{ value: number }>("SELECT value FROM counters WHERE name = 'posts'");
-      return String(row?.value ?? 0);
-    }
+    if (this.sql.dialect === 'postgres') return this.#sharedVersion.get();
     const row = await this.sql.one<{ data_version: number }>('PRAGMA data_version');
     return `${this.#writes}:${row?.data_version ?? 0}`;
   }
