@@ -1,0 +1,90 @@
+/**
+ * Idempotency keys of CreateOrder, ProcessPayment and RefundPayment (one
+ * table, a scope per method), per caller, kept 15 days as Toss keeps its
+ * Idempotency-Key. A key is claimed in the transaction that starts the work;
+ * it records the request's hash, the resource the work made (an order, a
+ * payment, a refund) and, once the outcome is final, the answer that every
+ * retry with the same key gets. The same key with another request is
+ * FAILED_PRECONDITION. A key whose work failed before anything was written
+ * (bad input, short stock) is not kept: its transaction rolled back.
+ */
+import type { Sql } from '../store/sql.js';
+import { IDEMPOTENCY_TTL_MS, precondition } from './common.js';
+
+export type KeyScope = 'order.create' | 'payment.process' | 'payment.refund';
+
+export interface KeyRecord {
+  requestHash: string;
+  resourceId: string | null;
+  /** The stored answer (JSON), once the outcome is final. */
+  response: string | null;
+}
+
+interface Row {
+  request_hash: string;
+  resource_id: string | null;
+  response: string | null;
+}
+
+const METHOD: Record<KeyScope, string> = {
+  'order.create': 'CreateOrder',
+  'payment.process': 'ProcessPayment',
+  'payment.refund': 'RefundPayment',
+};
+
+export class IdempotencyKeys {
+  constructor(
+    private readonly sql: Sql,
+    private readonly now: () => Date,
+  ) {}
+
+  /** The live record of a key, if any. */
+  async find(scope: KeyScope, owner: string, key: string, sql: Sql = this.sql): Promise<KeyRecord | undefined> {
+    const row = await sql.one<Row>(
+      'SELECT request_hash, resource_id, response FROM idempotency_keys WHERE scope = $1 AND owner = $2 AND key = $3 AND expires_at > $4',
+      [scope, owner, key, this.now().toISOString()],
+    );
+    return row && { requestHash: row.request_hash, resourceId: row.resource_id, response: row.response };
+  }
+
+  /**
+   * Claims a key in `tx` for a request; undefined when it is this request's
+   * now, else the record another request made with it (on PostgreSQL a
+   * concurrent claim waits for the first transaction to end).
+   */
+  async claim(tx: Sql, scope: KeyScope, owner: string, key: string, hash: string): Promise<KeyRecord | undefined> {
+    const now = this.now();
+    await tx.run('DELETE FROM idempotency_keys WHERE scope = $1 AND owner = $2 AND key = $3 AND expires_at <= $4', [scope, owner, key, now.toISOString()]);
+    const inserted = await tx.run(
+      `INSERT INTO idempotency_keys (scope, owner, key, request_hash, created_at, expires_at) VALUES ($1, $2, $3, $4, $5, $6)
+       ON CONFLICT DO NOTHING`,
+      [scope, owner, key, hash, now.toISOString(), new Date(now.getTime() + IDEMPOTENCY_TTL_MS).toISOString()],
+    );
+    if (inserted === 1) return undefined;
+    return this.find(scope, owner, key, tx);
+  }
+
+  /** Records what the key's work made. */
+  async attach(tx: Sql, scope: KeyScope, owner: string, key: string, resourceId: string): Promise<void> {
+    await tx.run('UPDATE idempotency_keys SET resource_id = $4 WHERE scope = $1 AND owner = $2 AND key = $3', [scope, owner, key, resourceId]);
+  }
+
+  /** Stores the final answer for the key that made `resourceId`. */
+  async complete(tx: Sql, scope: KeyScope, resourceId: string, response: unknown): Promise<void> {
+    await tx.run('UPDATE idempotency_keys SET response = $3 WHERE scope = $1 AND resource_id = $2', [scope, resourceId, JSON.stringify(response)]);
+  }
+
+  /** Forgets keys past their 15 days. */
+  async purge(): Promise<number> {
+    return this.sql.run('DELETE FROM idempotency_keys WHERE expires_at <= $1', [this.now().toISOString()]);
+  }
+}
+
+/** The record's request must be this one: else FAILED_PRECONDITION saying so. */
+export function sameRequest(scope: KeyScope, key: string, record: KeyRecord, hash: string): void {
+  if (record.requestHash !== hash) {
+    throw precondition(
+      `idempotency_key "${key}" was used with a different ${METHOD[scope]} request; a key stands for one request (use a new key for a new request)`,
+    );
+  }
+}
