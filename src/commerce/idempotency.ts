@@ -9,7 +9,7 @@
  * (bad input, short stock) is not kept: its transaction rolled back.
  */
 import type { Sql } from '../store/sql.js';
-import { IDEMPOTENCY_TTL_MS, precondition } from './common.js';
+import { CommerceError, IDEMPOTENCY_TTL_MS, precondition } from './common.js';
 
 export type KeyScope = 'order.create' | 'payment.process' | 'payment.refund';
 
@@ -65,13 +65,48 @@ export class IdempotencyKeys {
   }
 
   /** Records what the key's work made. */
-  async attach(tx: Sql, scope: KeyScope, owner: string, key: string, resourceId: string): Promise<void> {
+  private async attach(tx: Sql, scope: KeyScope, owner: string, key: string, resourceId: string): Promise<void> {
     await tx.run('UPDATE idempotency_keys SET resource_id = $4 WHERE scope = $1 AND owner = $2 AND key = $3', [scope, owner, key, resourceId]);
   }
 
   /** Stores the final answer for the key that made `resourceId`. */
   async complete(tx: Sql, scope: KeyScope, resourceId: string, response: unknown): Promise<void> {
     await tx.run('UPDATE idempotency_keys SET response = $3 WHERE scope = $1 AND resource_id = $2', [scope, resourceId, JSON.stringify(response)]);
+  }
+
+  /**
+   * Does a keyed piece of work once. A key seen before answers its stored
+   * result, or, while its work is not final, `resume`s that work (asks the
+   * provider again, ...); a key with another request is FAILED_PRECONDITION.
+   * A new key is claimed in the transaction where `start` records the work
+   * and returns the id of what it made, with the final answer when it has
+   * one already (stored with the key in that transaction); else `resume`
+   * then carries the work out.
+   */
+  async once<T>(
+    sql: Sql,
+    claim: { scope: KeyScope; owner: string; key: string; hash: string },
+    work: { start: (tx: Sql) => Promise<{ id: string; answer?: T }>; resume: (resourceId: string) => Promise<T> },
+  ): Promise<T> {
+    const { scope, owner, key, hash } = claim;
+    const replay = (record: KeyRecord): Promise<T> => {
+      sameRequest(scope, key, record, hash);
+      if (record.response) return Promise.resolve(JSON.parse(record.response) as T);
+      if (!record.resourceId) throw new CommerceError('ABORTED', `a request with idempotency_key "${key}" is being processed; retry shortly`);
+      return work.resume(record.resourceId);
+    };
+    const seen = await this.find(scope, owner, key);
+    if (seen) return replay(seen);
+    const made = await sql.transaction(async (tx) => {
+      const other = await this.claim(tx, scope, owner, key, hash);
+      if (other) return other;
+      const started = await work.start(tx);
+      await this.attach(tx, scope, owner, key, started.id);
+      if (started.answer !== undefined) await this.complete(tx, scope, started.id, started.answer);
+      return { started };
+    });
+    if (!('started' in made)) return replay(made);
+    return made.started.answer !== undefined ? made.started.answer : work.resume(made.started.id);
   }
 
   /** Forgets keys past their 15 days. */
@@ -81,7 +116,7 @@ export class IdempotencyKeys {
 }
 
 /** The record's request must be this one: else FAILED_PRECONDITION saying so. */
-export function sameRequest(scope: KeyScope, key: string, record: KeyRecord, hash: string): void {
+function sameRequest(scope: KeyScope, key: string, record: KeyRecord, hash: string): void {
   if (record.requestHash !== hash) {
     throw precondition(
       `idempotency_key "${key}" was used with a different ${METHOD[scope]} request; a key stands for one request (use a new key for a new request)`,

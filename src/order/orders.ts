@@ -35,7 +35,7 @@ import {
   sortedItems,
   type Caller,
 } from '../commerce/common.js';
-import { IdempotencyKeys, sameRequest, type KeyRecord } from '../commerce/idempotency.js';
+import type { IdempotencyKeys } from '../commerce/idempotency.js';
 import type { Inventory } from '../inventory/inventory.js';
 import type { CommerceObserver, PaymentOutcome, PaymentRecord, Payments, Publish } from '../payment/payments.js';
 
@@ -156,51 +156,40 @@ export class Orders {
     const userId = named !== 0 ? named : caller.userId;
     const owner = actorOf(caller);
     const hash = requestHash({ userId, items: sortedItems(items) });
-    const seen = await this.#keys.find('order.create', owner, key);
-    if (seen) return this.#replay(seen, key, hash);
     if (caller.isAdmin && named !== 0 && !(await this.#sql.one('SELECT id FROM users WHERE id = $1', [named]))) throw notFound(`no user with id ${named}`);
     // Units of reservations that ran out go back first, so that they can be ordered again.
     await this.expireDue();
-    const id = newId('ord');
-    const result = await this.#sql.transaction(async (tx) => {
-      const other = await this.#keys.claim(tx, 'order.create', owner, key, hash);
-      if (other) return other;
-      const levels = await this.options.inventory.levels(items.map((item) => item.sku), tx);
-      const currencies = [...new Set(levels.map((level) => level.currency))];
-      if (currencies.length > 1) throw precondition(`the items are priced in different currencies (${currencies.join(', ')}): order them separately`);
-      const priced = items.map((item, i) => ({ ...item, name: levels[i]!.name, unitPrice: levels[i]!.price, amount: levels[i]!.price * item.quantity }));
-      const total = priced.reduce((sum, item) => sum + item.amount, 0);
-      if (!Number.isSafeInteger(total) || total > MAX_AMOUNT) throw invalid(`the order's total would be ${total}, above ${MAX_AMOUNT}`);
-      const reservation = await this.options.inventory.reserve(tx, items, { ttlMs: this.options.reservationTtlMs ?? DEFAULT_RESERVATION_TTL_MS, orderId: id });
-      const at = this.#now().toISOString();
-      await tx.run(
-        `INSERT INTO orders (id, user_id, state, currency, total_amount, reservation_id, created_at, updated_at) VALUES ($1, $2, 'RESERVED', $3, $4, $5, $6, $6)`,
-        [id, userId, currencies[0]!, total, reservation.id, at],
-      );
-      for (const [position, item] of priced.entries()) {
-        await tx.run('INSERT INTO order_items (order_id, position, sku, name, quantity, unit_price, amount) VALUES ($1, $2, $3, $4, $5, $6, $7)', [
-          id,
-          position,
-          item.sku,
-          item.name,
-          item.quantity,
-          item.unitPrice,
-          item.amount,
-        ]);
-      }
-      const order = (await this.#record(id, tx))!;
-      await this.#keys.attach(tx, 'order.create', owner, key, id);
-      await this.#keys.complete(tx, 'order.create', id, order);
-      return order;
+    return this.#keys.once(this.#sql, { scope: 'order.create', owner, key, hash }, {
+      start: async (tx) => {
+        const id = newId('ord');
+        const levels = await this.options.inventory.levels(items.map((item) => item.sku), tx);
+        const currencies = [...new Set(levels.map((level) => level.currency))];
+        if (currencies.length > 1) throw precondition(`the items are priced in different currencies (${currencies.join(', ')}): order them separately`);
+        const priced = items.map((item, i) => ({ ...item, name: levels[i]!.name, unitPrice: levels[i]!.price, amount: levels[i]!.price * item.quantity }));
+        const total = priced.reduce((sum, item) => sum + item.amount, 0);
+        if (!Number.isSafeInteger(total) || total > MAX_AMOUNT) throw invalid(`the order's total would be ${total}, above ${MAX_AMOUNT}`);
+        const reservation = await this.options.inventory.reserve(tx, items, { ttlMs: this.options.reservationTtlMs ?? DEFAULT_RESERVATION_TTL_MS, orderId: id });
+        const at = this.#now().toISOString();
+        await tx.run(
+          `INSERT INTO orders (id, user_id, state, currency, total_amount, reservation_id, created_at, updated_at) VALUES ($1, $2, 'RESERVED', $3, $4, $5, $6, $6)`,
+          [id, userId, currencies[0]!, total, reservation.id, at],
+        );
+        for (const [position, item] of priced.entries()) {
+          await tx.run('INSERT INTO order_items (order_id, position, sku, name, quantity, unit_price, amount) VALUES ($1, $2, $3, $4, $5, $6, $7)', [
+            id,
+            position,
+            item.sku,
+            item.name,
+            item.quantity,
+            item.unitPrice,
+            item.amount,
+          ]);
+        }
+        // The answer every retry with this key gets, stored with the order.
+        return { id, answer: (await this.#record(id, tx))! };
+      },
+      resume: async (id) => (await this.#record(id))!,
     });
-    if ('requestHash' in result) return this.#replay(result, key, hash);
-    return result;
-  }
-
-  #replay(record: KeyRecord, key: string, hash: string): OrderRecord {
-    sameRequest('order.create', key, record, hash);
-    if (!record.response) throw new CommerceError('ABORTED', `a request with idempotency_key "${key}" is being processed; retry shortly`);
-    return JSON.parse(record.response) as OrderRecord;
   }
 
   /** An order the caller may see (NOT_FOUND otherwise), expired first when its reservation ran out. */

@@ -17,7 +17,7 @@
  */
 import type { Sql } from '../store/sql.js';
 import { actorOf, checkKey, checkText, CommerceError, integer, mayAccess, MAX_AMOUNT, newId, notFound, num, precondition, requestHash, type Caller } from '../commerce/common.js';
-import { IdempotencyKeys, sameRequest, type KeyRecord } from '../commerce/idempotency.js';
+import type { IdempotencyKeys } from '../commerce/idempotency.js';
 import { ProviderTimeoutError, type ChargeResult, type PaymentProvider } from './provider.js';
 
 export type PaymentStatus = 'IN_PROGRESS' | 'DONE' | 'ABORTED' | 'CANCELED' | 'PARTIAL_CANCELED';
@@ -191,32 +191,19 @@ export class Payments {
    * and locks what is paid for), then asks the provider.
    */
   async process(caller: Caller, key: string, hash: string, prepare: (tx: Sql, paymentId: string) => Promise<NewPayment>): Promise<PaymentOutcome> {
-    const owner = actorOf(caller);
-    const seen = await this.#keys.find('payment.process', owner, key);
-    if (seen) return this.#replay(seen, key, hash);
-    const id = newId('pay');
-    const claimed = await this.#sql.transaction(async (tx) => {
-      const other = await this.#keys.claim(tx, 'payment.process', owner, key, hash);
-      if (other) return other;
-      const payment = await prepare(tx, id);
-      const at = this.#now().toISOString();
-      await tx.run(
-        `INSERT INTO payments (id, order_id, user_id, status, amount, balance, currency, method, provider, created_at, updated_at)
-         VALUES ($1, $2, $3, 'IN_PROGRESS', $4, 0, $5, $6, $7, $8, $8)`,
-        [id, payment.orderId, payment.userId, payment.amount, payment.currency, payment.method, this.provider.name, at],
-      );
-      await this.#keys.attach(tx, 'payment.process', owner, key, id);
-      return undefined;
+    return this.#keys.once(this.#sql, { scope: 'payment.process', owner: actorOf(caller), key, hash }, {
+      start: async (tx) => {
+        const id = newId('pay');
+        const payment = await prepare(tx, id);
+        await tx.run(
+          `INSERT INTO payments (id, order_id, user_id, status, amount, balance, currency, method, provider, created_at, updated_at)
+           VALUES ($1, $2, $3, 'IN_PROGRESS', $4, 0, $5, $6, $7, $8, $8)`,
+          [id, payment.orderId, payment.userId, payment.amount, payment.currency, payment.method, this.provider.name, this.#now().toISOString()],
+        );
+        return { id };
+      },
+      resume: (id) => this.reconcile(id),
     });
-    if (claimed) return this.#replay(claimed, key, hash);
-    return this.#charge(id);
-  }
-
-  async #replay(record: KeyRecord, key: string, hash: string): Promise<PaymentOutcome> {
-    sameRequest('payment.process', key, record, hash);
-    if (record.response) return JSON.parse(record.response) as PaymentOutcome;
-    if (!record.resourceId) throw new CommerceError('ABORTED', `a request with idempotency_key "${key}" is being processed; retry shortly`);
-    return this.reconcile(record.resourceId);
   }
 
   /** Asks the provider about an IN_PROGRESS payment by its key and settles it; a settled one is answered as it stands. */
@@ -272,40 +259,29 @@ export class Payments {
     const reason = checkText('reason', request.reason, { required: true });
     const asked = integer('amount', request.amount, 0, MAX_AMOUNT);
     const hash = requestHash({ payment: request.paymentId, amount: asked, reason });
-    const seen = await this.#keys.find('payment.refund', owner, key);
-    if (seen) return this.#replayRefund(seen, key, hash);
     let payment = await this.get(caller, request.paymentId);
     if (payment.status === 'IN_PROGRESS') payment = (await this.reconcile(payment.id)).payment;
-    const id = newId('ref');
-    const claimed = await this.#sql.transaction(async (tx) => {
-      const other = await this.#keys.claim(tx, 'payment.refund', owner, key, hash);
-      if (other) return other;
-      const current = (await this.record(payment.id, tx))!;
-      if (current.status !== 'DONE' && current.status !== 'PARTIAL_CANCELED') {
-        throw precondition(`payment ${current.id} is ${current.status}: only a DONE or PARTIAL_CANCELED payment can be refunded`);
-      }
-      const amount = asked === 0 ? current.balance : asked;
-      if (amount === 0) throw precondition(`payment ${current.id} has nothing left to refund (balance 0)`);
-      const at = this.#now().toISOString();
-      const taken = await tx.run('UPDATE payments SET balance = balance - $2, updated_at = $3 WHERE id = $1 AND balance >= $2', [current.id, amount, at]);
-      if (taken === 0) throw precondition(`a refund of ${amount} ${current.currency} is more than the balance of payment ${current.id} (${current.balance} ${current.currency})`);
-      // Numbered in the order they were made (the balance's UPDATE above holds the payment's row until commit).
-      await tx.run(
-        "INSERT INTO refunds (id, payment_id, position, amount, reason, status, created_at, updated_at) VALUES ($1, $2, (SELECT COUNT(*) + 1 FROM refunds WHERE payment_id = $2), $3, $4, 'PENDING', $5, $5)",
-        [id, current.id, amount, reason, at],
-      );
-      await this.#keys.attach(tx, 'payment.refund', owner, key, id);
-      return undefined;
+    return this.#keys.once(this.#sql, { scope: 'payment.refund', owner, key, hash }, {
+      start: async (tx) => {
+        const current = (await this.record(payment.id, tx))!;
+        if (current.status !== 'DONE' && current.status !== 'PARTIAL_CANCELED') {
+          throw precondition(`payment ${current.id} is ${current.status}: only a DONE or PARTIAL_CANCELED payment can be refunded`);
+        }
+        const amount = asked === 0 ? current.balance : asked;
+        if (amount === 0) throw precondition(`payment ${current.id} has nothing left to refund (balance 0)`);
+        const at = this.#now().toISOString();
+        const taken = await tx.run('UPDATE payments SET balance = balance - $2, updated_at = $3 WHERE id = $1 AND balance >= $2', [current.id, amount, at]);
+        if (taken === 0) throw precondition(`a refund of ${amount} ${current.currency} is more than the balance of payment ${current.id} (${current.balance} ${current.currency})`);
+        const id = newId('ref');
+        // Numbered in the order they were made (the balance's UPDATE above holds the payment's row until commit).
+        await tx.run(
+          "INSERT INTO refunds (id, payment_id, position, amount, reason, status, created_at, updated_at) VALUES ($1, $2, (SELECT COUNT(*) + 1 FROM refunds WHERE payment_id = $2), $3, $4, 'PENDING', $5, $5)",
+          [id, current.id, amount, reason, at],
+        );
+        return { id };
+      },
+      resume: (id) => this.#refundAtProvider(id),
     });
-    if (claimed) return this.#replayRefund(claimed, key, hash);
-    return this.#refundAtProvider(id);
-  }
-
-  async #replayRefund(record: KeyRecord, key: string, hash: string): Promise<RefundOutcome> {
-    sameRequest('payment.refund', key, record, hash);
-    if (record.response) return JSON.parse(record.response) as RefundOutcome;
-    if (!record.resourceId) throw new CommerceError('ABORTED', `a request with idempotency_key "${key}" is being processed; retry shortly`);
-    return this.#refundAtProvider(record.resourceId);
   }
 
   async #refundRecord(refundId: string, sql: Sql = this.#sql): Promise<{ payment: PaymentRecord; refund: RefundRecord }> {
