@@ -65,8 +65,8 @@ export interface ServeOptions {
   webhookSend?: SendWebhook | undefined;
   /** The name prefix of every metric series (default `miniapp_`; empty for the bare names). */
   metricsPrefix?: string | undefined;
-  /** The commerce services' payment provider (default: the sandbox, its books in the store). */
-  paymentProvider?: PaymentProvider | undefined;
+  /** The commerce services' payment provider, built over serve's store (default: the sandbox, its books in the store). */
+  paymentProvider?: ((sql: Sql) => PaymentProvider) | undefined;
   /** How long an order's reservation holds (default 15 minutes). */
   reservationTtlMs?: number | undefined;
   /** How often expired reservations and stale payments are swept (default 30 s; 0: only at start). */
@@ -229,7 +229,7 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
       sql: store.sql,
       now: options.now,
       authenticate: (metadata) => users.authenticate(metadata),
-      provider: options.paymentProvider,
+      provider: options.paymentProvider?.(store.sql),
       publish,
       observe: metrics.observeCommerce,
       reservationTtlMs: options.reservationTtlMs,
