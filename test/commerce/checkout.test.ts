@@ -11,6 +11,7 @@ import { BACKENDS } from '../helpers/postgres.js';
 import { useBackendStore } from '../helpers/backend-store.js';
 import { CommerceClients, refused } from '../helpers/commerce-client.js';
 import type { RunningServe } from '../../src/server/serve.js';
+import { checkMetrics, parseText } from '../helpers/promlint.js';
 
 const T0 = Date.parse('2026-11-21T12:00:00.000Z');
 const MINUTE = 60_000;
@@ -181,6 +182,42 @@ describe.each(BACKENDS)('commerce on %s', (backend) => {
     const scrape = await running.app.inject({ method: 'GET', url: '/metrics' });
     expect(scrape.body).toContain('miniapp_reservation_expiries_total 1');
     expect(scrape.body).toContain('miniapp_orders{status="EXPIRED"} 1');
+  });
+
+  it('metrics count orders by status, payments by outcome and amount, refunds and expiries; promtool has nothing to say', async () => {
+    await setStock('GEM', 5, 50000);
+    const order = (key: string) => c.call('order', 'CreateOrder', { items: [{ sku: 'GEM', quantity: 1 }], idempotency_key: key });
+    const paid = await order('o1');
+    const { payment } = await c.call('order', 'ProcessPayment', { order_id: paid.id, idempotency_key: 'p1' });
+    await c.call('payment', 'RefundPayment', { payment_id: payment.id, amount: 20000, reason: 'chipped', idempotency_key: 'r1' });
+    await c.call('order', 'ProcessPayment', { order_id: (await order('o2')).id, method: 'test_decline_card_declined', idempotency_key: 'p2' });
+    await c.call('order', 'ProcessPayment', { order_id: (await order('o3')).id, method: 'test_timeout', idempotency_key: 'p3' });
+    await order('o4');
+    clock += 15 * MINUTE;
+    await c.call('inventory', 'CheckStock', {});
+    const { body } = await running.app.inject({ method: 'GET', url: '/metrics' });
+    expect(checkMetrics(body)).toEqual([]);
+    const samples = Object.fromEntries(
+      parseText(body)
+        .filter((f) => /^miniapp_(orders|payments_total|payment_amount_total|refund_amount_total|reservation_expiries_total)$/.test(f.name))
+        .flatMap((f) => f.samples.map((s) => [`${s.name}{${Object.entries(s.labels).map(([k, v]) => `${k}=${v}`).join(',')}}`, s.value])),
+    );
+    expect(samples).toEqual({
+      'miniapp_orders{status=RESERVED}': 0,
+      'miniapp_orders{status=PAYMENT_PENDING}': 1,
+      'miniapp_orders{status=PAID}': 1,
+      'miniapp_orders{status=PAYMENT_FAILED}': 1,
+      'miniapp_orders{status=EXPIRED}': 1,
+      'miniapp_orders{status=CANCELLED}': 0,
+      'miniapp_payments_total{outcome=approved,currency=KRW}': 1,
+      'miniapp_payments_total{outcome=declined,currency=KRW}': 1,
+      'miniapp_payments_total{outcome=unknown,currency=KRW}': 1,
+      'miniapp_payment_amount_total{outcome=approved,currency=KRW}': 50000,
+      'miniapp_payment_amount_total{outcome=declined,currency=KRW}': 50000,
+      'miniapp_payment_amount_total{outcome=unknown,currency=KRW}': 50000,
+      'miniapp_refund_amount_total{currency=KRW}': 20000,
+      'miniapp_reservation_expiries_total{}': 1,
+    });
   });
 
   it('cancelling a paid order refunds it in full and puts the units back; a reserved one releases them', async () => {
