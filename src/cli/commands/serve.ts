@@ -236,7 +236,7 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
       `  metrics   GET ${info.metrics}`,
       ...(running.grpc
         ? [
-            `  gRPC      ${running.grpc.address}${running.grpc.tls ? ' (TLS)' : ''}: user.v1.UserService, monitoring.v1.MonitoringService, grpc.health.v1, reflection`,
+            `  gRPC      ${running.grpc.address}${running.grpc.tls ? ' (TLS)' : ''}: user.v1.UserService, monitoring.v1.MonitoringService, inventory.v1.InventoryService, payment.v1.PaymentService, order.v1.OrderService, grpc.health.v1, reflection`,
             `  admin     token ${running.adminToken} (stored as grpc-token in profile "${cc.profile}")`,
           ]
         : []),
