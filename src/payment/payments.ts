@@ -16,7 +16,7 @@
  * Domain module: nothing here prints or reads the environment.
  */
 import type { Sql } from '../store/sql.js';
-import { actorOf, checkKey, checkText, CommerceError, integer, mayAccess, MAX_AMOUNT, newId, notFound, num, precondition, requestHash, type Caller } from '../commerce/common.js';
+import { actorOf, checkCurrency, checkKey, DEFAULT_CURRENCY, checkText, CommerceError, integer, mayAccess, MAX_AMOUNT, newId, notFound, num, precondition, requestHash, type Caller } from '../commerce/common.js';
 import type { IdempotencyKeys } from '../commerce/idempotency.js';
 import { ProviderTimeoutError, type ChargeResult, type PaymentProvider } from './provider.js';
 
@@ -179,7 +179,7 @@ export class Payments {
     if (!caller.isAdmin) throw new CommerceError('PERMISSION_DENIED', 'a payment without an order needs the admin token; pay an order with order_id');
     const key = checkKey(request.key);
     const amount = integer('amount', request.amount, 1, MAX_AMOUNT);
-    const currency = request.currency || 'KRW';
+    const currency = checkCurrency(request.currency, DEFAULT_CURRENCY);
     const method = this.checkMethod(request.method);
     return this.process(caller, key, requestHash({ order: null, amount, currency, method }), async () => ({ orderId: null, userId: null, amount, currency, method }));
   }

@@ -259,6 +259,18 @@ describe.each(BACKENDS)('commerce on %s', (backend) => {
     expect((await refused(c.call('order', 'GetOrder', { order_id: order.id }, 'mat_not-a-token'))).code).toBe('UNAUTHENTICATED');
   });
 
+  it('a payment without an order is the admin\'s: charged once per key, refundable; a user is refused', async () => {
+    const ann = await c.user(1);
+    expect((await refused(c.call('payment', 'ProcessPayment', { amount: 5000, idempotency_key: 'manual-1' }, ann.token))).code).toBe('PERMISSION_DENIED');
+    const first = await c.call('payment', 'ProcessPayment', { amount: 5000, currency: 'USD', idempotency_key: 'manual-1' });
+    expect(first.payment).toMatchObject({ status: 'DONE', amount: '5000', currency: 'USD', order_id: '', user_id: '0' });
+    expect((await c.call('payment', 'ProcessPayment', { amount: 5000, currency: 'USD', idempotency_key: 'manual-1' })).payment.id).toBe(first.payment.id);
+    expect((await refused(c.call('payment', 'ProcessPayment', { amount: 5000, currency: 'usd', idempotency_key: 'manual-2' }))).code).toBe('INVALID_ARGUMENT');
+    expect((await c.call('payment', 'RefundPayment', { payment_id: first.payment.id, reason: 'goodwill', idempotency_key: 'r' })).payment).toMatchObject({ status: 'CANCELED', balance: '0' });
+    expect((await refused(c.call('payment', 'GetPayment', { payment_id: first.payment.id }, ann.token))).code).toBe('NOT_FOUND');
+    expect(await count('sandbox_charges')).toBe(1);
+  });
+
   it('bad input is INVALID_ARGUMENT naming the field, and writes nothing', async () => {
     await setStock('KEY', 1, 100);
     const cases: [string, string, object, string][] = [
