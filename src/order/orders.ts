@@ -262,10 +262,12 @@ export class Orders {
       }
       if (currency && currency !== current.currency) throw precondition(`currency ${currency} is not the order's currency ${current.currency}`);
       if (current.status !== 'RESERVED') throw precondition(`order ${current.id} is ${current.status}: only a RESERVED order can be paid`);
+      // The order's row first, then its reservation's: every transaction that moves both takes them in this order, so none deadlocks.
+      const moved = await tx.run("UPDATE orders SET state = 'PAYMENT_PENDING', payment_id = $2, updated_at = $3 WHERE id = $1 AND state = 'RESERVED'", [current.id, paymentId, this.#now().toISOString()]);
+      if (moved === 0) throw new CommerceError('ABORTED', `order ${current.id} changed meanwhile; try again`);
       if (!(await this.options.inventory.hold(tx, current.reservationId))) {
         throw precondition(`the reservation of order ${current.id} expired at ${current.reservationExpiresAt}: place the order again`);
       }
-      await tx.run("UPDATE orders SET state = 'PAYMENT_PENDING', payment_id = $2, updated_at = $3 WHERE id = $1 AND state = 'RESERVED'", [current.id, paymentId, this.#now().toISOString()]);
       return { orderId: current.id, userId: current.userId, amount: current.totalAmount, currency: current.currency, method };
     });
   }
@@ -275,13 +277,14 @@ export class Orders {
     if (!payment.orderId) return;
     const order = (await this.#record(payment.orderId, tx))!;
     const at = this.#now().toISOString();
+    // The order first, then its reservation (see pay).
     if (payment.status === 'DONE') {
-      await this.options.inventory.commit(tx, order.reservationId, `order ${order.id} paid`, 'system');
       await tx.run("UPDATE orders SET state = 'PAID', paid_at = $2, updated_at = $2 WHERE id = $1 AND state = 'PAYMENT_PENDING'", [order.id, at]);
+      await this.options.inventory.commit(tx, order.reservationId, `order ${order.id} paid`, 'system');
       await this.options.publish(ORDER_PAID, await this.#record(order.id, tx), tx);
     } else {
-      await this.options.inventory.release(tx, order.reservationId);
       await tx.run("UPDATE orders SET state = 'PAYMENT_FAILED', updated_at = $2 WHERE id = $1 AND state = 'PAYMENT_PENDING'", [order.id, at]);
+      await this.options.inventory.release(tx, order.reservationId);
     }
   }
 
@@ -323,11 +326,17 @@ export class Orders {
 
   /** Expires one reservation that ran out (and its order); false when it was not due or not active. */
   async #expire(reservationId: string): Promise<boolean> {
-    const expired = await this.#sql.transaction(async (tx) => {
-      if (!(await this.options.inventory.release(tx, reservationId, 'expired'))) return false;
-      await tx.run("UPDATE orders SET state = 'EXPIRED', updated_at = $2 WHERE reservation_id = $1 AND state = 'RESERVED'", [reservationId, this.#now().toISOString()]);
-      return true;
-    });
+    const expired = await this.#sql
+      .transaction(async (tx) => {
+        // The order first, then its reservation (see pay); a reservation that is not due, or not active, undoes the order's move.
+        await tx.run("UPDATE orders SET state = 'EXPIRED', updated_at = $2 WHERE reservation_id = $1 AND state = 'RESERVED'", [reservationId, this.#now().toISOString()]);
+        if (!(await this.options.inventory.release(tx, reservationId, 'expired'))) throw new NotExpired();
+        return true;
+      })
+      .catch((error: unknown) => {
+        if (error instanceof NotExpired) return false;
+        throw error;
+      });
     if (expired) this.options.observe?.expiries?.(1);
     return expired;
   }
@@ -350,6 +359,9 @@ export class Orders {
     return counts;
   }
 }
+
+/** Rolls back an expiry whose reservation was not due or not active any more. */
+class NotExpired extends Error {}
 
 function decodeToken(token: string): [string, string] {
   try {

@@ -235,6 +235,29 @@ describe.each(BACKENDS)('commerce on %s', (backend) => {
     expect(await stock('HAT')).toMatchObject({ on_hand: '2', reserved: '0', available: '2' });
   });
 
+  it('paying and cancelling the same orders at once: no call fails otherwise than by a status of the rules, every order ends CANCELLED, every unit back', async () => {
+    await setStock('PLATE', 20, 8000);
+    const orders = await Promise.all(Array.from({ length: 20 }, (_, i) => c.call('order', 'CreateOrder', { items: [{ sku: 'PLATE', quantity: 1 }], idempotency_key: `o-${i}` })));
+    const outcomes = await Promise.allSettled(
+      orders.flatMap((order, i) => [
+        c.call('order', 'ProcessPayment', { order_id: order.id, idempotency_key: `p-${i}` }),
+        c.call('order', 'CancelOrder', { order_id: order.id, reason: 'raced' }),
+      ]),
+    );
+    const codes = outcomes.filter((o): o is PromiseRejectedResult => o.status === 'rejected').map((o) => o.reason.code);
+    // FAILED_PRECONDITION (paid after the cancel, or cancelled mid-payment) and ABORTED (changed meanwhile) only.
+    expect(codes.filter((code) => code !== 9 && code !== 10)).toEqual([]);
+    for (const order of orders) {
+      const now = await c.call('order', 'GetOrder', { order_id: order.id });
+      if (now.status !== 'CANCELLED') await c.call('order', 'CancelOrder', { order_id: order.id });
+      expect((await c.call('order', 'GetOrder', { order_id: order.id })).status).toBe('CANCELLED');
+    }
+    expect(await stock('PLATE')).toMatchObject({ on_hand: '20', reserved: '0', available: '20' });
+    const charged = Number((await running.commerce.sql.one<{ n: number }>("SELECT COALESCE(SUM(amount), 0) AS n FROM payments WHERE status IN ('DONE', 'PARTIAL_CANCELED', 'CANCELED')"))!.n);
+    const refunded = Number((await running.commerce.sql.one<{ n: number }>('SELECT COALESCE(SUM(amount), 0) AS n FROM sandbox_refunds'))!.n);
+    expect(refunded).toBe(charged);
+  });
+
   it('users see only their own orders and payments; only the admin manages stock', async () => {
     await setStock('BOOK', 5, 18000);
     const [ann, ben] = [await c.user(1), await c.user(2)];
