@@ -144,7 +144,7 @@ export class Inventory {
       const changed = await tx.run('UPDATE products SET on_hand = on_hand + $2, updated_at = $3 WHERE sku = $1 AND on_hand + $2 >= reserved', [sku, delta, at]);
       if (changed === 0) {
         const [current] = await this.levels([sku], tx);
-        throw precondition(`SKU ${sku} has ${current!.onHand} on hand, ${current!.reserved} reserved: it cannot change by ${delta} (at least ${-current!.available})`);
+        throw precondition(`SKU ${sku} has ${current!.onHand} on hand, ${current!.reserved} reserved: removing ${-delta} would leave less than is reserved (at most ${current!.available} can be removed)`);
       }
       await tx.run(LEDGER, [sku, delta, reason, actor, at]);
       return (await this.levels([sku], tx))[0]!;

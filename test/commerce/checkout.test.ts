@@ -131,6 +131,22 @@ describe.each(BACKENDS)('commerce on %s', (backend) => {
     expect(await stock('LAMP')).toMatchObject({ on_hand: '2', reserved: '0' });
   });
 
+  it('a key is kept 15 days: until then another request with it is refused, afterwards it is a new key', async () => {
+    await setStock('INK', 5, 3000);
+    const first = await c.call('order', 'CreateOrder', { items: [{ sku: 'INK', quantity: 1 }], idempotency_key: 'kept' });
+    await c.call('order', 'CreateOrder', { items: [{ sku: 'INK', quantity: 1 }], idempotency_key: 'forgotten' });
+    clock += 15 * 24 * 60 * MINUTE - 1;
+    expect((await refused(c.call('order', 'CreateOrder', { items: [{ sku: 'INK', quantity: 2 }], idempotency_key: 'kept' }))).code).toBe('FAILED_PRECONDITION');
+    expect((await c.call('order', 'CreateOrder', { items: [{ sku: 'INK', quantity: 1 }], idempotency_key: 'kept' })).id).toBe(first.id);
+    clock += 1;
+    const second = await c.call('order', 'CreateOrder', { items: [{ sku: 'INK', quantity: 2 }], idempotency_key: 'kept' });
+    expect(second.id).not.toBe(first.id);
+    // The housekeeping forgets the keys past their 15 days.
+    expect(await count('idempotency_keys')).toBe(2);
+    await running.commerce.sweep();
+    expect(await count('idempotency_keys')).toBe(1);
+  });
+
   it('a decline leaves the order PAYMENT_FAILED with its units released; the payment is ABORTED with the reason code', async () => {
     await setStock('BAG', 2, 9900);
     const order = await c.call('order', 'CreateOrder', { items: [{ sku: 'BAG', quantity: 2 }], idempotency_key: 'o1' });
@@ -325,7 +341,7 @@ describe.each(BACKENDS)('commerce on %s', (backend) => {
     await c.call('order', 'CreateOrder', { items: [{ sku: 'CAP', quantity: 4 }], idempotency_key: 'o1' });
     expect(await refused(c.call('inventory', 'AdjustStock', { sku: 'CAP', delta: -2, reason: 'broken' }))).toEqual({
       code: 'FAILED_PRECONDITION',
-      details: 'SKU CAP has 5 on hand, 4 reserved: it cannot change by -2 (at least -1)',
+      details: 'SKU CAP has 5 on hand, 4 reserved: removing 2 would leave less than is reserved (at most 1 can be removed)',
     });
     expect((await refused(setStock('CAP', 3))).details).toContain('has 4 units reserved');
     expect(await c.call('inventory', 'AdjustStock', { sku: 'CAP', delta: -1, reason: 'broken' })).toMatchObject({ on_hand: '4', reserved: '4', available: '0', currency: 'USD', name: 'Cap' });
