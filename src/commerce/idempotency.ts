@@ -54,19 +54,27 @@ export class IdempotencyKeys {
    */
   async claim(tx: Sql, scope: KeyScope, owner: string, key: string, hash: string): Promise<KeyRecord | undefined> {
     const now = this.now();
-    await tx.run('DELETE FROM idempotency_keys WHERE scope = $1 AND owner = $2 AND key = $3 AND expires_at <= $4', [scope, owner, key, now.toISOString()]);
-    const inserted = await tx.run(
+    // One statement: a new key is inserted, a key past its 15 days is taken over, a live one is left as it is.
+    const claimed = await tx.run(
       `INSERT INTO idempotency_keys (scope, owner, key, request_hash, created_at, expires_at) VALUES ($1, $2, $3, $4, $5, $6)
-       ON CONFLICT DO NOTHING`,
+       ON CONFLICT (scope, owner, key) DO UPDATE SET request_hash = excluded.request_hash, resource_id = NULL, response = NULL,
+         created_at = excluded.created_at, expires_at = excluded.expires_at
+       WHERE idempotency_keys.expires_at <= excluded.created_at`,
       [scope, owner, key, hash, now.toISOString(), new Date(now.getTime() + IDEMPOTENCY_TTL_MS).toISOString()],
     );
-    if (inserted === 1) return undefined;
+    if (claimed === 1) return undefined;
     return this.find(scope, owner, key, tx);
   }
 
-  /** Records what the key's work made. */
-  private async attach(tx: Sql, scope: KeyScope, owner: string, key: string, resourceId: string): Promise<void> {
-    await tx.run('UPDATE idempotency_keys SET resource_id = $4 WHERE scope = $1 AND owner = $2 AND key = $3', [scope, owner, key, resourceId]);
+  /** Records what the key's work made, and its answer when final already. */
+  private async attach(tx: Sql, scope: KeyScope, owner: string, key: string, resourceId: string, answer: unknown): Promise<void> {
+    await tx.run('UPDATE idempotency_keys SET resource_id = $4, response = $5 WHERE scope = $1 AND owner = $2 AND key = $3', [
+      scope,
+      owner,
+      key,
+      resourceId,
+      answer === undefined ? null : JSON.stringify(answer),
+    ]);
   }
 
   /** Stores the final answer for the key that made `resourceId`. */
@@ -78,15 +86,15 @@ export class IdempotencyKeys {
    * Does a keyed piece of work once. A key seen before answers its stored
    * result, or, while its work is not final, `resume`s that work (asks the
    * provider again, ...); a key with another request is FAILED_PRECONDITION.
-   * A new key is claimed in the transaction where `start` records the work
-   * and returns the id of what it made, with the final answer when it has
-   * one already (stored with the key in that transaction); else `resume`
-   * then carries the work out.
+   * A new key is claimed in the transaction where `start` records the work;
+   * `start` calls `keep` with the id of what it made, and with the final
+   * answer when it has one already (stored with the key in that
+   * transaction); without one, `resume` then carries the work out.
    */
   async once<T>(
     sql: Sql,
     claim: { scope: KeyScope; owner: string; key: string; hash: string },
-    work: { start: (tx: Sql) => Promise<{ id: string; answer?: T }>; resume: (resourceId: string) => Promise<T> },
+    work: { start: (tx: Sql, keep: (id: string, answer?: T) => Promise<void>) => Promise<void>; resume: (resourceId: string) => Promise<T> },
   ): Promise<T> {
     const { scope, owner, key, hash } = claim;
     const replay = (record: KeyRecord): Promise<T> => {
@@ -95,15 +103,16 @@ export class IdempotencyKeys {
       if (!record.resourceId) throw new CommerceError('ABORTED', `a request with idempotency_key "${key}" is being processed; retry shortly`);
       return work.resume(record.resourceId);
     };
-    const seen = await this.find(scope, owner, key);
-    if (seen) return replay(seen);
     const made = await sql.transaction(async (tx) => {
       const other = await this.claim(tx, scope, owner, key, hash);
       if (other) return other;
-      const started = await work.start(tx);
-      await this.attach(tx, scope, owner, key, started.id);
-      if (started.answer !== undefined) await this.complete(tx, scope, started.id, started.answer);
-      return { started };
+      let kept: { id: string; answer?: T } | undefined;
+      await work.start(tx, async (id, answer) => {
+        await this.attach(tx, scope, owner, key, id, answer);
+        kept = answer === undefined ? { id } : { id, answer };
+      });
+      if (!kept) throw new Error(`the ${scope} work kept nothing under its key`);
+      return { started: kept };
     });
     if (!('started' in made)) return replay(made);
     return made.started.answer !== undefined ? made.started.answer : work.resume(made.started.id);

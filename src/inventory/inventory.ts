@@ -153,29 +153,42 @@ export class Inventory {
 
   /**
    * Reserves every item or none, in `tx`: FAILED_PRECONDITION naming each
-   * SKU that is short (NOT_FOUND for unknown ones) and nothing held.
+   * SKU that is short (NOT_FOUND for unknown ones) and nothing held. The
+   * rows of the reservation are written first and the stock is taken last
+   * (after `beforeTaking`, where the caller writes what goes with it), so
+   * that the SKUs' rows stay locked only for the UPDATEs and the commit.
    */
-  async reserve(tx: Sql, items: readonly Quantity[], options: { ttlMs?: number; orderId?: string } = {}): Promise<ReservationRecord> {
+  async reserve(
+    tx: Sql,
+    items: readonly Quantity[],
+    options: { ttlMs?: number; orderId?: string; skusChecked?: boolean; beforeTaking?: (reservation: ReservationRecord) => Promise<void> } = {},
+  ): Promise<ReservationRecord> {
     const now = this.now();
     const at = now.toISOString();
     const sorted = sortedItems(items);
+    if (!options.skusChecked) await this.levels(sorted.map((item) => item.sku), tx);
+    const id = newId('res');
+    const expiresAt = new Date(now.getTime() + (options.ttlMs ?? DEFAULT_RESERVATION_TTL_MS)).toISOString();
+    await tx.run("INSERT INTO reservations (id, order_id, state, expires_at, created_at, updated_at) VALUES ($1, $2, 'active', $3, $4, $4)", [id, options.orderId ?? null, expiresAt, at]);
+    for (const item of sorted) await tx.run('INSERT INTO reservation_items (reservation_id, sku, quantity) VALUES ($1, $2, $3)', [id, item.sku, item.quantity]);
+    const reservation: ReservationRecord = { id, state: 'active', items: sorted, expiresAt, orderId: options.orderId ?? null, createdAt: at, updatedAt: at };
+    await options.beforeTaking?.(reservation);
     const missing: Quantity[] = [];
     for (const item of sorted) {
       const changed = await tx.run('UPDATE products SET reserved = reserved + $2, updated_at = $3 WHERE sku = $1 AND on_hand - reserved >= $2', [item.sku, item.quantity, at]);
       if (changed === 0) missing.push(item);
     }
     if (missing.length > 0) {
-      const rows = await tx.all<ProductRow>(`SELECT ${PRODUCT_COLUMNS} FROM products WHERE sku IN (${missing.map((_, i) => `$${i + 1}`).join(', ')})`, missing.map((m) => m.sku));
-      const found = new Map(rows.map((row) => [row.sku, level(row)]));
-      const unknown = missing.filter((m) => !found.has(m.sku));
-      if (unknown.length > 0) throw notFound(`no such SKU: ${unknown.map((m) => m.sku).join(', ')}`);
+      const found = new Map((await this.levels(missing.map((m) => m.sku), tx)).map((row) => [row.sku, row]));
       throw precondition(`not enough stock: ${missing.map((m) => `${m.sku} (asked ${m.quantity}, available ${found.get(m.sku)!.available})`).join(', ')}`);
     }
-    const id = newId('res');
-    const expiresAt = new Date(now.getTime() + (options.ttlMs ?? DEFAULT_RESERVATION_TTL_MS)).toISOString();
-    await tx.run("INSERT INTO reservations (id, order_id, state, expires_at, created_at, updated_at) VALUES ($1, $2, 'active', $3, $4, $4)", [id, options.orderId ?? null, expiresAt, at]);
-    for (const item of sorted) await tx.run('INSERT INTO reservation_items (reservation_id, sku, quantity) VALUES ($1, $2, $3)', [id, item.sku, item.quantity]);
-    return { id, state: 'active', items: sorted, expiresAt, orderId: options.orderId ?? null, createdAt: at, updatedAt: at };
+    return reservation;
+  }
+
+  /** A reservation's items, in SKU order (the order every change takes the SKUs' rows in). */
+  async #items(sql: Sql, id: string): Promise<Quantity[]> {
+    const items = await sql.all<{ sku: string; quantity: number }>('SELECT sku, quantity FROM reservation_items WHERE reservation_id = $1 ORDER BY sku', [id]);
+    return items.map((item) => ({ sku: item.sku, quantity: num(item.quantity) }));
   }
 
   async reservation(id: string, sql: Sql = this.sql): Promise<ReservationRecord | undefined> {
@@ -184,11 +197,10 @@ export class Inventory {
       [id],
     );
     if (!row) return undefined;
-    const items = await sql.all<{ sku: string; quantity: number }>('SELECT sku, quantity FROM reservation_items WHERE reservation_id = $1 ORDER BY sku', [id]);
     return {
       id: row.id,
       state: row.state,
-      items: items.map((item) => ({ sku: item.sku, quantity: num(item.quantity) })),
+      items: await this.#items(sql, id),
       expiresAt: row.expires_at,
       orderId: row.order_id,
       createdAt: row.created_at,
@@ -218,7 +230,7 @@ export class Inventory {
     const moved = to === 'expired' ? await this.#move(tx, id, ['active'], 'expired', ' AND expires_at <= $3') : await this.#move(tx, id, ['active', 'held'], 'released');
     if (!moved) return false;
     const at = this.now().toISOString();
-    for (const item of (await this.reservation(id, tx))!.items) {
+    for (const item of await this.#items(tx, id)) {
       await tx.run('UPDATE products SET reserved = reserved - $2, updated_at = $3 WHERE sku = $1', [item.sku, item.quantity, at]);
     }
     return true;
@@ -228,7 +240,7 @@ export class Inventory {
   async commit(tx: Sql, id: string, reason: string, actor: string): Promise<boolean> {
     if (!(await this.#move(tx, id, ['active', 'held'], 'committed'))) return false;
     const at = this.now().toISOString();
-    for (const item of (await this.reservation(id, tx))!.items) {
+    for (const item of await this.#items(tx, id)) {
       await tx.run('UPDATE products SET on_hand = on_hand - $2, reserved = reserved - $2, updated_at = $3 WHERE sku = $1', [item.sku, item.quantity, at]);
       await tx.run(LEDGER, [item.sku, -item.quantity, reason, actor, at]);
     }

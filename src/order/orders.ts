@@ -160,7 +160,7 @@ export class Orders {
     // Units of reservations that ran out go back first, so that they can be ordered again.
     await this.expireDue();
     return this.#keys.once(this.#sql, { scope: 'order.create', owner, key, hash }, {
-      start: async (tx) => {
+      start: async (tx, keep) => {
         const id = newId('ord');
         const levels = await this.options.inventory.levels(items.map((item) => item.sku), tx);
         const currencies = [...new Set(levels.map((level) => level.currency))];
@@ -168,25 +168,32 @@ export class Orders {
         const priced = items.map((item, i) => ({ ...item, name: levels[i]!.name, unitPrice: levels[i]!.price, amount: levels[i]!.price * item.quantity }));
         const total = priced.reduce((sum, item) => sum + item.amount, 0);
         if (!Number.isSafeInteger(total) || total > MAX_AMOUNT) throw invalid(`the order's total would be ${total}, above ${MAX_AMOUNT}`);
-        const reservation = await this.options.inventory.reserve(tx, items, { ttlMs: this.options.reservationTtlMs ?? DEFAULT_RESERVATION_TTL_MS, orderId: id });
-        const at = this.#now().toISOString();
-        await tx.run(
-          `INSERT INTO orders (id, user_id, state, currency, total_amount, reservation_id, created_at, updated_at) VALUES ($1, $2, 'RESERVED', $3, $4, $5, $6, $6)`,
-          [id, userId, currencies[0]!, total, reservation.id, at],
-        );
-        for (const [position, item] of priced.entries()) {
-          await tx.run('INSERT INTO order_items (order_id, position, sku, name, quantity, unit_price, amount) VALUES ($1, $2, $3, $4, $5, $6, $7)', [
-            id,
-            position,
-            item.sku,
-            item.name,
-            item.quantity,
-            item.unitPrice,
-            item.amount,
-          ]);
-        }
-        // The answer every retry with this key gets, stored with the order.
-        return { id, answer: (await this.#record(id, tx))! };
+        await this.options.inventory.reserve(tx, items, {
+          skusChecked: true,
+          ttlMs: this.options.reservationTtlMs ?? DEFAULT_RESERVATION_TTL_MS,
+          orderId: id,
+          // The order and its stored answer are written before the stock is taken (see Inventory.reserve).
+          beforeTaking: async (reservation) => {
+            const at = this.#now().toISOString();
+            await tx.run(
+              `INSERT INTO orders (id, user_id, state, currency, total_amount, reservation_id, created_at, updated_at) VALUES ($1, $2, 'RESERVED', $3, $4, $5, $6, $6)`,
+              [id, userId, currencies[0]!, total, reservation.id, at],
+            );
+            for (const [position, item] of priced.entries()) {
+              await tx.run('INSERT INTO order_items (order_id, position, sku, name, quantity, unit_price, amount) VALUES ($1, $2, $3, $4, $5, $6, $7)', [
+                id,
+                position,
+                item.sku,
+                item.name,
+                item.quantity,
+                item.unitPrice,
+                item.amount,
+              ]);
+            }
+            // The answer every retry with this key gets, stored with the order.
+            await keep(id, (await this.#record(id, tx))!);
+          },
+        });
       },
       resume: async (id) => (await this.#record(id))!,
     });
@@ -275,16 +282,16 @@ export class Orders {
   /** The order side of a settled payment: PAID with the units committed, or PAYMENT_FAILED with them released. */
   async #settled(tx: Sql, payment: PaymentRecord): Promise<void> {
     if (!payment.orderId) return;
-    const order = (await this.#record(payment.orderId, tx))!;
+    const order = (await tx.one<{ id: string; reservation_id: string }>('SELECT id, reservation_id FROM orders WHERE id = $1', [payment.orderId]))!;
     const at = this.#now().toISOString();
-    // The order first, then its reservation (see pay).
+    // The order first, then its reservation, the stock last (see pay).
     if (payment.status === 'DONE') {
       await tx.run("UPDATE orders SET state = 'PAID', paid_at = $2, updated_at = $2 WHERE id = $1 AND state = 'PAYMENT_PENDING'", [order.id, at]);
-      await this.options.inventory.commit(tx, order.reservationId, `order ${order.id} paid`, 'system');
-      await this.options.publish(ORDER_PAID, await this.#record(order.id, tx), tx);
+      await this.options.publish(ORDER_PAID, async () => this.#record(order.id, tx), tx);
+      await this.options.inventory.commit(tx, order.reservation_id, `order ${order.id} paid`, 'system');
     } else {
       await tx.run("UPDATE orders SET state = 'PAYMENT_FAILED', updated_at = $2 WHERE id = $1 AND state = 'PAYMENT_PENDING'", [order.id, at]);
-      await this.options.inventory.release(tx, order.reservationId);
+      await this.options.inventory.release(tx, order.reservation_id);
     }
   }
 
@@ -314,9 +321,9 @@ export class Orders {
       const at = this.#now().toISOString();
       const changed = await tx.run("UPDATE orders SET state = 'CANCELLED', cancelled_at = $3, cancel_reason = $4, updated_at = $3 WHERE id = $1 AND state = $2", [order.id, from, at, reason]);
       if (changed === 0) return false;
+      await this.options.publish(ORDER_CANCELLED, async () => this.#record(order.id, tx), tx);
       if (from === 'RESERVED') await this.options.inventory.release(tx, order.reservationId);
       else await this.options.inventory.restock(tx, order.items, `order ${order.id} cancelled`, actorOf(caller));
-      await this.options.publish(ORDER_CANCELLED, await this.#record(order.id, tx), tx);
       return true;
     });
     const now = await this.get(caller, id);

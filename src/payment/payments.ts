@@ -72,8 +72,8 @@ export interface NewPayment {
 export const PAYMENT_REFUNDED = 'payment.refunded';
 export const NO_ANSWER = 'the provider did not answer; the outcome is reconciled by the same idempotency key: retry with it';
 
-/** Writes a webhook event in the caller's transaction (the outbox); a no-op without webhooks. */
-export type Publish = (event: string, data: unknown, tx: Sql) => Promise<void>;
+/** Writes a webhook event in the caller's transaction (the outbox); a no-op without webhooks, where `data` is not even called. */
+export type Publish = (event: string, data: () => Promise<unknown>, tx: Sql) => Promise<void>;
 
 export interface CommerceObserver {
   payment?(outcome: 'approved' | 'declined' | 'unknown', currency: string, amount: number): void;
@@ -192,7 +192,7 @@ export class Payments {
    */
   async process(caller: Caller, key: string, hash: string, prepare: (tx: Sql, paymentId: string) => Promise<NewPayment>): Promise<PaymentOutcome> {
     return this.#keys.once(this.#sql, { scope: 'payment.process', owner: actorOf(caller), key, hash }, {
-      start: async (tx) => {
+      start: async (tx, keep) => {
         const id = newId('pay');
         const payment = await prepare(tx, id);
         await tx.run(
@@ -200,7 +200,7 @@ export class Payments {
            VALUES ($1, $2, $3, 'IN_PROGRESS', $4, 0, $5, $6, $7, $8, $8)`,
           [id, payment.orderId, payment.userId, payment.amount, payment.currency, payment.method, this.provider.name, this.#now().toISOString()],
         );
-        return { id };
+        await keep(id);
       },
       resume: (id) => this.reconcile(id),
     });
@@ -211,11 +211,11 @@ export class Payments {
     const payment = await this.record(id);
     if (!payment) throw notFound(`no payment with id "${id}"`);
     if (payment.status !== 'IN_PROGRESS') return { payment, message: 'settled' };
-    return this.#charge(id);
+    return this.#charge(payment);
   }
 
-  async #charge(id: string): Promise<PaymentOutcome> {
-    const payment = (await this.record(id))!;
+  async #charge(payment: PaymentRecord): Promise<PaymentOutcome> {
+    const id = payment.id;
     let result: ChargeResult;
     try {
       result = await this.provider.charge({ key: id, amount: payment.amount, currency: payment.currency, method: payment.method });
@@ -239,10 +239,11 @@ export class Payments {
       const outcome: PaymentOutcome = { payment, message: result.outcome === 'approved' ? 'approved' : `declined: ${result.code}: ${result.message}` };
       if (changed === 1) {
         settledNow = true;
+        await this.#keys.complete(tx, 'payment.process', id, outcome);
+        // Last: the order's side takes the stock's rows, held only until the commit.
         await this.#onSettle(tx, payment);
-        await this.#keys.complete(tx, 'payment.process', id, { payment: (await this.record(id, tx))!, message: outcome.message });
       }
-      return { ...outcome, payment: (await this.record(id, tx))! };
+      return outcome;
     });
     if (settledNow) this.options.observe?.payment?.(result.outcome, outcome.payment.currency, outcome.payment.amount);
     return outcome;
@@ -262,7 +263,7 @@ export class Payments {
     let payment = await this.get(caller, request.paymentId);
     if (payment.status === 'IN_PROGRESS') payment = (await this.reconcile(payment.id)).payment;
     return this.#keys.once(this.#sql, { scope: 'payment.refund', owner, key, hash }, {
-      start: async (tx) => {
+      start: async (tx, keep) => {
         const current = (await this.record(payment.id, tx))!;
         if (current.status !== 'DONE' && current.status !== 'PARTIAL_CANCELED') {
           throw precondition(`payment ${current.id} is ${current.status}: only a DONE or PARTIAL_CANCELED payment can be refunded`);
@@ -278,7 +279,7 @@ export class Payments {
           "INSERT INTO refunds (id, payment_id, position, amount, reason, status, created_at, updated_at) VALUES ($1, $2, (SELECT COUNT(*) + 1 FROM refunds WHERE payment_id = $2), $3, $4, 'PENDING', $5, $5)",
           [id, current.id, amount, reason, at],
         );
-        return { id };
+        await keep(id);
       },
       resume: (id) => this.#refundAtProvider(id),
     });
@@ -307,7 +308,7 @@ export class Payments {
         settledNow = true;
         await tx.run("UPDATE payments SET status = CASE WHEN balance = 0 THEN 'CANCELED' ELSE 'PARTIAL_CANCELED' END, updated_at = $2 WHERE id = $1", [payment.id, at]);
         const outcome = await this.#refundRecord(refundId, tx);
-        await this.options.publish(PAYMENT_REFUNDED, outcome, tx);
+        await this.options.publish(PAYMENT_REFUNDED, async () => outcome, tx);
         await this.#keys.complete(tx, 'payment.refund', refundId, outcome);
         return outcome;
       }

@@ -220,9 +220,10 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
       : undefined;
     // order.paid, order.cancelled and payment.refunded go out as post.created does: written in the transaction that
     // makes them, the dispatcher woken once it commits.
+    // `data` may be a function: it is then called only when there are URLs to send to.
     const publish = async (event: string, data: unknown, tx: Sql) => {
       if (!dispatcher || !webhooks || webhooks.urls.length === 0) return;
-      await dispatcher.outbox.enqueue(event, data, webhooks.urls, tx);
+      await dispatcher.outbox.enqueue(event, typeof data === 'function' ? await (data as () => Promise<unknown>)() : data, webhooks.urls, tx);
       tx.afterCommit(() => dispatcher.notify());
     };
     commerce = new Commerce({
