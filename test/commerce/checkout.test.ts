@@ -310,6 +310,23 @@ describe.each(BACKENDS)('commerce on %s', (backend) => {
     expect(await count('sandbox_charges')).toBe(1);
   });
 
+  it('ListOrders pages newest first with a token, filters by status, and refuses a token it did not give', async () => {
+    await setStock('PIN', 10, 500);
+    const made = [];
+    for (let i = 0; i < 5; i++) {
+      made.push(await c.call('order', 'CreateOrder', { items: [{ sku: 'PIN', quantity: 1 }], idempotency_key: `o-${i}` }));
+      clock += 1000;
+    }
+    await c.call('order', 'ProcessPayment', { order_id: made[1].id, idempotency_key: 'p' });
+    const first = await c.call('order', 'ListOrders', { page_size: 2 });
+    const second = await c.call('order', 'ListOrders', { page_size: 2, page_token: first.next_page_token });
+    const third = await c.call('order', 'ListOrders', { page_size: 2, page_token: second.next_page_token });
+    expect([...first.orders, ...second.orders, ...third.orders].map((o: any) => o.id)).toEqual(made.map((o) => o.id).reverse());
+    expect(third.next_page_token).toBe('');
+    expect((await c.call('order', 'ListOrders', { status: 'PAID' })).orders.map((o: any) => o.id)).toEqual([made[1].id]);
+    expect((await refused(c.call('order', 'ListOrders', { page_token: 'bm9wZQ' }))).code).toBe('INVALID_ARGUMENT');
+  });
+
   it('bad input is INVALID_ARGUMENT naming the field, and writes nothing', async () => {
     await setStock('KEY', 1, 100);
     const cases: [string, string, object, string][] = [
