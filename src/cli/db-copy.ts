@@ -57,7 +57,26 @@ export const COPIED_TABLES: readonly TableCopy[] = [
     key: ['id'],
     serial: 'id',
   },
-  { table: 'webhook_attempts', columns: ['id', 'delivery_id', 'attempted_at', 'status_code', 'error'], key: ['id'], serial: 'id' },
+  { table: 'webhook_attempts', columns: ['id', 'delivery_id', 'attempted_at', 'status_code', 'error'], key: ['id'], serial: 'id' },  // The commerce services (migration 8 / 4), parents before children.
+  { table: 'products', columns: ['sku', 'name', 'price', 'currency', 'on_hand', 'reserved', 'created_at', 'updated_at'], key: ['sku'] },
+  { table: 'stock_movements', columns: ['id', 'sku', 'delta', 'on_hand', 'reason', 'actor', 'at'], key: ['id'], serial: 'id' },
+  { table: 'reservations', columns: ['id', 'order_id', 'state', 'expires_at', 'created_at', 'updated_at'], key: ['id'] },
+  { table: 'reservation_items', columns: ['reservation_id', 'sku', 'quantity'], key: ['reservation_id', 'sku'] },
+  {
+    table: 'orders',
+    columns: ['id', 'user_id', 'state', 'currency', 'total_amount', 'reservation_id', 'payment_id', 'created_at', 'updated_at', 'paid_at', 'cancelled_at', 'cancel_reason'],
+    key: ['id'],
+  },
+  { table: 'order_items', columns: ['order_id', 'position', 'sku', 'name', 'quantity', 'unit_price', 'amount'], key: ['order_id', 'position'] },
+  {
+    table: 'payments',
+    columns: ['id', 'order_id', 'user_id', 'status', 'amount', 'balance', 'currency', 'method', 'provider', 'provider_reference', 'failure_code', 'failure_message', 'created_at', 'updated_at', 'approved_at'],
+    key: ['id'],
+  },
+  { table: 'refunds', columns: ['id', 'payment_id', 'position', 'amount', 'reason', 'status', 'created_at', 'updated_at'], key: ['id'] },
+  { table: 'idempotency_keys', columns: ['scope', 'owner', 'key', 'request_hash', 'resource_id', 'response', 'created_at', 'expires_at'], key: ['scope', 'owner', 'key'] },
+  { table: 'sandbox_charges', columns: ['key', 'amount', 'currency', 'method', 'outcome', 'failure_code', 'reference', 'answered', 'created_at'], key: ['key'] },
+  { table: 'sandbox_refunds', columns: ['key', 'charge_reference', 'amount', 'created_at'], key: ['key'] },
 ];
 
 /** Rows per INSERT: well under PostgreSQL's 65,535 parameters for the widest table. */

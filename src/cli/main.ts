@@ -50,6 +50,21 @@ export const GROUPS: readonly Group[] = [
     load: async () => (await import('./commands/users.js')).registerUsers,
   },
   {
+    name: 'inventory',
+    summary: 'stock of the commerce services: levels, set, adjust',
+    load: async () => (await import('./commands/inventory.js')).registerInventory,
+  },
+  {
+    name: 'orders',
+    summary: 'orders: create, get, list, pay, cancel',
+    load: async () => (await import('./commands/orders.js')).registerOrders,
+  },
+  {
+    name: 'payments',
+    summary: 'payments: show, refund',
+    load: async () => (await import('./commands/payments.js')).registerPayments,
+  },
+  {
     name: 'monitor',
     summary: 'live metrics, log lines and chat of a running serve',
     load: async () => (await import('./commands/monitor.js')).registerMonitor,

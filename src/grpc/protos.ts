@@ -32,6 +32,9 @@ export const LOADER_OPTIONS: protoLoader.Options = {
 export const SERVICE_FILES = {
   'user.v1.UserService': 'user/v1/user.proto',
   'monitoring.v1.MonitoringService': 'monitoring/v1/monitoring.proto',
+  'inventory.v1.InventoryService': 'inventory/v1/inventory.proto',
+  'payment.v1.PaymentService': 'payment/v1/payment.proto',
+  'order.v1.OrderService': 'order/v1/order.proto',
   'grpc.health.v1.Health': 'grpc/health/v1/health.proto',
 } as const;
 export type ServiceName = keyof typeof SERVICE_FILES;

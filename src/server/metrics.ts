@@ -10,6 +10,7 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics, type Metric, type OpenMetricsContentType } from 'prom-client';
 import type { PartnerCallObserver } from '../login/partner-client.js';
 import type { WebhookAttemptObserver } from '../blog/webhooks.js';
+import type { CommerceObserver } from '../payment/payments.js';
 import { checkMetricsPrefix, DEFAULT_METRICS_PREFIX } from './metric-prefix.js';
 
 /** Seconds, from a millisecond up to the 10 s time-outs of the partner client and the webhook sender. */
@@ -46,6 +47,8 @@ export interface Metrics {
   observeUpstream: PartnerCallObserver;
   /** For WebhookDispatcher's `observe`. */
   observeWebhook: WebhookAttemptObserver;
+  /** For the commerce services' `observe`: payments by outcome and amount, refunds, reservation expiries. */
+  observeCommerce: CommerceObserver;
   /** Every series, in OpenMetrics when `accept` prefers it, else in the Prometheus text format. */
   scrape(accept?: string): Promise<{ contentType: string; body: string }>;
 }
@@ -55,6 +58,8 @@ export interface MetricsOptions {
   prefix?: string;
   /** How many webhook deliveries are pending, asked at each scrape. */
   pendingWebhooks?: () => number | Promise<number>;
+  /** How many orders are in each status, asked at each scrape. */
+  ordersByStatus?: () => Promise<Record<string, number>>;
 }
 
 /**
@@ -220,9 +225,55 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     });
   }
 
+  const byStatus = options.ordersByStatus;
+  if (byStatus) {
+    new Gauge({
+      name: `${prefix}orders`,
+      help: 'Orders of the commerce services, a count by status (RESERVED, PAYMENT_PENDING, PAID, PAYMENT_FAILED, EXPIRED, CANCELLED), read at scrape time.',
+      labelNames: ['status'],
+      registers,
+      async collect() {
+        // As the pending webhooks: a database that cannot answer now leaves the last counts.
+        const counts = await byStatus().catch(() => undefined);
+        for (const [status, count] of Object.entries(counts ?? {})) this.set({ status }, count);
+      },
+    });
+  }
+  const payments = new Counter({
+    name: `${prefix}payments_total`,
+    help: 'Payment attempts answered by the provider, a count by outcome (approved, declined, unknown: no answer, reconciled later) and currency.',
+    labelNames: ['outcome', 'currency'],
+    registers,
+  });
+  const paymentAmount = new Counter({
+    name: `${prefix}payment_amount_total`,
+    help: 'Money of payment attempts, in minor units of the currency (KRW has none), by outcome and currency.',
+    labelNames: ['outcome', 'currency'],
+    registers,
+  });
+  const refundAmount = new Counter({
+    name: `${prefix}refund_amount_total`,
+    help: 'Money refunded, in minor units of the currency, by currency.',
+    labelNames: ['currency'],
+    registers,
+  });
+  const expiries = new Counter({
+    name: `${prefix}reservation_expiries_total`,
+    help: 'Stock reservations that ran out unpaid and gave their units back, a count.',
+    registers,
+  });
+
   return {
     registry,
     prefix,
+    observeCommerce: {
+      payment: (outcome, currency, amount) => {
+        payments.inc({ outcome, currency });
+        paymentAmount.inc({ outcome, currency }, amount);
+      },
+      refund: (currency, amount) => refundAmount.inc({ currency }, amount),
+      expiries: (count) => expiries.inc(count),
+    },
     grpc,
     http,
     observeUpstream: ({ endpoint, outcome, seconds }) => {

@@ -30,6 +30,8 @@ import type { ChatMessage as UserChatMessage } from '../users/proto.js';
 import { DEFAULT_HASH_COST } from '../auth/passwords.js';
 import { PostStore, type Post } from '../blog/posts.js';
 import { openImageStore } from '../blog/uploads.js';
+import { Commerce } from '../commerce/commerce.js';
+import type { PaymentProvider } from '../payment/provider.js';
 import { POST_CREATED, WebhookDispatcher, WebhookOutbox, type SendWebhook, type WebhookLog as ComponentLog } from '../blog/webhooks.js';
 
 export interface ServeOptions {
@@ -63,6 +65,12 @@ export interface ServeOptions {
   webhookSend?: SendWebhook | undefined;
   /** The name prefix of every metric series (default `miniapp_`; empty for the bare names). */
   metricsPrefix?: string | undefined;
+  /** The commerce services' payment provider, built over serve's store (default: the sandbox, its books in the store). */
+  paymentProvider?: ((sql: Sql) => PaymentProvider) | undefined;
+  /** How long an order's reservation holds (default 15 minutes). */
+  reservationTtlMs?: number | undefined;
+  /** How often expired reservations and stale payments are swept (default 30 s; 0: only at start). */
+  commerceSweepMs?: number | undefined;
 }
 
 export interface EmbeddedSandbox {
@@ -91,6 +99,8 @@ export interface RunningServe {
   /** serve's log lines, kept and streamed (monitoring.v1 StreamLogs). */
   logs: LogHub;
   webhooks: WebhookDispatcher | undefined;
+  /** Inventory, payments and orders (their gRPC services are served with the user service). */
+  commerce: Commerce;
   close(): Promise<void>;
 }
 
@@ -143,7 +153,12 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
     const aad = parseAad(aadText);
 
     const outbox = new WebhookOutbox(store, options.now);
-    const metrics = createMetrics({ prefix: options.metricsPrefix, pendingWebhooks: () => outbox.pendingCount() });
+    let commerce: Commerce | undefined;
+    const metrics = createMetrics({
+      prefix: options.metricsPrefix,
+      pendingWebhooks: () => outbox.pendingCount(),
+      ordersByStatus: async () => (commerce ? commerce.orders.countByStatus() : {}),
+    });
     const client = new PartnerClient({ ...upstream, timeoutMs: options.timeoutMs, observe: metrics.observeUpstream });
     cleanups.push(() => client.close());
 
@@ -189,27 +204,6 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
       serviceName: () => serviceName,
       now: options.now,
     });
-    let grpcServer: RunningGrpcServer | undefined;
-    if (options.grpc) {
-      grpcServer = await startGrpcServer({
-        ...options.grpc,
-        services: [
-          { name: 'user.v1.UserService', handlers: users.handlers() },
-          { name: 'monitoring.v1.MonitoringService', handlers: monitoring.handlers() },
-        ],
-        metrics: metrics.grpc,
-        log: grpcLog,
-        onShutdown: () => {
-          users.endStreams();
-          monitoring.endStreams();
-        },
-      });
-      cleanups.push(() => grpcServer!.shutdown(options.shutdownDeadlineMs));
-      grpcHealth = (serving) => grpcServer!.setServing(serving);
-    }
-
-    const images = openImageStore(store, options.now);
-    cleanups.push(() => images.close());
     const webhooks = options.webhooks;
     const dispatcher = webhooks
       ? new WebhookDispatcher({
@@ -224,6 +218,53 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
           observe: metrics.observeWebhook,
         })
       : undefined;
+    // order.paid, order.cancelled and payment.refunded go out as post.created does: written in the transaction that
+    // makes them, the dispatcher woken once it commits.
+    // `data` may be a function: it is then called only when there are URLs to send to.
+    const publish = async (event: string, data: unknown, tx: Sql) => {
+      if (!dispatcher || !webhooks || webhooks.urls.length === 0) return;
+      await dispatcher.outbox.enqueue(event, typeof data === 'function' ? await (data as () => Promise<unknown>)() : data, webhooks.urls, tx);
+      tx.afterCommit(() => dispatcher.notify());
+    };
+    commerce = new Commerce({
+      sql: store.sql,
+      now: options.now,
+      authenticate: (metadata) => users.authenticate(metadata),
+      provider: options.paymentProvider?.(store.sql),
+      publish,
+      observe: metrics.observeCommerce,
+      reservationTtlMs: options.reservationTtlMs,
+      sweepMs: options.commerceSweepMs,
+      log: (message, fields) => grpcLog.error(fields ?? {}, message),
+      warn: (message, fields) => logAs('commerce').warn(fields ?? {}, message),
+    });
+    // Payments a stopped process left in progress are settled before any call is taken.
+    await commerce.start();
+    cleanups.push(() => commerce!.stop());
+    let grpcServer: RunningGrpcServer | undefined;
+    if (options.grpc) {
+      grpcServer = await startGrpcServer({
+        ...options.grpc,
+        services: [
+          { name: 'user.v1.UserService', handlers: users.handlers() },
+          { name: 'monitoring.v1.MonitoringService', handlers: monitoring.handlers() },
+          { name: 'inventory.v1.InventoryService', handlers: commerce.inventoryService.handlers() },
+          { name: 'payment.v1.PaymentService', handlers: commerce.paymentService.handlers() },
+          { name: 'order.v1.OrderService', handlers: commerce.orderService.handlers() },
+        ],
+        metrics: metrics.grpc,
+        log: grpcLog,
+        onShutdown: () => {
+          users.endStreams();
+          monitoring.endStreams();
+        },
+      });
+      cleanups.push(() => grpcServer!.shutdown(options.shutdownDeadlineMs));
+      grpcHealth = (serving) => grpcServer!.setServing(serving);
+    }
+
+    const images = openImageStore(store, options.now);
+    cleanups.push(() => images.close());
     const blog = {
       posts: new PostStore(store.sql, options.now),
       users,
@@ -231,13 +272,8 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
       images,
       docs: options.docs ?? true,
       publicUrl: options.publicUrl,
-      onPublished: async (post: Post, tx: Sql) => {
-        if (!dispatcher || !webhooks || webhooks.urls.length === 0) return;
-        // In the transaction that writes the post (tx): both commit or neither. The other instances' dispatchers
-        // hear of it through the store's signals; this one is woken directly, without the round trip.
-        await dispatcher.outbox.enqueue(POST_CREATED, post, webhooks.urls, tx);
-        tx.afterCommit(() => dispatcher.notify());
-      },
+      // In the transaction that writes the post (tx): both commit or neither (see publish above).
+      onPublished: (post: Post, tx: Sql) => publish(POST_CREATED, post, tx),
     };
 
     const app = await buildServer({
@@ -284,6 +320,7 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
       monitoring,
       logs,
       webhooks: dispatcher,
+      commerce,
       close: closeAll,
     };
   } catch (error) {

@@ -9,6 +9,7 @@ import { ensureDataDir } from './data-dir.js';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { ConfigError } from '../errors.js';
+import { commerceSchema } from './commerce-schema.js';
 
 export type Db = Database.Database;
 
@@ -194,6 +195,11 @@ export const MIGRATIONS: readonly Migration[] = [
         expires_at TEXT NOT NULL
       );
     `,
+  },
+  {
+    version: 8,
+    description: 'the commerce services: products and their stock ledger, reservations, orders, payments, refunds, idempotency keys, the sandbox provider\'s books',
+    sql: commerceSchema('sqlite'),
   },
 ];
 

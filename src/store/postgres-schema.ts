@@ -10,6 +10,8 @@
  * log of user changes and the counters that order it, chat messages in
  * flight between instances, and secrets every instance must agree on.
  */
+import { commerceSchema } from './commerce-schema.js';
+
 export interface PostgresMigration {
   version: number;
   description: string;
@@ -171,5 +173,10 @@ export const POSTGRES_MIGRATIONS: readonly PostgresMigration[] = [
         expires_at TEXT NOT NULL
       );
     `,
+  },
+  {
+    version: 4,
+    description: 'the commerce services: products and their stock ledger, reservations, orders, payments, refunds, idempotency keys, the sandbox provider\'s books',
+    sql: commerceSchema('postgres'),
   },
 ];

@@ -14,6 +14,10 @@ import { startTestServe } from '../helpers/serve.js';
 import { readFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { openStore } from '../../src/store/store.js';
+import { Commerce } from '../../src/commerce/commerce.js';
+
+const ADMIN = { isAdmin: true, userId: null };
 
 interface Receiver {
   url: string;
@@ -107,6 +111,8 @@ describe('miniapp db copy', () => {
   let userToken: string;
   let holder: Sandbox;
   let receiver: Receiver;
+  let orderId = '';
+  let paymentId = '';
   let postUrl: string;
   let imageUrl: string;
 
@@ -152,6 +158,15 @@ describe('miniapp db copy', () => {
     expect((await running.webhooks!.outbox.list()).map((d) => d.state)).toEqual(['pending']);
     await call('GET', '/api/auth/unlink-callback?userKey=77&referrer=UNLINK');
     await running.close();
+    // An order paid and partly refunded, written by the commerce services over the same data dir.
+    const store = await openStore({ kind: 'sqlite', dataDir });
+    const commerce = new Commerce({ sql: store.sql, now: () => new Date(), authenticate: () => Promise.reject(new Error('no calls')), sweepMs: 0 });
+    await commerce.inventory.set({ sku: 'MUG', quantity: 5, price: 12000, reason: 'initial count', actor: 'admin' });
+    const order = await commerce.orders.create(ADMIN, { items: [{ sku: 'MUG', quantity: 2 }], key: 'copy-order' });
+    const { payment } = await commerce.orders.pay(ADMIN, { orderId: order.id, key: 'copy-pay' });
+    await commerce.payments.refund(ADMIN, { paymentId: payment.id, amount: 1000, reason: 'chipped', key: 'copy-refund' });
+    [orderId, paymentId] = [order.id, payment.id];
+    await store.close();
   });
   afterAll(async () => {
     holder.dispose();
@@ -170,6 +185,9 @@ describe('miniapp db copy', () => {
     expect(byTable.unlink_events).toMatchObject({ source: 1, copied: 1 });
     expect(byTable.webhook_deliveries).toMatchObject({ source: 1, copied: 1 });
     expect(byTable.api_tokens.copied).toBeGreaterThanOrEqual(2);
+    for (const [table, rows] of Object.entries({ products: 1, stock_movements: 2, reservations: 1, reservation_items: 1, orders: 1, order_items: 1, payments: 1, refunds: 1, idempotency_keys: 3, sandbox_charges: 1, sandbox_refunds: 1 })) {
+      expect(byTable[table], table).toMatchObject({ source: rows, copied: rows, verified: true });
+    }
     expect(report.adminToken).toBe('copied');
 
     const second = await sb.run(['db', 'copy', '--from', dataDir, '--to', database.url, '--json']);
@@ -235,6 +253,15 @@ describe('miniapp db copy', () => {
       await until(() => receiver.received.length === 2, 'the new delivery');
       expect(JSON.parse(receiver.received[1]!.body)).toMatchObject({ data: { title: 'Settled in', author: 'oscar' } });
       await until(async () => (await onPostgres.webhooks!.outbox.list()).every((d) => d.state === 'delivered'), 'the deliveries recorded');
+      // The order, its payment and the stock carry on: the copied key answers the copied payment, a new order takes the rest.
+      const { commerce } = onPostgres;
+      expect(await commerce.orders.get(ADMIN, orderId)).toMatchObject({ status: 'PAID', totalAmount: 24000, paymentId });
+      expect(await commerce.payments.get(ADMIN, paymentId)).toMatchObject({ status: 'PARTIAL_CANCELED', balance: 23000 });
+      expect((await commerce.orders.pay(ADMIN, { orderId, key: 'copy-pay' })).payment.id).toBe(paymentId);
+      const more = await commerce.orders.create(ADMIN, { items: [{ sku: 'MUG', quantity: 3 }], key: 'after-copy' });
+      await commerce.orders.pay(ADMIN, { orderId: more.id, key: 'after-copy-pay' });
+      expect((await commerce.inventory.levels(['MUG']))[0]).toMatchObject({ onHand: 0, reserved: 0 });
+      expect((await commerce.inventory.movements('MUG', 10)).map((m) => m.id)).toEqual([3, 2, 1]);
     } finally {
       await onPostgres.close();
     }

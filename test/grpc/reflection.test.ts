@@ -10,7 +10,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
 import { create, createFileRegistry, fromBinary, toBinary, type DescMessage, type FileRegistry } from '@bufbuild/protobuf';
-import { FileDescriptorProtoSchema, type FileDescriptorProto } from '@bufbuild/protobuf/wkt';
+import { FileDescriptorProtoSchema, FileDescriptorSetSchema, type FileDescriptorProto } from '@bufbuild/protobuf/wkt';
 import { PROTO_ROOT } from '../../src/grpc/protos.js';
 import { UserClients } from '../helpers/user-client.js';
 import { BACKENDS } from '../helpers/postgres.js';
@@ -86,9 +86,23 @@ describe.each(BACKENDS)('on %s', (backend) => {
     });
   }
 
-  /** The strict pool of one file: createFileRegistry throws on an import or a type it cannot resolve. */
+  /**
+   * The strict pool of one file: every import must be among the files reflection gave, or it throws.
+   * The files go in dependency order (createFileRegistry's own resolver orders a file's imports
+   * breadth-first, which adds payment.proto before the timestamp.proto it imports when order.proto
+   * imports both).
+   */
   function strictPool(files: Map<string, FileDescriptorProto>, name: string): FileRegistry {
-    return createFileRegistry(files.get(name)!, (dependency) => files.get(dependency));
+    const ordered: FileDescriptorProto[] = [];
+    const visit = (wanted: string, importer: string) => {
+      if (ordered.some((file) => file.name === wanted)) return;
+      const file = files.get(wanted);
+      if (!file) throw new Error(`reflection did not give ${wanted}, imported by ${importer}`);
+      for (const dependency of file.dependency) visit(dependency, wanted);
+      ordered.push(file);
+    };
+    visit(name, name);
+    return createFileRegistry(create(FileDescriptorSetSchema, { file: ordered }));
   }
 
   function call<I extends DescMessage, O extends DescMessage>(client: grpc.Client, path: string, input: I, output: O, request: object, metadata = new grpc.Metadata()) {
@@ -111,6 +125,9 @@ describe.each(BACKENDS)('on %s', (backend) => {
         expect.arrayContaining([
           'user.v1.UserService',
           'monitoring.v1.MonitoringService',
+          'inventory.v1.InventoryService',
+          'payment.v1.PaymentService',
+          'order.v1.OrderService',
           'grpc.health.v1.Health',
           'grpc.reflection.v1.ServerReflection',
           'grpc.reflection.v1alpha.ServerReflection',
@@ -119,6 +136,11 @@ describe.each(BACKENDS)('on %s', (backend) => {
       // The real files under their own names, with their real imports.
       expect(fileOf.get('user.v1.UserService')).toBe('user/v1/user.proto');
       expect(files.get('user/v1/user.proto')!.dependency).toEqual(['google/protobuf/empty.proto', 'google/protobuf/field_mask.proto', 'google/protobuf/timestamp.proto']);
+      // OrderService's ProcessPayment takes payment.v1's messages: the order file imports the payment file.
+      expect(fileOf.get('order.v1.OrderService')).toBe('order/v1/order.proto');
+      expect(files.get('order/v1/order.proto')!.dependency).toEqual(['google/protobuf/timestamp.proto', 'payment/v1/payment.proto']);
+      const order = strictPool(files, 'order/v1/order.proto').getService('order.v1.OrderService')!;
+      expect(order.methods.find((m) => m.name === 'ProcessPayment')!.input.typeName).toBe('payment.v1.PaymentRequest');
 
       for (const service of services) {
         const described = strictPool(files, fileOf.get(service)!).getService(service);

@@ -404,8 +404,10 @@ describe.each(BACKENDS)('user service on %s', (backend) => {
       const HealthClient = (grpc.loadPackageDefinition(health) as any).grpc.health.v1.Health;
       const hc = new HealthClient(running.grpc!.address, grpc.credentials.createInsecure());
       clients.push(hc);
-      const answer = await new Promise<any>((resolve, reject) => hc.Check({ service: 'user.v1.UserService' }, (e: unknown, r: unknown) => (e ? reject(e) : resolve(r))));
-      expect(answer.status).toBe('SERVING');
+      for (const service of ['user.v1.UserService', 'inventory.v1.InventoryService', 'payment.v1.PaymentService', 'order.v1.OrderService']) {
+        const answer = await new Promise<any>((resolve, reject) => hc.Check({ service }, (e: unknown, r: unknown) => (e ? reject(e) : resolve(r))));
+        expect(answer.status, service).toBe('SERVING');
+      }
 
       const reflection = protoLoader.loadSync(require.resolve('@grpc/reflection/build/proto/grpc/reflection/v1/reflection.proto'), { keepCase: true });
       const ReflectionClient = (grpc.loadPackageDefinition(reflection) as any).grpc.reflection.v1.ServerReflection;
@@ -420,7 +422,9 @@ describe.each(BACKENDS)('user service on %s', (backend) => {
         call.on('error', reject);
         call.write({ list_services: '' });
       });
-      expect(services).toEqual(expect.arrayContaining(['user.v1.UserService', 'monitoring.v1.MonitoringService', 'grpc.health.v1.Health']));
+      expect(services).toEqual(
+        expect.arrayContaining(['user.v1.UserService', 'monitoring.v1.MonitoringService', 'inventory.v1.InventoryService', 'payment.v1.PaymentService', 'order.v1.OrderService', 'grpc.health.v1.Health']),
+      );
     });
 
     it("shows the spec's two metric families, and go-grpc-prometheus's, with real counts at GET /metrics", async () => {

@@ -68,7 +68,7 @@ export function registerServe(program: Command, bind: Bind): void {
     .option('--grpc-tls-key <file>', 'and this private key')
     .option('--no-grpc', 'do not start the gRPC user service')
     .option('--no-docs', 'do not publish the blog API\'s docs pages and OpenAPI descriptions')
-    .option('--webhook-url <url>', 'send post.created to this URL (repeatable)', (value: string, all: string[]) => [...all, value], [] as string[])
+    .option('--webhook-url <url>', 'send post.created, order.paid, order.cancelled and payment.refunded to this URL (repeatable)', (value: string, all: string[]) => [...all, value], [] as string[])
     .option('--webhook-secret <secret>', 'HMAC-SHA256 key of X-Webhook-Signature (or MINIAPP_WEBHOOK_SECRET)')
     .option('--metrics-prefix <prefix>', 'name prefix of every /metrics series; "" for the bare names of the spec and go-grpc-prometheus', DEFAULT_METRICS_PREFIX)
     .addOption(
@@ -236,7 +236,7 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
       `  metrics   GET ${info.metrics}`,
       ...(running.grpc
         ? [
-            `  gRPC      ${running.grpc.address}${running.grpc.tls ? ' (TLS)' : ''}: user.v1.UserService, monitoring.v1.MonitoringService, grpc.health.v1, reflection`,
+            `  gRPC      ${running.grpc.address}${running.grpc.tls ? ' (TLS)' : ''}: user.v1.UserService, monitoring.v1.MonitoringService, inventory.v1.InventoryService, payment.v1.PaymentService, order.v1.OrderService, grpc.health.v1, reflection`,
             `  admin     token ${running.adminToken} (stored as grpc-token in profile "${cc.profile}")`,
           ]
         : []),

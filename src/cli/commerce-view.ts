@@ -1,0 +1,209 @@
+/**
+ * How the commerce services print from the CLI (`miniapp inventory`,
+ * `orders`, `payments`): `--json` with the proto's field names, amounts and
+ * quantities as numbers and times in ISO 8601; tables and field/value
+ * records otherwise, money shown in the currency's major unit (12,000 KRW;
+ * 10.00 USD). Also the connection the three command groups share.
+ */
+import { randomUUID } from 'node:crypto';
+import type { CommandContext } from './context.js';
+import type { Column, Output } from './output.js';
+import { connectionOf, type ConnectionFlags } from './grpc-connection.js';
+import { isoOf } from './grpc-user-view.js';
+import { UsageError } from '../errors.js';
+import type { CommerceClient, OrderMessage, PaymentMessage, StockLevelMessage } from '../commerce/client.js';
+
+const SERVICE = 'the commerce services';
+
+export const COMMERCE_HELP = `
+Connection: the flags of \`miniapp users\` (--addr, --token, --deadline,
+--tls, --ca; the profile's grpc-addr and grpc-token by default, which
+\`miniapp serve\` writes). Exit codes: 2 bad flags; 4 UNAUTHENTICATED;
+5 UNAVAILABLE or DEADLINE_EXCEEDED; 1 any other status, printed with its
+name (e.g. "FAILED_PRECONDITION: not enough stock: MUG (asked 2, available 1)").`;
+
+export function checkSkuArgument(sku: string): string {
+  if (!/^[A-Za-z0-9._-]{1,64}$/.test(sku)) throw new UsageError(`SKU must be 1 to 64 letters, digits, ".", "_" or "-"; got "${sku}"`);
+  return sku;
+}
+
+/** An order's or a payment's id as the server makes them ("ord_...", "pay_..."); exit 2 otherwise. */
+export function checkIdArgument(id: string, prefix: 'ord' | 'pay'): string {
+  if (!new RegExp(`^${prefix}_[A-Za-z0-9_-]{1,60}$`).test(id)) {
+    throw new UsageError(`${prefix === 'ord' ? 'ORDER_ID must be an order' : 'PAYMENT_ID must be a payment'} id ("${prefix}_..."); got "${id}"`);
+  }
+  return id;
+}
+
+export async function withCommerce<T>(cc: CommandContext, flags: ConnectionFlags, run: (client: CommerceClient) => Promise<T>): Promise<T> {
+  const connection = await connectionOf(cc, flags, { service: SERVICE });
+  const [{ CommerceClient }, { quietGrpcLogs }] = await Promise.all([import('../commerce/client.js'), import('./grpc-logging.js')]);
+  await quietGrpcLogs(cc.env);
+  const client = new CommerceClient(connection);
+  try {
+    return await run(client);
+  } finally {
+    client.close();
+  }
+}
+
+/** The key given, else a new one, said on stderr so that a retry can reuse it. */
+export function idempotencyKeyOf(cc: CommandContext, given: string | undefined): string {
+  if (given !== undefined) {
+    if (!/^[A-Za-z0-9:._-]{1,64}$/.test(given)) throw new UsageError(`--idempotency-key must be 1 to 64 letters, digits, "-", "_", ":" or "."; got "${given}"`);
+    return given;
+  }
+  const key = randomUUID();
+  cc.out.info(`idempotency key: ${key} (to retry safely, run the same command with --idempotency-key ${key})`);
+  return key;
+}
+
+/** A whole number within bounds, for a flag (exit 2 otherwise). */
+export function parseInteger(text: string, flag: string, min: number, max: number): number {
+  const value = /^[-+]?\d+$/.test(text.trim()) ? Number(text) : NaN;
+  if (!Number.isSafeInteger(value) || value < min || value > max) throw new UsageError(`${flag} must be a whole number from ${min} to ${max}; got "${text}"`);
+  return value;
+}
+
+const digitsCache = new Map<string, number>();
+/** Digits of the currency's minor unit (KRW 0, USD 2), as ISO 4217 has them; 2 for a code Intl does not know. */
+function minorDigits(currency: string): number {
+  let digits = digitsCache.get(currency);
+  if (digits === undefined) {
+    try {
+      digits = new Intl.NumberFormat('en-US', { style: 'currency', currency }).resolvedOptions().maximumFractionDigits ?? 2;
+    } catch {
+      digits = 2;
+    }
+    digitsCache.set(currency, digits);
+  }
+  return digits;
+}
+
+/** An amount in minor units as people read it: "12,000 KRW", "10.00 USD". */
+export function money(amount: number | string, currency: string): string {
+  const digits = minorDigits(currency);
+  const value = Number(amount) / 10 ** digits;
+  return `${value.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits })} ${currency}`;
+}
+
+const n = (value: string | number) => Number(value);
+
+export function stockJson(level: StockLevelMessage) {
+  return {
+    sku: level.sku,
+    name: level.name,
+    price: n(level.price),
+    currency: level.currency,
+    on_hand: n(level.on_hand),
+    reserved: n(level.reserved),
+    available: n(level.available),
+    updated_at: isoOf(level.updated_at),
+  };
+}
+type StockJson = ReturnType<typeof stockJson>;
+
+export const STOCK_COLUMNS: readonly Column<StockJson>[] = [
+  { header: 'sku', value: (s) => s.sku },
+  { header: 'name', value: (s) => s.name, maxWidth: 30 },
+  { header: 'price', value: (s) => money(s.price, s.currency) },
+  { header: 'on_hand', value: (s) => s.on_hand },
+  { header: 'reserved', value: (s) => s.reserved },
+  { header: 'available', value: (s) => s.available },
+  { header: 'updated_at', value: (s) => s.updated_at },
+];
+
+export function printStock(out: Output, level: StockLevelMessage): void {
+  const json = stockJson(level);
+  out.record(
+    STOCK_COLUMNS.map((column) => [column.header, column.value(json)] as const),
+    json,
+  );
+}
+
+export function orderJson(order: OrderMessage) {
+  return {
+    id: order.id,
+    user_id: n(order.user_id),
+    status: order.status,
+    items: order.items.map((item) => ({ sku: item.sku, name: item.name, quantity: n(item.quantity), unit_price: n(item.unit_price), amount: n(item.amount) })),
+    total_amount: n(order.total_amount),
+    currency: order.currency,
+    reservation_id: order.reservation_id,
+    reservation_expires_at: isoOf(order.reservation_expires_at),
+    payment_id: order.payment_id,
+    created_at: isoOf(order.created_at),
+    updated_at: isoOf(order.updated_at),
+    paid_at: isoOf(order.paid_at),
+    cancelled_at: isoOf(order.cancelled_at),
+    cancel_reason: order.cancel_reason,
+  };
+}
+type OrderJson = ReturnType<typeof orderJson>;
+
+const itemsText = (order: OrderJson) => order.items.map((item) => `${item.sku} x${item.quantity}`).join(', ');
+
+export const ORDER_COLUMNS: readonly Column<OrderJson>[] = [
+  { header: 'id', value: (o) => o.id },
+  { header: 'status', value: (o) => o.status },
+  { header: 'user_id', value: (o) => o.user_id },
+  { header: 'items', value: itemsText, maxWidth: 40 },
+  { header: 'total', value: (o) => money(o.total_amount, o.currency) },
+  { header: 'payment_id', value: (o) => o.payment_id },
+  { header: 'created_at', value: (o) => o.created_at },
+];
+
+export function printOrder(out: Output, order: OrderMessage): void {
+  const json = orderJson(order);
+  out.record(
+    [
+      ...ORDER_COLUMNS.map((column) => [column.header, column.value(json)] as const),
+      ['reservation_expires_at', json.reservation_expires_at],
+      ['paid_at', json.paid_at],
+      ['cancelled_at', json.cancelled_at],
+      ['cancel_reason', json.cancel_reason],
+    ],
+    json,
+  );
+}
+
+export function paymentJson(payment: PaymentMessage) {
+  return {
+    id: payment.id,
+    order_id: payment.order_id,
+    user_id: n(payment.user_id),
+    status: payment.status,
+    amount: n(payment.amount),
+    balance: n(payment.balance),
+    currency: payment.currency,
+    method: payment.method,
+    provider: payment.provider,
+    provider_reference: payment.provider_reference,
+    failure_code: payment.failure_code,
+    failure_message: payment.failure_message,
+    refunds: payment.refunds.map((r) => ({ id: r.id, amount: n(r.amount), reason: r.reason, status: r.status, created_at: isoOf(r.created_at) })),
+    created_at: isoOf(payment.created_at),
+    updated_at: isoOf(payment.updated_at),
+    approved_at: isoOf(payment.approved_at),
+  };
+}
+
+export function printPayment(out: Output, payment: PaymentMessage): void {
+  const json = paymentJson(payment);
+  out.record(
+    [
+      ['id', json.id],
+      ['order_id', json.order_id],
+      ['status', json.status],
+      ['amount', money(json.amount, json.currency)],
+      ['balance', money(json.balance, json.currency)],
+      ['method', json.method],
+      ['provider', json.provider],
+      ['failure', json.failure_code ? `${json.failure_code}: ${json.failure_message}` : ''],
+      ['refunds', json.refunds.map((r) => `${money(r.amount, json.currency)} (${r.reason}, ${r.status})`).join('; ')],
+      ['created_at', json.created_at],
+      ['approved_at', json.approved_at],
+    ],
+    json,
+  );
+}

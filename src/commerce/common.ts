@@ -1,0 +1,127 @@
+/**
+ * What the three commerce services (inventory, payment, order) share: their
+ * typed failures (each a gRPC status by name, mapped in one place), ids,
+ * the checks of the fields they all take, money, and who is calling.
+ *
+ * Domain module: nothing here prints, reads the environment or knows gRPC.
+ */
+import { createHash, randomBytes } from 'node:crypto';
+
+export type CommerceCode = 'INVALID_ARGUMENT' | 'NOT_FOUND' | 'FAILED_PRECONDITION' | 'PERMISSION_DENIED' | 'ABORTED' | 'UNAVAILABLE';
+
+/** A refusal of a commerce call, with the gRPC status it is answered with. */
+export class CommerceError extends Error {
+  constructor(
+    readonly code: CommerceCode,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+export const invalid = (message: string) => new CommerceError('INVALID_ARGUMENT', message);
+export const notFound = (message: string) => new CommerceError('NOT_FOUND', message);
+export const precondition = (message: string) => new CommerceError('FAILED_PRECONDITION', message);
+
+/** Who calls: the admin token (any order, any payment) or a user (their own). */
+export interface Caller {
+  isAdmin: boolean;
+  /** The user behind a user token; null for the admin token. */
+  userId: number | null;
+}
+
+/** The owner of idempotency keys and the actor of ledger lines: "admin" or "user:ID". */
+export function actorOf(caller: Caller): string {
+  return caller.isAdmin ? 'admin' : `user:${caller.userId}`;
+}
+
+/** Whether the caller may see a record of `userId` (null: the admin's own). */
+export function mayAccess(caller: Caller, userId: number | null): boolean {
+  return caller.isAdmin || (userId !== null && userId === caller.userId);
+}
+
+/** "ord_", "pay_", ... and 22 random characters (128 bits), as Stripe's ids: not guessable, not counting. */
+export function newId(prefix: 'ord' | 'pay' | 'res' | 'ref' | 'sbx'): string {
+  return `${prefix}_${randomBytes(16).toString('base64url')}`;
+}
+
+export const DEFAULT_CURRENCY = 'KRW';
+export const MAX_AMOUNT = 1_000_000_000_000;
+export const MAX_QUANTITY = 1_000_000;
+export const MAX_ITEMS = 100;
+export const MAX_REASON = 200;
+/** Toss keeps an Idempotency-Key 15 days (Stripe 24 hours); so do we. */
+export const IDEMPOTENCY_TTL_MS = 15 * 24 * 3_600_000;
+/** A reservation holds its units this long unless committed or released. */
+export const DEFAULT_RESERVATION_TTL_MS = 15 * 60_000;
+
+const SKU = /^[A-Za-z0-9._-]{1,64}$/;
+const KEY = /^[A-Za-z0-9:._-]{1,64}$/;
+const CURRENCY = /^[A-Z]{3}$/;
+
+/** An int64 field as proto-loader gives it (a decimal string) or a number, as a safe integer; INVALID_ARGUMENT naming the field otherwise. */
+export function integer(field: string, value: string | number | undefined | null, min: number, max: number): number {
+  const number = Number(value ?? 0);
+  if (!Number.isSafeInteger(number) || number < min || number > max) {
+    throw invalid(`${field} must be a whole number from ${min.toLocaleString('en-US')} to ${max.toLocaleString('en-US')}; got ${String(value)}`);
+  }
+  return number;
+}
+
+export function checkSku(sku: string | undefined, field = 'sku'): string {
+  if (!sku || !SKU.test(sku)) throw invalid(`${field} must be 1 to 64 letters, digits, ".", "_" or "-"; got "${sku ?? ''}"`);
+  return sku;
+}
+
+export function checkKey(key: string | undefined): string {
+  if (!key) throw invalid('idempotency_key is required: 1 to 64 letters, digits, "-", "_", ":" or "."; reuse it to retry safely');
+  if (!KEY.test(key)) throw invalid(`idempotency_key must be 1 to 64 letters, digits, "-", "_", ":" or "."; got "${key.slice(0, 80)}"`);
+  return key;
+}
+
+export function checkCurrency(currency: string | undefined, fallback: string): string {
+  if (!currency) return fallback;
+  if (!CURRENCY.test(currency)) throw invalid(`currency must be an ISO 4217 code, three capital letters (KRW, USD, ...); got "${currency.slice(0, 20)}"`);
+  return currency;
+}
+
+export function checkText(field: string, value: string | undefined, options: { required?: boolean; max?: number } = {}): string {
+  const text = value ?? '';
+  const max = options.max ?? MAX_REASON;
+  if (options.required && text.trim() === '') throw invalid(`${field} is required (1 to ${max} characters)`);
+  if ([...text].length > max) throw invalid(`${field} must be at most ${max} characters`);
+  if (text.includes('\u0000')) throw invalid(`${field} must not contain NUL (U+0000)`);
+  return text;
+}
+
+export interface Quantity {
+  sku: string;
+  quantity: number;
+}
+
+/** 1 to 100 items, each SKU once, each quantity 1 to 1,000,000. */
+export function checkItems(items: readonly { sku?: string; quantity?: string | number }[] | undefined): Quantity[] {
+  const list = items ?? [];
+  if (list.length === 0) throw invalid('items must name at least one SKU and quantity');
+  if (list.length > MAX_ITEMS) throw invalid(`items must have at most ${MAX_ITEMS} entries; got ${list.length}`);
+  const seen = new Set<string>();
+  return list.map((item, i) => {
+    const sku = checkSku(item.sku, `items[${i}].sku`);
+    if (seen.has(sku)) throw invalid(`items names SKU ${sku} twice; give it once with the total quantity`);
+    seen.add(sku);
+    return { sku, quantity: integer(`items[${i}].quantity`, item.quantity, 1, MAX_QUANTITY) };
+  });
+}
+
+/** A stable digest of a request, to tell the same request from another under one idempotency key. */
+export function requestHash(request: unknown): string {
+  return createHash('sha256').update(JSON.stringify(request)).digest('hex');
+}
+
+/** Sorted copies of items, so that their order does not make a request different. */
+export function sortedItems(items: readonly Quantity[]): Quantity[] {
+  return [...items].sort((a, b) => (a.sku < b.sku ? -1 : a.sku > b.sku ? 1 : 0));
+}
+
+/** A row's integer column as a number (PostgreSQL BIGINT comes as a number already; SQLite may give a bigint). */
+export const num = (value: unknown): number => Number(value);

@@ -1,0 +1,134 @@
+/**
+ * Idempotency keys of CreateOrder, ProcessPayment and RefundPayment (one
+ * table, a scope per method), per caller, kept 15 days as Toss keeps its
+ * Idempotency-Key. A key is claimed in the transaction that starts the work;
+ * it records the request's hash, the resource the work made (an order, a
+ * payment, a refund) and, once the outcome is final, the answer that every
+ * retry with the same key gets. The same key with another request is
+ * FAILED_PRECONDITION. A key whose work failed before anything was written
+ * (bad input, short stock) is not kept: its transaction rolled back.
+ */
+import type { Sql } from '../store/sql.js';
+import { CommerceError, IDEMPOTENCY_TTL_MS, precondition } from './common.js';
+
+export type KeyScope = 'order.create' | 'payment.process' | 'payment.refund';
+
+export interface KeyRecord {
+  requestHash: string;
+  resourceId: string | null;
+  /** The stored answer (JSON), once the outcome is final. */
+  response: string | null;
+}
+
+interface Row {
+  request_hash: string;
+  resource_id: string | null;
+  response: string | null;
+}
+
+const METHOD: Record<KeyScope, string> = {
+  'order.create': 'CreateOrder',
+  'payment.process': 'ProcessPayment',
+  'payment.refund': 'RefundPayment',
+};
+
+export class IdempotencyKeys {
+  constructor(
+    private readonly sql: Sql,
+    private readonly now: () => Date,
+  ) {}
+
+  /** The live record of a key, if any. */
+  async find(scope: KeyScope, owner: string, key: string, sql: Sql = this.sql): Promise<KeyRecord | undefined> {
+    const row = await sql.one<Row>(
+      'SELECT request_hash, resource_id, response FROM idempotency_keys WHERE scope = $1 AND owner = $2 AND key = $3 AND expires_at > $4',
+      [scope, owner, key, this.now().toISOString()],
+    );
+    return row && { requestHash: row.request_hash, resourceId: row.resource_id, response: row.response };
+  }
+
+  /**
+   * Claims a key in `tx` for a request; undefined when it is this request's
+   * now, else the record another request made with it (on PostgreSQL a
+   * concurrent claim waits for the first transaction to end).
+   */
+  async claim(tx: Sql, scope: KeyScope, owner: string, key: string, hash: string): Promise<KeyRecord | undefined> {
+    const now = this.now();
+    // One statement: a new key is inserted, a key past its 15 days is taken over, a live one is left as it is.
+    const claimed = await tx.run(
+      `INSERT INTO idempotency_keys (scope, owner, key, request_hash, created_at, expires_at) VALUES ($1, $2, $3, $4, $5, $6)
+       ON CONFLICT (scope, owner, key) DO UPDATE SET request_hash = excluded.request_hash, resource_id = NULL, response = NULL,
+         created_at = excluded.created_at, expires_at = excluded.expires_at
+       WHERE idempotency_keys.expires_at <= excluded.created_at`,
+      [scope, owner, key, hash, now.toISOString(), new Date(now.getTime() + IDEMPOTENCY_TTL_MS).toISOString()],
+    );
+    if (claimed === 1) return undefined;
+    return this.find(scope, owner, key, tx);
+  }
+
+  /** Records what the key's work made, and its answer when final already. */
+  private async attach(tx: Sql, scope: KeyScope, owner: string, key: string, resourceId: string, answer: unknown): Promise<void> {
+    await tx.run('UPDATE idempotency_keys SET resource_id = $4, response = $5 WHERE scope = $1 AND owner = $2 AND key = $3', [
+      scope,
+      owner,
+      key,
+      resourceId,
+      answer === undefined ? null : JSON.stringify(answer),
+    ]);
+  }
+
+  /** Stores the final answer for the key that made `resourceId`. */
+  async complete(tx: Sql, scope: KeyScope, resourceId: string, response: unknown): Promise<void> {
+    await tx.run('UPDATE idempotency_keys SET response = $3 WHERE scope = $1 AND resource_id = $2', [scope, resourceId, JSON.stringify(response)]);
+  }
+
+  /**
+   * Does a keyed piece of work once. A key seen before answers its stored
+   * result, or, while its work is not final, `resume`s that work (asks the
+   * provider again, ...); a key with another request is FAILED_PRECONDITION.
+   * A new key is claimed in the transaction where `start` records the work;
+   * `start` calls `keep` with the id of what it made, and with the final
+   * answer when it has one already (stored with the key in that
+   * transaction); without one, `resume` then carries the work out.
+   */
+  async once<T>(
+    sql: Sql,
+    claim: { scope: KeyScope; owner: string; key: string; hash: string },
+    work: { start: (tx: Sql, keep: (id: string, answer?: T) => Promise<void>) => Promise<void>; resume: (resourceId: string) => Promise<T> },
+  ): Promise<T> {
+    const { scope, owner, key, hash } = claim;
+    const replay = (record: KeyRecord): Promise<T> => {
+      sameRequest(scope, key, record, hash);
+      if (record.response) return Promise.resolve(JSON.parse(record.response) as T);
+      if (!record.resourceId) throw new CommerceError('ABORTED', `a request with idempotency_key "${key}" is being processed; retry shortly`);
+      return work.resume(record.resourceId);
+    };
+    const made = await sql.transaction(async (tx) => {
+      const other = await this.claim(tx, scope, owner, key, hash);
+      if (other) return other;
+      let kept: { id: string; answer?: T } | undefined;
+      await work.start(tx, async (id, answer) => {
+        await this.attach(tx, scope, owner, key, id, answer);
+        kept = answer === undefined ? { id } : { id, answer };
+      });
+      if (!kept) throw new Error(`the ${scope} work kept nothing under its key`);
+      return { started: kept };
+    });
+    if (!('started' in made)) return replay(made);
+    return made.started.answer !== undefined ? made.started.answer : work.resume(made.started.id);
+  }
+
+  /** Forgets keys past their 15 days. */
+  async purge(): Promise<number> {
+    return this.sql.run('DELETE FROM idempotency_keys WHERE expires_at <= $1', [this.now().toISOString()]);
+  }
+}
+
+/** The record's request must be this one: else FAILED_PRECONDITION saying so. */
+function sameRequest(scope: KeyScope, key: string, record: KeyRecord, hash: string): void {
+  if (record.requestHash !== hash) {
+    throw precondition(
+      `idempotency_key "${key}" was used with a different ${METHOD[scope]} request; a key stands for one request (use a new key for a new request)`,
+    );
+  }
+}

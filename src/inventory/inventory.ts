@@ -1,0 +1,274 @@
+/**
+ * Stock of the commerce services over the store (one implementation for
+ * SQLite and PostgreSQL): the catalogue entry and on-hand count of each SKU,
+ * the ledger of every change of on_hand, and reservations.
+ *
+ * available = on_hand - reserved. Every change is one conditional UPDATE of
+ * the SKU's row (`... WHERE on_hand - reserved >= $qty`), so stock never goes
+ * negative whatever runs at the same time, in this process or another
+ * instance on the same PostgreSQL: the row lock orders the writers and each
+ * re-checks the condition against the row as the one before left it. The
+ * table's CHECKs back this up. Items are always updated in SKU order, so two
+ * reservations of the same SKUs cannot deadlock.
+ *
+ * Domain module: nothing here prints or reads the environment.
+ */
+import type { Sql } from '../store/sql.js';
+import { DEFAULT_CURRENCY, DEFAULT_RESERVATION_TTL_MS, newId, notFound, num, precondition, sortedItems, type Quantity } from '../commerce/common.js';
+
+export interface StockLevel {
+  sku: string;
+  name: string;
+  price: number;
+  currency: string;
+  onHand: number;
+  reserved: number;
+  available: number;
+  updatedAt: string;
+}
+
+export type ReservationState = 'active' | 'held' | 'committed' | 'released' | 'expired';
+
+export interface ReservationRecord {
+  id: string;
+  state: ReservationState;
+  items: Quantity[];
+  expiresAt: string;
+  orderId: string | null;
+  createdAt: string;
+  updatedAt: string;
+}
+
+export interface StockMovement {
+  id: number;
+  sku: string;
+  delta: number;
+  onHand: number;
+  reason: string;
+  actor: string;
+  at: string;
+}
+
+interface ProductRow {
+  sku: string;
+  name: string;
+  price: number;
+  currency: string;
+  on_hand: number;
+  reserved: number;
+  updated_at: string;
+}
+
+const PRODUCT_COLUMNS = 'sku, name, price, currency, on_hand, reserved, updated_at';
+
+function level(row: ProductRow): StockLevel {
+  const onHand = num(row.on_hand);
+  const reserved = num(row.reserved);
+  return { sku: row.sku, name: row.name, price: num(row.price), currency: row.currency, onHand, reserved, available: onHand - reserved, updatedAt: row.updated_at };
+}
+
+/** Row locks where the engine has them (PostgreSQL); SQLite's write transactions are serialised already. */
+function forUpdate(sql: Sql): string {
+  return sql.dialect === 'postgres' ? ' FOR UPDATE' : '';
+}
+
+const LEDGER = `INSERT INTO stock_movements (sku, delta, on_hand, reason, actor, at)
+  SELECT sku, $2, on_hand, $3, $4, $5 FROM products WHERE sku = $1`;
+
+export interface SetStock {
+  sku: string;
+  quantity: number;
+  price?: number | undefined;
+  name?: string | undefined;
+  currency?: string | undefined;
+  reason: string;
+  actor: string;
+}
+
+export class Inventory {
+  constructor(
+    private readonly sql: Sql,
+    private readonly now: () => Date,
+  ) {}
+
+  /** Levels of the SKUs named (NOT_FOUND naming the unknown ones), or of every SKU. */
+  async levels(skus: readonly string[] = [], sql: Sql = this.sql): Promise<StockLevel[]> {
+    if (skus.length === 0) return (await sql.all<ProductRow>(`SELECT ${PRODUCT_COLUMNS} FROM products ORDER BY sku`)).map(level);
+    const placeholders = skus.map((_, i) => `$${i + 1}`).join(', ');
+    const rows = await sql.all<ProductRow>(`SELECT ${PRODUCT_COLUMNS} FROM products WHERE sku IN (${placeholders})`, skus);
+    const bySku = new Map(rows.map((row) => [row.sku, level(row)]));
+    const unknown = skus.filter((sku) => !bySku.has(sku));
+    if (unknown.length > 0) throw notFound(`no such SKU: ${unknown.join(', ')}`);
+    return skus.map((sku) => bySku.get(sku)!);
+  }
+
+  /** Creates a SKU or sets its on-hand quantity (and price, name, currency), with a ledger line. */
+  async set(change: SetStock): Promise<StockLevel> {
+    return this.sql.transaction(async (tx) => {
+      const at = this.now().toISOString();
+      const current = await tx.one<ProductRow>(`SELECT ${PRODUCT_COLUMNS} FROM products WHERE sku = $1${forUpdate(tx)}`, [change.sku]);
+      if (!current) {
+        if (change.price === undefined) throw precondition(`SKU ${change.sku} is new: give its price (minor units of the currency)`);
+        const created = await tx.run(
+          `INSERT INTO products (sku, name, price, currency, on_hand, reserved, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, 0, $6, $6)
+           ON CONFLICT (sku) DO NOTHING`,
+          [change.sku, change.name || change.sku, change.price, change.currency || DEFAULT_CURRENCY, change.quantity, at],
+        );
+        // Created by another call meanwhile: set it as an existing SKU.
+        if (created === 0) return this.set(change);
+        await tx.run(LEDGER, [change.sku, change.quantity, change.reason, change.actor, at]);
+        return (await this.levels([change.sku], tx))[0]!;
+      }
+      const reserved = num(current.reserved);
+      if (change.quantity < reserved) {
+        throw precondition(`SKU ${change.sku} has ${reserved} units reserved: on_hand cannot be set to ${change.quantity} (at least ${reserved})`);
+      }
+      await tx.run('UPDATE products SET on_hand = $2, price = $3, name = $4, currency = $5, updated_at = $6 WHERE sku = $1', [
+        change.sku,
+        change.quantity,
+        change.price ?? num(current.price),
+        change.name || current.name,
+        change.currency || current.currency,
+        at,
+      ]);
+      const delta = change.quantity - num(current.on_hand);
+      if (delta !== 0) await tx.run(LEDGER, [change.sku, delta, change.reason, change.actor, at]);
+      return (await this.levels([change.sku], tx))[0]!;
+    });
+  }
+
+  /** Adds or removes units, with a ledger line; never below what is reserved. */
+  async adjust(sku: string, delta: number, reason: string, actor: string): Promise<StockLevel> {
+    return this.sql.transaction(async (tx) => {
+      const at = this.now().toISOString();
+      const changed = await tx.run('UPDATE products SET on_hand = on_hand + $2, updated_at = $3 WHERE sku = $1 AND on_hand + $2 >= reserved', [sku, delta, at]);
+      if (changed === 0) {
+        const [current] = await this.levels([sku], tx);
+        throw precondition(`SKU ${sku} has ${current!.onHand} on hand, ${current!.reserved} reserved: removing ${-delta} would leave less than is reserved (at most ${current!.available} can be removed)`);
+      }
+      await tx.run(LEDGER, [sku, delta, reason, actor, at]);
+      return (await this.levels([sku], tx))[0]!;
+    });
+  }
+
+  /**
+   * Reserves every item or none, in `tx`: FAILED_PRECONDITION naming each
+   * SKU that is short (NOT_FOUND for unknown ones) and nothing held. The
+   * rows of the reservation are written first and the stock is taken last
+   * (after `beforeTaking`, where the caller writes what goes with it), so
+   * that the SKUs' rows stay locked only for the UPDATEs and the commit.
+   */
+  async reserve(
+    tx: Sql,
+    items: readonly Quantity[],
+    options: { ttlMs?: number; orderId?: string; skusChecked?: boolean; beforeTaking?: (reservation: ReservationRecord) => Promise<void> } = {},
+  ): Promise<ReservationRecord> {
+    const now = this.now();
+    const at = now.toISOString();
+    const sorted = sortedItems(items);
+    if (!options.skusChecked) await this.levels(sorted.map((item) => item.sku), tx);
+    const id = newId('res');
+    const expiresAt = new Date(now.getTime() + (options.ttlMs ?? DEFAULT_RESERVATION_TTL_MS)).toISOString();
+    await tx.run("INSERT INTO reservations (id, order_id, state, expires_at, created_at, updated_at) VALUES ($1, $2, 'active', $3, $4, $4)", [id, options.orderId ?? null, expiresAt, at]);
+    for (const item of sorted) await tx.run('INSERT INTO reservation_items (reservation_id, sku, quantity) VALUES ($1, $2, $3)', [id, item.sku, item.quantity]);
+    const reservation: ReservationRecord = { id, state: 'active', items: sorted, expiresAt, orderId: options.orderId ?? null, createdAt: at, updatedAt: at };
+    await options.beforeTaking?.(reservation);
+    const missing: Quantity[] = [];
+    for (const item of sorted) {
+      const changed = await tx.run('UPDATE products SET reserved = reserved + $2, updated_at = $3 WHERE sku = $1 AND on_hand - reserved >= $2', [item.sku, item.quantity, at]);
+      if (changed === 0) missing.push(item);
+    }
+    if (missing.length > 0) {
+      const found = new Map((await this.levels(missing.map((m) => m.sku), tx)).map((row) => [row.sku, row]));
+      throw precondition(`not enough stock: ${missing.map((m) => `${m.sku} (asked ${m.quantity}, available ${found.get(m.sku)!.available})`).join(', ')}`);
+    }
+    return reservation;
+  }
+
+  /** A reservation's items, in SKU order (the order every change takes the SKUs' rows in). */
+  async #items(sql: Sql, id: string): Promise<Quantity[]> {
+    const items = await sql.all<{ sku: string; quantity: number }>('SELECT sku, quantity FROM reservation_items WHERE reservation_id = $1 ORDER BY sku', [id]);
+    return items.map((item) => ({ sku: item.sku, quantity: num(item.quantity) }));
+  }
+
+  async reservation(id: string, sql: Sql = this.sql): Promise<ReservationRecord | undefined> {
+    const row = await sql.one<{ id: string; state: ReservationState; expires_at: string; order_id: string | null; created_at: string; updated_at: string }>(
+      'SELECT id, state, expires_at, order_id, created_at, updated_at FROM reservations WHERE id = $1',
+      [id],
+    );
+    if (!row) return undefined;
+    return {
+      id: row.id,
+      state: row.state,
+      items: await this.#items(sql, id),
+      expiresAt: row.expires_at,
+      orderId: row.order_id,
+      createdAt: row.created_at,
+      updatedAt: row.updated_at,
+    };
+  }
+
+  /** Moves a reservation from one of `from` to `to`; false when it was not in one of them (someone else moved it). */
+  async #move(tx: Sql, id: string, from: readonly ReservationState[], to: ReservationState, extra = ''): Promise<boolean> {
+    const states = from.map((_, i) => `$${i + 4}`).join(', ');
+    const changed = await tx.run(`UPDATE reservations SET state = $2, updated_at = $3 WHERE id = $1 AND state IN (${states})${extra}`, [id, to, this.now().toISOString(), ...from]);
+    return changed === 1;
+  }
+
+  /**
+   * Marks an active, unexpired reservation held by a payment in progress (it
+   * does not expire until the outcome is known); false when it is not
+   * active any more or has expired.
+   */
+  async hold(tx: Sql, id: string): Promise<boolean> {
+    const changed = await tx.run("UPDATE reservations SET state = 'held', updated_at = $2 WHERE id = $1 AND state = 'active' AND expires_at > $2", [id, this.now().toISOString()]);
+    return changed === 1;
+  }
+
+  /** Gives the units of an active or held reservation back (released, or expired); false when it was neither. */
+  async release(tx: Sql, id: string, to: 'released' | 'expired' = 'released'): Promise<boolean> {
+    const moved = to === 'expired' ? await this.#move(tx, id, ['active'], 'expired', ' AND expires_at <= $3') : await this.#move(tx, id, ['active', 'held'], 'released');
+    if (!moved) return false;
+    const at = this.now().toISOString();
+    for (const item of await this.#items(tx, id)) {
+      await tx.run('UPDATE products SET reserved = reserved - $2, updated_at = $3 WHERE sku = $1', [item.sku, item.quantity, at]);
+    }
+    return true;
+  }
+
+  /** Makes an active or held reservation a sale: its units leave on_hand and reserved, with ledger lines; false when it was neither. */
+  async commit(tx: Sql, id: string, reason: string, actor: string): Promise<boolean> {
+    if (!(await this.#move(tx, id, ['active', 'held'], 'committed'))) return false;
+    const at = this.now().toISOString();
+    for (const item of await this.#items(tx, id)) {
+      await tx.run('UPDATE products SET on_hand = on_hand - $2, reserved = reserved - $2, updated_at = $3 WHERE sku = $1', [item.sku, item.quantity, at]);
+      await tx.run(LEDGER, [item.sku, -item.quantity, reason, actor, at]);
+    }
+    return true;
+  }
+
+  /** Puts units of a committed sale back on hand (a cancelled paid order), with ledger lines. */
+  async restock(tx: Sql, items: readonly Quantity[], reason: string, actor: string): Promise<void> {
+    const at = this.now().toISOString();
+    for (const item of sortedItems(items)) {
+      await tx.run('UPDATE products SET on_hand = on_hand + $2, updated_at = $3 WHERE sku = $1', [item.sku, item.quantity, at]);
+      await tx.run(LEDGER, [item.sku, item.quantity, reason, actor, at]);
+    }
+  }
+
+  /** Active reservations past their time, oldest first. */
+  async due(limit = 100): Promise<string[]> {
+    const rows = await this.sql.all<{ id: string }>("SELECT id FROM reservations WHERE state = 'active' AND expires_at <= $1 ORDER BY expires_at LIMIT $2", [this.now().toISOString(), limit]);
+    return rows.map((row) => row.id);
+  }
+
+  /** The ledger of a SKU, newest first. */
+  async movements(sku: string, limit: number): Promise<StockMovement[]> {
+    await this.levels([sku]);
+    const rows = await this.sql.all<{ id: number; sku: string; delta: number; on_hand: number; reason: string; actor: string; at: string }>(
+      'SELECT id, sku, delta, on_hand, reason, actor, at FROM stock_movements WHERE sku = $1 ORDER BY id DESC LIMIT $2',
+      [sku, limit],
+    );
+    return rows.map((row) => ({ id: num(row.id), sku: row.sku, delta: num(row.delta), onHand: num(row.on_hand), reason: row.reason, actor: row.actor, at: row.at }));
+  }
+}

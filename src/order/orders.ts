@@ -1,0 +1,381 @@
+/**
+ * Orders over the store, inventory and payments, one implementation for
+ * both backends. The state machine (documented in proto/order/v1/
+ * order.proto and the README):
+ *
+ *   RESERVED -> PAYMENT_PENDING -> PAID -> CANCELLED (refunded, units restocked)
+ *                               -> PAYMENT_FAILED (units released)
+ *            -> EXPIRED (the reservation ran out; units released)
+ *            -> CANCELLED (units released)
+ *
+ * Every move is a conditional UPDATE from the state it leaves, in the
+ * transaction that moves the stock (or settles the payment), so two
+ * instances doing the same thing at once cannot both do it.
+ *
+ * Domain module: nothing here prints or reads the environment.
+ */
+import type { Sql } from '../store/sql.js';
+import {
+  actorOf,
+  checkCurrency,
+  checkItems,
+  checkKey,
+  checkText,
+  CommerceError,
+  DEFAULT_RESERVATION_TTL_MS,
+  integer,
+  invalid,
+  mayAccess,
+  MAX_AMOUNT,
+  newId,
+  notFound,
+  num,
+  precondition,
+  requestHash,
+  sortedItems,
+  type Caller,
+} from '../commerce/common.js';
+import type { IdempotencyKeys } from '../commerce/idempotency.js';
+import type { Inventory } from '../inventory/inventory.js';
+import type { CommerceObserver, PaymentOutcome, PaymentRecord, Payments, Publish } from '../payment/payments.js';
+
+export const ORDER_STATUSES = ['RESERVED', 'PAYMENT_PENDING', 'PAID', 'PAYMENT_FAILED', 'EXPIRED', 'CANCELLED'] as const;
+export type OrderStatus = (typeof ORDER_STATUSES)[number];
+
+export const ORDER_PAID = 'order.paid';
+export const ORDER_CANCELLED = 'order.cancelled';
+
+export interface OrderItemRecord {
+  sku: string;
+  name: string;
+  quantity: number;
+  unitPrice: number;
+  amount: number;
+}
+
+export interface OrderRecord {
+  id: string;
+  userId: number | null;
+  status: OrderStatus;
+  items: OrderItemRecord[];
+  totalAmount: number;
+  currency: string;
+  reservationId: string;
+  reservationExpiresAt: string;
+  paymentId: string | null;
+  createdAt: string;
+  updatedAt: string;
+  paidAt: string | null;
+  cancelledAt: string | null;
+  cancelReason: string | null;
+}
+
+interface OrderRow {
+  id: string;
+  user_id: number | null;
+  state: OrderStatus;
+  currency: string;
+  total_amount: number;
+  reservation_id: string;
+  expires_at: string;
+  payment_id: string | null;
+  created_at: string;
+  updated_at: string;
+  paid_at: string | null;
+  cancelled_at: string | null;
+  cancel_reason: string | null;
+}
+
+const SELECT_ORDER = `SELECT o.id, o.user_id, o.state, o.currency, o.total_amount, o.reservation_id, r.expires_at, o.payment_id,
+  o.created_at, o.updated_at, o.paid_at, o.cancelled_at, o.cancel_reason
+  FROM orders o JOIN reservations r ON r.id = o.reservation_id`;
+
+export interface OrdersOptions {
+  sql: Sql;
+  now: () => Date;
+  inventory: Inventory;
+  payments: Payments;
+  keys: IdempotencyKeys;
+  publish: Publish;
+  observe?: CommerceObserver | undefined;
+  /** How long an order's reservation holds (default 15 minutes). */
+  reservationTtlMs?: number | undefined;
+}
+
+export interface OrderPage {
+  orders: OrderRecord[];
+  nextPageToken: string;
+}
+
+export class Orders {
+  readonly #sql: Sql;
+  readonly #now: () => Date;
+  readonly #keys: IdempotencyKeys;
+
+  constructor(private readonly options: OrdersOptions) {
+    this.#sql = options.sql;
+    this.#now = options.now;
+    this.#keys = options.keys;
+    options.payments.onSettle((tx, payment) => this.#settled(tx, payment));
+  }
+
+  async #record(id: string, sql: Sql = this.#sql): Promise<OrderRecord | undefined> {
+    const row = await sql.one<OrderRow>(`${SELECT_ORDER} WHERE o.id = $1`, [id]);
+    return row && this.#withItems(row, sql);
+  }
+
+  async #withItems(row: OrderRow, sql: Sql): Promise<OrderRecord> {
+    const items = await sql.all<{ sku: string; name: string; quantity: number; unit_price: number; amount: number }>(
+      'SELECT sku, name, quantity, unit_price, amount FROM order_items WHERE order_id = $1 ORDER BY position',
+      [row.id],
+    );
+    return {
+      id: row.id,
+      userId: row.user_id === null ? null : num(row.user_id),
+      status: row.state,
+      items: items.map((i) => ({ sku: i.sku, name: i.name, quantity: num(i.quantity), unitPrice: num(i.unit_price), amount: num(i.amount) })),
+      totalAmount: num(row.total_amount),
+      currency: row.currency,
+      reservationId: row.reservation_id,
+      reservationExpiresAt: row.expires_at,
+      paymentId: row.payment_id,
+      createdAt: row.created_at,
+      updatedAt: row.updated_at,
+      paidAt: row.paid_at,
+      cancelledAt: row.cancelled_at,
+      cancelReason: row.cancel_reason,
+    };
+  }
+
+  /** Prices the items from the catalogue and reserves them; idempotent by key. */
+  async create(caller: Caller, request: { items: readonly { sku?: string; quantity?: string | number }[]; userId?: string | number; key: string }): Promise<OrderRecord> {
+    const items = checkItems(request.items);
+    const key = checkKey(request.key);
+    const named = integer('user_id', request.userId, 0, Number.MAX_SAFE_INTEGER);
+    if (named !== 0 && !caller.isAdmin && named !== caller.userId) throw new CommerceError('PERMISSION_DENIED', 'only the admin token may order for another user');
+    const userId = named !== 0 ? named : caller.userId;
+    const owner = actorOf(caller);
+    const hash = requestHash({ userId, items: sortedItems(items) });
+    if (caller.isAdmin && named !== 0 && !(await this.#sql.one('SELECT id FROM users WHERE id = $1', [named]))) throw notFound(`no user with id ${named}`);
+    // Units of reservations that ran out go back first, so that they can be ordered again.
+    await this.expireDue();
+    return this.#keys.once(this.#sql, { scope: 'order.create', owner, key, hash }, {
+      start: async (tx, keep) => {
+        const id = newId('ord');
+        const levels = await this.options.inventory.levels(items.map((item) => item.sku), tx);
+        const currencies = [...new Set(levels.map((level) => level.currency))];
+        if (currencies.length > 1) throw precondition(`the items are priced in different currencies (${currencies.join(', ')}): order them separately`);
+        const priced = items.map((item, i) => ({ ...item, name: levels[i]!.name, unitPrice: levels[i]!.price, amount: levels[i]!.price * item.quantity }));
+        const total = priced.reduce((sum, item) => sum + item.amount, 0);
+        if (!Number.isSafeInteger(total) || total > MAX_AMOUNT) throw invalid(`the order's total would be ${total}, above ${MAX_AMOUNT}`);
+        await this.options.inventory.reserve(tx, items, {
+          skusChecked: true,
+          ttlMs: this.options.reservationTtlMs ?? DEFAULT_RESERVATION_TTL_MS,
+          orderId: id,
+          // The order and its stored answer are written before the stock is taken (see Inventory.reserve).
+          beforeTaking: async (reservation) => {
+            const at = this.#now().toISOString();
+            await tx.run(
+              `INSERT INTO orders (id, user_id, state, currency, total_amount, reservation_id, created_at, updated_at) VALUES ($1, $2, 'RESERVED', $3, $4, $5, $6, $6)`,
+              [id, userId, currencies[0]!, total, reservation.id, at],
+            );
+            for (const [position, item] of priced.entries()) {
+              await tx.run('INSERT INTO order_items (order_id, position, sku, name, quantity, unit_price, amount) VALUES ($1, $2, $3, $4, $5, $6, $7)', [
+                id,
+                position,
+                item.sku,
+                item.name,
+                item.quantity,
+                item.unitPrice,
+                item.amount,
+              ]);
+            }
+            // The answer every retry with this key gets, stored with the order.
+            await keep(id, (await this.#record(id, tx))!);
+          },
+        });
+      },
+      resume: async (id) => (await this.#record(id))!,
+    });
+  }
+
+  /** An order the caller may see (NOT_FOUND otherwise), expired first when its reservation ran out. */
+  async get(caller: Caller, id: string): Promise<OrderRecord> {
+    let order = id ? await this.#record(id) : undefined;
+    if (!order || !mayAccess(caller, order.userId)) throw notFound(`no order with id "${id.slice(0, 64)}"`);
+    if (order.status === 'RESERVED' && order.reservationExpiresAt <= this.#now().toISOString()) {
+      await this.#expire(order.reservationId);
+      order = (await this.#record(id))!;
+    }
+    return order;
+  }
+
+  async list(caller: Caller, request: { pageSize?: number; pageToken?: string; status?: string; userId?: string | number }): Promise<OrderPage> {
+    const size = integer('page_size', request.pageSize ?? 0, 0, 100) || 50;
+    const conditions: string[] = [];
+    const params: (string | number)[] = [];
+    const named = integer('user_id', request.userId, 0, Number.MAX_SAFE_INTEGER);
+    if (!caller.isAdmin) {
+      if (named !== 0 && named !== caller.userId) throw new CommerceError('PERMISSION_DENIED', "only the admin token may list another user's orders");
+      params.push(caller.userId ?? -1);
+      conditions.push(`o.user_id = $${params.length}`);
+    } else if (named !== 0) {
+      params.push(named);
+      conditions.push(`o.user_id = $${params.length}`);
+    }
+    if (request.status && request.status !== 'ORDER_STATUS_UNSPECIFIED') {
+      if (!(ORDER_STATUSES as readonly string[]).includes(request.status)) throw invalid(`status must be one of ${ORDER_STATUSES.join(', ')}`);
+      params.push(request.status);
+      conditions.push(`o.state = $${params.length}`);
+    }
+    if (request.pageToken) {
+      const [createdAt, id] = decodeToken(request.pageToken);
+      params.push(createdAt, id);
+      conditions.push(`(o.created_at < $${params.length - 1} OR (o.created_at = $${params.length - 1} AND o.id < $${params.length}))`);
+    }
+    params.push(size + 1);
+    const where = conditions.length > 0 ? ` WHERE ${conditions.join(' AND ')}` : '';
+    const rows = await this.#sql.all<OrderRow>(`${SELECT_ORDER}${where} ORDER BY o.created_at DESC, o.id DESC LIMIT $${params.length}`, params);
+    const page = rows.slice(0, size);
+    const orders: OrderRecord[] = [];
+    for (const row of page) orders.push(await this.#withItems(row, this.#sql));
+    const last = page.at(-1);
+    return { orders, nextPageToken: rows.length > size && last ? Buffer.from(JSON.stringify([last.created_at, last.id])).toString('base64url') : '' };
+  }
+
+  /**
+   * Pays an order's total (OrderService.ProcessPayment, and
+   * PaymentService.ProcessPayment with an order_id). A payment of the order
+   * still in progress is reconciled first; the order moves to
+   * PAYMENT_PENDING in the transaction that records the new payment.
+   */
+  async pay(caller: Caller, request: { orderId: string; amount?: string | number; currency?: string; method?: string; key: string }): Promise<PaymentOutcome> {
+    const key = checkKey(request.key);
+    if (!request.orderId) throw invalid('order_id is required');
+    const asked = integer('amount', request.amount, 0, MAX_AMOUNT);
+    const currency = checkCurrency(request.currency, '');
+    const payments = this.options.payments;
+    const method = payments.checkMethod(request.method);
+    const hash = requestHash({ order: request.orderId, amount: asked, currency, method });
+    let order = await this.get(caller, request.orderId);
+    if (order.status === 'PAYMENT_PENDING' && order.paymentId) {
+      await payments.reconcile(order.paymentId);
+      order = await this.get(caller, order.id);
+    }
+    return payments.process(caller, key, hash, async (tx, paymentId) => {
+      const current = (await this.#record(order.id, tx))!;
+      if (asked !== 0 && asked !== current.totalAmount) {
+        throw precondition(`amount ${asked} is not the order's total ${current.totalAmount} ${current.currency}: an order is paid in full, at its catalogue prices (give 0 or the total)`);
+      }
+      if (currency && currency !== current.currency) throw precondition(`currency ${currency} is not the order's currency ${current.currency}`);
+      if (current.status !== 'RESERVED') throw precondition(`order ${current.id} is ${current.status}: only a RESERVED order can be paid`);
+      // The order's row first, then its reservation's: every transaction that moves both takes them in this order, so none deadlocks.
+      const moved = await tx.run("UPDATE orders SET state = 'PAYMENT_PENDING', payment_id = $2, updated_at = $3 WHERE id = $1 AND state = 'RESERVED'", [current.id, paymentId, this.#now().toISOString()]);
+      if (moved === 0) throw new CommerceError('ABORTED', `order ${current.id} changed meanwhile; try again`);
+      if (!(await this.options.inventory.hold(tx, current.reservationId))) {
+        throw precondition(`the reservation of order ${current.id} expired at ${current.reservationExpiresAt}: place the order again`);
+      }
+      return { orderId: current.id, userId: current.userId, amount: current.totalAmount, currency: current.currency, method };
+    });
+  }
+
+  /** The order side of a settled payment: PAID with the units committed, or PAYMENT_FAILED with them released. */
+  async #settled(tx: Sql, payment: PaymentRecord): Promise<void> {
+    if (!payment.orderId) return;
+    const order = (await tx.one<{ id: string; reservation_id: string }>('SELECT id, reservation_id FROM orders WHERE id = $1', [payment.orderId]))!;
+    const at = this.#now().toISOString();
+    // The order first, then its reservation, the stock last (see pay).
+    if (payment.status === 'DONE') {
+      await tx.run("UPDATE orders SET state = 'PAID', paid_at = $2, updated_at = $2 WHERE id = $1 AND state = 'PAYMENT_PENDING'", [order.id, at]);
+      await this.options.publish(ORDER_PAID, async () => this.#record(order.id, tx), tx);
+      await this.options.inventory.commit(tx, order.reservation_id, `order ${order.id} paid`, 'system');
+    } else {
+      await tx.run("UPDATE orders SET state = 'PAYMENT_FAILED', updated_at = $2 WHERE id = $1 AND state = 'PAYMENT_PENDING'", [order.id, at]);
+      await this.options.inventory.release(tx, order.reservation_id);
+    }
+  }
+
+  /**
+   * Cancels a RESERVED order (units released) or a PAID one (refunded in
+   * full under a key of its own, so a retried cancel refunds once; units
+   * back on hand). A CANCELLED order is returned as it is.
+   */
+  async cancel(caller: Caller, id: string, reasonText: string | undefined): Promise<OrderRecord> {
+    const reason = checkText('reason', reasonText) || 'cancelled';
+    let order = await this.get(caller, id);
+    if (order.status === 'PAYMENT_PENDING' && order.paymentId) {
+      await this.options.payments.reconcile(order.paymentId);
+      order = await this.get(caller, id);
+    }
+    if (order.status === 'CANCELLED') return order;
+    if (order.status === 'PAID' && order.paymentId) {
+      const payment = await this.options.payments.record(order.paymentId);
+      if (payment && payment.balance > 0) {
+        await this.options.payments.refund({ isAdmin: true, userId: null }, { paymentId: payment.id, amount: 0, reason: `order cancelled: ${reason}`, key: `order-cancel:${order.id}` }, 'system');
+      }
+    } else if (order.status !== 'RESERVED') {
+      throw precondition(`order ${order.id} is ${order.status}: only a RESERVED or PAID order can be cancelled`);
+    }
+    const from = order.status;
+    const moved = await this.#sql.transaction(async (tx) => {
+      const at = this.#now().toISOString();
+      const changed = await tx.run("UPDATE orders SET state = 'CANCELLED', cancelled_at = $3, cancel_reason = $4, updated_at = $3 WHERE id = $1 AND state = $2", [order.id, from, at, reason]);
+      if (changed === 0) return false;
+      await this.options.publish(ORDER_CANCELLED, async () => this.#record(order.id, tx), tx);
+      if (from === 'RESERVED') await this.options.inventory.release(tx, order.reservationId);
+      else await this.options.inventory.restock(tx, order.items, `order ${order.id} cancelled`, actorOf(caller));
+      return true;
+    });
+    const now = await this.get(caller, id);
+    if (!moved && now.status !== 'CANCELLED') throw new CommerceError('ABORTED', `order ${id} changed meanwhile (now ${now.status}); try again`);
+    return now;
+  }
+
+  /** Expires one reservation that ran out (and its order); false when it was not due or not active. */
+  async #expire(reservationId: string): Promise<boolean> {
+    const expired = await this.#sql
+      .transaction(async (tx) => {
+        // The order first, then its reservation (see pay); a reservation that is not due, or not active, undoes the order's move.
+        await tx.run("UPDATE orders SET state = 'EXPIRED', updated_at = $2 WHERE reservation_id = $1 AND state = 'RESERVED'", [reservationId, this.#now().toISOString()]);
+        if (!(await this.options.inventory.release(tx, reservationId, 'expired'))) throw new NotExpired();
+        return true;
+      })
+      .catch((error: unknown) => {
+        if (error instanceof NotExpired) return false;
+        throw error;
+      });
+    if (expired) this.options.observe?.expiries?.(1);
+    return expired;
+  }
+
+  /** Expires every reservation past its time (their orders become EXPIRED, their units available). */
+  async expireDue(): Promise<number> {
+    let count = 0;
+    for (;;) {
+      const due = await this.options.inventory.due();
+      for (const id of due) if (await this.#expire(id)) count++;
+      if (due.length < 100) return count;
+    }
+  }
+
+  /** How many orders are in each status (for the metrics). */
+  async countByStatus(): Promise<Record<OrderStatus, number>> {
+    const rows = await this.#sql.all<{ state: OrderStatus; count: number }>('SELECT state, COUNT(*) AS count FROM orders GROUP BY state');
+    const counts = Object.fromEntries(ORDER_STATUSES.map((status) => [status, 0])) as Record<OrderStatus, number>;
+    for (const row of rows) counts[row.state] = num(row.count);
+    return counts;
+  }
+}
+
+/** Rolls back an expiry whose reservation was not due or not active any more. */
+class NotExpired extends Error {}
+
+function decodeToken(token: string): [string, string] {
+  try {
+    const value = JSON.parse(Buffer.from(token, 'base64url').toString('utf8')) as unknown;
+    if (Array.isArray(value) && value.length === 2 && typeof value[0] === 'string' && typeof value[1] === 'string') return [value[0], value[1]];
+  } catch {
+    // answered below
+  }
+  throw invalid('page_token is not one this server gave: pass next_page_token of the previous page');
+}

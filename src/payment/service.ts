@@ -1,0 +1,80 @@
+/**
+ * payment.v1.PaymentService on grpc-js: ProcessPayment and RefundPayment (the
+ * spec's) and GetPayment (an addition). A payment of an order goes through
+ * the order (orders.ts), so that the order and its stock move with it; the
+ * rules live in payments.ts.
+ */
+import type * as grpc from '@grpc/grpc-js';
+import { timestampOf, unaryFactory, type Authenticate, type InternalLog } from '../commerce/grpc.js';
+import type { Orders } from '../order/orders.js';
+import type { PaymentOutcome, PaymentRecord, Payments, RefundRecord } from './payments.js';
+
+export interface PaymentRequestMessage {
+  order_id: string;
+  amount: string;
+  currency: string;
+  method: string;
+  idempotency_key: string;
+}
+
+function refundMessage(refund: RefundRecord) {
+  return { id: refund.id, amount: refund.amount, reason: refund.reason, status: refund.status, created_at: timestampOf(refund.createdAt) };
+}
+
+export function paymentMessage(payment: PaymentRecord) {
+  return {
+    id: payment.id,
+    order_id: payment.orderId ?? '',
+    user_id: payment.userId ?? 0,
+    status: payment.status,
+    amount: payment.amount,
+    balance: payment.balance,
+    currency: payment.currency,
+    method: payment.method,
+    provider: payment.provider,
+    provider_reference: payment.providerReference ?? '',
+    failure_code: payment.failureCode ?? '',
+    failure_message: payment.failureMessage ?? '',
+    refunds: payment.refunds.map(refundMessage),
+    created_at: timestampOf(payment.createdAt),
+    updated_at: timestampOf(payment.updatedAt),
+    approved_at: timestampOf(payment.approvedAt),
+  };
+}
+
+export function paymentResponse(outcome: PaymentOutcome) {
+  return { payment: paymentMessage(outcome.payment), message: outcome.message };
+}
+
+/** ProcessPayment of either service: through the order when one is named. */
+export function processPayment(orders: Orders, payments: Payments) {
+  return (request: PaymentRequestMessage, principal: import('../auth/tokens.js').Principal) =>
+    (request.order_id
+      ? orders.pay(principal, { orderId: request.order_id, amount: request.amount, currency: request.currency, method: request.method, key: request.idempotency_key })
+      : payments.processStandalone(principal, { amount: request.amount, currency: request.currency, method: request.method, key: request.idempotency_key })
+    ).then(paymentResponse);
+}
+
+export interface PaymentServiceOptions {
+  payments: Payments;
+  orders: Orders;
+  authenticate: Authenticate;
+  log?: InternalLog | undefined;
+}
+
+export class PaymentServiceImpl {
+  constructor(private readonly options: PaymentServiceOptions) {}
+
+  handlers(): grpc.UntypedServiceImplementation {
+    const unary = unaryFactory(this.options.authenticate, this.options.log);
+    const { payments, orders } = this.options;
+    return {
+      ProcessPayment: unary(processPayment(orders, payments)),
+      RefundPayment: unary(async (request: { payment_id: string; amount: string; reason: string; idempotency_key: string }, principal) => {
+        const outcome = await payments.refund(principal, { paymentId: request.payment_id, amount: request.amount, reason: request.reason, key: request.idempotency_key });
+        return { payment: paymentMessage(outcome.payment), refund: refundMessage(outcome.refund) };
+      }),
+      GetPayment: unary(async (request: { payment_id: string }, principal) => paymentMessage(await payments.get(principal, request.payment_id ?? ''))),
+    };
+  }
+}

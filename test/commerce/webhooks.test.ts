@@ -1,0 +1,81 @@
+/**
+ * order.paid, order.cancelled and payment.refunded as signed webhooks, on
+ * both backends: serve's own outbox and dispatcher, a real receiver on
+ * 127.0.0.1 that checks every signature as post.created's receivers do.
+ */
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { verifySignature } from '../../src/blog/webhooks.js';
+import { startTestServe } from '../helpers/serve.js';
+import { BACKENDS } from '../helpers/postgres.js';
+import { useBackendStore } from '../helpers/backend-store.js';
+import { CommerceClients } from '../helpers/commerce-client.js';
+import type { RunningServe } from '../../src/server/serve.js';
+
+const SECRET = 'whsec-commerce';
+
+describe.each(BACKENDS)('commerce webhooks on %s', (backend) => {
+  const store = useBackendStore(backend);
+  let server: Server;
+  let received: { headers: IncomingHttpHeaders; body: string }[];
+  let running: RunningServe;
+  let c: CommerceClients;
+
+  beforeEach(async () => {
+    received = [];
+    server = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (chunk: Buffer) => chunks.push(chunk));
+      req.on('end', () => {
+        received.push({ headers: req.headers, body: Buffer.concat(chunks).toString('utf8') });
+        res.writeHead(204).end();
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`;
+    running = await startTestServe({ store: store.location(), grpc: { host: '127.0.0.1', port: 0 }, webhooks: { urls: [url], secret: SECRET }, commerceSweepMs: 0 });
+    c = new CommerceClients(running);
+  });
+  afterEach(async () => {
+    c.close();
+    await running.close();
+    server.closeAllConnections();
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+  });
+
+  async function events(count: number): Promise<{ event: string; data: any; headers: IncomingHttpHeaders; valid: boolean }[]> {
+    for (let i = 0; i < 500 && received.length < count; i++) await new Promise((resolve) => setTimeout(resolve, 20));
+    // In the order they were enqueued (the delivery ids), whatever order the sends overlapped in.
+    const ordered = [...received].sort((x, y) => Number(x.headers['x-webhook-delivery']) - Number(y.headers['x-webhook-delivery']));
+    return ordered.map((r) => {
+      const payload = JSON.parse(r.body);
+      return { event: payload.event, data: payload.data, headers: r.headers, valid: verifySignature(r.body, SECRET, String(r.headers['x-webhook-signature'])) };
+    });
+  }
+
+  it('paying, refunding and cancelling send order.paid, payment.refunded and order.cancelled, signed', async () => {
+    await c.call('inventory', 'SetStock', { sku: 'LAMP', quantity: 3, price: 30000, has_price: true });
+    const order = await c.call('order', 'CreateOrder', { items: [{ sku: 'LAMP', quantity: 1 }], idempotency_key: 'o1' });
+    const { payment } = await c.call('order', 'ProcessPayment', { order_id: order.id, idempotency_key: 'p1' });
+    await c.call('payment', 'RefundPayment', { payment_id: payment.id, amount: 10000, reason: 'scratched', idempotency_key: 'r1' });
+    await c.call('order', 'CancelOrder', { order_id: order.id, reason: 'returned' });
+    // A declined payment and a retried refund send nothing more.
+    const declined = await c.call('order', 'CreateOrder', { items: [{ sku: 'LAMP', quantity: 1 }], idempotency_key: 'o2' });
+    await c.call('order', 'ProcessPayment', { order_id: declined.id, method: 'test_decline_card_declined', idempotency_key: 'p2' });
+    await c.call('payment', 'RefundPayment', { payment_id: payment.id, amount: 10000, reason: 'scratched', idempotency_key: 'r1' });
+
+    const got = await events(4);
+    expect(got.map((e) => e.event)).toEqual(['order.paid', 'payment.refunded', 'payment.refunded', 'order.cancelled']);
+    expect(got.every((e) => e.valid)).toBe(true);
+    expect(got.map((e) => e.headers['x-webhook-event'])).toEqual(['order.paid', 'payment.refunded', 'payment.refunded', 'order.cancelled']);
+    expect(got[0]!.data).toMatchObject({ id: order.id, status: 'PAID', totalAmount: 30000, currency: 'KRW' });
+    expect(got[1]!.data).toMatchObject({ payment: { id: payment.id, status: 'PARTIAL_CANCELED', balance: 20000 }, refund: { amount: 10000, reason: 'scratched' } });
+    expect(got[2]!.data).toMatchObject({ payment: { status: 'CANCELED', balance: 0 }, refund: { amount: 20000, reason: 'order cancelled: returned' } });
+    expect(got[3]!.data).toMatchObject({ id: order.id, status: 'CANCELLED', cancelReason: 'returned' });
+    expect(new Set(got.map((e) => e.headers['x-webhook-delivery'])).size).toBe(4);
+    // Nothing else was enqueued, so nothing else will arrive.
+    expect(Number((await running.commerce.sql.one<{ n: number }>('SELECT COUNT(*) AS n FROM webhook_deliveries'))!.n)).toBe(4);
+    expect(received).toHaveLength(4);
+  });
+});
