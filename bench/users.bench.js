@@ -100,7 +100,7 @@ await runRoleIfWorker(ROLE_FLAG, ROLES);
  * `concurrency` GetUser calls in flight over the client's one channel for
  * `seconds`; resolves with calls per second. Any failed call throws.
  */
-async function loadGetUser(client, { seconds, concurrency, id }) {
+export async function loadGetUser(client, { seconds, concurrency, id }) {
   let calls = 0;
   const start = performance.now();
   const end = start + seconds * 1000;

@@ -90,18 +90,31 @@ function caseless(sql: Sql) {
     : { like: 'LIKE', equals: (column: string, param: string) => `${column} = ${param} COLLATE NOCASE`, title: 'title COLLATE NOCASE' };
 }
 
+/** The expression a sort orders by before the id, and its direction. */
+function sortKey(sql: Sql, sort: PostSort): { expression: string; descending: boolean } {
+  const descending = sort.startsWith('-');
+  return { expression: sort.endsWith('title') ? caseless(sql).title : 'created_at', descending };
+}
+
 function orderOf(sql: Sql, sort: PostSort): string {
-  const title = caseless(sql).title;
-  switch (sort) {
-    case 'created_at':
-      return 'created_at ASC, id ASC';
-    case '-created_at':
-      return 'created_at DESC, id DESC';
-    case 'title':
-      return `${title} ASC, id ASC`;
-    case '-title':
-      return `${title} DESC, id DESC`;
-  }
+  const { expression, descending } = sortKey(sql, sort);
+  const direction = descending ? 'DESC' : 'ASC';
+  return `${expression} ${direction}, id ${direction}`;
+}
+
+/**
+ * Deep pages seek instead of skipping: every MARK_STEP-th row of a filter's
+ * order is remembered (its sort key and id) under the posts' version, so
+ * that page N starts at the nearest mark before it, through the sort's
+ * index, and skips fewer than MARK_STEP rows, however deep the page. The
+ * marks come from one scan of the filter's keys, which also gives the
+ * filter's count; any write makes them stale, as it does the count.
+ */
+const MARK_STEP = 100;
+
+interface Mark {
+  key: string;
+  id: number | string;
 }
 
 /** `(post, tag), ...` rows for one post's tags, lowercased: the filter compares lowercased values. */
@@ -115,6 +128,7 @@ export class PostStore {
   /** SQLite: writes through this store; with data_version (commits by other connections) it says whether lists changed. */
   #writes = 0;
   readonly #counts = new ListCache<number>(256);
+  readonly #marks = new ListCache<Mark[]>(64);
 
   constructor(
     private readonly sql: Sql,
@@ -253,14 +267,37 @@ export class PostStore {
     const clause = where.length ? `WHERE ${where.join(' AND ')}` : '';
     // The count is the costly part (it reads every matching row) and is the same for every page of a filter.
     const countKey = `${clause}|${JSON.stringify(params)}`;
+    const sort = options.sort ?? '-created_at';
+    const offset = Math.floor(options.offset ?? 0);
     let total = this.#counts.get(countKey, version);
+    let start: { after?: Mark; skip: number } = { skip: offset };
+    if (options.limit !== undefined && offset >= MARK_STEP) {
+      const marksKey = `${sort}|${countKey}`;
+      let marks = this.#marks.get(marksKey, version);
+      if (marks === undefined) {
+        const keys = await sql.all<Mark>(`SELECT ${sortKey(sql, sort).expression} AS key, id FROM posts ${clause} ORDER BY ${orderOf(sql, sort)}`, params);
+        marks = [];
+        for (let i = MARK_STEP - 1; i < keys.length; i += MARK_STEP) marks.push(keys[i]!);
+        this.#marks.set(marksKey, version, marks);
+        total = keys.length;
+        this.#counts.set(countKey, version, total);
+      }
+      const passed = Math.min(Math.floor(offset / MARK_STEP), marks.length);
+      if (passed > 0) start = { after: marks[passed - 1], skip: offset - passed * MARK_STEP };
+    }
     if (total === undefined) {
       total = Number((await sql.one<{ n: number }>(`SELECT count(*) AS n FROM posts ${clause}`, params))!.n);
       this.#counts.set(countKey, version, total);
     }
+    let filtered = clause;
+    if (start.after) {
+      const { expression, descending } = sortKey(sql, sort);
+      const seek = `(${expression}, id) ${descending ? '<' : '>'} (${param(start.after.key)}, ${param(start.after.id)})`;
+      filtered = clause ? `${clause} AND ${seek}` : `WHERE ${seek}`;
+    }
     // Limit and offset as parameters: one statement per filter shape, not one per page.
-    const page = options.limit === undefined ? '' : ` LIMIT ${param(Math.floor(options.limit))} OFFSET ${param(Math.floor(options.offset ?? 0))}`;
-    const rows = await sql.all<Row>(`SELECT * FROM posts ${clause} ORDER BY ${orderOf(sql, options.sort ?? '-created_at')}${page}`, params);
+    const page = options.limit === undefined ? '' : ` LIMIT ${param(Math.floor(options.limit))} OFFSET ${param(start.skip)}`;
+    const rows = await sql.all<Row>(`SELECT * FROM posts ${filtered} ORDER BY ${orderOf(sql, sort)}${page}`, params);
     return { posts: rows.map(toPost), total };
   }
 }
