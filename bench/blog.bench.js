@@ -29,6 +29,12 @@
  * and any error, time-out, non-2xx answer or mismatch fails the benchmark:
  * it must never time an error path.
  *
+ * Each page is also measured uncached: every request a URL of its own (an
+ * extra `&nocache=N` parameter the route ignores), so no answer comes from
+ * the list cache, against the same floor loaded the same way (its router
+ * ignores the parameter too). That is a row of its own per page (target
+ * 0.5x, issue 14): SQLite, the memory store.
+ *
  * Rounds alternate (real, floor; floor, real; ...) after one short warm-up
  * run of each. Each round gives requests/s (autocannon's mean of its
  * per-second samples) and p99 latency, the latter computed here from every

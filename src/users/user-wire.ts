@@ -25,10 +25,9 @@ function varint(value: bigint): number[] {
   return bytes;
 }
 
-/** GetUserRequest { int64 user_id = 1 }; `userId` a decimal string, as the loader takes it. */
+/** GetUserRequest { int64 user_id = 1 }; `userId` a decimal string, as the loader takes it (which writes a 0 too). */
 export function encodeGetUserRequest(userId: string): Buffer {
-  const id = BigInt(userId);
-  return id === 0n ? Buffer.alloc(0) : Buffer.from([(1 << 3) | VARINT, ...varint(id)]);
+  return Buffer.from([(1 << 3) | VARINT, ...varint(BigInt(userId))]);
 }
 
 class Reader {
