@@ -115,6 +115,19 @@ describe.each(BACKENDS)('blog repositories on %s', (backend) => {
       }
     };
     await check();
+    // listJson: the same page, as the bytes JSON.stringify gives, whatever the text holds.
+    const texts = ['quote " back \\ slash', 'ctl \u0001\u0008\t\n\f\r\u001f\u007f', '한국어 😀', 'sep\u2028\u2029', '</script>'];
+    for (const [i, text] of texts.entries()) {
+      await pager.create({ title: text, content: text.repeat(2), tags: [text, `t${i}`], authorId: null, author: 'pager', isPublished: i % 2 === 0 });
+    }
+    for (const sort of ['-created_at', 'title'] as const) {
+      for (const filter of [{ author: 'pager' }, { author: 'pager', is_published: false }, { author: 'nobody' }]) {
+        for (const offset of [0, 20, 240]) {
+          const page = await pager.list(filter, { sort, limit: 20, offset });
+          expect(await pager.listJson(filter, { sort, limit: 20, offset })).toEqual({ json: JSON.stringify(page.posts), total: page.total });
+        }
+      }
+    }
     await pager.create({ title: 'Pager', content: 'x', tags: ['even'], authorId: null, author: 'pager' });
     written = 90; // among the others' times
     await pager.create({ title: 'pager 0', content: 'x', tags: [], authorId: null, author: 'pager' });
