@@ -10,10 +10,18 @@
  *   with key and AAD from the environment, the `curl ... | miniapp decrypt
  *   --json | jq` case, which by design loads neither chalk, the renderers
  *   nor the config store.
+ * - `miniapp token show` and `miniapp config get base-url`: the two commands
+ *   that read the profile (stored tokens, one setting) from the config file
+ *   the bench writes beforehand; reading loads no `conf`.
+ * - `miniapp users get 1 --json`: a gRPC client command against a running
+ *   `miniapp serve` (memory store) that the bench starts and stops outside
+ *   the timing, with one user created through the CLI beforehand; the
+ *   address and admin token come from the profile, where serve stores them.
  */
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { once } from 'node:events';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -94,7 +102,7 @@ function verifyDecrypt(side) {
   }
 }
 
-function row(name, result, target) {
+function row(name, result, target, why = '') {
   const { a, b } = result;
   return {
     name,
@@ -105,7 +113,58 @@ function row(name, result, target) {
     ratio: a.median / b.median,
     target,
     better: 'lower',
-    note: `p10-p90 ${a.p10.toFixed(1)}-${a.p90.toFixed(1)} ms; floor ${b.p10.toFixed(1)}-${b.p90.toFixed(1)} ms`,
+    note: `${why}p10-p90 ${a.p10.toFixed(1)}-${a.p90.toFixed(1)} ms; floor ${b.p10.toFixed(1)}-${b.p90.toFixed(1)} ms`,
+  };
+}
+
+/** A profile with a base URL and stored tokens, as `config set` and `token exchange` leave it. */
+function writeProfile(configDir) {
+  const now = Date.now();
+  const tokens = {
+    tokenType: 'Bearer',
+    accessToken: `eyJhbGciOiJIUzI1NiJ9.${randomBytes(48).toString('base64url')}`,
+    accessTokenExpiresAt: new Date(now + 3600_000).toISOString(),
+    refreshToken: randomBytes(32).toString('base64url'),
+    refreshTokenExpiresAt: new Date(now + 14 * 86400_000).toISOString(),
+    scope: 'user_name user_phone',
+    referrer: 'DEFAULT',
+  };
+  mkdirSync(configDir, { recursive: true, mode: 0o700 });
+  const file = { profiles: { default: { settings: { 'base-url': 'https://partner.example.com' }, tokens } } };
+  writeFileSync(join(configDir, 'config.json'), JSON.stringify(file, null, '\t'), { mode: 0o600 });
+}
+
+/**
+ * `miniapp serve` with the memory store, HTTP and gRPC on free ports; it
+ * stores its gRPC address and admin token in the profile of `env`. Resolves
+ * once the gRPC service is up, with a function that stops it.
+ */
+async function startServe(env) {
+  const child = spawn(NODE, [BIN, 'serve', '--port', '0', '--grpc-port', '0', '--store', 'memory', '--log-level', 'error'], {
+    env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  const ready = new Promise((resolve, reject) => {
+    const onData = (chunk) => {
+      output += chunk;
+      if (/^\s*admin\s/m.test(output)) resolve();
+    };
+    child.stdout.setEncoding('utf8').on('data', onData);
+    child.stderr.setEncoding('utf8').on('data', onData);
+    child.once('exit', (code) => reject(new Error(`miniapp serve exited with ${code} before it was ready:\n${output}`)));
+  });
+  const timer = setTimeout(() => child.kill('SIGKILL'), 30_000);
+  try {
+    await ready;
+  } finally {
+    clearTimeout(timer);
+  }
+  return async () => {
+    if (child.exitCode === null) {
+      child.kill('SIGTERM');
+      await once(child, 'exit');
+    }
   };
 }
 
@@ -131,7 +190,45 @@ export default async function startup(ctx) {
     ctx.log('miniapp decrypt --json');
     const decryptResult = await pairedRuns({ a: decrypt, b: floor, runs: ctx.runs, warmup: ctx.warmup });
 
-    return [row('miniapp --help', helpResult, 1.5), row('miniapp decrypt --json', decryptResult, 1.8)];
+    const plainEnv = childEnv(tempDir);
+    writeProfile(join(tempDir, 'config'));
+    const tokenShow = { cmd: NODE, args: [BIN, 'token', 'show'], env: plainEnv };
+    if (!runOnce(tokenShow).includes('accessToken')) throw new Error('miniapp token show printed no accessToken');
+    ctx.log('miniapp token show');
+    const tokenResult = await pairedRuns({ a: tokenShow, b: floor, runs: ctx.runs, warmup: ctx.warmup });
+
+    const configGet = { cmd: NODE, args: [BIN, 'config', 'get', 'base-url'], env: plainEnv };
+    if (runOnce(configGet).trim() !== 'https://partner.example.com') throw new Error('miniapp config get base-url printed another value');
+    ctx.log('miniapp config get base-url');
+    const configResult = await pairedRuns({ a: configGet, b: floor, runs: ctx.runs, warmup: ctx.warmup });
+
+    ctx.log('miniapp users get 1 --json (against a running serve)');
+    const stopServe = await startServe(env); // with the decrypt key and AAD that its relay needs
+    let usersResult;
+    try {
+      runOnce({ cmd: NODE, args: [BIN, 'users', 'create', '--username', 'bench', '--email', 'bench@example.com', '--password', 'bench-password-1'], env: plainEnv });
+      const usersGet = { cmd: NODE, args: [BIN, 'users', 'get', '1', '--json'], env: plainEnv };
+      const user = JSON.parse(runOnce(usersGet));
+      if (user.id !== 1 || user.username !== 'bench') throw new Error(`users get 1 --json gave ${JSON.stringify(user)}`);
+      usersResult = await pairedRuns({ a: usersGet, b: floor, runs: ctx.runs, warmup: ctx.warmup });
+    } finally {
+      await stopServe();
+    }
+    // The config file keeps what serve stored; this bench's own settings must still be there.
+    if (!readFileSync(join(tempDir, 'config', 'config.json'), 'utf8').includes('grpc-token')) throw new Error('serve stored no grpc-token');
+
+    return [
+      row('miniapp --help', helpResult, 1.25),
+      row('miniapp decrypt --json', decryptResult, 1.4),
+      row('miniapp token show', tokenResult, 1.25, 'the stored tokens read from the config file without conf; '),
+      row('miniapp config get base-url', configResult, 1.25, 'the setting read from the config file without conf; '),
+      row(
+        'miniapp users get 1 --json (serve running)',
+        usersResult,
+        2.0,
+        'one GetUser over node:http2 with the two messages encoded by hand (no grpc-js, no proto loading); serve (memory store) started by the bench, not counted; ',
+      ),
+    ];
   } finally {
     rmSync(tempDir, { recursive: true, force: true });
   }

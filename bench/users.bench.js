@@ -284,7 +284,7 @@ export default async function users(ctx) {
       floorName: 'grpc-js server answering a constant user',
       floorValue: unary.floor,
       ratio: unary.real / unary.floor,
-      target: 0.8,
+      target: 0.9, // issue 14 (was 0.8)
       better: 'higher',
       note: unary.note,
     },

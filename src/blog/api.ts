@@ -226,19 +226,20 @@ function fieldProblems(error: { validation?: { instancePath: string; params: Rec
 export async function blogApi(app: FastifyInstance, options: BlogOptions): Promise<void> {
   const { version, posts, users, tokens } = options;
   const auth = (request: FastifyRequest) => principalOf(request, tokens);
-  const lists = new ListCache();
+  // Kept from a URL's second request on: see ListCache.
+  const lists = new ListCache(512, { admitOnSecondRequest: true });
   /**
    * Answers a post list from the cache while the posts are unchanged;
-   * otherwise computes it, serialises it once and keeps it.
+   * otherwise computes its JSON text and keeps it (see ListCache for which it keeps).
    */
-  const cachedList = async (request: FastifyRequest, reply: FastifyReply, compute: (version: string) => Promise<unknown>) => {
+  const cachedList = async (request: FastifyRequest, reply: FastifyReply, compute: (version: string) => Promise<string>) => {
     // The links in a list depend on the URL only (see pageUrl), so the URL is the key.
     const key = request.url;
     // Read on every request: a write acknowledged by any instance has changed it (see PostStore.version).
     const current = await posts.version();
     let body = lists.get(key, current);
     if (body === undefined) {
-      body = JSON.stringify(await compute(current));
+      body = await compute(current);
       lists.set(key, current, body);
     }
     return reply.type('application/json; charset=utf-8').send(body);
@@ -309,7 +310,7 @@ export async function blogApi(app: FastifyInstance, options: BlogOptions): Promi
       },
       async (request, reply) => {
         const query = request.query as { is_published: boolean };
-        return cachedList(request, reply, async (version) => (await posts.list({ is_published: query.is_published }, { limit: V1_LIST_LIMIT, version })).posts);
+        return cachedList(request, reply, async (version) => (await posts.listJson({ is_published: query.is_published }, { limit: V1_LIST_LIMIT, version })).json);
       },
     );
   } else {
@@ -366,7 +367,7 @@ export async function blogApi(app: FastifyInstance, options: BlogOptions): Promi
           created_before?: string;
         };
         return cachedList(request, reply, async (version) => {
-          const { posts: results, total } = await posts.list(
+          const { json: results, total } = await posts.listJson(
             {
               search: query.search,
               author: query.author,
@@ -378,12 +379,10 @@ export async function blogApi(app: FastifyInstance, options: BlogOptions): Promi
             { sort: query.sort, limit: query.page_size, offset: (query.page - 1) * query.page_size, version },
           );
           const pages = Math.ceil(total / query.page_size);
-          return {
-            count: total,
-            next: query.page < pages ? pageUrl(request, query.page + 1, options.publicUrl) : null,
-            previous: query.page > 1 ? pageUrl(request, Math.min(query.page - 1, Math.max(pages, 1)), options.publicUrl) : null,
-            results,
-          };
+          const next = query.page < pages ? pageUrl(request, query.page + 1, options.publicUrl) : null;
+          const previous = query.page > 1 ? pageUrl(request, Math.min(query.page - 1, Math.max(pages, 1)), options.publicUrl) : null;
+          // What JSON.stringify({ count, next, previous, results }) gives, around the posts' JSON as the store wrote it.
+          return `{"count":${JSON.stringify(total)},"next":${JSON.stringify(next)},"previous":${JSON.stringify(previous)},"results":${results}}`;
         });
       },
     );

@@ -10,7 +10,7 @@
  * `miniapp --help` loads commander and this file and little else.
  */
 import { styleText } from 'node:util';
-import { Command, CommanderError, Option } from 'commander';
+import { Command, CommanderError, Option } from './commander.js';
 import { ExitCode, MiniappError, UsageError, type ExitCode as Code } from '../errors.js';
 import type { CommandContext, Context } from './context.js';
 import { resolveColorLevel } from './color.js';
@@ -342,7 +342,7 @@ async function warnUnknownProfile(cc: CommandContext, command: Command): Promise
   if (cc.profile === 'default') return;
   const path = commandPath(command);
   if (path === 'miniapp config set' || path === 'miniapp config profiles' || path === 'miniapp serve') return;
-  const known = (await cc.settings.store()).profileNames();
+  const known = cc.settings.file().profileNames();
   if (known.includes(cc.profile)) return;
   cc.out.warn(
     `profile "${cc.profile}" has no settings yet${known.length ? ` (profiles: ${known.join(', ')})` : ''}; \`miniapp config profiles\` lists them`,
@@ -360,8 +360,8 @@ async function runComplete(words: readonly string[], ctx: Context): Promise<Code
     const { complete } = await import('./completion.js');
     const candidates = await complete(program, words.length ? words : [''], {
       profiles: async () => {
-        const [{ ConfigStore }, { configDir }] = await Promise.all([import('../config/store.js'), import('../config/paths.js')]);
-        return new ConfigStore(configDir(ctx.env, ctx.homedir)).profileNames();
+        const [{ ConfigFile }, { configDir }] = await Promise.all([import('../config/file.js'), import('../config/paths.js')]);
+        return new ConfigFile(configDir(ctx.env, ctx.homedir)).profileNames();
       },
       metrics: async () => {
         const catalogue = await import('../insights/metrics.js');

@@ -3,7 +3,7 @@
  * and AAD, the partner-API client, the token store. One place, so `decrypt`,
  * `me`, `doctor` and the relay read settings the same way.
  */
-import { Option } from 'commander';
+import { Option } from './commander.js';
 import { ConfigError, UsageError } from '../errors.js';
 import { parseDuration } from '../duration.js';
 import { parseAad, parseKey, type KeyMaterial } from '../login/key-material.js';
@@ -85,5 +85,5 @@ export async function partnerClient(cc: CommandContext, options: { timeout?: str
 
 export async function tokenStore(cc: CommandContext): Promise<TokenStore> {
   const { profileTokenStore } = await import('../config/token-store.js');
-  return profileTokenStore(await cc.settings.store(), cc.profile);
+  return profileTokenStore(cc.settings.file(), () => cc.settings.store(), cc.profile);
 }

@@ -13,6 +13,7 @@
 import type { OutStream } from './output.js';
 import { formatDuration } from '../duration.js';
 import { textWidths } from './cells.js';
+import { grouped } from './grouped.js';
 
 export interface ProgressOptions {
   /** What is counted: "rows", "pages", "deliveries". */
@@ -38,7 +39,6 @@ export interface ProgressState {
   note?: string | undefined;
 }
 
-const grouped = new Intl.NumberFormat('en-US');
 const REDRAW_MS = 100;
 
 export class ProgressLine {
@@ -98,10 +98,10 @@ export class ProgressLine {
     const seconds = Math.max((this.#now() - this.#started) / 1000, 0.001);
     const rate = done / seconds;
     const parts: string[] = [];
-    const amount = total !== undefined ? `${grouped.format(done)}/${grouped.format(total)}${total > 0 ? ` (${Math.floor((done / total) * 100)}%)` : ''}` : grouped.format(done);
+    const amount = total !== undefined ? `${grouped(done)}/${grouped(total)}${total > 0 ? ` (${Math.floor((done / total) * 100)}%)` : ''}` : grouped(done);
     parts.push(`${label ? `${label} · ` : ''}${unit} ${amount}`);
     if (note) parts.push(note);
-    for (const [name, value] of Object.entries(counts)) parts.push(`${name} ${grouped.format(value)}`);
+    for (const [name, value] of Object.entries(counts)) parts.push(`${name} ${grouped(value)}`);
     if (note) return parts.join(' · ');
     if (done > 0 && seconds >= 0.5) parts.push(`${rate >= 10 ? Math.round(rate) : rate.toFixed(1)}/s`);
     if (total !== undefined && done > 0 && done < total && seconds >= 0.5) parts.push(`${formatDuration(Math.ceil((total - done) / rate) * 1000)} left`);

@@ -1,12 +1,13 @@
 /**
  * Resolves a setting for the active profile: the environment beats the
- * file, the file beats the default. The config file (and `conf`, which is
- * heavy to load) is opened only when a value is not already in the
- * environment.
+ * file, the file beats the default. The config file is read only when a
+ * value is not already in the environment, and read without `conf` (heavy
+ * to load), which is loaded only to write (`store()`).
  */
 import { AuthError, ConfigError } from '../errors.js';
 import { configDir } from './paths.js';
 import { settingSpec, type SettingSpec } from './keys.js';
+import { ConfigFile } from './file.js';
 import type { ConfigStore } from './store.js';
 
 export type SettingSource = 'env' | 'profile' | 'default';
@@ -32,6 +33,7 @@ export function checkProfileName(name: string): string {
 
 export class Settings {
   #store: Promise<ConfigStore> | undefined;
+  #file: ConfigFile | undefined;
 
   constructor(
     readonly profile: string,
@@ -43,6 +45,13 @@ export class Settings {
     return configDir(this.env, this.homedir);
   }
 
+  /** The config file to read from (a ConfigError at once when it is not valid JSON). */
+  file(): ConfigFile {
+    this.#file ??= new ConfigFile(this.configDir);
+    return this.#file;
+  }
+
+  /** The config file to write to, on conf. */
   store(): Promise<ConfigStore> {
     this.#store ??= import('./store.js').then(({ ConfigStore }) => new ConfigStore(this.configDir));
     return this.#store;
@@ -62,7 +71,7 @@ export class Settings {
     if (fromEnv !== undefined) {
       resolved = { spec, value: fromEnv, source: 'env' };
     } else {
-      const stored = (await this.store()).getSetting(this.profile, key);
+      const stored = this.file().getSetting(this.profile, key);
       resolved =
         stored !== undefined
           ? { spec, value: stored, source: 'profile' }

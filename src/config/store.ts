@@ -5,33 +5,19 @@
  * is tightened on open. A file that is not valid JSON is reported, never
  * cleared.
  */
-import { chmodSync, mkdirSync, statSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import Conf from 'conf';
-import { ConfigError } from '../errors.js';
+import { FILE_MODE, tighten, unreadableConfig, type ProfileData } from './file.js';
 import { CONFIG_NAME, configFilePath } from './paths.js';
 
-export interface ProfileData {
-  settings?: Record<string, string>;
-  [section: string]: unknown;
-}
+export type { ProfileData } from './file.js';
 
 interface FileShape {
   profiles: Record<string, ProfileData>;
   [other: string]: unknown;
 }
 
-const FILE_MODE = 0o600;
 const DIR_MODE = 0o700;
-
-
-/** Removes group and other permissions from a file that has them. */
-function tighten(path: string): void {
-  try {
-    if ((statSync(path).mode & 0o077) !== 0) chmodSync(path, FILE_MODE);
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
-  }
-}
 
 export class ConfigStore {
   readonly #conf: Conf<FileShape>;
@@ -50,10 +36,7 @@ export class ConfigStore {
         defaults: { profiles: {} },
       });
     } catch (error) {
-      throw new ConfigError(`cannot read the config file ${configFilePath(dir)}: ${(error as Error).message}`, {
-        hint: 'fix the JSON by hand, or move the file away to start afresh',
-        cause: error,
-      });
+      throw unreadableConfig(configFilePath(dir), error);
     }
   }
 

@@ -5,6 +5,7 @@
  */
 import * as grpc from '@grpc/grpc-js';
 import { StoreUnavailableError } from '../store/sql.js';
+import { STORE_UNAVAILABLE_DETAILS } from '../users/client-errors.js';
 
 /** A failure with its gRPC status. */
 export class RpcError extends Error {
@@ -62,8 +63,6 @@ export function goCodeName(code: grpc.status): string {
   return GO_CODE_NAMES[code] ?? `Code(${code})`;
 }
 
-/** How the details of an UNAVAILABLE sent by the server for its database begin (clients tell it from a connection failure by it). */
-export const STORE_UNAVAILABLE_DETAILS = 'the database is unavailable, try again shortly';
 
 /**
  * The status of a store that cannot answer (the database is down, or went

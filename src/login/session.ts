@@ -24,8 +24,8 @@ export interface StoredTokens {
 
 export interface TokenStore {
   load(): StoredTokens | undefined;
-  save(tokens: StoredTokens): void;
-  clear(): void;
+  save(tokens: StoredTokens): Promise<void>;
+  clear(): Promise<void>;
 }
 
 export function storedFrom(data: TokenData, now: Date, referrer?: string): StoredTokens {
@@ -77,7 +77,7 @@ export async function refreshStored(client: PartnerClient, store: TokenStore, no
   if (!token) throw notLoggedIn('this');
   const data = await client.refreshToken(token);
   const next = storedFrom(data, now, current?.referrer);
-  store.save(next);
+  await store.save(next);
   return next;
 }
 

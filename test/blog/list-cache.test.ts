@@ -93,4 +93,18 @@ describe('ListCache', () => {
     expect(cache.get('a', 'v1')).toBeUndefined();
     expect(cache.get('c', 'v1')).toBe('C');
   });
+
+  it('with admitOnSecondRequest, keeps an answer only for a key already asked for under the same version', () => {
+    const cache = new ListCache(2, { admitOnSecondRequest: true });
+    cache.set('a', 'v1', 'A');
+    expect(cache.get('a', 'v1')).toBeUndefined();
+    cache.set('a', 'v1', 'A');
+    expect(cache.get('a', 'v1')).toBe('A');
+    cache.set('b', 'v1', 'B');
+    cache.set('b', 'v2', 'B2'); // asked before, but under another version
+    expect(cache.get('b', 'v2')).toBeUndefined();
+    cache.set('b', 'v2', 'B2');
+    expect(cache.get('b', 'v2')).toBe('B2');
+    expect(cache.get('a', 'v2')).toBeUndefined();
+  });
 });

@@ -150,7 +150,7 @@ async function runUnset(cc: CommandContext, command: Command): Promise<void> {
 
 async function runList(cc: CommandContext, command: Command): Promise<void> {
   const reveal = Boolean(command.opts<{ reveal?: boolean }>().reveal);
-  await cc.settings.store(); // a broken file fails the whole listing, not one row
+  cc.settings.file(); // a broken file fails the whole listing, not one row
   const resolved = await Promise.all(SETTINGS.map((spec) => cc.settings.get(spec.key).catch((error: unknown) => ({ spec, error }))));
   const rows = resolved.map((r) =>
     'error' in r
@@ -175,7 +175,7 @@ async function runPath(cc: CommandContext): Promise<void> {
 }
 
 async function runProfiles(cc: CommandContext): Promise<void> {
-  const store = await cc.settings.store();
+  const store = cc.settings.file();
   const names = store.profileNames();
   if (!names.includes(cc.profile)) names.push(cc.profile);
   const rows = names.sort().map((name) => ({ name, settings: Object.keys(store.settings(name)).length, active: name === cc.profile }));

@@ -7,7 +7,7 @@
  * light. The metric catalogue is the exception: it is plain data with no
  * imports, and the help text lists it.
  */
-import { Option, type Command } from 'commander';
+import { Option, type Command } from '../commander.js';
 import type { Bind } from '../main.js';
 import type { CommandContext } from '../context.js';
 import type { Column } from '../output.js';

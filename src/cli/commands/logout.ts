@@ -37,7 +37,7 @@ async function runLogout(cc: CommandContext, command: Command): Promise<void> {
     await client.close();
   }
   const had = store.load() !== undefined;
-  store.clear();
+  await store.clear();
   if (cc.out.json) cc.out.printJson({ success: true, ...(userKey === undefined ? {} : { userKey }) });
   else {
     cc.out.success(userKey === undefined ? 'removed the login connection' : `removed the login connection of userKey ${userKey}`);

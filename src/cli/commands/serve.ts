@@ -1,4 +1,4 @@
-import { Option, type Command } from 'commander';
+import { Option, type Command } from '../commander.js';
 import type { Bind } from '../main.js';
 import type { CommandContext } from '../context.js';
 import { ConfigError, MiniappError, UsageError } from '../../errors.js';

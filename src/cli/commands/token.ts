@@ -44,7 +44,7 @@ async function runExchange(cc: CommandContext, command: Command): Promise<void> 
   const { storedFrom } = await import('../../login/session.js');
   try {
     const data = await client.generateToken(options.code.trim(), referrer);
-    store.save(storedFrom(data, cc.now(), referrer));
+    await store.save(storedFrom(data, cc.now(), referrer));
     if (cc.out.json) cc.out.printJson(data);
     else printStored(cc, store.load()!, false);
     if (!cc.out.json) cc.out.success(`stored the tokens in profile "${cc.profile}"`);

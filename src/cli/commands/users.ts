@@ -14,6 +14,7 @@ import { ConfigError, MiniappError, UsageError } from '../../errors.js';
 import { destroyInput, linesOf, openInput } from '../input.js';
 import { connectionOf, withConnection, type ConnectionFlags } from '../grpc-connection.js';
 import { parseBoolean, parseId, parseList, parseWholeNumber } from '../flags.js';
+import { grouped } from '../grouped.js';
 import { isoOf, printUser, USER_COLUMNS, userJson, type UserJson } from '../grpc-user-view.js';
 import type { ChatMessage, UpdatePath, UserEvent, UserServiceClient } from '../../users/client.js';
 import type { EventTypeName, UserMessage } from '../../users/proto.js';
@@ -187,8 +188,7 @@ async function withClient<T>(cc: CommandContext, flags: ConnectionFlags, run: (c
   }
 }
 
-const grouped = new Intl.NumberFormat('en-US');
-const plural = (count: number, one: string, many = `${one}s`) => `${grouped.format(count)} ${count === 1 ? one : many}`;
+const plural = (count: number, one: string, many = `${one}s`) => `${grouped(count)} ${count === 1 ? one : many}`;
 
 // ------------------------------------------------------------------ create, get, update, delete
 
@@ -213,8 +213,37 @@ async function runCreate(cc: CommandContext, command: Command): Promise<void> {
 
 async function runGet(cc: CommandContext, command: Command): Promise<void> {
   const id = parseId(command.processedArgs[0] as string);
-  const user = await withClient(cc, command.opts<ConnectionFlags>(), (client) => client.getUser(id));
+  const flags = command.opts<ConnectionFlags>();
+  const user = (await quickGetUser(cc, flags, id)) ?? (await withClient(cc, flags, (client) => client.getUser(id)));
   printUser(cc.out, user);
+}
+
+/**
+ * GetUser without grpc-js, on a plain-text channel (see grpc/unary-call.ts):
+ * the answer, or the server's status as the same typed error; undefined
+ * when the call did not reach an answering server, for the grpc-js client
+ * to try again and say why (GetUser changes nothing, so trying twice is safe).
+ */
+async function quickGetUser(cc: CommandContext, flags: ConnectionFlags, id: string): Promise<UserMessage | undefined> {
+  const connection = await connectionOf(cc, flags);
+  if (connection.tls) return undefined;
+  const [{ unaryCall }, { decodeUser, encodeGetUserRequest }, { userServiceError }] = await Promise.all([
+    import('../../grpc/unary-call.js'),
+    import('../../users/user-wire.js'),
+    import('../../users/client-errors.js'),
+  ]);
+  const outcome = await unaryCall({
+    address: connection.address,
+    path: '/user.v1.UserService/GetUser',
+    message: encodeGetUserRequest(id),
+    token: connection.token,
+    deadlineMs: connection.deadlineMs ?? 10_000,
+  });
+  if (outcome.kind === 'answer') return decodeUser(outcome.message);
+  if (outcome.kind === 'status') {
+    throw userServiceError(outcome.error, { address: connection.address, deadlineMs: connection.deadlineMs ?? 10_000, tls: false });
+  }
+  return undefined;
 }
 
 async function runUpdate(cc: CommandContext, command: Command): Promise<void> {
@@ -276,7 +305,7 @@ function listFooter({ shown, total, page, size }: { shown: number; total: number
   const pages = Math.max(1, Math.ceil(total / size));
   if (shown === 0) return `page ${page} is past the end: ${plural(total, 'user')} make ${plural(pages, 'page')} of ${size}`;
   if (pages === 1) return plural(total, 'user');
-  const range = `${grouped.format(first)}-${grouped.format(first + shown - 1)} of ${plural(total, 'user')} (page ${page} of ${grouped.format(pages)})`;
+  const range = `${grouped(first)}-${grouped(first + shown - 1)} of ${plural(total, 'user')} (page ${page} of ${grouped(pages)})`;
   return page < pages ? `${range}; --page ${page + 1} for the next page, --all for every user` : `${range}; --all for every user`;
 }
 

@@ -5,7 +5,7 @@
  * file of the data dir), running or not; see src/blog/webhooks.ts for why
  * that is safe.
  */
-import { Option, type Command } from 'commander';
+import { Option, type Command } from '../commander.js';
 import type { Bind } from '../main.js';
 import type { CommandContext } from '../context.js';
 import { MiniappError, UsageError } from '../../errors.js';

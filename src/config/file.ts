@@ -1,0 +1,85 @@
+/**
+ * Reading the config file without `conf`: a command that only reads
+ * settings or stored tokens (`config get`, `token show`, every client
+ * command resolving its address and token) parses the one small JSON file
+ * itself, since loading conf (and the ajv, atomically and dot-prop it
+ * brings) costs more than the whole rest of such a command. Writes still go
+ * through ConfigStore (conf): atomic, mode 0600.
+ *
+ * The file is read afresh on every call, as conf does, so a value written
+ * through ConfigStore earlier in the same command is seen. A file that is
+ * not valid JSON is reported with the same message ConfigStore gives.
+ */
+import { chmodSync, readFileSync, statSync } from 'node:fs';
+import { ConfigError } from '../errors.js';
+import { configFilePath } from './paths.js';
+
+export interface ProfileData {
+  settings?: Record<string, string>;
+  [section: string]: unknown;
+}
+
+export const FILE_MODE = 0o600;
+
+/** Removes group and other permissions from a file that has them. */
+export function tighten(path: string): void {
+  try {
+    if ((statSync(path).mode & 0o077) !== 0) chmodSync(path, FILE_MODE);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+  }
+}
+
+export function unreadableConfig(path: string, error: unknown): ConfigError {
+  return new ConfigError(`cannot read the config file ${path}: ${(error as Error).message}`, {
+    hint: 'fix the JSON by hand, or move the file away to start afresh',
+    cause: error,
+  });
+}
+
+/** The read side of the config file: what ConfigStore reads, without conf. */
+export class ConfigFile {
+  readonly path: string;
+
+  /** Throws a ConfigError at once when the file is not valid JSON, as opening ConfigStore does. */
+  constructor(readonly dir: string) {
+    this.path = configFilePath(dir);
+    tighten(this.path);
+    this.#profiles();
+  }
+
+  profileNames(): string[] {
+    return Object.keys(this.#profiles()).sort();
+  }
+
+  settings(profile: string): Record<string, string> {
+    return { ...this.#profiles()[profile]?.settings };
+  }
+
+  getSetting(profile: string, key: string): string | undefined {
+    return this.#profiles()[profile]?.settings?.[key];
+  }
+
+  /** State kept by commands beside the settings (stored tokens, for example). */
+  getSection<T>(profile: string, section: string): T | undefined {
+    return this.#profiles()[profile]?.[section] as T | undefined;
+  }
+
+  #profiles(): Record<string, ProfileData> {
+    let text: string;
+    try {
+      text = readFileSync(this.path, 'utf8');
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return {};
+      throw unreadableConfig(this.path, error);
+    }
+    let data: unknown;
+    try {
+      data = JSON.parse(text);
+    } catch (error) {
+      throw unreadableConfig(this.path, error);
+    }
+    const profiles = (data as { profiles?: unknown } | null)?.profiles;
+    return profiles && typeof profiles === 'object' ? (profiles as Record<string, ProfileData>) : {};
+  }
+}
