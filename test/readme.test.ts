@@ -122,8 +122,13 @@ describe('the README examples', () => {
       mkdirSync(work);
       const script = [
         'set -euo pipefail',
+        // Job control: each background job is a process group of its own, so stopping a job stops what it started too
+        // (`npx miniapp serve &` runs the npx function in a subshell whose child is serve: killing the subshell alone
+        // would leave serve running).
+        'set -m',
+        'stop_jobs() { for job in $(jobs -p); do kill -- "-$job" 2>/dev/null || true; done; wait 2>/dev/null || true; }',
         // Background servers the examples start end with the script.
-        'trap \'jobs -p | xargs -r kill 2>/dev/null; wait 2>/dev/null || true\' EXIT',
+        "trap 'stop_jobs' EXIT",
         // `npx miniapp` finds the project's own bin, as `miniapp` on PATH does, without npm's start-up.
         'npx() { if [ "$1" = miniapp ]; then shift; miniapp "$@"; else command npx "$@"; fi; }',
         // Waits for the banner of the server just sent to the background.
@@ -133,8 +138,7 @@ describe('the README examples', () => {
         ...blocks.map((block) => `echo "### README.md line ${block.line}" >&2\n${backgroundWaits(block.code)}`),
         'echo "### all README examples ran" >&2',
         // Stop what the examples left running (serve, the sandbox, a watch), as Ctrl-C would.
-        'kill $(jobs -p) 2>/dev/null || true',
-        'wait 2>/dev/null || true',
+        'stop_jobs',
         'trap - EXIT',
         'exit 0',
       ].join('\n');
