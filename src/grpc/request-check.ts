@@ -37,23 +37,6 @@ export function metadataBytes(metadata: grpc.Metadata): number {
   return bytes;
 }
 
-/** Ends the call with RESOURCE_EXHAUSTED when its metadata is over `maxBytes`; the handler never starts. */
-export function metadataLimitInterceptor(maxBytes = MAX_METADATA_BYTES): grpc.ServerInterceptor {
-  return (_method, call) => {
-    const intercepting: grpc.ServerInterceptingCall = new grpc.ServerInterceptingCall(call, {
-      start: (next) =>
-        next({
-          onReceiveMetadata: (metadata, pass) => {
-            const bytes = metadataBytes(metadata);
-            if (bytes <= maxBytes) pass(metadata);
-            else intercepting.sendStatus({ code: grpc.status.RESOURCE_EXHAUSTED, details: `request metadata is ${bytes} bytes; the limit is ${maxBytes}` });
-          },
-        }),
-    });
-    return intercepting;
-  };
-}
-
 /** What a checked deserializer returns in place of a request the server refuses. */
 export class RejectedRequest {
   constructor(readonly details: string) {}
@@ -91,12 +74,22 @@ export function checkedService(service: grpc.ServiceDefinition, registry = descr
   return checked as grpc.ServiceDefinition;
 }
 
-/** Ends the call with INVALID_ARGUMENT when a request message was rejected. */
-export function rejectedRequestInterceptor(): grpc.ServerInterceptor {
+/**
+ * The checks of every call, in one interceptor (one layer per call, not one
+ * per check): metadata over `maxBytes` ends the call with
+ * RESOURCE_EXHAUSTED before the handler starts; a request message the
+ * checked deserializer rejected ends it with INVALID_ARGUMENT.
+ */
+export function requestCheckInterceptor(maxBytes = MAX_METADATA_BYTES): grpc.ServerInterceptor {
   return (_method, call) => {
     const intercepting: grpc.ServerInterceptingCall = new grpc.ServerInterceptingCall(call, {
       start: (next) =>
         next({
+          onReceiveMetadata: (metadata, pass) => {
+            const bytes = metadataBytes(metadata);
+            if (bytes <= maxBytes) pass(metadata);
+            else intercepting.sendStatus({ code: grpc.status.RESOURCE_EXHAUSTED, details: `request metadata is ${bytes} bytes; the limit is ${maxBytes}` });
+          },
           onReceiveMessage: (message, pass) => {
             if (message instanceof RejectedRequest) intercepting.sendStatus({ code: grpc.status.INVALID_ARGUMENT, details: message.details });
             else pass(message);
@@ -115,7 +108,7 @@ export function rejectedRequestInterceptor(): grpc.ServerInterceptor {
  */
 export class RequestCheckingServer extends grpc.Server {
   constructor(options: grpc.ServerOptions = {}) {
-    super({ ...options, interceptors: [...(options.interceptors ?? []), rejectedRequestInterceptor(), metadataLimitInterceptor()] });
+    super({ ...options, interceptors: [...(options.interceptors ?? []), requestCheckInterceptor()] });
   }
 
   override addService(service: grpc.ServiceDefinition, implementation: grpc.UntypedServiceImplementation): void {
