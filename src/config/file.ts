@@ -37,7 +37,7 @@ export function unreadableConfig(path: string, error: unknown): ConfigError {
   });
 }
 
-/** The read side of the config file: what ConfigStore reads, without conf. */
+/** The read side of the config file, without conf; ConfigStore adds the writes. */
 export class ConfigFile {
   readonly path: string;
 
@@ -45,27 +45,28 @@ export class ConfigFile {
   constructor(readonly dir: string) {
     this.path = configFilePath(dir);
     tighten(this.path);
-    this.#profiles();
+    this.profiles();
   }
 
   profileNames(): string[] {
-    return Object.keys(this.#profiles()).sort();
+    return Object.keys(this.profiles()).sort();
   }
 
   settings(profile: string): Record<string, string> {
-    return { ...this.#profiles()[profile]?.settings };
+    return { ...this.profiles()[profile]?.settings };
   }
 
   getSetting(profile: string, key: string): string | undefined {
-    return this.#profiles()[profile]?.settings?.[key];
+    return this.profiles()[profile]?.settings?.[key];
   }
 
   /** State kept by commands beside the settings (stored tokens, for example). */
   getSection<T>(profile: string, section: string): T | undefined {
-    return this.#profiles()[profile]?.[section] as T | undefined;
+    return this.profiles()[profile]?.[section] as T | undefined;
   }
 
-  #profiles(): Record<string, ProfileData> {
+  /** The profiles as the file holds them now (read afresh each time). */
+  protected profiles(): Record<string, ProfileData> {
     let text: string;
     try {
       text = readFileSync(this.path, 'utf8');

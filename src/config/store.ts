@@ -7,7 +7,7 @@
  */
 import { mkdirSync } from 'node:fs';
 import Conf from 'conf';
-import { FILE_MODE, tighten, unreadableConfig, type ProfileData } from './file.js';
+import { ConfigFile, FILE_MODE, unreadableConfig, type ProfileData } from './file.js';
 import { CONFIG_NAME, configFilePath } from './paths.js';
 
 export type { ProfileData } from './file.js';
@@ -19,12 +19,13 @@ interface FileShape {
 
 const DIR_MODE = 0o700;
 
-export class ConfigStore {
+export class ConfigStore extends ConfigFile {
   readonly #conf: Conf<FileShape>;
 
-  constructor(readonly dir: string) {
+  constructor(dir: string) {
     mkdirSync(dir, { recursive: true, mode: DIR_MODE });
-    tighten(configFilePath(dir));
+    // Tightens the file and reports one that is not valid JSON, before conf could touch it.
+    super(dir);
     try {
       this.#conf = new Conf<FileShape>({
         cwd: dir,
@@ -38,22 +39,6 @@ export class ConfigStore {
     } catch (error) {
       throw unreadableConfig(configFilePath(dir), error);
     }
-  }
-
-  get path(): string {
-    return this.#conf.path;
-  }
-
-  profileNames(): string[] {
-    return Object.keys(this.#profiles()).sort();
-  }
-
-  settings(profile: string): Record<string, string> {
-    return { ...this.#profiles()[profile]?.settings };
-  }
-
-  getSetting(profile: string, key: string): string | undefined {
-    return this.#profiles()[profile]?.settings?.[key];
   }
 
   setSetting(profile: string, key: string, value: string): void {
@@ -72,11 +57,6 @@ export class ConfigStore {
     return had;
   }
 
-  /** State kept by commands beside the settings (stored tokens, for example). */
-  getSection<T>(profile: string, section: string): T | undefined {
-    return this.#profiles()[profile]?.[section] as T | undefined;
-  }
-
   setSection(profile: string, section: string, value: unknown): void {
     if (section === 'settings') throw new Error('use setSetting for settings');
     this.#update(profile, (data) => {
@@ -86,12 +66,8 @@ export class ConfigStore {
     });
   }
 
-  #profiles(): Record<string, ProfileData> {
-    return this.#conf.get('profiles') ?? {};
-  }
-
   #update(profile: string, change: (data: ProfileData) => ProfileData): void {
-    const profiles = this.#profiles();
+    const profiles = this.profiles();
     this.#conf.set('profiles', { ...profiles, [profile]: change(profiles[profile] ?? {}) });
   }
 }
