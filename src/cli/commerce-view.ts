@@ -58,13 +58,6 @@ export function idempotencyKeyOf(cc: CommandContext, given: string | undefined):
   return key;
 }
 
-/** A whole number within bounds, for a flag (exit 2 otherwise). */
-export function parseInteger(text: string, flag: string, min: number, max: number): number {
-  const value = /^[-+]?\d+$/.test(text.trim()) ? Number(text) : NaN;
-  if (!Number.isSafeInteger(value) || value < min || value > max) throw new UsageError(`${flag} must be a whole number from ${min} to ${max}; got "${text}"`);
-  return value;
-}
-
 const digitsCache = new Map<string, number>();
 /** Digits of the currency's minor unit (KRW 0, USD 2), as ISO 4217 has them; 2 for a code Intl does not know. */
 function minorDigits(currency: string): number {

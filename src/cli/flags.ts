@@ -34,6 +34,13 @@ export function parseWholeNumber(text: string, flag: string, min: number): numbe
   return value;
 }
 
+/** A whole number within bounds, for a flag (exit 2 otherwise). */
+export function parseInteger(text: string, flag: string, min: number, max: number): number {
+  const value = /^[-+]?\d+$/.test(text.trim()) ? Number(text) : NaN;
+  if (!Number.isSafeInteger(value) || value < min || value > max) throw new UsageError(`${flag} must be a whole number from ${min} to ${max}; got "${text}"`);
+  return value;
+}
+
 export function parseBoolean(text: string, flag: string): boolean {
   const lower = text.trim().toLowerCase();
   if (lower === 'true') return true;

@@ -8,7 +8,8 @@ import type { Bind } from '../main.js';
 import type { CommandContext } from '../context.js';
 import { UsageError } from '../../errors.js';
 import { withConnection, type ConnectionFlags } from '../grpc-connection.js';
-import { checkSkuArgument, COMMERCE_HELP, parseInteger, printStock, STOCK_COLUMNS, stockJson, withCommerce } from '../commerce-view.js';
+import { checkSkuArgument, COMMERCE_HELP, printStock, STOCK_COLUMNS, stockJson, withCommerce } from '../commerce-view.js';
+import { parseInteger } from '../flags.js';
 
 export function registerInventory(program: Command, bind: Bind): void {
   const inventory = program

@@ -9,8 +9,8 @@ import type { Bind } from '../main.js';
 import type { CommandContext } from '../context.js';
 import { UsageError } from '../../errors.js';
 import { withConnection, type ConnectionFlags } from '../grpc-connection.js';
-import { parseId, parseWholeNumber } from '../flags.js';
-import { checkIdArgument, checkSkuArgument, COMMERCE_HELP, idempotencyKeyOf, money, ORDER_COLUMNS, orderJson, parseInteger, printOrder, printPayment, withCommerce } from '../commerce-view.js';
+import { parseId, parseInteger } from '../flags.js';
+import { checkIdArgument, checkSkuArgument, COMMERCE_HELP, idempotencyKeyOf, money, ORDER_COLUMNS, orderJson, printOrder, printPayment, withCommerce } from '../commerce-view.js';
 
 const STATUSES = ['RESERVED', 'PAYMENT_PENDING', 'PAID', 'PAYMENT_FAILED', 'EXPIRED', 'CANCELLED'];
 
@@ -96,8 +96,7 @@ async function runList(cc: CommandContext, command: Command): Promise<void> {
   const flags = command.opts<ConnectionFlags & { status?: string; user?: string; limit: string }>();
   const status = flags.status?.toUpperCase();
   if (status !== undefined && !STATUSES.includes(status)) throw new UsageError(`--status must be one of ${STATUSES.join(', ')}; got "${flags.status}"`);
-  const limit = parseWholeNumber(flags.limit, '--limit', 1);
-  if (limit > 100) throw new UsageError(`--limit must be at most 100; got ${limit}`);
+  const limit = parseInteger(flags.limit, '--limit', 1, 100);
   const page = await withCommerce(cc, flags, (client) =>
     client.listOrders({ page_size: limit, status: status ?? 'ORDER_STATUS_UNSPECIFIED', user_id: flags.user === undefined ? '0' : parseId(flags.user, '--user') }),
   );

@@ -8,7 +8,8 @@ import type { Bind } from '../main.js';
 import type { CommandContext } from '../context.js';
 import { UsageError } from '../../errors.js';
 import { withConnection, type ConnectionFlags } from '../grpc-connection.js';
-import { checkIdArgument, COMMERCE_HELP, idempotencyKeyOf, money, parseInteger, printPayment, withCommerce } from '../commerce-view.js';
+import { checkIdArgument, COMMERCE_HELP, idempotencyKeyOf, money, printPayment, withCommerce } from '../commerce-view.js';
+import { parseInteger } from '../flags.js';
 
 export function registerPayments(program: Command, bind: Bind): void {
   const payments = program
