@@ -11,12 +11,27 @@ const KEYS_HELP = `\nSettings (environment variable in brackets; env beats the f
   (s) => `  ${s.key.padEnd(14)} ${s.description} [${s.env}]${s.default ? ` (default ${s.default})` : ''}`,
 ).join('\n')}`;
 
-export function registerConfig(program: Command, bind: Bind): void {
-  const config = program
+/** The `config` command itself; its subcommands are added by the functions below. */
+function configGroup(program: Command): Command {
+  return program
     .command('config')
     .description('Read and write settings. Each --profile is a separate namespace in one file, mode 0600.')
     .addHelpText('after', KEYS_HELP);
+}
 
+export function registerConfig(program: Command, bind: Bind): void {
+  const config = configGroup(program);
+  registerSet(config, bind);
+  registerGet(config, bind);
+  registerRest(config, bind);
+}
+
+/** `config get` alone: what the quick path (src/cli/quick.ts) serves of this group. */
+export function registerConfigGet(program: Command, bind: Bind): void {
+  registerGet(configGroup(program), bind);
+}
+
+function registerSet(config: Command, bind: Bind): void {
   config
     .command('set')
     .description(
@@ -33,7 +48,9 @@ export function registerConfig(program: Command, bind: Bind): void {
       '\nExamples:\n  miniapp config set base-url https://partner.example.com\n  miniapp config set decrypt-key -            # asks without echo\n  miniapp config set decrypt-key - < key.txt\n  miniapp config set mtls-key ./pki/client.key  # stored as an absolute path',
     )
     .action(bind(runSet));
+}
 
+function registerGet(config: Command, bind: Bind): void {
   config
     .command('get')
     .description(
@@ -45,7 +62,9 @@ export function registerConfig(program: Command, bind: Bind): void {
     .option('--reveal', 'print a secret in full')
     .addHelpText('after', '\nExamples:\n  miniapp config get base-url\n  KEY=$(miniapp config get decrypt-key --reveal)')
     .action(bind(runGet));
+}
 
+function registerRest(config: Command, bind: Bind): void {
   config
     .command('unset')
     .description('remove a setting from the profile')

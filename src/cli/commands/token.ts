@@ -8,11 +8,25 @@ import { maskSecret } from '../output.js';
 import { formatDuration } from '../../duration.js';
 import type { StoredTokens } from '../../login/session.js';
 
-export function registerToken(program: Command, bind: Bind): void {
-  const token = program
+/** The `token` command itself; its subcommands are added by the functions below. */
+function tokenGroup(program: Command): Command {
+  return program
     .command('token')
     .description('Exchange an authorization code for tokens, refresh them, and show what the profile holds.');
+}
 
+export function registerToken(program: Command, bind: Bind): void {
+  const token = tokenGroup(program);
+  registerExchangeAndRefresh(token, bind);
+  registerShow(token, bind);
+}
+
+/** `token show` alone: what the quick path (src/cli/quick.ts) serves of this group. */
+export function registerTokenShow(program: Command, bind: Bind): void {
+  registerShow(tokenGroup(program), bind);
+}
+
+function registerExchangeAndRefresh(token: Command, bind: Bind): void {
   token
     .command('exchange')
     .description('exchange an authorization code from appLogin() for tokens, and store them in the profile')
@@ -28,7 +42,9 @@ export function registerToken(program: Command, bind: Bind): void {
     .option('--refresh-token <token>', 'refresh with this token instead of the stored one')
     .addOption(timeoutOption())
     .action(bind(runRefresh));
+}
 
+function registerShow(token: Command, bind: Bind): void {
   token
     .command('show')
     .description('show the stored tokens, the time left on each, and the scopes (tokens masked)')
