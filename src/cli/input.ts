@@ -4,12 +4,17 @@
  * the errors that say what to pass instead. Commands that stream (bulk
  * imports) open it; the others read it whole, as bytes or as text.
  */
-import { createReadStream } from 'node:fs';
-import { readFile, stat } from 'node:fs/promises';
+// The callback API, promisified: node:fs/promises would load a dozen more of
+// Node's own modules (readline among them) into `miniapp decrypt`'s start-up.
+import { createReadStream, readFile as readFileCallback, stat as statCallback } from 'node:fs';
+import { promisify } from 'node:util';
 import { UsageError } from '../errors.js';
 import type { InStream } from './output.js';
 
 export { linesOf } from '../lines.js';
+
+const readFile = promisify(readFileCallback);
+const stat = promisify(statCallback);
 
 export const DEFAULT_INPUT_LIMIT = 10 * 1024 * 1024;
 
