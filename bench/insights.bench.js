@@ -30,7 +30,7 @@ import { pairedRuns } from './lib.js';
 
 const SELF = fileURLToPath(import.meta.url);
 const ROOT = dirname(dirname(SELF));
-const BIN = join(ROOT, 'bin', 'miniapp.js');
+const BIN = join(ROOT, 'bin', 'miniapp.cjs');
 const NODE = process.execPath;
 
 const MEDIA = 250;

@@ -1,5 +1,5 @@
 /**
- * A few runs of the real launcher, bin/miniapp.js, against the compiled
+ * A few runs of the real launcher, bin/miniapp.cjs, against the compiled
  * dist/ (npm test builds it first), the way a user runs it.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -7,11 +7,8 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { AAD_HEX, KEY_HEX, PLAIN_USER, envelope, sealedUser } from './helpers/vectors.js';
-
-const root = fileURLToPath(new URL('..', import.meta.url));
-const bin = join(root, 'bin', 'miniapp.js');
+import { BIN as bin, launch, ROOT as root, traceLoads, type LaunchOptions } from './helpers/launcher.js';
 let home: string;
 
 beforeAll(() => {
@@ -20,19 +17,8 @@ beforeAll(() => {
 });
 afterAll(() => rmSync(home, { recursive: true, force: true }));
 
-function miniapp(args: string[], options: { env?: Record<string, string>; input?: string; nodeArgs?: string[] } = {}) {
-  const result = spawnSync(process.execPath, [...(options.nodeArgs ?? []), bin, ...args], {
-    input: options.input ?? '',
-    encoding: 'utf8',
-    env: {
-      PATH: process.env.PATH,
-      HOME: home,
-      MINIAPP_CONFIG_DIR: join(home, 'config'),
-      MINIAPP_DATA_DIR: join(home, 'data'),
-      ...options.env,
-    },
-  });
-  return { code: result.status, stdout: result.stdout, stderr: result.stderr };
+function miniapp(args: string[], options: LaunchOptions = {}) {
+  return launch(home, args, options);
 }
 
 /** Runs `miniapp ARGS | head -1` in bash and gives miniapp's own exit code and what came through. */
@@ -57,7 +43,7 @@ describe('a reader that closes the pipe early', () => {
   });
 });
 
-describe('bin/miniapp.js', () => {
+describe('bin/miniapp.cjs', () => {
   it('prints the version of package.json', () => {
     const { version } = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { version: string };
     expect(miniapp(['--version'])).toMatchObject({ code: 0, stdout: `${version}\n` });
@@ -99,29 +85,25 @@ describe('bin/miniapp.js', () => {
 
 describe('start-up cost', () => {
   function loads(args: string[], env: Record<string, string> = {}, input = ''): string[] {
-    const trace = join(home, `trace-${Math.random().toString(36).slice(2)}.txt`);
-    const result = miniapp(args, {
-      env: { ...env, MINIAPP_TRACE_LOADS: trace },
-      input,
-      nodeArgs: ['--import', join(root, 'test', 'fixtures', 'trace-loads.mjs')],
-    });
-    expect(result.code, result.stderr).toBe(0);
-    return readFileSync(trace, 'utf8').split('\n');
+    return traceLoads(home, args, { env, input }).loaded;
   }
   const heavy = /node_modules\/(conf|ora|chalk|cli-table3|csv-stringify|ajv)\/|require:(cli-table3|csv-stringify)/;
+  /** The quick path's chunks (dist/quick, see scripts/bundle-quick.mjs) that only some commands need: the config writer (conf), ora, string-width, chalk. */
+  const heavyChunk = /^require:\.\/(store|ora|string-width|source)-/;
+  const esmBuild = /\/dist\/cli\//;
 
-  it('--help loads no command group and no heavy module', () => {
+  it('--help loads the bundled program (commander in it), no command group and no heavy module', () => {
     const loaded = loads(['--help']);
-    // Loaded with require (src/cli/commander.ts), recorded by its specifier.
-    expect(loaded.some((url) => url.includes('node_modules/commander/') || url === 'require:commander')).toBe(true);
-    expect(loaded.filter((url) => heavy.test(url))).toEqual([]);
-    expect(loaded.filter((url) => /dist\/(cli\/commands|config|login)\//.test(url))).toEqual([]);
+    expect(loaded).toContain('require:../dist/quick/cli.cjs');
+    expect(loaded.some((entry) => /^require:\.\/program-/.test(entry))).toBe(true);
+    expect(loaded.filter((url) => heavy.test(url) || heavyChunk.test(url) || esmBuild.test(url))).toEqual([]);
+    expect(loaded.filter((entry) => /^require:\.\/(config|decrypt|token|profile)-/.test(entry))).toEqual([]);
   });
 
   it('decrypt --json with the key in the environment skips the config file, chalk and the renderers', () => {
     const loaded = loads(['decrypt', '--json'], { MINIAPP_DECRYPT_KEY: KEY_HEX, MINIAPP_DECRYPT_AAD: AAD_HEX }, JSON.stringify(sealedUser()));
-    expect(loaded.some((url) => url.includes('dist/cli/commands/decrypt.js'))).toBe(true);
-    expect(loaded.filter((url) => heavy.test(url) || url.includes('dist/config/store.js'))).toEqual([]);
+    expect(loaded.some((entry) => /^require:\.\/decrypt-/.test(entry))).toBe(true);
+    expect(loaded.filter((url) => heavy.test(url) || heavyChunk.test(url) || esmBuild.test(url))).toEqual([]);
   });
 
   it('config get and token show read the profile without loading conf; config set writes through it', () => {
@@ -137,10 +119,10 @@ describe('start-up cost', () => {
     writeFileSync(join(home, 'config', 'config.json'), JSON.stringify({ profiles: { reads: { settings: { 'base-url': 'https://partner.example.com' }, tokens } } }), { mode: 0o600 });
     const env = { MINIAPP_PROFILE: 'reads' };
     const get = loads(['config', 'get', 'base-url'], env);
-    expect(get.some((url) => url.includes('dist/config/file.js'))).toBe(true);
-    expect(get.filter((url) => heavy.test(url) || url.includes('dist/config/store.js'))).toEqual([]);
+    expect(get.some((entry) => /^require:\.\/config-/.test(entry))).toBe(true);
+    expect(get.filter((url) => heavy.test(url) || heavyChunk.test(url) || esmBuild.test(url))).toEqual([]);
     const show = loads(['token', 'show', '--json'], env);
-    expect(show.filter((url) => heavy.test(url) || url.includes('dist/config/store.js'))).toEqual([]);
+    expect(show.filter((url) => heavy.test(url) || heavyChunk.test(url) || esmBuild.test(url))).toEqual([]);
     const set = loads(['config', 'set', 'path-prefix', '/v2'], env);
     expect(set.some((url) => url.includes('node_modules/conf/'))).toBe(true);
     expect(miniapp(['config', 'get', 'path-prefix'], { env }).stdout).toBe('/v2\n');

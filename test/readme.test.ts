@@ -112,7 +112,7 @@ describe('the README examples', () => {
     try {
       const bin = join(home, 'bin');
       mkdirSync(bin);
-      writeFileSync(join(bin, 'miniapp'), `#!/bin/sh\nexec ${JSON.stringify(process.execPath)} ${JSON.stringify(join(root, 'bin', 'miniapp.js'))} "$@"\n`);
+      writeFileSync(join(bin, 'miniapp'), `#!/bin/sh\nexec ${JSON.stringify(process.execPath)} ${JSON.stringify(join(root, 'bin', 'miniapp.cjs'))} "$@"\n`);
       chmodSync(join(bin, 'miniapp'), 0o755);
       if (spawnSync('sh', ['-c', 'command -v jq']).status !== 0) {
         writeFileSync(join(bin, 'jq'), JQ_SHIM);

@@ -49,13 +49,27 @@ function quietOnClosedPipe(onStdoutClosed: () => void): void {
   }
 }
 
-export function processContext(): Context {
+/**
+ * The context of the real process. `options.io` makes the standard streams
+ * other than the process's own: the quick path (quick.ts) writes and reads
+ * pipes and files with plain system calls (stdio.ts); the full CLI, whose
+ * commands may run for hours (serve, watch), uses the process streams.
+ * Either way `onStdoutClosed` is called when the reader of stdout goes away.
+ */
+export function processContext(options: { io?: (onStdoutClosed: () => void) => Io } = {}): Context {
   const stdoutClosed: (() => void)[] = [];
-  quietOnClosedPipe(() => {
+  const onStdoutClosed = () => {
     for (const listener of stdoutClosed.splice(0)) listener();
-  });
+  };
+  let io: Io;
+  if (options.io) {
+    io = options.io(onStdoutClosed);
+  } else {
+    quietOnClosedPipe(onStdoutClosed);
+    io = { stdout: process.stdout, stderr: process.stderr, stdin: process.stdin };
+  }
   return {
-    io: { stdout: process.stdout, stderr: process.stderr, stdin: process.stdin },
+    io,
     env: process.env,
     homedir: homedir(),
     now: () => new Date(),

@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Sandbox } from '../helpers/cli.js';
 
-const bin = fileURLToPath(new URL('../../bin/miniapp.js', import.meta.url));
+const bin = fileURLToPath(new URL('../../bin/miniapp.cjs', import.meta.url));
 let dir: string;
 let sb: Sandbox;
 

@@ -11,7 +11,7 @@ import { fileURLToPath } from 'node:url';
 import { Sandbox } from '../helpers/cli.js';
 import { BACKENDS, createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 
-const bin = fileURLToPath(new URL('../../bin/miniapp.js', import.meta.url));
+const bin = fileURLToPath(new URL('../../bin/miniapp.cjs', import.meta.url));
 
 describe.each(BACKENDS)('miniapp inventory | orders | payments against serve on %s', (backend) => {
   let sb: Sandbox;

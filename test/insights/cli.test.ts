@@ -336,7 +336,7 @@ describe('start-up', () => {
     const home = mkdtempSync(join(tmpdir(), 'miniapp-insights-'));
     try {
       const trace = join(home, 'trace.txt');
-      const result = spawnSync(process.execPath, ['--import', join(root, 'test', 'fixtures', 'trace-loads.mjs'), join(root, 'bin', 'miniapp.js'), 'insights', '--help'], {
+      const result = spawnSync(process.execPath, ['--import', join(root, 'test', 'fixtures', 'trace-loads.mjs'), join(root, 'bin', 'miniapp.cjs'), 'insights', '--help'], {
         encoding: 'utf8',
         env: { PATH: process.env.PATH, HOME: home, MINIAPP_CONFIG_DIR: join(home, 'config'), MINIAPP_TRACE_LOADS: trace },
       });

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { request } from 'undici';
 
-const bin = fileURLToPath(new URL('../../bin/miniapp.js', import.meta.url));
+const bin = fileURLToPath(new URL('../../bin/miniapp.cjs', import.meta.url));
 const home = mkdtempSync(join(tmpdir(), 'miniapp-serve-'));
 const env = { PATH: process.env.PATH, HOME: home, XDG_CONFIG_HOME: join(home, '.config'), XDG_DATA_HOME: join(home, '.local', 'share') };
 let child: ChildProcess | undefined;

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { AAD_HEX, KEY_HEX } from '../helpers/vectors.js';
 
-const bin = fileURLToPath(new URL('../../bin/miniapp.js', import.meta.url));
+const bin = fileURLToPath(new URL('../../bin/miniapp.cjs', import.meta.url));
 const home = mkdtempSync(join(tmpdir(), 'miniapp-sbproc-'));
 const env = { PATH: process.env.PATH, HOME: home, MINIAPP_CONFIG_DIR: join(home, 'config') };
 let child: ChildProcess | undefined;

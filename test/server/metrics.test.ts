@@ -444,7 +444,7 @@ describe('the CLI', () => {
       const trace = join(home, 'trace.txt');
       const result = spawnSync(
         process.execPath,
-        ['--import', join(root, 'test', 'fixtures', 'trace-loads.mjs'), join(root, 'bin', 'miniapp.js'), 'serve', '--store', 'memory', '--metrics-prefix', 'bad-'],
+        ['--import', join(root, 'test', 'fixtures', 'trace-loads.mjs'), join(root, 'bin', 'miniapp.cjs'), 'serve', '--store', 'memory', '--metrics-prefix', 'bad-'],
         { encoding: 'utf8', env: { PATH: process.env.PATH, HOME: home, MINIAPP_CONFIG_DIR: join(home, 'config'), MINIAPP_TRACE_LOADS: trace } },
       );
       expect(result.status, result.stderr).toBe(2);
@@ -465,7 +465,7 @@ describe('the CLI', () => {
       const code = sandbox.state.login(1001).authorizationCode;
       const child = spawn(
         process.execPath,
-        ['--import', join(root, 'test', 'fixtures', 'trace-loads.mjs'), join(root, 'bin', 'miniapp.js'), 'token', 'exchange', '--code', code, '--referrer', 'sandbox', '--json'],
+        ['--import', join(root, 'test', 'fixtures', 'trace-loads.mjs'), join(root, 'bin', 'miniapp.cjs'), 'token', 'exchange', '--code', code, '--referrer', 'sandbox', '--json'],
         { env: { PATH: process.env.PATH, HOME: home, MINIAPP_CONFIG_DIR: join(home, 'config'), MINIAPP_TRACE_LOADS: trace, ...sandbox.env }, stdio: ['ignore', 'pipe', 'pipe'] },
       );
       let stderr = '';

@@ -4,14 +4,11 @@
  * module load traced, as test/bin.test.ts does for `miniapp --help`.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { ROOT as root, traceLoads } from '../../helpers/launcher.js';
 
-const root = fileURLToPath(new URL('../../..', import.meta.url));
-const bin = join(root, 'bin', 'miniapp.js');
 let home: string;
 
 beforeAll(() => {
@@ -21,20 +18,8 @@ beforeAll(() => {
 afterAll(() => rmSync(home, { recursive: true, force: true }));
 
 function loads(args: string[]): { loaded: string[]; stdout: string } {
-  const trace = join(home, `trace-${Math.random().toString(36).slice(2)}.txt`);
-  const result = spawnSync(process.execPath, ['--import', join(root, 'test', 'fixtures', 'trace-loads.mjs'), bin, ...args], {
-    input: '',
-    encoding: 'utf8',
-    env: {
-      PATH: process.env.PATH,
-      HOME: home,
-      MINIAPP_CONFIG_DIR: join(home, 'config'),
-      MINIAPP_DATA_DIR: join(home, 'data'),
-      MINIAPP_TRACE_LOADS: trace,
-    },
-  });
-  expect(result.status, result.stderr).toBe(0);
-  return { loaded: readFileSync(trace, 'utf8').split('\n'), stdout: result.stdout };
+  const { loaded, result } = traceLoads(home, args);
+  return { loaded, stdout: result.stdout };
 }
 
 const grpcOrHeavy = /node_modules\/(@grpc|protobufjs|csv-parse|conf|ora|chalk|cli-table3)\/|require:(@grpc|protobufjs|cli-table3)|dist\/users\//;

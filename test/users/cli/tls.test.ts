@@ -17,7 +17,7 @@ import { Sandbox } from '../../helpers/cli.js';
 import { startUserServer, type UserServer } from './harness.js';
 
 const root = fileURLToPath(new URL('../../..', import.meta.url));
-const bin = join(root, 'bin', 'miniapp.js');
+const bin = join(root, 'bin', 'miniapp.cjs');
 
 beforeAll(() => {
   if (!existsSync(join(root, 'dist', 'cli', 'commands', 'users.js'))) throw new Error('dist/ is missing users.js: run `npm run build` (npm test does)');

@@ -1,0 +1,16 @@
+#!/usr/bin/env node
+'use strict';
+// Launcher: sets the exit code, nothing else. The quick path (a CommonJS
+// bundle, see src/cli/quick.ts) serves `--help`, `config get`, `token show`
+// and `decrypt` without starting Node's ESM loader; for everything else it
+// returns undefined untouched and the full CLI (dist/cli/main.js) runs.
+const argv = process.argv.slice(2);
+const quick = require('../dist/quick/cli.cjs').quickCli(argv);
+const run =
+  quick ??
+  Promise.all([import('../dist/cli/context.js'), import('../dist/cli/main.js')]).then(([{ processContext }, { runCli }]) =>
+    runCli(argv, processContext()),
+  );
+run.then((code) => {
+  process.exitCode = code;
+});

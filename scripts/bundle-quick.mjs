@@ -1,0 +1,113 @@
+#!/usr/bin/env node
+/**
+ * Builds the quick path (src/cli/quick.ts): the compiled dist/cli/quick.js
+ * and everything it imports, commander included, bundled into CommonJS in
+ * dist/quick/ (`npm run build` runs this after tsc).
+ *
+ * - CommonJS, so that the launcher (bin/miniapp.cjs) never starts Node's ESM
+ *   loader for these commands.
+ * - Every package is bundled, none left to `require` at run time: several
+ *   are ESM only (chalk, string-width, conf), which `require` cannot load on
+ *   every Node 20 this project supports. Node's own modules stay external.
+ * - Code reached only through a dynamic `import()` (chalk on a terminal, the
+ *   config writer) goes into chunks of its own, loaded when reached, as the
+ *   ESM build loads it.
+ * - The chunks sit two levels below the package root, as the compiled
+ *   modules do, so that paths taken relative to `import.meta.url` (the
+ *   package.json that gives the version) resolve to the same files.
+ * - Minified, for less to read and compile at every start, but with the
+ *   names of functions and classes kept: a stack trace under --debug still
+ *   names them (the ESM build in dist/cli has the readable source and maps).
+ */
+import { builtinModules } from 'node:module';
+import { rmSync } from 'node:fs';
+import { dirname, join, sep } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { rolldown } from 'rolldown';
+
+const ROOT = dirname(dirname(fileURLToPath(import.meta.url)));
+const OUT = join(ROOT, 'dist', 'quick');
+const BUILTINS = new Set([...builtinModules, ...builtinModules.map((name) => `node:${name}`)]);
+
+/**
+ * src/cli/commander.ts loads commander with `require` (cheaper than Node's
+ * ESM translation of a CommonJS package); in the bundle it is an ordinary
+ * import, so that commander is bundled like everything else.
+ */
+const commanderAsImport = {
+  name: 'commander-as-import',
+  load(id) {
+    if (id === join(ROOT, 'dist', 'cli', 'commander.js')) return "export { Command, CommanderError, Option } from 'commander';";
+    return null;
+  },
+};
+
+/**
+ * commander requires node:child_process when it loads, for one thing: to
+ * spawn a stand-alone executable subcommand, which miniapp does not define.
+ * Loading it (with net, dgram and the stream machinery behind it) is the
+ * largest single cost of `miniapp --help` after Node itself; in the bundle
+ * it is required on first use instead. `childProcess.spawn` is the only use.
+ */
+const CHILD_PROCESS = "const childProcess = require('node:child_process');";
+const lazyChildProcess = {
+  name: 'commander-lazy-child-process',
+  transform(code, id) {
+    if (!id.endsWith(join('node_modules', 'commander', 'lib', 'command.js'))) return null;
+    if (!code.includes(CHILD_PROCESS)) throw new Error(`commander changed: ${id} no longer has \`${CHILD_PROCESS}\``);
+    return code.replace(CHILD_PROCESS, "const childProcess = { spawn: (...args) => require('node:child_process').spawn(...args) };");
+  },
+};
+
+rmSync(OUT, { recursive: true, force: true });
+const bundle = await rolldown({
+  input: { cli: join(ROOT, 'dist', 'cli', 'quick.js') },
+  platform: 'node',
+  external: (id) => BUILTINS.has(id),
+  plugins: [commanderAsImport, lazyChildProcess],
+  // The entry's exports are quickCli and servesQuickly, nothing more is read from it.
+  preserveEntrySignatures: 'allow-extension',
+  logLevel: 'warn',
+  onLog(level, log, report) {
+    // A module imported both ways (output.js) simply stays in the chunk that imports it statically.
+    if (log.code !== 'INEFFECTIVE_DYNAMIC_IMPORT') report(level, log);
+  },
+});
+/** A module of the compiled tree, by its path under dist/ without `.js`. */
+const compiled = (paths) => {
+  const pattern = new RegExp(`/dist/(${paths.join('|')})\\.js$`);
+  return (id) => pattern.test(id.split(sep).join('/'));
+};
+
+await bundle.write({
+  dir: OUT,
+  format: 'cjs',
+  entryFileNames: '[name].cjs',
+  chunkFileNames: '[name]-[hash].cjs',
+  /**
+   * A few chunks rather than one a module: each file costs a stat, a read
+   * and a compile. The program (commander, program.ts and what every run
+   * needs) is one; the profile's settings and the renderers another. Each
+   * command stays in a chunk of its own with what only it needs (decrypt
+   * with node:crypto), and so do chalk, ora, string-width and the config
+   * writer (conf), which these commands load only when they need them.
+   */
+  codeSplitting: {
+    // A group takes the modules its test names, not what they import: the
+    // entry's own import (argv.js) must not pull the program into the launcher's first read.
+    includeDependenciesRecursively: false,
+    groups: [
+      {
+        name: 'program',
+        test: (id) => id.includes(join('node_modules', 'commander', sep)) || compiled(['cli/(program|context|stdio|color|commander)', 'errors'])(id),
+      },
+      {
+        name: 'profile',
+        test: compiled(['config/(settings|file|keys|paths|token-store)', 'cli/(output|progress|cells|grouped|profile)', 'duration', 'login/(key-material|session|token-data)']),
+      },
+    ],
+  },
+  comments: false,
+  minify: { compress: true, mangle: { keepNames: true } },
+});
+await bundle.close();
