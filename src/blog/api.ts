@@ -14,6 +14,7 @@ import { DuplicateUserError, newUserProblems, type UserRecord } from '../users/u
 import type { Post, PostSort, PostStore } from './posts.js';
 import { MAX_IMAGE_BYTES, MAX_IMAGES, type ImageStore, type StoredImage } from './uploads.js';
 import { ListCache } from './list-cache.js';
+import { withPage } from './page-links.js';
 import { StoreUnavailableError, type Sql } from '../store/sql.js';
 import { RETRY_AFTER_SECONDS, STORE_UNAVAILABLE } from '../server/http-errors.js';
 
@@ -208,9 +209,7 @@ function tagList(value: string[] | undefined): string[] | undefined {
  * any client can set.
  */
 function pageUrl(request: FastifyRequest, page: number, publicUrl: string | undefined): string {
-  const url = new URL(request.url, 'http://relative.invalid');
-  url.searchParams.set('page', String(page));
-  const path = `${url.pathname}${url.search}`;
+  const path = withPage(request.url, page);
   return publicUrl ? `${publicUrl}${path}` : path;
 }
 
