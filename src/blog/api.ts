@@ -14,6 +14,7 @@ import { DuplicateUserError, newUserProblems, type UserRecord } from '../users/u
 import type { Post, PostSort, PostStore } from './posts.js';
 import { MAX_IMAGE_BYTES, MAX_IMAGES, type ImageStore, type StoredImage } from './uploads.js';
 import { ListCache } from './list-cache.js';
+import { withPage } from './page-links.js';
 import { StoreUnavailableError, type Sql } from '../store/sql.js';
 import { RETRY_AFTER_SECONDS, STORE_UNAVAILABLE } from '../server/http-errors.js';
 
@@ -76,6 +77,9 @@ export class ApiError extends Error {
     super(typeof detail === 'string' ? detail : title);
   }
 }
+
+/** The end of a v2 list's body, after its results. */
+const CLOSE_BRACE = Buffer.from('}');
 
 const unauthorized = (detail: string) =>
   new ApiError(401, 'UNAUTHORIZED', 'Unauthorized', detail, { 'www-authenticate': 'Bearer' });
@@ -205,9 +209,7 @@ function tagList(value: string[] | undefined): string[] | undefined {
  * any client can set.
  */
 function pageUrl(request: FastifyRequest, page: number, publicUrl: string | undefined): string {
-  const url = new URL(request.url, 'http://relative.invalid');
-  url.searchParams.set('page', String(page));
-  const path = `${url.pathname}${url.search}`;
+  const path = withPage(request.url, page);
   return publicUrl ? `${publicUrl}${path}` : path;
 }
 
@@ -227,12 +229,12 @@ export async function blogApi(app: FastifyInstance, options: BlogOptions): Promi
   const { version, posts, users, tokens } = options;
   const auth = (request: FastifyRequest) => principalOf(request, tokens);
   // Kept from a URL's second request on: see ListCache.
-  const lists = new ListCache(512, { admitOnSecondRequest: true });
+  const lists = new ListCache<Buffer>(512, { admitOnSecondRequest: true });
   /**
    * Answers a post list from the cache while the posts are unchanged;
-   * otherwise computes its JSON text and keeps it (see ListCache for which it keeps).
+   * otherwise computes its JSON (as UTF-8 bytes) and keeps it (see ListCache for which it keeps).
    */
-  const cachedList = async (request: FastifyRequest, reply: FastifyReply, compute: (version: string) => Promise<string>) => {
+  const cachedList = async (request: FastifyRequest, reply: FastifyReply, compute: (version: string) => Promise<Buffer>) => {
     // The links in a list depend on the URL only (see pageUrl), so the URL is the key.
     const key = request.url;
     // Read on every request: a write acknowledged by any instance has changed it (see PostStore.version).
@@ -382,7 +384,8 @@ export async function blogApi(app: FastifyInstance, options: BlogOptions): Promi
           const next = query.page < pages ? pageUrl(request, query.page + 1, options.publicUrl) : null;
           const previous = query.page > 1 ? pageUrl(request, Math.min(query.page - 1, Math.max(pages, 1)), options.publicUrl) : null;
           // What JSON.stringify({ count, next, previous, results }) gives, around the posts' JSON as the store wrote it.
-          return `{"count":${JSON.stringify(total)},"next":${JSON.stringify(next)},"previous":${JSON.stringify(previous)},"results":${results}}`;
+          const head = Buffer.from(`{"count":${JSON.stringify(total)},"next":${JSON.stringify(next)},"previous":${JSON.stringify(previous)},"results":`);
+          return Buffer.concat([head, results, CLOSE_BRACE], head.length + results.length + 1);
         });
       },
     );

@@ -176,6 +176,11 @@ export class SqliteSql implements Sql {
       }
     } finally {
       this.#open = 0;
+      // Until the next transaction opens (its run() enables it again) no task is inside one, so nothing needs to
+      // know which: an enabled AsyncLocalStorage hooks every promise the process makes, which cost every request
+      // (reads too) from the first write on. Tasks of this transaction that outlive it keep its id, which no
+      // later transaction has.
+      this.#inside.disable();
       release();
     }
   }

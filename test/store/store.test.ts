@@ -80,6 +80,42 @@ describe.each(BACKENDS)('store on %s', (backend) => {
     expect(keys).toEqual([11]);
   });
 
+  it('keeps a task begun in a finished transaction out of the next one, whose own statements run', async () => {
+    const { sql } = store;
+    const insert = (tx: typeof sql, key: number) =>
+      tx.run('INSERT INTO unlink_events (received_at, user_key, method) VALUES ($1, $2, $3)', ['2026-01-01T00:00:00.000Z', key, 'GET']);
+    let openLater!: () => void;
+    const laterGate = new Promise<void>((resolve) => (openLater = resolve));
+    let later!: Promise<unknown>;
+    await sql.transaction(async (tx) => {
+      // Begun inside this transaction, it writes after the commit, through the store, not the transaction.
+      later = (async () => {
+        await laterGate;
+        await insert(sql, 20);
+      })();
+      await insert(tx, 19);
+    });
+    let nextOpen!: () => void;
+    const opened = new Promise<void>((resolve) => (nextOpen = resolve));
+    let closeNext!: () => void;
+    const nextGate = new Promise<void>((resolve) => (closeNext = resolve));
+    const next = sql.transaction(async (tx) => {
+      await insert(tx, 21);
+      nextOpen();
+      await nextGate;
+      await insert(tx, 22);
+      throw new Error('roll back');
+    });
+    await opened;
+    openLater();
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    closeNext();
+    await expect(next).rejects.toThrow('roll back');
+    await later;
+    const keys = (await sql.all<{ user_key: number }>('SELECT user_key FROM unlink_events ORDER BY user_key')).map((r) => r.user_key);
+    expect(keys).toEqual([19, 20]);
+  });
+
   it('reports a unique violation with the index it broke', async () => {
     const { sql } = store;
     const insert = (name: string, email: string) =>
