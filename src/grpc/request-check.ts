@@ -11,7 +11,9 @@
  * answers INTERNAL when that throws, which would blame the server for the
  * client's bytes. So the deserializer never throws: it returns a
  * RejectedRequest instead, and an interceptor turns that into the status,
- * through the other interceptors (metrics and logs see INVALID_ARGUMENT).
+ * which the call's observer sees (metrics and logs count INVALID_ARGUMENT).
+ * The same interceptor observes every call for the server's metrics and
+ * logs: one layer per call for both.
  */
 import * as grpc from '@grpc/grpc-js';
 import type { DescMessage, FileRegistry } from '@bufbuild/protobuf';
@@ -75,13 +77,40 @@ export function checkedService(service: grpc.ServiceDefinition, registry = descr
 }
 
 /**
- * The checks of every call, in one interceptor (one layer per call, not one
- * per check): metadata over `maxBytes` ends the call with
- * RESOURCE_EXHAUSTED before the handler starts; a request message the
- * checked deserializer rejected ends it with INVALID_ARGUMENT.
+ * What the server learns of one call, for its metrics and logs: made by an
+ * ObserveCall when the call starts (so that it counts as started).
  */
-export function requestCheckInterceptor(maxBytes = MAX_METADATA_BYTES): grpc.ServerInterceptor {
-  return (_method, call) => {
+export interface CallObserver {
+  /** A request message arrived (one the checks refuse too). */
+  received(): void;
+  /** A response message is on its way. */
+  sent(): void;
+  /** The call ended: with its status, or CANCELLED when the client left first. Once per call. */
+  finished(code: grpc.status): void;
+}
+
+export type ObserveCall = (method: grpc.ServerMethodDefinition<unknown, unknown>) => CallObserver;
+
+/**
+ * The one interceptor of every call: the checks, and the observation of
+ * the call when `observe` is given (one layer per call, not one per
+ * concern: each layer is a ServerInterceptingCall, a listener and an
+ * empty Metadata more, on every call). Metadata over `maxBytes` ends the
+ * call with RESOURCE_EXHAUSTED before the handler starts; a request message
+ * the checked deserializer rejected ends it with INVALID_ARGUMENT. Both
+ * statuses are sent through this layer, so the observer sees them as any
+ * other; a refused message still counts as received.
+ */
+export function requestCheckInterceptor(maxBytes = MAX_METADATA_BYTES, observe?: ObserveCall): grpc.ServerInterceptor {
+  return (method, call) => {
+    const observer = observe?.(method);
+    // grpc-js reports a cancellation after the status too (the stream closes): the first end is the call's.
+    let ended = false;
+    const finish = (code: grpc.status) => {
+      if (ended) return;
+      ended = true;
+      observer!.finished(code);
+    };
     const intercepting: grpc.ServerInterceptingCall = new grpc.ServerInterceptingCall(call, {
       start: (next) =>
         next({
@@ -91,24 +120,44 @@ export function requestCheckInterceptor(maxBytes = MAX_METADATA_BYTES): grpc.Ser
             else intercepting.sendStatus({ code: grpc.status.RESOURCE_EXHAUSTED, details: `request metadata is ${bytes} bytes; the limit is ${maxBytes}` });
           },
           onReceiveMessage: (message, pass) => {
+            observer?.received();
             if (message instanceof RejectedRequest) intercepting.sendStatus({ code: grpc.status.INVALID_ARGUMENT, details: message.details });
             else pass(message);
           },
+          // Left undefined, grpc-js passes the event on as it is.
+          onCancel: observer && (() => finish(grpc.status.CANCELLED)),
+        }),
+      sendMessage:
+        observer &&
+        ((message, next) => {
+          observer.sent();
+          next(message);
+        }),
+      sendStatus:
+        observer &&
+        ((status, next) => {
+          finish(status.code);
+          next(status);
         }),
     });
     return intercepting;
   };
 }
 
+export interface RequestCheckingServerOptions extends grpc.ServerOptions {
+  /** What each call reports to (metrics, logs), from the same layer as the checks. */
+  observe?: ObserveCall | undefined;
+}
+
 /**
  * A grpc-js server whose every service, whoever adds it (health and
  * reflection add their own), checks its requests. The checking
- * interceptors are the outermost, so their statuses pass through the
- * others (metrics, logs).
+ * interceptor is the outermost; statuses it sends pass through its own
+ * observer (metrics, logs) and through any other interceptors given.
  */
 export class RequestCheckingServer extends grpc.Server {
-  constructor(options: grpc.ServerOptions = {}) {
-    super({ ...options, interceptors: [...(options.interceptors ?? []), requestCheckInterceptor()] });
+  constructor({ observe, ...options }: RequestCheckingServerOptions = {}) {
+    super({ ...options, interceptors: [...(options.interceptors ?? []), requestCheckInterceptor(MAX_METADATA_BYTES, observe)] });
   }
 
   override addService(service: grpc.ServiceDefinition, implementation: grpc.UntypedServiceImplementation): void {

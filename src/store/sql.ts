@@ -79,6 +79,16 @@ function sqliteError(error: unknown): unknown {
  * SQLite through better-sqlite3. One connection: transactions take turns
  * (a queue), and a statement from outside the open transaction waits for
  * it to end, so that it never lands inside another task's transaction.
+ *
+ * Which task is inside is told by an AsyncLocalStorage. On Node 20 an
+ * enabled one costs every promise and every async resource of the process
+ * (async hooks), whether a transaction is open or not: a gRPC or HTTP read
+ * that runs no transaction paid it on every call. So the storage is
+ * enabled only while transactions are open or waiting (`run` enables it)
+ * and disabled when the last one ends. Nothing is lost: it is read only
+ * while one is open, and everything begun inside that one was begun while
+ * it was enabled; ids never repeat, so a task left over from an earlier
+ * transaction never passes for the open one.
  */
 export class SqliteSql implements Sql {
   readonly dialect = 'sqlite' as const;
@@ -87,6 +97,8 @@ export class SqliteSql implements Sql {
   #turn: Promise<void> = Promise.resolve();
   #open = 0;
   #depth = 0;
+  /** Transactions (not savepoints) begun and not yet ended: open, or waiting for their turn. */
+  #pending = 0;
   #hooks: (() => void)[] = [];
 
   constructor(readonly db: SqliteDatabase) {}
@@ -157,31 +169,32 @@ export class SqliteSql implements Sql {
     let release!: () => void;
     const previous = this.#turn;
     this.#turn = new Promise<void>((resolve) => (release = resolve));
-    await previous;
-    const id = ++this.#depth;
-    this.#open = id;
+    this.#pending++;
     try {
-      this.db.exec('BEGIN IMMEDIATE');
+      await previous;
+      const id = ++this.#depth;
+      this.#open = id;
       try {
-        const result = await this.#inside.run(id, () => work(this));
-        this.db.exec('COMMIT');
-        const hooks = this.#hooks;
-        this.#hooks = [];
-        for (const hook of hooks) queueMicrotask(hook);
-        return result;
-      } catch (error) {
-        if (this.db.inTransaction) this.db.exec('ROLLBACK');
-        this.#hooks = [];
-        throw sqliteError(error);
+        this.db.exec('BEGIN IMMEDIATE');
+        try {
+          const result = await this.#inside.run(id, () => work(this));
+          this.db.exec('COMMIT');
+          const hooks = this.#hooks;
+          this.#hooks = [];
+          for (const hook of hooks) queueMicrotask(hook);
+          return result;
+        } catch (error) {
+          if (this.db.inTransaction) this.db.exec('ROLLBACK');
+          this.#hooks = [];
+          throw sqliteError(error);
+        }
+      } finally {
+        this.#open = 0;
+        release();
       }
     } finally {
-      this.#open = 0;
-      // Until the next transaction opens (its run() enables it again) no task is inside one, so nothing needs to
-      // know which: an enabled AsyncLocalStorage hooks every promise the process makes, which cost every request
-      // (reads too) from the first write on. Tasks of this transaction that outlive it keep its id, which no
-      // later transaction has.
-      this.#inside.disable();
-      release();
+      // No transaction left: stop paying for the storage (see the class comment); the next `run` enables it again.
+      if (--this.#pending === 0) this.#inside.disable();
     }
   }
 

@@ -3,9 +3,10 @@
  * transactions, unique violations, signals, and migrations that run once
  * when instances start together.
  */
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { AsyncLocalStorage } from 'node:async_hooks';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { openStore, migrationStatus, redactUrl, parsePostgresUrl, type Store } from '../../src/store/store.js';
-import { UniqueViolation } from '../../src/store/sql.js';
+import { UniqueViolation, type Sql } from '../../src/store/sql.js';
 import { POSTGRES_MIGRATIONS } from '../../src/store/postgres-schema.js';
 import { BACKENDS, createTestDatabase, testLocation } from '../helpers/postgres.js';
 
@@ -116,6 +117,42 @@ describe.each(BACKENDS)('store on %s', (backend) => {
     expect(keys).toEqual([19, 20]);
   });
 
+  it('keeps tasks apart across transactions that come and go, leftovers of an earlier one included', async () => {
+    const { sql } = store;
+    const insert = (tx: typeof sql, key: number) =>
+      tx.run('INSERT INTO unlink_events (received_at, user_key, method) VALUES ($1, $2, $3)', ['2026-01-01T00:00:00.000Z', key, 'GET']);
+    let releaseLeftover!: () => void;
+    const leftoverGate = new Promise<void>((resolve) => (releaseLeftover = resolve));
+    let leftover!: Promise<number>;
+    // The first transaction leaves a task behind that writes later, through the shared Sql, after it has committed.
+    await sql.transaction(async (tx) => {
+      await insert(tx, 20);
+      leftover = leftoverGate.then(() => insert(sql, 21));
+    });
+    // Begun between the two transactions: no transaction is open, so it runs at once.
+    await insert(sql, 22);
+    let releaseOpen!: () => void;
+    const openGate = new Promise<void>((resolve) => (releaseOpen = resolve));
+    let reached!: () => void;
+    const inside = new Promise<void>((resolve) => (reached = resolve));
+    const open = sql.transaction(async (tx) => {
+      await insert(tx, 23);
+      await tx.transaction(async (inner) => insert(inner, 24));
+      reached();
+      await openGate;
+      throw new Error('roll back');
+    });
+    await inside;
+    // While the second one is open: the leftover of the first and a new task both stay out of it.
+    releaseLeftover();
+    const outside = insert(sql, 25);
+    releaseOpen();
+    await expect(open).rejects.toThrow('roll back');
+    await Promise.all([leftover, outside]);
+    const keys = (await sql.all<{ user_key: number }>('SELECT user_key FROM unlink_events ORDER BY user_key')).map((r) => r.user_key);
+    expect(keys).toEqual([20, 21, 22, 25]);
+  });
+
   it('reports a unique violation with the index it broke', async () => {
     const { sql } = store;
     const insert = (name: string, email: string) =>
@@ -152,6 +189,46 @@ describe.each(BACKENDS)('store on %s', (backend) => {
     const status = await migrationStatus(store);
     expect(status.length).toBeGreaterThan(0);
     expect(status.every((m) => m.applied)).toBe(true);
+  });
+});
+
+describe('SQLite store', () => {
+  afterEach(() => {
+    vi.restoreAllMocks();
+  });
+
+  it('tracks which task is inside a transaction only while one is open or waiting', async () => {
+    const store = await openStore({ kind: 'memory' });
+    try {
+      // Enabled, an AsyncLocalStorage costs every promise of the process (async hooks on Node 20): it is on only while needed.
+      const enabled = vi.spyOn(AsyncLocalStorage.prototype, 'run');
+      const disabled = vi.spyOn(AsyncLocalStorage.prototype, 'disable');
+      const insert = (tx: Sql, key: number) =>
+        tx.run('INSERT INTO unlink_events (received_at, user_key, method) VALUES ($1, $2, $3)', ['2026-01-01T00:00:00.000Z', key, 'GET']);
+      await store.sql.one('SELECT 1 AS one');
+      expect(enabled).not.toHaveBeenCalled();
+      let release!: () => void;
+      const gate = new Promise<void>((resolve) => (release = resolve));
+      const first = store.sql.transaction(async (tx) => {
+        await insert(tx, 1);
+        await gate;
+      });
+      const second = store.sql.transaction((tx) => insert(tx, 2));
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(enabled).toHaveBeenCalledTimes(1);
+      release();
+      await first;
+      // The second is still to run: the tracking stays on for it.
+      expect(disabled).not.toHaveBeenCalled();
+      await second;
+      expect(enabled).toHaveBeenCalledTimes(2);
+      expect(disabled).toHaveBeenCalledTimes(1);
+      // Reads outside any transaction leave it off.
+      await store.sql.one('SELECT count(*) AS n FROM unlink_events');
+      expect(enabled).toHaveBeenCalledTimes(2);
+    } finally {
+      await store.close();
+    }
   });
 });
 

@@ -1,0 +1,115 @@
+/**
+ * The one interceptor layer of every call (request-check.ts): the checks
+ * and the observation of the call (metrics, logs) share it, so what the
+ * checks refuse reaches the observer with its status, as any other call
+ * does. A RequestCheckingServer with a small UserService on 127.0.0.1:0 and
+ * a real grpc-js client.
+ */
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import * as grpc from '@grpc/grpc-js';
+import { RequestCheckingServer, type CallObserver } from '../../src/grpc/request-check.js';
+import { userServiceDefinition } from '../../src/users/proto.js';
+
+type Event = [method: string, event: 'received' | 'sent' | 'finished', code?: string];
+
+describe('RequestCheckingServer with an observer', () => {
+  let server: RequestCheckingServer;
+  let client: grpc.Client;
+  let events: Event[];
+  let started: string[];
+  let releaseSlow: () => void;
+
+  beforeEach(async () => {
+    events = [];
+    started = [];
+    server = new RequestCheckingServer({
+      observe: (method): CallObserver => {
+        const name = method.path.slice(method.path.lastIndexOf('/') + 1);
+        started.push(name);
+        return {
+          received: () => events.push([name, 'received']),
+          sent: () => events.push([name, 'sent']),
+          finished: (code) => events.push([name, 'finished', grpc.status[code]]),
+        };
+      },
+    });
+    const slow = new Promise<void>((resolve) => (releaseSlow = resolve));
+    server.addService(userServiceDefinition().service, {
+      GetUser: (call: grpc.ServerUnaryCall<{ user_id: string }, unknown>, callback: grpc.sendUnaryData<unknown>) => {
+        if (call.request.user_id === '404') return callback({ code: grpc.status.NOT_FOUND, details: 'no such user' });
+        if (call.request.user_id === '7') return void slow.then(() => callback(null, { id: '7' }));
+        callback(null, { id: call.request.user_id, username: 'user1' });
+      },
+      CreateUser: (_call: unknown, callback: grpc.sendUnaryData<unknown>) => callback(null, {}),
+    });
+    const port = await new Promise<number>((resolve, reject) =>
+      server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (error, bound) => (error ? reject(error) : resolve(bound))),
+    );
+    const { Client } = userServiceDefinition();
+    client = new Client(`127.0.0.1:${port}`, grpc.credentials.createInsecure());
+  });
+  afterEach(async () => {
+    releaseSlow();
+    client.close();
+    await new Promise<void>((resolve) => server.tryShutdown(() => resolve()));
+  });
+
+  const asIs = (bytes: Buffer) => bytes;
+  const call = (path: string, body: Buffer, metadata = new grpc.Metadata(), options: grpc.CallOptions = {}) =>
+    new Promise<{ code: string; details?: string }>((resolve) =>
+      client.makeUnaryRequest(path, asIs, asIs, body, metadata, options, (error) =>
+        resolve(error ? { code: grpc.status[error.code]!, details: error.details } : { code: 'OK' }),
+      ),
+    );
+  /** GetUserRequest { user_id = id } on the wire. */
+  const getUser = (id: number) => Buffer.from([0x08, id]);
+
+  it('observes an answered call and a failed one: the message each way, then the status', async () => {
+    expect(await call('/user.v1.UserService/GetUser', getUser(1))).toEqual({ code: 'OK' });
+    expect(await call('/user.v1.UserService/GetUser', Buffer.from([0x08, 0x94, 0x03]))).toEqual({ code: 'NOT_FOUND', details: 'no such user' });
+    expect(started).toEqual(['GetUser', 'GetUser']);
+    expect(events).toEqual([
+      ['GetUser', 'received'],
+      ['GetUser', 'sent'],
+      ['GetUser', 'finished', 'OK'],
+      ['GetUser', 'received'],
+      ['GetUser', 'finished', 'NOT_FOUND'],
+    ]);
+  });
+
+  it('observes the statuses of what the checks refuse: metadata over the limit, a string that is not UTF-8', async () => {
+    const big = new grpc.Metadata();
+    big.set('x-padding', 'a'.repeat(20 * 1024));
+    expect((await call('/user.v1.UserService/GetUser', getUser(1), big)).code).toBe('RESOURCE_EXHAUSTED');
+    // CreateUserRequest { email = "u\xffx" }: refused before the handler, still a message received.
+    const notUtf8 = Buffer.from([0x12, 0x03, 0x75, 0xff, 0x78]);
+    expect(await call('/user.v1.UserService/CreateUser', notUtf8)).toEqual({ code: 'INVALID_ARGUMENT', details: 'email is not valid UTF-8' });
+    expect(events.filter(([, event]) => event === 'finished')).toEqual([
+      ['GetUser', 'finished', 'RESOURCE_EXHAUSTED'],
+      ['CreateUser', 'finished', 'INVALID_ARGUMENT'],
+    ]);
+    expect(events).toContainEqual(['CreateUser', 'received']);
+    expect(events).not.toContainEqual(['CreateUser', 'sent']);
+  });
+
+  it('observes a call the client cancels as CANCELLED, once, whatever the handler does after', async () => {
+    const until = async (condition: () => boolean) => {
+      for (let i = 0; i < 200 && !condition(); i++) await new Promise((resolve) => setTimeout(resolve, 10));
+    };
+    const ended = new Promise<string>((resolve) => {
+      const pending = client.makeUnaryRequest('/user.v1.UserService/GetUser', asIs, asIs, getUser(7), new grpc.Metadata(), (error) =>
+        resolve(error ? grpc.status[error.code]! : 'OK'),
+      );
+      void until(() => events.length > 0).then(() => pending.cancel());
+    });
+    expect(await ended).toBe('CANCELLED');
+    await until(() => events.some(([, event]) => event === 'finished'));
+    // The handler answers after the client has gone: the call has ended already.
+    releaseSlow();
+    expect((await call('/user.v1.UserService/GetUser', getUser(1))).code).toBe('OK');
+    expect(events.filter(([, event]) => event === 'finished')).toEqual([
+      ['GetUser', 'finished', 'CANCELLED'],
+      ['GetUser', 'finished', 'OK'],
+    ]);
+  });
+});
