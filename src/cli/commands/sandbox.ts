@@ -169,6 +169,8 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
     aad: aad.toString('hex'),
     generatedKey: generated,
   };
+  // Listening for Ctrl-C before saying "listening": whoever reads that line may stop us at once, gracefully.
+  const shutdown = cc.waitForShutdown();
   if (cc.out.json) {
     cc.out.line(JSON.stringify(info));
   } else {
@@ -188,7 +190,7 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
     ];
     cc.out.line(lines.join('\n'));
   }
-  const signal = await cc.waitForShutdown();
+  const signal = await shutdown;
   cc.out.info(`${signal}: stopping the sandbox`);
   await sandbox.app.close();
 }

@@ -219,6 +219,8 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
     publicUrl: publicUrl ?? null,
     sandbox: running.sandbox ?? null,
   };
+  // Listening for Ctrl-C before saying "listening": whoever reads that line may stop us at once, gracefully.
+  const shutdown = cc.waitForShutdown();
   if (cc.out.json) {
     cc.out.line(JSON.stringify(info));
   } else {
@@ -272,7 +274,7 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
           sandbox: running.sandbox?.url ?? null,
         })
       : () => undefined;
-  const signal = await cc.waitForShutdown();
+  const signal = await shutdown;
   forget();
   cc.out.info(`${signal}: finishing requests in flight, then stopping`);
   await running.close();
