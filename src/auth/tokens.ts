@@ -9,7 +9,7 @@
  * whichever instance starts first (the others find it there); in memory
  * for an in-memory store.
  */
-import { createHash, randomBytes } from 'node:crypto';
+import { hash, randomBytes } from 'node:crypto';
 import { existsSync, readFileSync, writeFileSync, chmodSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Sql } from '../store/sql.js';
@@ -34,7 +34,8 @@ export interface Principal {
 }
 
 function digest(token: string): string {
-  return createHash('sha256').update(token).digest('hex');
+  // One call, no Hash object: every protected call hashes its token.
+  return hash('sha256', token, 'hex');
 }
 
 export function newToken(): string {

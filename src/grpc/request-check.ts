@@ -30,11 +30,21 @@ import { invalidUtf8Field, MalformedMessageError } from './wire-utf8.js';
  */
 export const MAX_METADATA_BYTES = 16 * 1024;
 
-/** The header-list size of request metadata as it arrived. */
+/**
+ * The header-list size of request metadata as it arrived: what
+ * `toHttp2Headers()` gives, counted without building it (every call is
+ * counted, and that built an object, base64 strings and arrays to throw
+ * away). A binary (-bin) value travels as base64.
+ */
 export function metadataBytes(metadata: grpc.Metadata): number {
   let bytes = 0;
-  for (const [name, value] of Object.entries(metadata.toHttp2Headers())) {
-    for (const one of Array.isArray(value) ? value : [value]) bytes += name.length + Buffer.byteLength(String(one)) + 32;
+  const entries = metadata.toJSON();
+  // Own keys only, as Object.entries(toHttp2Headers()) counted them.
+  for (const name of Object.keys(entries)) {
+    if (name.startsWith(':')) continue;
+    for (const value of entries[name]!) {
+      bytes += name.length + 32 + (typeof value === 'string' ? Buffer.byteLength(value) : Math.ceil(value.length / 3) * 4);
+    }
   }
   return bytes;
 }

@@ -30,6 +30,14 @@ export interface GrpcMetrics {
   /** The spec's contract; `method` is the full name, such as user.v1.UserService/GetUser. */
   requests: Counter<'method' | 'status'>;
   duration: Histogram<'method'>;
+  /**
+   * Has `flush` called before every read of the five counters above (a
+   * scrape, the monitoring service), so that the per-call observer may
+   * count in plain numbers and add them to the counters only then: a
+   * prom-client update builds and looks up a label string each time, and
+   * five of them on every call cost more than the call's own bookkeeping.
+   */
+  flushBeforeRead(flush: () => void): void;
 }
 
 export interface HttpMetrics {
@@ -113,30 +121,39 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
   }
 
   const grpcLabels: GrpcLabel[] = ['grpc_type', 'grpc_service', 'grpc_method'];
+  const grpcFlushes: (() => void)[] = [];
+  // Each counter's read flushes all five: the others are then flushed already, and flushing again finds nothing.
+  const flushGrpc = () => {
+    for (const flush of grpcFlushes) flush();
+  };
   const grpc: GrpcMetrics = {
     started: new Counter({
       name: `${prefix}grpc_server_started_total`,
       help: 'gRPC calls started on the server, a count by type, service and method.',
       labelNames: grpcLabels,
       registers,
+      collect: flushGrpc,
     }),
     handled: new Counter({
       name: `${prefix}grpc_server_handled_total`,
       help: 'gRPC calls completed on the server, a count by type, service, method and status code (OK, NotFound, ...), failures included.',
       labelNames: [...grpcLabels, 'grpc_code'],
       registers,
+      collect: flushGrpc,
     }),
     received: new Counter({
       name: `${prefix}grpc_server_msg_received_total`,
       help: 'Request messages received by the server, a count by type, service and method.',
       labelNames: grpcLabels,
       registers,
+      collect: flushGrpc,
     }),
     sent: new Counter({
       name: `${prefix}grpc_server_msg_sent_total`,
       help: 'Response messages sent by the server, a count by type, service and method.',
       labelNames: grpcLabels,
       registers,
+      collect: flushGrpc,
     }),
     handling: new Histogram({
       name: `${prefix}grpc_server_handling_seconds`,
@@ -150,6 +167,7 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
       help: 'gRPC calls handled, a count by full method name and status (OK or the status-code name, such as NOT_FOUND).',
       labelNames: ['method', 'status'],
       registers,
+      collect: flushGrpc,
     }),
     duration: new Histogram({
       name: `${prefix}grpc_request_duration_seconds`,
@@ -158,6 +176,7 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
       buckets: LATENCY_BUCKETS,
       registers,
     }),
+    flushBeforeRead: (flush) => void grpcFlushes.push(flush),
   };
 
   const httpLabels: HttpLabel[] = ['method', 'route', 'status'];

@@ -7,7 +7,7 @@
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import * as grpc from '@grpc/grpc-js';
-import { RequestCheckingServer, type CallObserver } from '../../src/grpc/request-check.js';
+import { metadataBytes, RequestCheckingServer, type CallObserver } from '../../src/grpc/request-check.js';
 import { userServiceDefinition } from '../../src/users/proto.js';
 
 type Event = [method: string, event: 'received' | 'sent' | 'finished', code?: string];
@@ -111,5 +111,27 @@ describe('RequestCheckingServer with an observer', () => {
       ['GetUser', 'finished', 'CANCELLED'],
       ['GetUser', 'finished', 'OK'],
     ]);
+  });
+});
+
+describe('metadataBytes', () => {
+  /** The count as HTTP/2 counts a header list, from the headers grpc-js would write. */
+  const reference = (metadata: grpc.Metadata) => {
+    let bytes = 0;
+    for (const [name, value] of Object.entries(metadata.toHttp2Headers())) {
+      for (const one of Array.isArray(value) ? value : [value]) bytes += name.length + Buffer.byteLength(String(one)) + 32;
+    }
+    return bytes;
+  };
+
+  it('counts every value of every key as written on the wire: repeated values, text, binary values as base64', () => {
+    const metadata = new grpc.Metadata();
+    metadata.set('authorization', 'Bearer mat_abc');
+    metadata.add('x-repeated', 'one');
+    metadata.add('x-repeated', 'two');
+    metadata.set('x-text', 'plain text, with spaces');
+    for (const length of [0, 1, 2, 3, 4, 5, 1000]) metadata.add('x-blob-bin', Buffer.alloc(length, 7));
+    expect(metadataBytes(metadata)).toBe(reference(metadata));
+    expect(metadataBytes(new grpc.Metadata())).toBe(0);
   });
 });

@@ -15,6 +15,7 @@ import { fileURLToPath } from 'node:url';
 import * as grpc from '@grpc/grpc-js';
 import { request } from 'undici';
 import type { RunningServe } from '../../src/server/serve.js';
+import { createMetrics } from '../../src/server/metrics.js';
 import { userServiceDefinition } from '../../src/users/proto.js';
 import { startTestServe } from '../helpers/serve.js';
 import { startSandbox, type RunningSandbox } from '../helpers/partner-sandbox.js';
@@ -479,5 +480,26 @@ describe('the CLI', () => {
       await sandbox.close();
       rmSync(home, { recursive: true, force: true });
     }
+  });
+});
+
+describe('gRPC counters counted between reads', () => {
+  it('adds what an observer held since the last read once, at the next read of any of them', async () => {
+    const metrics = createMetrics({ prefix: 'flush_' });
+    const labels = { grpc_type: 'unary', grpc_service: 'user.v1.UserService', grpc_method: 'GetUser' };
+    let held = 0;
+    metrics.grpc.flushBeforeRead(() => {
+      if (held) metrics.grpc.started.inc(labels, held);
+      held = 0;
+    });
+    const started = async () => (await metrics.grpc.started.get()).values.map((v) => v.value);
+    expect(await started()).toEqual([]);
+    held = 3;
+    expect(await started()).toEqual([3]);
+    // Reading again adds nothing; a scrape flushes as well.
+    expect(await started()).toEqual([3]);
+    held = 2;
+    expect((await metrics.scrape()).body).toContain('\nflush_grpc_server_started_total{grpc_type="unary",grpc_service="user.v1.UserService",grpc_method="GetUser"} 5\n');
+    expect(await started()).toEqual([5]);
   });
 });
