@@ -40,13 +40,12 @@ export function packageVersion(): string {
  * exit code stays the command's own, and a command that runs until stopped
  * (watch, logs -f, serve) stops as on Ctrl-C once nobody reads its stdout.
  */
-function quietOnClosedPipe(onStdoutClosed: () => void): void {
-  for (const stream of [process.stdout, process.stderr]) {
-    stream.on('error', (error: NodeJS.ErrnoException) => {
-      if (error.code !== 'EPIPE' && error.code !== 'ERR_STREAM_DESTROYED') throw error;
-      if (stream === process.stdout) onStdoutClosed();
-    });
-  }
+export function quietOnClosedPipe<Stream extends NodeJS.WriteStream>(stream: Stream, onClosed: () => void = () => undefined): Stream {
+  stream.on('error', (error: NodeJS.ErrnoException) => {
+    if (error.code !== 'EPIPE' && error.code !== 'ERR_STREAM_DESTROYED') throw error;
+    onClosed();
+  });
+  return stream;
 }
 
 /**
@@ -65,8 +64,7 @@ export function processContext(options: { io?: (onStdoutClosed: () => void) => I
   if (options.io) {
     io = options.io(onStdoutClosed);
   } else {
-    quietOnClosedPipe(onStdoutClosed);
-    io = { stdout: process.stdout, stderr: process.stderr, stdin: process.stdin };
+    io = { stdout: quietOnClosedPipe(process.stdout, onStdoutClosed), stderr: quietOnClosedPipe(process.stderr), stdin: process.stdin };
   }
   return {
     io,

@@ -11,11 +11,12 @@
  * once a pipe answers EAGAIN (its other end made it non-blocking), so that
  * nothing is lost or reordered.
  *
- * A reader that closed the pipe (`| head -1`) stops the writes silently, as
- * context.ts does for the process streams.
+ * A reader that closed the pipe (`| head -1`) stops the writes silently, by
+ * the rule of context.ts (quietOnClosedPipe) for the process streams.
  */
 import { fstatSync, readSync, writeSync } from 'node:fs';
 import type { InStream, Io, OutStream } from './output.js';
+import { quietOnClosedPipe } from './context.js';
 
 type Mode = 'direct' | 'stream' | 'closed';
 
@@ -142,18 +143,11 @@ export class FdIn implements InStream {
  * when the reader of stdout goes away.
  */
 export function directIo(onStdoutClosed: () => void): Io {
-  const quietStream = (stream: NodeJS.WriteStream, onClosed: () => void) => {
-    stream.on('error', (error: NodeJS.ErrnoException) => {
-      if (error.code !== 'EPIPE' && error.code !== 'ERR_STREAM_DESTROYED') throw error;
-      onClosed();
-    });
-    return stream;
-  };
   let stdout: NodeJS.WriteStream | undefined;
   let stderr: NodeJS.WriteStream | undefined;
   return {
-    stdout: new FdOut(1, () => (stdout ??= quietStream(process.stdout, onStdoutClosed)), onStdoutClosed),
-    stderr: new FdOut(2, () => (stderr ??= quietStream(process.stderr, () => undefined)), () => undefined),
+    stdout: new FdOut(1, () => (stdout ??= quietOnClosedPipe(process.stdout, onStdoutClosed)), onStdoutClosed),
+    stderr: new FdOut(2, () => (stderr ??= quietOnClosedPipe(process.stderr)), () => undefined),
     stdin: new FdIn(),
   };
 }
