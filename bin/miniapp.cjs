@@ -6,11 +6,6 @@
 // returns undefined untouched and the full CLI (dist/cli/main.js) runs.
 const argv = process.argv.slice(2);
 const quick = require('../dist/quick/cli.cjs').quickCli(argv);
-const run =
-  quick ??
-  Promise.all([import('../dist/cli/context.js'), import('../dist/cli/main.js')]).then(([{ processContext }, { runCli }]) =>
-    runCli(argv, processContext()),
-  );
-run.then((code) => {
+(quick ?? import('../dist/cli/main.js').then((cli) => cli.main(argv))).then((code) => {
   process.exitCode = code;
 });

@@ -5,7 +5,7 @@
  * (quick.ts) does not serve, and what tests call in-process.
  */
 import { GROUP_SUMMARIES, registerCompletion, runProgram, type Loaders, type Register } from './program.js';
-import type { Context } from './context.js';
+import { processContext, type Context } from './context.js';
 import type { ExitCode } from '../errors.js';
 
 export type { Bind, Handler, Register } from './program.js';
@@ -42,4 +42,9 @@ export const GROUPS: readonly { name: string; summary: string; load: () => Promi
 /** Runs the CLI with `argv` (without node and script) and returns the exit code. */
 export function runCli(argv: readonly string[], ctx: Context): Promise<ExitCode> {
   return runProgram(argv, ctx, LOADERS);
+}
+
+/** The full CLI on the real process: what bin/miniapp.cjs runs for every command line the quick path does not serve. */
+export function main(argv: readonly string[]): Promise<ExitCode> {
+  return runCli(argv, processContext());
 }
