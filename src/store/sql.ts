@@ -1,6 +1,6 @@
 /**
  * The one query interface of the store layer, over SQLite (better-sqlite3,
- * the embedded default) and PostgreSQL (postgres.js). Every repository is
+ * the embedded default) and PostgreSQL (node-postgres). Every repository is
  * written once against it, with `$1, $2, ...` placeholders, which both
  * engines read (better-sqlite3 takes them as named parameters "1", "2").
  * Where the dialects differ, the repository asks `sql.dialect` or uses the
@@ -9,13 +9,13 @@
  * SQLite statements are prepared once per text and run synchronously, so the
  * embedded path costs what it cost before the seam; its transactions are
  * serialised, and a statement of another task waits while one is open.
- * PostgreSQL statements are prepared by the server (postgres.js caches them),
- * and a failure to reach the server is a StoreUnavailableError, which the
- * HTTP and gRPC layers answer with 503 / UNAVAILABLE.
+ * PostgreSQL (postgres-sql.ts) prepares statements on the server, bounds
+ * every call by a deadline, and turns a failure to reach the server into a
+ * StoreUnavailableError, which the HTTP and gRPC layers answer with 503 /
+ * UNAVAILABLE.
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
 import type { Database as SqliteDatabase, Statement } from 'better-sqlite3';
-import type { Sql as PostgresClient, TransactionSql } from 'postgres';
 
 export type Dialect = 'sqlite' | 'postgres';
 export type Param = string | number | bigint | boolean | null | Buffer;
@@ -28,30 +28,28 @@ export interface Sql {
   one<T>(text: string, params?: readonly Param[]): Promise<T | undefined>;
   /** Runs a statement; resolves with the number of rows it changed. */
   run(text: string, params?: readonly Param[]): Promise<number>;
-  /** Runs `work` in one transaction (a savepoint when already in one): all of it or none. */
-  transaction<T>(work: (tx: Sql) => Promise<T>): Promise<T>;
+  /**
+   * Runs `work` in one transaction (a savepoint when already in one): all of
+   * it or none. On PostgreSQL the whole transaction, the wait for a
+   * connection included, has the store's time-out unless `options` says
+   * otherwise; past it nothing is committed.
+   */
+  transaction<T>(work: (tx: Sql) => Promise<T>, options?: TransactionOptions): Promise<T>;
   /** Runs several statements of DDL (migrations). */
   exec(text: string): Promise<void>;
   /** Calls `hook` once the transaction this Sql belongs to commits (never if it rolls back); at once outside one. */
   afterCommit(hook: () => void): void;
 }
 
-/** A unique index refused a row; `constraint` names the index (users_email, ...). */
-export class UniqueViolation extends Error {
-  constructor(
-    readonly constraint: string,
-    options?: { cause?: unknown },
-  ) {
-    super(`unique constraint ${constraint} violated`, options);
-  }
+export interface TransactionOptions {
+  /** How long the whole transaction may take (PostgreSQL; default: the store's time-out). Migrations take longer. */
+  timeoutMs?: number;
+  /** The server's statement_timeout inside this transaction (PostgreSQL; 0 = none). */
+  statementTimeoutMs?: number;
 }
 
-/** The database cannot be reached (PostgreSQL down, the connection refused or timed out). */
-export class StoreUnavailableError extends Error {
-  constructor(message: string, options?: { cause?: unknown }) {
-    super(message, options);
-  }
-}
+export { StoreUnavailableError, UniqueViolation, type UnavailableReason } from './errors.js';
+import { UniqueViolation } from './errors.js';
 
 // ------------------------------------------------------------------ SQLite
 
@@ -213,158 +211,4 @@ export class SqliteSql implements Sql {
       throw sqliteError(error);
     }
   }
-}
-
-// ------------------------------------------------------------------ PostgreSQL
-
-/** Error codes of a server or connection that is not there (not a query's own fault). */
-const UNAVAILABLE_CODES = new Set([
-  'ECONNREFUSED',
-  'ECONNRESET',
-  'ETIMEDOUT',
-  'EHOSTUNREACH',
-  'ENOTFOUND',
-  'EPIPE',
-  'CONNECT_TIMEOUT',
-  'CONNECTION_CLOSED',
-  'CONNECTION_ENDED',
-  'CONNECTION_DESTROYED',
-  '57P01', // admin_shutdown
-  '57P02', // crash_shutdown
-  '57P03', // cannot_connect_now
-  '08000',
-  '08001',
-  '08003',
-  '08004',
-  '08006',
-]);
-
-export function postgresError(error: unknown): unknown {
-  const { code, constraint_name: constraint } = error as { code?: string; constraint_name?: string };
-  if (code === '23505') return new UniqueViolation(constraint ?? 'unknown', { cause: error });
-  if (code && UNAVAILABLE_CODES.has(code)) {
-    return new StoreUnavailableError(`the database cannot be reached (${code})`, { cause: error });
-  }
-  if (code === '57014') return new StoreUnavailableError('the database did not answer in time (statement timeout)', { cause: error });
-  return error;
-}
-
-function pgParams(params: readonly Param[] | undefined): never[] {
-  return (params ?? []) as never[];
-}
-
-export class PostgresSql implements Sql {
-  readonly dialect = 'postgres' as const;
-
-  /**
-   * `timeoutMs`: how long a statement may take, client side, before the call
-   * fails (the server's statement_timeout covers a slow query; this covers a
-   * connection that went silent).
-   */
-  /** Hooks of the transaction this Sql runs in (undefined outside one). */
-  readonly #hooks: (() => void)[] | undefined;
-
-  constructor(
-    readonly sql: PostgresClient | TransactionSql,
-    private readonly timeoutMs = 5_000,
-    hooks?: (() => void)[],
-  ) {
-    this.#hooks = hooks;
-  }
-
-  afterCommit(hook: () => void): void {
-    if (this.#hooks) this.#hooks.push(hook);
-    else queueMicrotask(hook);
-  }
-
-  async #query(text: string, params: readonly Param[] | undefined): Promise<{ rows: unknown[]; count: number }> {
-    const query = this.sql.unsafe(text, pgParams(params), { prepare: true });
-    let timer: NodeJS.Timeout | undefined;
-    const late = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => {
-        query.cancel();
-        reject(new StoreUnavailableError(`the database did not answer within ${this.timeoutMs} ms`));
-      }, this.timeoutMs + 1_000);
-      timer.unref();
-    });
-    try {
-      const result = await Promise.race([query, late]);
-      return { rows: [...result], count: result.count };
-    } catch (error) {
-      throw postgresError(error);
-    } finally {
-      clearTimeout(timer);
-    }
-  }
-
-  async all<T>(text: string, params?: readonly Param[]): Promise<T[]> {
-    return (await this.#query(text, params)).rows as T[];
-  }
-
-  async one<T>(text: string, params?: readonly Param[]): Promise<T | undefined> {
-    return (await this.#query(text, params)).rows[0] as T | undefined;
-  }
-
-  async run(text: string, params?: readonly Param[]): Promise<number> {
-    return (await this.#query(text, params)).count;
-  }
-
-  async exec(text: string): Promise<void> {
-    try {
-      await this.sql.unsafe(text);
-    } catch (error) {
-      throw postgresError(error);
-    }
-  }
-
-  async transaction<T>(work: (tx: Sql) => Promise<T>): Promise<T> {
-    try {
-      if ('savepoint' in this.sql && this.#hooks) {
-        const outer = this.#hooks;
-        const inner: (() => void)[] = [];
-        const result = await withoutRollbackOnLostConnection<T>((body) =>
-          (this.sql as TransactionSql).savepoint((tx) => body(() => work(new PostgresSql(tx, this.timeoutMs, inner)))) as Promise<T>,
-        );
-        outer.push(...inner);
-        return result;
-      }
-      const hooks: (() => void)[] = [];
-      const result = await withoutRollbackOnLostConnection<T>((body) =>
-        (this.sql as PostgresClient).begin((tx) => body(() => work(new PostgresSql(tx, this.timeoutMs, hooks)))) as Promise<T>,
-      );
-      for (const hook of hooks) queueMicrotask(hook);
-      return result;
-    } catch (error) {
-      throw postgresError(error);
-    }
-  }
-}
-
-/** Codes of a connection that is gone: the server has rolled back whatever transaction it held. */
-const CONNECTION_GONE = new Set(['ECONNRESET', 'EPIPE', 'CONNECTION_CLOSED', 'CONNECTION_ENDED', 'CONNECTION_DESTROYED', '57P01', '57P02', '08000', '08003', '08006']);
-
-function connectionGone(error: unknown): boolean {
-  const cause = error instanceof StoreUnavailableError ? error.cause : error;
-  return CONNECTION_GONE.has((cause as { code?: string } | undefined)?.code ?? '');
-}
-
-/**
- * Runs a postgres.js transaction (or savepoint) whose body fails with its
- * connection gone without letting postgres.js send its ROLLBACK: postgres.js
- * 3.4.9 writes it to the closed connection from a timer, where the TypeError
- * ("reading 'write'" of null, postgres.js issues #1154, #1208) cannot be
- * caught and ends the process. The server has rolled the transaction back
- * already. The body's promise is then left unsettled, so postgres.js never
- * gets to the ROLLBACK; the caller gets the error at once.
- */
-function withoutRollbackOnLostConnection<T>(run: (body: (work: () => Promise<T>) => Promise<T>) => Promise<T>): Promise<T> {
-  return new Promise<T>((resolve, reject) => {
-    const body = (work: () => Promise<T>): Promise<T> =>
-      work().catch((error: unknown) => {
-        if (!connectionGone(error)) throw error;
-        reject(error);
-        return new Promise<T>(() => undefined);
-      });
-    run(body).then(resolve, reject);
-  });
 }

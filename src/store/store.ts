@@ -10,8 +10,9 @@ import { readFileSync } from 'node:fs';
 import { ConfigError } from '../errors.js';
 import { databasePath, openDatabase, schemaVersion, MIGRATIONS } from './database.js';
 import { POSTGRES_MIGRATIONS } from './postgres-schema.js';
-import { LocalSignals, PostgresSignals, type Signals } from './signals.js';
-import { PostgresSql, SqliteSql, StoreUnavailableError, type Sql } from './sql.js';
+import { LocalSignals, type Signals } from './signals.js';
+import { SqliteSql, type Sql } from './sql.js';
+import { StoreUnavailableError, storeErrorForCli } from './errors.js';
 
 export type StoreLocation =
   | { kind: 'sqlite'; dataDir: string; readonly?: boolean | undefined }
@@ -25,6 +26,10 @@ export type StoreLocation =
       timeoutMs?: number | undefined;
       /** Only read: the schema is left as it is (not migrated), for commands that look. */
       readonly?: boolean | undefined;
+      /** pg_stat_activity's application_name for this store's connections (serve says its pool size there). */
+      applicationName?: string | undefined;
+      /** Told when the connection that carries signals between instances is lost and back (for the log). */
+      onSignalsState?: ((state: 'lost' | 'back', detail: string) => void) | undefined;
     };
 
 export interface Store {
@@ -37,12 +42,15 @@ export interface Store {
   readonly dataDir: string | undefined;
   /** Throws StoreUnavailableError when the database cannot answer now. */
   ready(): Promise<void>;
-  close(): Promise<void>;
+  /** Closes the store; connections still in use after `graceMs` (PostgreSQL, default 5 s) are destroyed. */
+  close(graceMs?: number): Promise<void>;
 }
 
 export const DEFAULT_POOL_SIZE = 10;
 export const DEFAULT_DATABASE_TIMEOUT_MS = 5_000;
 const MIGRATION_LOCK = 0x6d696e69; // "mini"
+/** How long migrating may take, the wait for another instance's migration included. */
+const MIGRATION_TIMEOUT_MS = 10 * 60 * 1000;
 
 /** A postgres:// URL with its password replaced, for anything a person or a log may see. */
 export function redactUrl(url: string): string {
@@ -63,7 +71,7 @@ interface ParsedPostgresUrl {
 /**
  * The URL as libpq reads it: sslmode (disable, allow, prefer, require,
  * verify-ca, verify-full) with sslrootcert / sslcert / sslkey files, as
- * managed PostgreSQL services document them; the rest goes to postgres.js.
+ * managed PostgreSQL services document them; the rest goes to node-postgres.
  */
 export function parsePostgresUrl(text: string): ParsedPostgresUrl {
   let url: URL;
@@ -94,7 +102,7 @@ export function parsePostgresUrl(text: string): ParsedPostgresUrl {
     case 'disable':
     case 'allow':
     case 'prefer':
-      // postgres.js does not fall back from TLS to plain; "prefer" (libpq's default) connects as the server allows.
+      // node-postgres does not fall back from TLS to plain; "prefer" (libpq's default) connects as the server allows.
       ssl = false;
       break;
     case 'require':
@@ -126,35 +134,38 @@ export async function openStore(location: StoreLocation): Promise<Store> {
       close: async () => void db.close(),
     };
   }
-  const { default: postgres } = await import('postgres');
+  const [{ PostgresPool, PostgresSql }, { PostgresSignals }, { default: pg }] = await Promise.all([
+    import('./postgres-sql.js'),
+    import('./postgres-signals.js'),
+    import('pg'),
+  ]);
   const { connection, ssl } = parsePostgresUrl(location.url);
   const timeoutMs = location.timeoutMs ?? DEFAULT_DATABASE_TIMEOUT_MS;
-  const client = postgres(connection, {
-    max: location.poolSize ?? DEFAULT_POOL_SIZE,
-    ssl,
-    connect_timeout: Math.max(1, Math.ceil(timeoutMs / 1000)),
-    idle_timeout: 60,
-    // A statement that runs longer than the time-out is cancelled by the server: a call never hangs on it.
-    connection: { statement_timeout: timeoutMs, application_name: 'miniapp serve' },
-    onnotice: () => undefined,
-    // BIGINT (ids, counts) as numbers, as SQLite gives them: every id and count here stays below 2^53.
-    types: { int8: { to: 20, from: [20], serialize: (value: number) => String(value), parse: (value: string) => Number(value) } },
-  });
-  const sql = new PostgresSql(client, timeoutMs);
+  const max = location.poolSize ?? DEFAULT_POOL_SIZE;
+  const applicationName = location.applicationName ?? 'miniapp';
+  const pool = new PostgresPool({ connectionString: connection, ssl, max, timeoutMs, applicationName });
+  const sql = new PostgresSql(pool);
   try {
     if (location.readonly) await sql.one('SELECT 1 AS ok');
     else await migratePostgres(sql);
   } catch (error) {
-    await client.end({ timeout: 1 }).catch(() => undefined);
-    if (error instanceof StoreUnavailableError) {
-      throw new ConfigError(`cannot reach the database at ${redactUrl(location.url)}: ${describeCause(error)}`, {
-        hint: 'check the URL (--database or MINIAPP_DATABASE_URL), that PostgreSQL runs, and its sslmode',
-        cause: error,
-      });
-    }
+    await pool.end(0);
+    const reported = storeErrorForCli(error, redactUrl(location.url));
+    if (reported) throw reported;
     throw error;
   }
-  const signals = new PostgresSignals(client);
+  const signals = new PostgresSignals(sql, {
+    timeoutMs,
+    newClient: () =>
+      new pg.Client({
+        connectionString: connection,
+        ssl: ssl as import('pg').ClientConfig['ssl'],
+        keepAlive: true,
+        connectionTimeoutMillis: timeoutMs,
+        application_name: `${applicationName} (signals)`,
+      }),
+    ...(location.onSignalsState ? { onState: location.onSignalsState } : {}),
+  });
   return {
     kind: 'postgres',
     sql,
@@ -164,16 +175,11 @@ export async function openStore(location: StoreLocation): Promise<Store> {
     ready: async () => {
       await sql.one('SELECT 1 AS ok');
     },
-    close: async () => {
+    close: async (graceMs = 5_000) => {
       await signals.close();
-      await client.end({ timeout: 5 });
+      await pool.end(graceMs);
     },
   };
-}
-
-function describeCause(error: Error): string {
-  const cause = error.cause as { code?: string; message?: string } | undefined;
-  return cause?.message ?? error.message;
 }
 
 export interface MigrationStatus {
@@ -188,6 +194,8 @@ export interface MigrationStatus {
  * turns, and the second finds nothing left to do.
  */
 export async function migratePostgres(sql: Sql): Promise<number[]> {
+  // Instances that start together wait here for the first to finish, and a migration of a large table takes what it
+  // takes: neither is bounded by the time-out of a call (a connection that cannot be made still fails at once).
   return sql.transaction(async (tx) => {
     await tx.one('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK]);
     await tx.exec(`CREATE TABLE IF NOT EXISTS schema_migrations (
@@ -210,7 +218,7 @@ export async function migratePostgres(sql: Sql): Promise<number[]> {
       done.push(migration.version);
     }
     return done;
-  });
+  }, { timeoutMs: MIGRATION_TIMEOUT_MS, statementTimeoutMs: 0 });
 }
 
 /** Which migrations the database has (for `miniapp db status`). */

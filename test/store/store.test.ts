@@ -248,7 +248,8 @@ describe('PostgreSQL store', () => {
   it('never shows the password of its URL', async () => {
     expect(redactUrl('postgres://app:s3cret@db.example.com:5432/miniapp?sslmode=require')).toBe('postgres://app:***@db.example.com:5432/miniapp?sslmode=require');
     const error = await openStore({ kind: 'postgres', url: 'postgres://app:s3cret@127.0.0.1:1/miniapp', timeoutMs: 1000 }).catch((e: unknown) => e);
-    expect((error as Error).message).toContain('cannot reach the database at postgres://app:***@127.0.0.1:1/miniapp');
+    expect((error as Error).message).toContain('cannot reach the database at postgres://app:***@127.0.0.1:1/miniapp: the connection was refused');
+    expect(error).toMatchObject({ exitCode: 5, code: 'DATABASE_UNAVAILABLE' });
     expect(String((error as Error).message) + String((error as Error & { hint?: string }).hint)).not.toContain('s3cret');
   });
 

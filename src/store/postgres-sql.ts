@@ -1,0 +1,408 @@
+/**
+ * The PostgreSQL side of the store's query interface (sql.ts), on
+ * node-postgres (`pg`) and its pool.
+ *
+ * One rule carries the design: a connection belongs to one call at a time,
+ * runs one statement at a time, and is destroyed, never reused, as soon as
+ * its protocol state is in doubt. In doubt means: a statement or a
+ * transaction outlived its deadline (its answer may still be on the way),
+ * the connection failed in any way other than an error answer from the
+ * server, or a ROLLBACK did not go through. No cancel request is ever sent:
+ * on a connection with several statements in flight a cancel can hit
+ * another statement, and postgres.js (this store's earlier client), which
+ * dropped a cancelled statement from its queue while the server still
+ * answered it, handed every later statement the answer of the one before
+ * (test/store/network-faults.test.ts).
+ *
+ * Deadlines: a call (a statement outside a transaction, or a whole
+ * transaction) has `timeoutMs` from the moment it is made, the wait for a
+ * pool slot and the connection's set-up included. Past it the call fails
+ * with StoreUnavailableError and its connection is destroyed; a transaction
+ * past its deadline never sends COMMIT. The server's own statement_timeout
+ * and idle_in_transaction_session_timeout end what a vanished client left
+ * running or holding locks.
+ */
+import pg from 'pg';
+import type { Pool, PoolClient, QueryResult } from 'pg';
+import { StoreUnavailableError, UniqueViolation, type Param, type Sql, type TransactionOptions } from './sql.js';
+
+export interface PostgresPoolOptions {
+  /** postgres://... without the sslmode parameters (parsePostgresUrl removes them). */
+  connectionString: string;
+  ssl: false | Record<string, unknown>;
+  max: number;
+  timeoutMs: number;
+  /** Shown in pg_stat_activity; serve puts its pool size there (see connectionBudget in store.ts). */
+  applicationName: string;
+}
+
+// ------------------------------------------------------------------ errors
+
+/** Node's network error codes, in words. */
+const NETWORK_WORDS: Record<string, string> = {
+  ECONNREFUSED: 'the connection was refused (nothing listens there, or a firewall says no)',
+  ECONNRESET: 'the connection was reset',
+  ETIMEDOUT: 'the connection timed out',
+  EHOSTUNREACH: 'the host cannot be reached',
+  ENETUNREACH: 'the network cannot be reached',
+  ENOTFOUND: 'the host name does not resolve',
+  EAI_AGAIN: 'the host name cannot be resolved now',
+  EPIPE: 'the connection was closed while sending',
+};
+
+/**
+ * Server errors that mean "not now" rather than "this statement is wrong",
+ * with the words an operator needs (the server's own message follows them).
+ */
+const UNAVAILABLE_STATES: Record<string, [StoreUnavailableError['reason'], string]> = {
+  '53300': ['too-many-connections', 'the database has no connection slot left (max_connections reached)'],
+  '53400': ['too-many-connections', 'the database refused another connection (a connection limit was reached)'],
+  '57P01': ['shutting-down', 'the database is shutting down'],
+  '57P02': ['shutting-down', 'the database crashed and is restarting'],
+  '57P03': ['starting', 'the database is starting up or not accepting connections yet'],
+  '57014': ['timeout', 'the database cancelled the statement (statement_timeout)'],
+  '25P03': ['timeout', 'the database ended a transaction left idle (idle_in_transaction_session_timeout)'],
+  '28P01': ['credentials', 'the database refused the password'],
+  '28000': ['credentials', 'the database refused the user (no pg_hba.conf entry, or no such role)'],
+  '3D000': ['no-database', 'the database named in the URL does not exist'],
+  '08000': ['lost', 'the connection to the database failed'],
+  '08003': ['lost', 'the connection to the database does not exist'],
+  '08006': ['lost', 'the connection to the database failed'],
+  '08001': ['unreachable', 'the database cannot be reached'],
+  '08004': ['unreachable', 'the database rejected the connection'],
+};
+
+function isServerError(error: unknown): error is pg.DatabaseError {
+  return error instanceof pg.DatabaseError;
+}
+
+/**
+ * What an error from pg means for the caller: a UniqueViolation, a
+ * StoreUnavailableError that says in words what happened, or the error as
+ * it is (a statement's own fault: a bug, which the caller reports as such).
+ */
+export function postgresError(error: unknown): unknown {
+  if (error instanceof StoreUnavailableError || error instanceof UniqueViolation) return error;
+  if (isServerError(error)) {
+    if (error.code === '23505') return new UniqueViolation(error.constraint ?? 'unknown', { cause: error });
+    const known = error.code ? UNAVAILABLE_STATES[error.code] : undefined;
+    if (known) return new StoreUnavailableError(`${known[1]}: ${error.message}`, { cause: error, reason: known[0] });
+    return error;
+  }
+  const { code, message } = error as { code?: string; message?: string };
+  if (code && NETWORK_WORDS[code]) return new StoreUnavailableError(`cannot reach the database: ${NETWORK_WORDS[code]} (${code})`, { cause: error, reason: 'unreachable' });
+  const text = message ?? String(error);
+  if (/does not support SSL|SSL|certificate|self[- ]signed|TLS/i.test(text) && !/terminated/i.test(text)) {
+    return new StoreUnavailableError(`the TLS connection to the database failed: ${text}`, { cause: error, reason: 'tls' });
+  }
+  if (/timeout|timed out/i.test(text)) return new StoreUnavailableError(`the database did not answer in time: ${text}`, { cause: error, reason: 'timeout' });
+  if (/Connection terminated|connection.*(closed|ended)|not queryable|Client was closed/i.test(text)) {
+    return new StoreUnavailableError(`the connection to the database was lost: ${text}`, { cause: error, reason: 'lost' });
+  }
+  return error;
+}
+
+// ------------------------------------------------------------------ connections
+
+/** Named (server-prepared) statements, one name per text; texts past the cap run unnamed. */
+const statementNames = new Map<string, string>();
+const MAX_NAMED_STATEMENTS = 2_000;
+
+function statementName(text: string): string | undefined {
+  let name = statementNames.get(text);
+  if (name === undefined && statementNames.size < MAX_NAMED_STATEMENTS) {
+    name = `miniapp_${statementNames.size + 1}`;
+    statementNames.set(text, name);
+  }
+  return name;
+}
+
+const INT8 = 20;
+/** BIGINT (ids, counts) as numbers, as SQLite gives them: every id and count here stays below 2^53. */
+const TYPES = {
+  getTypeParser: ((oid: number, format?: 'text' | 'binary') =>
+    oid === INT8 ? (value: string) => Number(value) : pg.types.getTypeParser(oid, format)) as typeof pg.types.getTypeParser,
+};
+
+/** A connection lent to one call, destroyed rather than returned when its state is in doubt. */
+class Lease {
+  #released = false;
+  /** Why the connection cannot be trusted any more (undefined while it can). */
+  doubt: string | undefined;
+  /** Statements of this lease run one after the other (pg would queue them, with a deprecation warning). */
+  #chain: Promise<unknown> = Promise.resolve();
+
+  constructor(readonly client: PoolClient) {}
+
+  get released(): boolean {
+    return this.#released;
+  }
+
+  /** Returns the connection to the pool, or destroys it when it is in doubt or `broken` says so. */
+  release(broken?: unknown): void {
+    if (this.#released) return;
+    this.#released = true;
+    if (this.doubt === undefined && !broken) {
+      this.client.release();
+      return;
+    }
+    this.client.release(broken instanceof Error ? broken : new Error(this.doubt ?? 'connection in doubt'));
+    // pg ends a client with a statement in flight by destroying its socket, but an idle one politely, which a
+    // stalled network never answers: destroy it here either way, so that its slot and socket are free now.
+    this.client.connection?.stream?.destroy();
+  }
+
+  /** Marks the connection as in doubt and destroys it: whatever is in flight fails at once. */
+  destroy(reason: string): void {
+    this.doubt ??= reason;
+    this.release(new Error(reason));
+  }
+
+  query(text: string, params: readonly Param[] | undefined, named: boolean): Promise<QueryResult> {
+    const run = this.#chain.then(() => {
+      if (this.doubt !== undefined) throw new StoreUnavailableError(this.doubt, { reason: 'timeout' });
+      const name = named && params !== undefined ? statementName(text) : undefined;
+      return this.client.query(name ? { name, text, values: params as unknown[] } : { text, values: params as unknown[] | undefined });
+    });
+    this.#chain = run.catch(() => undefined);
+    return run;
+  }
+}
+
+/** Whether a failed statement leaves its connection fit for the next one: only an error answer from the server does. */
+function connectionSurvives(error: unknown): boolean {
+  if (!isServerError(error)) return false;
+  const code = error.code ?? '';
+  return !code.startsWith('08') && !code.startsWith('57P') && code !== '25P03';
+}
+
+export class PostgresPool {
+  readonly pool: Pool;
+  readonly #clients = new Set<PoolClient>();
+  readonly timeoutMs: number;
+  readonly max: number;
+
+  constructor(options: PostgresPoolOptions) {
+    this.timeoutMs = options.timeoutMs;
+    this.max = options.max;
+    this.pool = new pg.Pool({
+      connectionString: options.connectionString,
+      ssl: options.ssl as pg.PoolConfig['ssl'],
+      max: options.max,
+      // The deadline of each call (acquire) is what fails a wait; the pool's own bound only keeps its queue finite.
+      connectionTimeoutMillis: options.timeoutMs + 1_000,
+      idleTimeoutMillis: 60_000,
+      keepAlive: true,
+      application_name: options.applicationName,
+      // A statement that runs longer than a call may take is cancelled by the server itself, and a transaction a
+      // vanished client left open ends soon after: its locks never outlive the call that took them by much.
+      statement_timeout: options.timeoutMs,
+      idle_in_transaction_session_timeout: options.timeoutMs + 1_000,
+      types: TYPES,
+    });
+    // An idle connection that fails is dropped by the pool, which tells us here; a lent one tells its call.
+    this.pool.on('error', () => undefined);
+    this.pool.on('connect', (client) => {
+      this.#clients.add(client);
+      client.on('error', () => undefined);
+      // Notices (e.g. "relation already exists, skipping") are not for anyone's terminal.
+      client.on('notice', () => undefined);
+    });
+    this.pool.on('remove', (client) => this.#clients.delete(client));
+  }
+
+  timeoutError(budgetMs: number, what: string): StoreUnavailableError {
+    return new StoreUnavailableError(`the database did not answer within ${budgetMs} ms (${what})`, { reason: 'timeout' });
+  }
+
+  /** A connection, within `deadline` (the wait for a free slot and the connection's set-up included). */
+  async acquire(deadline: number, budgetMs: number): Promise<Lease> {
+    const remaining = deadline - Date.now();
+    if (remaining <= 0) throw this.timeoutError(budgetMs, 'waiting for a connection');
+    const pending = this.pool.connect();
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<'late'>((resolve) => {
+      timer = setTimeout(() => resolve('late'), remaining);
+    });
+    try {
+      const outcome = await Promise.race([pending, late]);
+      if (outcome === 'late') {
+        // The slot may still come: hand it straight back then.
+        pending.then(
+          (client) => client.release(),
+          () => undefined,
+        );
+        throw this.timeoutError(budgetMs, this.pool.totalCount >= this.max ? `all ${this.max} connections of the pool were busy` : 'connecting');
+      }
+      return new Lease(outcome);
+    } catch (error) {
+      throw postgresError(error);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /** Runs one statement on `lease` within `deadline`; past it the connection is destroyed. */
+  async run(lease: Lease, text: string, params: readonly Param[] | undefined, deadline: number | undefined, budgetMs: number, named = true): Promise<QueryResult> {
+    let timer: NodeJS.Timeout | undefined;
+    if (deadline !== undefined) {
+      const remaining = deadline - Date.now();
+      if (remaining <= 0) throw this.timeoutError(budgetMs, 'before the statement was sent');
+      timer = setTimeout(() => lease.destroy(`the database did not answer within ${budgetMs} ms`), remaining);
+    }
+    try {
+      return await lease.query(text, params, named);
+    } catch (error) {
+      if (lease.doubt !== undefined) throw new StoreUnavailableError(lease.doubt, { cause: error, reason: 'timeout' });
+      if (!connectionSurvives(error)) lease.destroy(`the connection failed: ${(error as Error).message}`);
+      throw postgresError(error);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /** Destroys every connection now (for a shutdown whose drain time is up). */
+  destroyAll(): void {
+    for (const client of this.#clients) client.connection?.stream?.destroy();
+  }
+
+  /** Closes the pool: connections in use get until `graceMs` to come back, then are destroyed. */
+  async end(graceMs: number): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    const forced = new Promise<void>((resolve) => {
+      timer = setTimeout(() => {
+        this.destroyAll();
+        resolve();
+      }, graceMs);
+      timer.unref();
+    });
+    await Promise.race([this.pool.end().catch(() => undefined), forced]);
+    clearTimeout(timer);
+  }
+}
+
+// ------------------------------------------------------------------ the query interface
+
+/** The open transaction a PostgresSql runs in: its connection, deadline and after-commit hooks. */
+interface OpenTransaction {
+  lease: Lease;
+  deadline: number;
+  budgetMs: number;
+  hooks: (() => void)[];
+  savepoints: number;
+}
+
+export class PostgresSql implements Sql {
+  readonly dialect = 'postgres' as const;
+
+  constructor(
+    readonly pool: PostgresPool,
+    private readonly open?: OpenTransaction,
+  ) {}
+
+  get timeoutMs(): number {
+    return this.pool.timeoutMs;
+  }
+
+  afterCommit(hook: () => void): void {
+    if (this.open) this.open.hooks.push(hook);
+    else queueMicrotask(hook);
+  }
+
+  async #query(text: string, params: readonly Param[] | undefined, named = true): Promise<QueryResult> {
+    const open = this.open;
+    if (open) {
+      if (open.lease.released) throw new StoreUnavailableError(open.lease.doubt ?? 'the transaction has ended', { reason: 'timeout' });
+      // The transaction's deadline bounds it as a whole (its own timer destroys the connection).
+      return this.pool.run(open.lease, text, params, undefined, open.budgetMs, named);
+    }
+    const budgetMs = this.pool.timeoutMs;
+    const deadline = Date.now() + budgetMs;
+    const lease = await this.pool.acquire(deadline, budgetMs);
+    try {
+      return await this.pool.run(lease, text, params, deadline, budgetMs, named);
+    } finally {
+      lease.release();
+    }
+  }
+
+  async all<T>(text: string, params?: readonly Param[]): Promise<T[]> {
+    return (await this.#query(text, params ?? [])).rows as T[];
+  }
+
+  async one<T>(text: string, params?: readonly Param[]): Promise<T | undefined> {
+    return (await this.#query(text, params ?? [])).rows[0] as T | undefined;
+  }
+
+  async run(text: string, params?: readonly Param[]): Promise<number> {
+    return (await this.#query(text, params ?? [])).rowCount ?? 0;
+  }
+
+  /** Several statements of DDL (migrations): the simple protocol, unnamed. */
+  async exec(text: string): Promise<void> {
+    await this.#query(text, undefined, false);
+  }
+
+  async transaction<T>(work: (tx: Sql) => Promise<T>, options: TransactionOptions = {}): Promise<T> {
+    if (this.open) return this.#savepoint(this.open, work);
+    const budgetMs = options.timeoutMs ?? this.pool.timeoutMs;
+    const deadline = Date.now() + budgetMs;
+    const lease = await this.pool.acquire(deadline, budgetMs);
+    const open: OpenTransaction = { lease, deadline, budgetMs, hooks: [], savepoints: 0 };
+    const timer = setTimeout(() => lease.destroy(`the database did not answer within ${budgetMs} ms (the transaction was rolled back)`), deadline - Date.now());
+    const tx = new PostgresSql(this.pool, open);
+    let committing = false;
+    try {
+      await this.pool.run(lease, 'BEGIN', undefined, undefined, budgetMs, false);
+      if (options.statementTimeoutMs !== undefined) await tx.exec(`SET LOCAL statement_timeout = ${Math.max(0, Math.floor(options.statementTimeoutMs))}`);
+      const result = await work(tx);
+      // Past the deadline nothing is committed, even if the work swallowed the failure of its statements.
+      if (lease.doubt !== undefined || lease.released) throw new StoreUnavailableError(lease.doubt ?? 'the transaction lost its connection', { reason: 'timeout' });
+      committing = true;
+      await this.pool.run(lease, 'COMMIT', undefined, undefined, budgetMs, false);
+      clearTimeout(timer);
+      lease.release();
+      for (const hook of open.hooks) queueMicrotask(hook);
+      return result;
+    } catch (error) {
+      clearTimeout(timer);
+      if (!lease.released && lease.doubt === undefined && !committing) {
+        try {
+          await this.pool.run(lease, 'ROLLBACK', undefined, Date.now() + Math.max(1, deadline - Date.now()), budgetMs, false);
+        } catch {
+          lease.destroy('ROLLBACK failed');
+        }
+      }
+      lease.release(committing ? error : undefined);
+      if (committing && !connectionSurvives(error)) {
+        throw new StoreUnavailableError('the connection to the database failed while committing; the change may or may not have been saved', {
+          cause: error,
+          reason: 'lost',
+        });
+      }
+      throw postgresError(error);
+    }
+  }
+
+  async #savepoint<T>(open: OpenTransaction, work: (tx: Sql) => Promise<T>): Promise<T> {
+    const name = `sp${++open.savepoints}`;
+    const outer = open.hooks;
+    const inner: OpenTransaction = { ...open, hooks: [] };
+    const tx = new PostgresSql(this.pool, inner);
+    await this.exec(`SAVEPOINT ${name}`);
+    try {
+      const result = await work(tx);
+      await this.exec(`RELEASE SAVEPOINT ${name}`);
+      outer.push(...inner.hooks);
+      open.savepoints = inner.savepoints;
+      return result;
+    } catch (error) {
+      open.savepoints = inner.savepoints;
+      if (!open.lease.released) {
+        await this.exec(`ROLLBACK TO SAVEPOINT ${name}`);
+        await this.exec(`RELEASE SAVEPOINT ${name}`);
+      }
+      throw postgresError(error);
+    }
+  }
+}
