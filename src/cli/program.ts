@@ -305,7 +305,10 @@ export async function runProgram(argv: readonly string[], ctx: Context, loaders:
     )) as MiniappCommand;
     await program.parseAsync([...args], { from: 'user' });
     return ExitCode.ok;
-  } catch (error) {
+  } catch (thrown) {
+    // A database that cannot answer is reported with its cause and exit code, whichever command met it (loaded
+    // only then: the quick path never needs it).
+    const error = (thrown as Error | undefined)?.name === 'StoreUnavailableError' ? ((await import('../store/errors.js')).storeErrorForCli(thrown) ?? thrown) : thrown;
     if (error instanceof CommanderError) {
       if (error.exitCode === 0) return ExitCode.ok;
       const problem = program?.problem.current;

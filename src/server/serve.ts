@@ -10,7 +10,7 @@ import { ConfigError } from '../errors.js';
 import { parseAad, parseKey } from '../login/key-material.js';
 import { PartnerClient, type ClientTls } from '../login/partner-client.js';
 import { databasePath } from '../store/database.js';
-import { openStore, type StoreLocation } from '../store/store.js';
+import { connectionBudget, DEFAULT_POOL_SIZE, openStore, serveApplicationName, type StoreLocation } from '../store/store.js';
 import { SqliteSql, type Sql } from '../store/sql.js';
 import { Readiness } from './readiness.js';
 import { UnlinkEventStore } from '../store/unlink-events.js';
@@ -101,6 +101,8 @@ export interface RunningServe {
   webhooks: WebhookDispatcher | undefined;
   /** Inventory, payments and orders (their gRPC services are served with the user service). */
   commerce: Commerce;
+  /** What an operator should know at start-up (e.g. pools that add up past PostgreSQL's connection limit); also logged. */
+  warnings: string[];
   close(): Promise<void>;
 }
 
@@ -118,8 +120,24 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
     for (const cleanup of cleanups.reverse()) await cleanup();
   };
   try {
-    const store = await openStore(options.store);
-    cleanups.push(() => store.close());
+    const warnings: string[] = [];
+    const instance = randomBytes(4).toString('hex');
+    // Parts that log before the HTTP app (and its logger) exist write through this, once it does.
+    let appLog: FastifyBaseLogger | undefined;
+    const store = await openStore(
+      options.store.kind === 'postgres'
+        ? {
+            ...options.store,
+            applicationName: serveApplicationName(instance, options.store.poolSize ?? DEFAULT_POOL_SIZE),
+            onSignalsState: (state, detail) => (state === 'lost' ? appLog?.warn({ component: 'store' }, detail) : appLog?.info({ component: 'store' }, detail)),
+          }
+        : options.store,
+    );
+    cleanups.push(() => store.close(options.shutdownDeadlineMs));
+    if (options.store.kind === 'postgres') {
+      const budget = await connectionBudget(store.sql, { instance, poolSize: options.store.poolSize ?? DEFAULT_POOL_SIZE });
+      if (budget.warning) warnings.push(budget.warning);
+    }
     // The gRPC health service follows the database: NOT_SERVING while it cannot answer.
     let grpcHealth: ((serving: boolean) => void) | undefined;
     const readiness = new Readiness({ store, onChange: (ready) => grpcHealth?.(ready) });
@@ -163,8 +181,6 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
     cleanups.push(() => client.close());
 
     const logs = new LogHub();
-    // Parts that log before the HTTP app (and its logger) exist write through this, once it does.
-    let appLog: FastifyBaseLogger | undefined;
     const logAs = (component: string): ComponentLog => ({
       info: (fields, message) => appLog?.info({ component, ...fields }, message),
       warn: (fields, message) => appLog?.warn({ component, ...fields }, message),
@@ -295,6 +311,7 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
     });
     cleanups.push(() => app.close());
     appLog = app.log;
+    for (const warning of warnings) appLog.warn({ component: 'store' }, warning);
     await app.listen({ host: options.host, port: options.port });
     readiness.start();
     const url = urlOf(app, options.host);
@@ -321,6 +338,7 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
       logs,
       webhooks: dispatcher,
       commerce,
+      warnings,
       close: closeAll,
     };
   } catch (error) {

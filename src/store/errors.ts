@@ -13,6 +13,7 @@ export class UniqueViolation extends Error {
     options?: { cause?: unknown },
   ) {
     super(`unique constraint ${constraint} violated`, options);
+    this.name = 'UniqueViolation';
   }
 }
 
@@ -27,6 +28,7 @@ export class StoreUnavailableError extends Error {
   readonly reason: UnavailableReason;
   constructor(message: string, options?: { cause?: unknown; reason?: UnavailableReason }) {
     super(message, options);
+    this.name = 'StoreUnavailableError';
     this.reason = options?.reason ?? 'unreachable';
   }
 }

@@ -55,7 +55,7 @@ const NETWORK_WORDS: Record<string, string> = {
  * with the words an operator needs (the server's own message follows them).
  */
 const UNAVAILABLE_STATES: Record<string, [StoreUnavailableError['reason'], string]> = {
-  '53300': ['too-many-connections', 'the database has no connection slot left (max_connections reached)'],
+  '53300': ['too-many-connections', 'the database has no connection slot left'],
   '53400': ['too-many-connections', 'the database refused another connection (a connection limit was reached)'],
   '57P01': ['shutting-down', 'the database is shutting down'],
   '57P02': ['shutting-down', 'the database crashed and is restarting'],

@@ -221,7 +221,87 @@ export async function migratePostgres(sql: Sql): Promise<number[]> {
   }, { timeoutMs: MIGRATION_TIMEOUT_MS, statementTimeoutMs: 0 });
 }
 
-/** Which migrations the database has (for `miniapp db status`). */
+/** The application_name of a serve instance's connections: which instance, and how many connections its pool may open. */
+export function serveApplicationName(instance: string, poolSize: number): string {
+  return `miniapp serve id=${instance} pool=${poolSize}`;
+}
+
+const SERVE_APPLICATION = /^miniapp serve id=(\S+) pool=(\d+)/;
+
+export interface ConnectionBudget {
+  /** Connections this user may open on this database: the smallest of the server's, the role's and the database's limits. */
+  allowed: number;
+  /** What makes up `allowed`, in words. */
+  limits: string[];
+  /** serve instances seen on the database (their connections' application_name), this one included. */
+  instances: number;
+  /** What the instances may open at most: each pool, and one connection each for signals. */
+  needed: number;
+  /** Connections of other clients open now. */
+  others: number;
+  /** Set when `needed + others` exceeds `allowed`: what to tell the operator. */
+  warning: string | undefined;
+}
+
+/**
+ * Whether the pools of every serve instance on this database (this one
+ * included), with the other clients' connections open now, fit in what the
+ * server allows this user. Each instance says its pool size in its
+ * connections' application_name, and always holds its signals connection
+ * open, so a running instance is seen even when its pool is idle.
+ */
+export async function connectionBudget(sql: Sql, self: { instance: string; poolSize: number }): Promise<ConnectionBudget> {
+  const [settings] = await sql.all<{
+    max_connections: number;
+    superuser_reserved: number;
+    reserved: number;
+    superuser: boolean;
+    role_limit: number;
+    database_limit: number;
+  }>(`SELECT current_setting('max_connections')::int AS max_connections,
+            current_setting('superuser_reserved_connections')::int AS superuser_reserved,
+            COALESCE(NULLIF(current_setting('reserved_connections', true), ''), '0')::int AS reserved,
+            r.rolsuper AS superuser, r.rolconnlimit AS role_limit, d.datconnlimit AS database_limit
+       FROM pg_roles r, pg_database d WHERE r.rolname = current_user AND d.datname = current_database()`);
+  const activity = await sql.all<{ application_name: string; n: number }>(
+    "SELECT application_name, count(*)::int AS n FROM pg_stat_activity WHERE backend_type = 'client backend' GROUP BY application_name",
+  );
+  const s = settings!;
+  const limits: string[] = [];
+  let allowed = Number(s.max_connections);
+  if (s.superuser) limits.push(`max_connections ${s.max_connections}`);
+  else {
+    allowed -= Number(s.superuser_reserved) + Number(s.reserved);
+    limits.push(`max_connections ${s.max_connections}, ${Number(s.superuser_reserved) + Number(s.reserved)} reserved`);
+  }
+  if (Number(s.role_limit) >= 0 && Number(s.role_limit) < allowed) {
+    allowed = Number(s.role_limit);
+    limits.push(`the role's CONNECTION LIMIT ${s.role_limit}`);
+  }
+  if (Number(s.database_limit) >= 0 && Number(s.database_limit) < allowed) {
+    allowed = Number(s.database_limit);
+    limits.push(`the database's CONNECTION LIMIT ${s.database_limit}`);
+  }
+  const pools = new Map<string, number>([[self.instance, self.poolSize]]);
+  let others = 0;
+  for (const row of activity) {
+    const match = SERVE_APPLICATION.exec(row.application_name ?? '');
+    if (match) pools.set(match[1]!, Number(match[2]));
+    else others += Number(row.n);
+  }
+  const needed = [...pools.values()].reduce((sum, pool) => sum + pool + 1, 0);
+  let warning: string | undefined;
+  if (needed + others > allowed) {
+    const fit = Math.max(1, Math.floor((allowed - others) / pools.size) - 1);
+    warning =
+      `PostgreSQL allows ${allowed} connections here (${limits.join('; ')}), but ${pools.size === 1 ? 'this serve' : `${pools.size} serve instances (this one included)`} ` +
+      `may open ${needed} (${pools.size === 1 ? 'its pool' : 'their pools'} of ${[...pools.values()].join(', ')}, and one each for signals)` +
+      `${others ? ` beside the ${others} other clients connected now` : ''}: under load, calls will be refused with 503 / UNAVAILABLE. ` +
+      `Lower --database-pool${fit < self.poolSize ? ` (to ${fit} or less on each instance)` : ''}, or raise max_connections.`;
+  }
+  return { allowed, limits, instances: pools.size, needed, others, warning };
+}
+
 /** Whether a PostgreSQL database has been migrated by miniapp at all (its table of migrations exists). */
 export async function hasPostgresSchema(sql: Sql): Promise<boolean> {
   const row = await sql.one<{ found: string | null }>("SELECT to_regclass('schema_migrations')::text AS found");

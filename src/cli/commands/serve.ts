@@ -264,6 +264,7 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
     lines.push('Stop with Ctrl-C.');
     cc.out.line(lines.join('\n'));
   }
+  for (const warning of running.warnings) cc.out.warn(warning);
   logSink.open();
   const forget =
     running.databaseFile !== undefined

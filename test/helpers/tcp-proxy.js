@@ -15,42 +15,27 @@
  * `retarget` sends new connections to another server (a load balancer
  * moving to another instance); `stop` cuts everything and stops listening.
  */
-import { createServer, connect, type Socket } from 'node:net';
+import { createServer, connect } from 'node:net';
 
-export type ProxyMode = 'pass' | 'blackhole' | 'reset';
 
-export interface TcpProxy {
-  port: number;
-  readonly mode: ProxyMode;
-  setMode(mode: ProxyMode): void;
-  /** Where new connections go from now on. */
-  retarget(target: { host: string; port: number }): void;
-  /** Connections open through the proxy now. */
-  connections(): number;
-  /** Cuts every connection and stops listening. */
-  stop(): Promise<void>;
-}
 
-interface Link {
-  client: Socket;
-  upstream: Socket | undefined;
-  /** A close that happened during a black hole, passed on when the network heals. */
-  closedWhileStalled: Socket | undefined;
-}
 
-function reset(socket: Socket | undefined): void {
+/** @param {import('node:net').Socket | undefined} socket */
+function reset(socket) {
   if (!socket || socket.destroyed) return;
   // resetAndDestroy needs a connected socket; one still connecting is destroyed plainly.
   if (socket.readyState === 'open' || socket.readyState === 'readOnly' || socket.readyState === 'writeOnly') socket.resetAndDestroy();
   else socket.destroy();
 }
 
-export async function startTcpProxy(initial: { host: string; port: number }): Promise<TcpProxy> {
+/** @param {{ host: string; port: number }} initial @returns {Promise<import('./tcp-proxy.js').TcpProxy>} */
+export async function startTcpProxy(initial) {
   let target = initial;
-  let mode: ProxyMode = 'pass';
-  const links = new Set<Link>();
+  /** @type {'pass' | 'blackhole' | 'reset'} */
+  let mode = 'pass';
+  const links = new Set();
 
-  const forward = (from: Socket, to: () => Socket | undefined) => {
+  const forward = (from, to) => {
     from.on('data', (chunk) => {
       const destination = to();
       // Backpressure as TCP has it: a full destination stops reading here.
@@ -61,7 +46,7 @@ export async function startTcpProxy(initial: { host: string; port: number }): Pr
     });
   };
 
-  const closeLink = (link: Link, closed: Socket) => {
+  const closeLink = (link, closed) => {
     if (mode === 'blackhole') {
       link.closedWhileStalled ??= closed;
       return;
@@ -71,7 +56,7 @@ export async function startTcpProxy(initial: { host: string; port: number }): Pr
     links.delete(link);
   };
 
-  const connectUpstream = (link: Link) => {
+  const connectUpstream = (link) => {
     const upstream = connect(target.port, target.host);
     link.upstream = upstream;
     upstream.on('error', () => undefined);
@@ -87,7 +72,7 @@ export async function startTcpProxy(initial: { host: string; port: number }): Pr
       reset(client);
       return;
     }
-    const link: Link = { client, upstream: undefined, closedWhileStalled: undefined };
+    const link = { client, upstream: undefined, closedWhileStalled: undefined };
     links.add(link);
     client.on('close', () => closeLink(link, client));
     if (mode === 'blackhole') {
@@ -96,7 +81,7 @@ export async function startTcpProxy(initial: { host: string; port: number }): Pr
     }
     connectUpstream(link);
   });
-  await new Promise<void>((resolve, reject) => {
+  await new Promise((resolve, reject) => {
     server.once('error', reject);
     server.listen(0, '127.0.0.1', resolve);
   });
@@ -107,7 +92,7 @@ export async function startTcpProxy(initial: { host: string; port: number }): Pr
     get mode() {
       return mode;
     },
-    setMode(next: ProxyMode) {
+    setMode(next) {
       mode = next;
       for (const link of [...links]) {
         if (next === 'reset') {
@@ -136,7 +121,7 @@ export async function startTcpProxy(initial: { host: string; port: number }): Pr
     },
     connections: () => links.size,
     stop: () =>
-      new Promise<void>((resolve) => {
+      new Promise((resolve) => {
         server.close(() => resolve());
         for (const link of links) {
           link.client.destroy();
