@@ -13,7 +13,13 @@
  *
  * The blog's cached lists read the posts' version on PostgreSQL this way
  * (a round trip per request otherwise).
+ *
+ * A read in flight that fails because the database cannot answer fails the
+ * callers waiting behind it too: a second read would only spend their time
+ * (the store's time-out bounds a call as a whole, waits included).
  */
+import { StoreUnavailableError } from './errors.js';
+
 export class FreshRead<T> {
   #reading: Promise<T> | undefined;
   #queued: Promise<T> | undefined;
@@ -24,7 +30,11 @@ export class FreshRead<T> {
     if (this.#reading === undefined) return this.#start();
     this.#queued ??= this.#reading.then(
       () => this.#next(),
-      () => this.#next(),
+      (error: unknown) => {
+        if (!(error instanceof StoreUnavailableError)) return this.#next();
+        this.#queued = undefined;
+        throw error;
+      },
     );
     return this.#queued;
   }

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { FreshRead } from '../../src/store/fresh-read.js';
+import { StoreUnavailableError } from '../../src/store/sql.js';
 
 /** A read whose answers the test releases one at a time. */
 function controlledRead() {
@@ -50,5 +51,23 @@ describe('FreshRead', () => {
     expect(pending).toHaveLength(2);
     pending[1]!.resolve(7);
     expect(await b).toBe(7);
+  });
+
+  it('fails the callers waiting behind a read that the database could not answer, without a second read', async () => {
+    const { read, pending } = controlledRead();
+    const shared = new FreshRead(read);
+    const a = shared.get();
+    const b = shared.get();
+    const c = shared.get();
+    pending[0]!.reject(new StoreUnavailableError('the database did not answer within 1000 ms'));
+    await expect(a).rejects.toBeInstanceOf(StoreUnavailableError);
+    await expect(b).rejects.toBeInstanceOf(StoreUnavailableError);
+    await expect(c).rejects.toBeInstanceOf(StoreUnavailableError);
+    expect(pending).toHaveLength(1);
+    // The next caller tries again.
+    const d = shared.get();
+    expect(pending).toHaveLength(2);
+    pending[1]!.resolve(7);
+    expect(await d).toBe(7);
   });
 });
