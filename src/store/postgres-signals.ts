@@ -87,8 +87,13 @@ export class PostgresSignals implements Signals {
       this.#subscriptions.delete(subscription);
       if ([...this.#subscriptions].some((s) => s.channel === channel)) return;
       const client = this.#client;
-      if (client && this.#listening.delete(channel)) await this.#statement(client, `UNLISTEN ${quoteIdentifier(channel)}`).catch(() => undefined);
-      if (this.#subscriptions.size === 0) this.#drop(undefined);
+      if (this.#subscriptions.size === 0) {
+        // Nobody listens any more: the connection goes, and its LISTENs with it.
+        this.#drop(undefined);
+        return;
+      }
+      // Best effort, not awaited: a stalled connection must not hold up whoever leaves (a shutdown, say).
+      if (client && this.#listening.delete(channel)) this.#statement(client, `UNLISTEN ${quoteIdentifier(channel)}`).catch(() => undefined);
     };
   }
 

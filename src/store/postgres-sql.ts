@@ -132,7 +132,10 @@ class Lease {
   /** Statements of this lease run one after the other (pg would queue them, with a deprecation warning). */
   #chain: Promise<unknown> = Promise.resolve();
 
-  constructor(readonly client: PoolClient) {}
+  constructor(
+    readonly client: PoolClient,
+    private readonly onRelease: () => void,
+  ) {}
 
   get released(): boolean {
     return this.#released;
@@ -142,6 +145,7 @@ class Lease {
   release(broken?: unknown): void {
     if (this.#released) return;
     this.#released = true;
+    this.onRelease();
     if (this.doubt === undefined && !broken) {
       this.client.release();
       return;
@@ -178,14 +182,28 @@ function connectionSurvives(error: unknown): boolean {
 
 export class PostgresPool {
   readonly pool: Pool;
-  readonly #clients = new Set<PoolClient>();
+  /** Every client the pool has made and not yet seen end, connecting ones included. */
+  readonly #clients = new Set<pg.Client>();
+  /** Connections lent out now, and whoever waits for that to reach 0 (a shutdown). */
+  #leased = 0;
+  #idle: (() => void) | undefined;
   readonly timeoutMs: number;
   readonly max: number;
 
   constructor(options: PostgresPoolOptions) {
     this.timeoutMs = options.timeoutMs;
     this.max = options.max;
+    const clients = this.#clients;
+    /** The pool's client, known from the moment it is made: a shutdown must be able to cut one still connecting. */
+    class TrackedClient extends pg.Client {
+      constructor(config?: pg.ClientConfig) {
+        super(config);
+        clients.add(this);
+        this.once('end', () => clients.delete(this));
+      }
+    }
     this.pool = new pg.Pool({
+      Client: TrackedClient,
       connectionString: options.connectionString,
       ssl: options.ssl as pg.PoolConfig['ssl'],
       max: options.max,
@@ -203,12 +221,10 @@ export class PostgresPool {
     // An idle connection that fails is dropped by the pool, which tells us here; a lent one tells its call.
     this.pool.on('error', () => undefined);
     this.pool.on('connect', (client) => {
-      this.#clients.add(client);
       client.on('error', () => undefined);
       // Notices (e.g. "relation already exists, skipping") are not for anyone's terminal.
       client.on('notice', () => undefined);
     });
-    this.pool.on('remove', (client) => this.#clients.delete(client));
   }
 
   timeoutError(budgetMs: number, what: string): StoreUnavailableError {
@@ -234,7 +250,10 @@ export class PostgresPool {
         );
         throw this.timeoutError(budgetMs, this.pool.totalCount >= this.max ? `all ${this.max} connections of the pool were busy` : 'connecting');
       }
-      return new Lease(outcome);
+      this.#leased++;
+      return new Lease(outcome, () => {
+        if (--this.#leased === 0) this.#idle?.();
+      });
     } catch (error) {
       throw postgresError(error);
     } finally {
@@ -261,22 +280,30 @@ export class PostgresPool {
     }
   }
 
-  /** Destroys every connection now (for a shutdown whose drain time is up). */
+  /** Destroys every connection now, connecting ones included. */
   destroyAll(): void {
     for (const client of this.#clients) client.connection?.stream?.destroy();
   }
 
-  /** Closes the pool: connections in use get until `graceMs` to come back, then are destroyed. */
+  /**
+   * Closes the pool: connections lent out get until `graceMs` to come back
+   * (their calls have deadlines of their own), then every connection is
+   * destroyed. Idle ones are not ended politely: on a stalled network the
+   * server never answers the goodbye, and the open socket would keep the
+   * process alive until TCP gives up, minutes later.
+   */
   async end(graceMs: number): Promise<void> {
+    if (this.#leased > 0) {
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([
+        new Promise<void>((resolve) => (this.#idle = resolve)),
+        new Promise<void>((resolve) => (timer = setTimeout(resolve, graceMs))),
+      ]);
+      clearTimeout(timer);
+    }
+    this.destroyAll();
     let timer: NodeJS.Timeout | undefined;
-    const forced = new Promise<void>((resolve) => {
-      timer = setTimeout(() => {
-        this.destroyAll();
-        resolve();
-      }, graceMs);
-      timer.unref();
-    });
-    await Promise.race([this.pool.end().catch(() => undefined), forced]);
+    await Promise.race([this.pool.end().catch(() => undefined), new Promise<void>((resolve) => (timer = setTimeout(resolve, 1_000)))]);
     clearTimeout(timer);
   }
 }

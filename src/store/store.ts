@@ -229,15 +229,15 @@ export function serveApplicationName(instance: string, poolSize: number): string
 const SERVE_APPLICATION = /^miniapp serve id=(\S+) pool=(\d+)/;
 
 export interface ConnectionBudget {
-  /** Connections this user may open on this database: the smallest of the server's, the role's and the database's limits. */
+  /** Connections the instances may have under the tightest limit that applies: the server's, the role's or the database's. */
   allowed: number;
-  /** What makes up `allowed`, in words. */
-  limits: string[];
-  /** serve instances seen on the database (their connections' application_name), this one included. */
+  /** That limit, in words. */
+  limit: string;
+  /** serve instances on this database (their connections' application_name), this one included. */
   instances: number;
   /** What the instances may open at most: each pool, and one connection each for signals. */
   needed: number;
-  /** Connections of other clients open now. */
+  /** Connections of other clients open now that count against that limit. */
   others: number;
   /** Set when `needed + others` exceeds `allowed`: what to tell the operator. */
   warning: string | undefined;
@@ -245,61 +245,67 @@ export interface ConnectionBudget {
 
 /**
  * Whether the pools of every serve instance on this database (this one
- * included), with the other clients' connections open now, fit in what the
- * server allows this user. Each instance says its pool size in its
- * connections' application_name, and always holds its signals connection
- * open, so a running instance is seen even when its pool is idle.
+ * included), beside the other clients' connections open now, fit in what
+ * PostgreSQL allows: the server's max_connections (less the reserved slots
+ * unless the user is a superuser), the role's and the database's
+ * CONNECTION LIMIT, each against the connections it counts. Each instance
+ * says its pool size in its connections' application_name, and always holds
+ * its signals connection open, so a running instance is seen even when its
+ * pool is idle.
  */
 export async function connectionBudget(sql: Sql, self: { instance: string; poolSize: number }): Promise<ConnectionBudget> {
-  const [settings] = await sql.all<{
+  const settings = (await sql.one<{
     max_connections: number;
-    superuser_reserved: number;
     reserved: number;
     superuser: boolean;
     role_limit: number;
     database_limit: number;
   }>(`SELECT current_setting('max_connections')::int AS max_connections,
-            current_setting('superuser_reserved_connections')::int AS superuser_reserved,
-            COALESCE(NULLIF(current_setting('reserved_connections', true), ''), '0')::int AS reserved,
+            current_setting('superuser_reserved_connections')::int
+              + COALESCE(NULLIF(current_setting('reserved_connections', true), ''), '0')::int AS reserved,
             r.rolsuper AS superuser, r.rolconnlimit AS role_limit, d.datconnlimit AS database_limit
-       FROM pg_roles r, pg_database d WHERE r.rolname = current_user AND d.datname = current_database()`);
-  const activity = await sql.all<{ application_name: string; n: number }>(
-    "SELECT application_name, count(*)::int AS n FROM pg_stat_activity WHERE backend_type = 'client backend' GROUP BY application_name",
+       FROM pg_roles r, pg_database d WHERE r.rolname = current_user AND d.datname = current_database()`))!;
+  const activity = await sql.all<{ application_name: string | null; same_role: boolean; same_database: boolean; n: number }>(
+    `SELECT application_name, usename = current_user AS same_role, datname = current_database() AS same_database, count(*)::int AS n
+       FROM pg_stat_activity WHERE backend_type = 'client backend' GROUP BY 1, 2, 3`,
   );
-  const s = settings!;
-  const limits: string[] = [];
-  let allowed = Number(s.max_connections);
-  if (s.superuser) limits.push(`max_connections ${s.max_connections}`);
-  else {
-    allowed -= Number(s.superuser_reserved) + Number(s.reserved);
-    limits.push(`max_connections ${s.max_connections}, ${Number(s.superuser_reserved) + Number(s.reserved)} reserved`);
-  }
-  if (Number(s.role_limit) >= 0 && Number(s.role_limit) < allowed) {
-    allowed = Number(s.role_limit);
-    limits.push(`the role's CONNECTION LIMIT ${s.role_limit}`);
-  }
-  if (Number(s.database_limit) >= 0 && Number(s.database_limit) < allowed) {
-    allowed = Number(s.database_limit);
-    limits.push(`the database's CONNECTION LIMIT ${s.database_limit}`);
-  }
   const pools = new Map<string, number>([[self.instance, self.poolSize]]);
-  let others = 0;
+  const others = { server: 0, role: 0, database: 0 };
   for (const row of activity) {
-    const match = SERVE_APPLICATION.exec(row.application_name ?? '');
-    if (match) pools.set(match[1]!, Number(match[2]));
-    else others += Number(row.n);
+    const match = row.same_database ? SERVE_APPLICATION.exec(row.application_name ?? '') : null;
+    if (match) {
+      pools.set(match[1]!, Number(match[2]));
+      continue;
+    }
+    others.server += Number(row.n);
+    if (row.same_role) others.role += Number(row.n);
+    if (row.same_database) others.database += Number(row.n);
   }
   const needed = [...pools.values()].reduce((sum, pool) => sum + pool + 1, 0);
+  const limits: { allowed: number; others: number; limit: string }[] = [
+    settings.superuser
+      ? { allowed: Number(settings.max_connections), others: others.server, limit: `max_connections ${settings.max_connections}` }
+      : {
+          allowed: Number(settings.max_connections) - Number(settings.reserved),
+          others: others.server,
+          limit: `max_connections ${settings.max_connections}, ${settings.reserved} reserved`,
+        },
+  ];
+  if (Number(settings.role_limit) >= 0) limits.push({ allowed: Number(settings.role_limit), others: others.role, limit: `the role's CONNECTION LIMIT ${settings.role_limit}` });
+  if (Number(settings.database_limit) >= 0) limits.push({ allowed: Number(settings.database_limit), others: others.database, limit: `the database's CONNECTION LIMIT ${settings.database_limit}` });
+  // The limit that leaves the instances the least room.
+  const tightest = limits.reduce((a, b) => (b.allowed - b.others < a.allowed - a.others ? b : a));
   let warning: string | undefined;
-  if (needed + others > allowed) {
-    const fit = Math.max(1, Math.floor((allowed - others) / pools.size) - 1);
+  if (needed + tightest.others > tightest.allowed) {
+    const fit = Math.max(1, Math.floor((tightest.allowed - tightest.others) / pools.size) - 1);
+    const many = pools.size > 1;
     warning =
-      `PostgreSQL allows ${allowed} connections here (${limits.join('; ')}), but ${pools.size === 1 ? 'this serve' : `${pools.size} serve instances (this one included)`} ` +
-      `may open ${needed} (${pools.size === 1 ? 'its pool' : 'their pools'} of ${[...pools.values()].join(', ')}, and one each for signals)` +
-      `${others ? ` beside the ${others} other clients connected now` : ''}: under load, calls will be refused with 503 / UNAVAILABLE. ` +
-      `Lower --database-pool${fit < self.poolSize ? ` (to ${fit} or less on each instance)` : ''}, or raise max_connections.`;
+      `PostgreSQL allows ${tightest.allowed} connections here (${tightest.limit}), but ${many ? `${pools.size} serve instances (this one included)` : 'this serve'} ` +
+      `may open ${needed} (${many ? 'their pools' : 'its pool'} of ${[...pools.values()].join(', ')}, and one each for signals)` +
+      `${tightest.others ? ` beside the ${tightest.others} other connections open now` : ''}: under load, calls will be refused with 503 / UNAVAILABLE. ` +
+      `Lower --database-pool${fit < self.poolSize ? ` (to ${fit} or less on each instance)` : ''}, or raise the limit.`;
   }
-  return { allowed, limits, instances: pools.size, needed, others, warning };
+  return { allowed: tightest.allowed, limit: tightest.limit, instances: pools.size, needed, others: tightest.others, warning };
 }
 
 /** Whether a PostgreSQL database has been migrated by miniapp at all (its table of migrations exists). */
