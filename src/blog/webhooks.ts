@@ -236,7 +236,7 @@ export interface Claim {
  * FROM item named `alias` with one column, `value` (text on PostgreSQL).
  */
 function jsonValues(sql: Sql, expression: string, alias: string): string {
-  // Through text: postgres.js would serialise a string bound as json once more, into a JSON string.
+  // Through text: the parameter is a JSON text whatever type the server would infer for it.
   return sql.dialect === 'postgres' ? `json_array_elements_text((${expression})::text::json) AS ${alias}(value)` : `json_each(${expression}) AS ${alias}`;
 }
 

@@ -2,7 +2,7 @@
  * Signals between the instances that share a store: what one instance
  * publishes, every subscriber hears, on whichever instance it runs. For
  * SQLite and memory there is one instance, and an event emitter does it;
- * for PostgreSQL, LISTEN/NOTIFY. A notification published inside a
+ * for PostgreSQL, LISTEN/NOTIFY (postgres-signals.ts). A notification published inside a
  * transaction is delivered when it commits (NOTIFY's own rule), so a
  * subscriber never hears of a change it cannot read yet.
  *
@@ -10,7 +10,6 @@
  * sequence number, with the data itself in a table.
  */
 import { EventEmitter } from 'node:events';
-import type { Sql as PostgresClient, ListenRequest } from 'postgres';
 import type { Sql } from './sql.js';
 
 export interface Signals {
@@ -46,29 +45,5 @@ export class LocalSignals implements Signals {
 
   async close(): Promise<void> {
     this.#events.removeAllListeners();
-  }
-}
-
-export class PostgresSignals implements Signals {
-  readonly #subscriptions = new Set<ListenRequest>();
-
-  constructor(private readonly client: PostgresClient) {}
-
-  async publish(channel: string, payload: string, tx?: Sql): Promise<void> {
-    if (tx) await tx.one('SELECT pg_notify($1, $2)', [channel, payload]);
-    else await this.client.notify(channel, payload);
-  }
-
-  async subscribe(channel: string, listener: (payload: string) => void, onConnected?: () => void): Promise<() => Promise<void>> {
-    // postgres.js keeps one connection for every LISTEN, reconnects it by itself, and calls onlisten each time.
-    const request = this.client.listen(channel, listener, onConnected);
-    const { unlisten } = await request;
-    return async () => {
-      await unlisten().catch(() => undefined);
-    };
-  }
-
-  async close(): Promise<void> {
-    this.#subscriptions.clear();
   }
 }
