@@ -5,7 +5,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomBytes } from 'node:crypto';
-import postgres from 'postgres';
+import { adminSql, type AdminSql } from '../helpers/pg-admin.js';
 import { openStore, type Store } from '../../src/store/store.js';
 import { PostStore } from '../../src/blog/posts.js';
 import { openImageStore, type ImageStore } from '../../src/blog/uploads.js';
@@ -160,7 +160,7 @@ describe('titles sorted on both backends', () => {
     // A language's collation, as managed services often create databases with: it orders "~" before letters
     // and "é" before "f", where SQLite compares code points.
     const name = `t_icu_${randomBytes(4).toString('hex')}`;
-    const admin = postgres(serverUrl(), { max: 1, onnotice: () => undefined });
+    const admin = adminSql(serverUrl());
     await admin.unsafe(`CREATE DATABASE ${name} TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE 'en-US' LOCALE 'C.UTF-8'`);
     const url = new URL(serverUrl());
     url.pathname = `/${name}`;

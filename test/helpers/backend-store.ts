@@ -8,7 +8,7 @@
  * the suite's own beforeEach starts serve on it.
  */
 import { afterAll, beforeAll, beforeEach } from 'vitest';
-import postgres from 'postgres';
+import { adminSql } from './pg-admin.js';
 import type { StoreLocation } from '../../src/store/store.js';
 import { createTestDatabase, type Backend, type TestDatabase } from './postgres.js';
 
@@ -45,9 +45,9 @@ export function useBackendStore(backend: Backend, sqlite: () => StoreLocation = 
 
 /** Every table of a migrated database emptied and its ids restarted, the schema and its version kept. */
 export async function emptyDatabase(url: string): Promise<void> {
-  const admin = postgres(url, { max: 1, onnotice: () => undefined });
+  const admin = adminSql(url);
   try {
-    const tables = await admin<{ tablename: string }[]>`
+    const tables = await admin<{ tablename: string }>`
       SELECT tablename FROM pg_tables WHERE schemaname = 'public' AND tablename NOT IN ('schema_migrations', 'counters')`;
     if (tables.length === 0) return;
     await admin.unsafe(`TRUNCATE ${tables.map((t) => `"${t.tablename}"`).join(', ')} RESTART IDENTITY CASCADE`);

@@ -5,7 +5,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { inject } from 'vitest';
-import postgres from 'postgres';
+import { adminSql } from './pg-admin.js';
 import type { StoreLocation } from '../../src/store/store.js';
 
 export const BACKENDS = ['sqlite', 'postgres'] as const;
@@ -21,7 +21,7 @@ export interface TestDatabase {
 }
 
 export async function createTestDatabase(): Promise<TestDatabase> {
-  const admin = postgres(serverUrl(), { max: 1, onnotice: () => undefined });
+  const admin = adminSql(serverUrl());
   const name = `t_${randomBytes(6).toString('hex')}`;
   try {
     await admin.unsafe(`CREATE DATABASE ${name}`);
@@ -33,7 +33,7 @@ export async function createTestDatabase(): Promise<TestDatabase> {
   return {
     url: url.href,
     drop: async () => {
-      const dropper = postgres(serverUrl(), { max: 1, onnotice: () => undefined });
+      const dropper = adminSql(serverUrl());
       try {
         await dropper.unsafe(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
       } finally {

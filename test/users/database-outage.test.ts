@@ -10,7 +10,7 @@
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createServer, connect, type Server, type Socket } from 'node:net';
 import * as grpc from '@grpc/grpc-js';
-import postgres from 'postgres';
+import { adminSql, type AdminSql } from '../helpers/pg-admin.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 import { Sandbox } from '../helpers/cli.js';
 import { emptyDatabase } from '../helpers/backend-store.js';
@@ -58,12 +58,12 @@ let database: TestDatabase;
 let proxy: CuttableProxy;
 let a: UserServer;
 let c: UserServer;
-let admin: postgres.Sql;
+let admin: AdminSql;
 const clients: RawClient[] = [];
 
 beforeAll(async () => {
   database = await createTestDatabase();
-  admin = postgres(database.url, { max: 1, onnotice: () => undefined });
+  admin = adminSql(database.url);
 });
 afterAll(async () => {
   await admin.end();
@@ -148,7 +148,7 @@ describe('a database that cannot be reached', () => {
 
   it('answers UNAVAILABLE for a transaction cut off in the middle, which leaves nothing behind', async () => {
     // The admin holds the counter of the change log: C's create inserts its user, then waits for the counter.
-    const lock = postgres(database.url, { max: 1, onnotice: () => undefined });
+    const lock = adminSql(database.url);
     await lock`BEGIN`;
     await lock`SELECT value FROM counters WHERE name = 'user_events' FOR UPDATE`;
     const creating = failure(rawUnary(client(c), 'CreateUser', newUser('quinn')));

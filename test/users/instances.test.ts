@@ -6,7 +6,7 @@
  */
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import * as grpc from '@grpc/grpc-js';
-import postgres from 'postgres';
+import { adminSql, type AdminSql } from '../helpers/pg-admin.js';
 import { Sandbox } from '../helpers/cli.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 import { emptyDatabase } from '../helpers/backend-store.js';
@@ -15,7 +15,7 @@ import type { StoreLocation } from '../../src/store/store.js';
 import { serviceDefinition } from '../../src/grpc/protos.js';
 
 let database: TestDatabase;
-let admin: postgres.Sql;
+let admin: AdminSql;
 let sb: Sandbox;
 let a: UserServer;
 let b: UserServer;
@@ -23,7 +23,7 @@ let later: { close(): unknown }[] = [];
 
 beforeAll(async () => {
   database = await createTestDatabase();
-  admin = postgres(database.url, { max: 1, onnotice: () => undefined });
+  admin = adminSql(database.url);
 });
 afterAll(async () => {
   await admin.end();
@@ -220,7 +220,7 @@ describe('two instances on one PostgreSQL', () => {
     await waitFor(() => watcher.events.length === 1, 'the first event');
 
     await admin.unsafe(`ALTER ROLE ${role} NOLOGIN`);
-    const killed = await admin.unsafe(`SELECT pg_terminate_backend(pid) AS done FROM pg_stat_activity WHERE usename = '${role}' AND query ILIKE 'LISTEN%'`);
+    const killed = await admin.unsafe(`SELECT pg_terminate_backend(pid) AS done FROM pg_stat_activity WHERE usename = '${role}' AND application_name LIKE '%(signals)'`);
     expect(killed.map((row) => row.done)).toEqual([true]);
     const made = [];
     for (const name of ['during1', 'during2', 'during3']) made.push((await rawUnary<{ user: { id: string } }>(raw, 'CreateUser', newUser(name))).user);
@@ -238,7 +238,7 @@ describe('two instances on one PostgreSQL', () => {
       ['DELETED', 'during2'],
     ]);
     // B listens again, and hears what follows.
-    await until(async () => (await admin.unsafe(`SELECT 1 FROM pg_stat_activity WHERE usename = '${role}' AND query ILIKE 'LISTEN%'`)).length === 1, 'B to listen again');
+    await until(async () => (await admin.unsafe(`SELECT 1 FROM pg_stat_activity WHERE usename = '${role}' AND application_name LIKE '%(signals)'`)).length === 1, 'B to listen again');
     await rawUnary(raw, 'CreateUser', newUser('after'));
     await waitFor(() => watcher.events.length === 7, 'the change after');
     expect(watcher.events[6]).toMatchObject({ type: 'CREATED', user: { username: 'after' } });
