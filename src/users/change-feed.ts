@@ -13,6 +13,19 @@
  * at the end of the next read that starts after its request, so it never
  * sees a change committed before (even one whose signal is still on its
  * way) and never misses one committed after.
+ *
+ * A watcher that resumes after a number N (the last change it saw, on this
+ * instance or another) joins the same way, at the reader's position P at
+ * the end of a read: from then on it hears every live change, numbered
+ * above P. What lies between N and P it reads from the log itself (the
+ * catch-up), and live changes that arrive meanwhile wait in a buffer until
+ * the catch-up has delivered the last change up to P. So it gets every
+ * change above N exactly once, in order: the catch-up covers (N, P], the
+ * live changes cover (P, ...), and the two meet at P. When N is above P
+ * (another instance has committed changes this reader has not read yet),
+ * the live changes up to N are the ones it saw already, and are skipped.
+ * N past the log's head, or N whose following changes were trimmed, cannot
+ * be resumed (ResumeOutOfRange).
  */
 import { EventEmitter } from 'node:events';
 import type { Signals } from '../store/signals.js';
@@ -36,10 +49,17 @@ export interface ChangeFeedOptions {
 
 interface Joiner {
   listener: (change: UserChange) => void;
+  /** Resume after this number (a catch-up from the log first); undefined: from now on. */
+  after: number | undefined;
   resolve: () => void;
   reject: (error: unknown) => void;
   cancelled: boolean;
+  /** The function registered on `events` (the listener itself, or the resuming watcher's buffering one). */
+  registered: ((change: UserChange) => void) | undefined;
 }
+
+/** A watch cannot resume where it asked: the changes after it are no longer kept, or it is past the last change. */
+export class ResumeOutOfRange extends Error {}
 
 export class UserChangeFeed {
   /** Every live watcher is one 'event' listener, called with each UserChange. */
@@ -97,13 +117,16 @@ export class UserChangeFeed {
   }
 
   /**
-   * Calls `listener` with every change committed from now on. Resolves
-   * once the watcher is live; `release` (any time, also before) ends it.
+   * Calls `listener` with every change committed from now on, or with
+   * `after`, every change numbered above it (see the class comment).
+   * Resolves once the watcher is live and caught up; rejects when it cannot
+   * be (ResumeOutOfRange, or the log could not be read); `release` (any
+   * time, also before) ends it.
    */
-  watch(listener: (change: UserChange) => void): { live: Promise<void>; release: () => void } {
+  watch(listener: (change: UserChange) => void, options: { after?: number | undefined } = {}): { live: Promise<void>; release: () => void } {
     let joiner: Joiner | undefined;
     const live = new Promise<void>((resolve, reject) => {
-      joiner = { listener, resolve, reject, cancelled: false };
+      joiner = { listener, after: options.after, resolve, reject, cancelled: false, registered: undefined };
     });
     if (this.#stopped) {
       joiner!.reject(new Error('serve is shutting down'));
@@ -115,7 +138,7 @@ export class UserChangeFeed {
       live,
       release: () => {
         joiner!.cancelled = true;
-        this.events.off('event', listener);
+        if (joiner!.registered) this.events.off('event', joiner!.registered);
       },
     };
   }
@@ -178,8 +201,59 @@ export class UserChangeFeed {
     }
     for (const joiner of joining) {
       if (joiner.cancelled) continue;
-      this.events.on('event', joiner.listener);
-      joiner.resolve();
+      if (joiner.after === undefined) {
+        joiner.registered = joiner.listener;
+        this.events.on('event', joiner.listener);
+        joiner.resolve();
+      } else {
+        this.#resume(joiner, joiner.after, this.#last);
+      }
     }
+  }
+
+  /** Joins a resuming watcher at `position` (live from there on), after delivering (after, position] from the log. */
+  #resume(joiner: Joiner, after: number, position: number): void {
+    const waiting: UserChange[] = [];
+    let caughtUp = false;
+    const live = (change: UserChange) => {
+      if (change.seq <= after) return;
+      if (caughtUp) joiner.listener(change);
+      else waiting.push(change);
+    };
+    joiner.registered = live;
+    this.events.on('event', live);
+    const catchUp = async () => {
+      if (after > position) {
+        const head = await this.log.head();
+        if (after > head) throw new ResumeOutOfRange(`resume_after ${after} is past the last change (${head}): it comes from another database, or a log that was reset`);
+        return;
+      }
+      let cursor = after;
+      while (cursor < position) {
+        const changes = await this.log.after(cursor, PAGE);
+        const first = changes[0];
+        if (!first || first.seq !== cursor + 1) {
+          throw new ResumeOutOfRange(
+            `the changes after ${cursor} are no longer kept (the log keeps ${Math.round((this.options.retentionMs ?? DEFAULT_RETENTION_MS) / 60_000)} minutes${first ? `; the oldest kept is ${first.seq}` : ''}): start a new watch without resume_after`,
+          );
+        }
+        for (const change of changes) {
+          if (change.seq > position || joiner.cancelled) return;
+          joiner.listener(change);
+          cursor = change.seq;
+        }
+      }
+    };
+    catchUp().then(
+      () => {
+        caughtUp = true;
+        for (const change of waiting.splice(0)) if (!joiner.cancelled) joiner.listener(change);
+        joiner.resolve();
+      },
+      (error: unknown) => {
+        this.events.off('event', live);
+        joiner.reject(error);
+      },
+    );
   }
 }

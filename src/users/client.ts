@@ -62,12 +62,16 @@ export interface ListUsersRequest {
 export interface WatchUserRequest {
   user_id?: string;
   types?: EventTypeName[];
+  /** Resume after the change with this sequence (int64 as a string); unset: from now on. */
+  resume_after?: string;
 }
 
 export interface UserEvent {
   type: EventTypeName;
   user: UserMessage | null;
   timestamp: Timestamp | null;
+  /** The change's number in the server's log ("0" from a server that does not number changes). */
+  sequence: string;
 }
 
 export interface BulkCreateResponse {
@@ -494,8 +498,13 @@ export interface WatchLoopOptions {
   request: WatchUserRequest;
   signal: AbortSignal;
   onEvent: (event: UserEvent) => void;
-  /** After each successful connection; `reconnected` is false the first time. */
-  onConnected?: (info: { reconnected: boolean }) => void;
+  /**
+   * After each successful connection; `reconnected` is false the first
+   * time; `resumedAfter`, the sequence the watch resumed after (none when
+   * the server does not number its changes: then the changes made while
+   * disconnected are not replayed).
+   */
+  onConnected?: (info: { reconnected: boolean; resumedAfter: number | undefined }) => void;
   /** Before each wait to reconnect. */
   onRetry?: (info: { attempt: number; delayMs: number; reason: string }) => void;
   /** First wait before reconnecting (default 250 ms), doubled per failed attempt up to `maxDelayMs` (10 s). */
@@ -551,17 +560,25 @@ export async function watchUserChanges(options: WatchLoopOptions): Promise<void>
   let connectedBefore = false;
   let delay = base;
   let attempt = 0;
+  // The last change seen (from the request's resume_after, then each event's sequence): each reconnection resumes after it.
+  let last = options.request.resume_after === undefined ? undefined : Number(options.request.resume_after);
+  const onEvent = (event: UserEvent) => {
+    const sequence = Number(event.sequence);
+    if (sequence > 0) last = sequence;
+    options.onEvent(event);
+  };
   while (!signal.aborted) {
     const client = options.connect();
     let reason: string;
     try {
       await abortable(client.ready(options.connectTimeoutMs), signal);
       if (signal.aborted) return;
-      options.onConnected?.({ reconnected: connectedBefore });
+      options.onConnected?.({ reconnected: connectedBefore, resumedAfter: last });
       connectedBefore = true;
       delay = base;
       attempt = 0;
-      await client.watch(options.request, { onEvent: options.onEvent, signal });
+      const request = last === undefined ? options.request : { ...options.request, resume_after: String(last) };
+      await client.watch(request, { onEvent, signal });
       if (signal.aborted) return;
       reason = 'the server ended the stream';
     } catch (error) {

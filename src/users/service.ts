@@ -16,7 +16,7 @@ import { failStream as endStream, RpcError, statusName, unavailableStatus } from
 import { ChatHub } from '../grpc/chat-hub.js';
 import { createFromStream, type RowStream } from './batch-create.js';
 import type { UserChange } from './change-log.js';
-import type { UserChangeFeed } from './change-feed.js';
+import { ResumeOutOfRange, type UserChangeFeed } from './change-feed.js';
 import { LIST_PAGE_SIZE_HEADER, LIST_TOTAL_HEADER, toTimestamp, UPDATE_PATHS, type BulkCreateFailure, type ChatMessage, type CreateUserRequest, type EventTypeName, type UserMessage } from './proto.js';
 import {
   characters,
@@ -83,10 +83,12 @@ interface UserEventMessage {
   type: EventTypeName;
   user: UserMessage;
   timestamp: ReturnType<typeof toTimestamp>;
+  /** The change's number in the log (int64 as a string). */
+  sequence: string;
 }
 
 function eventMessage(change: UserChange): UserEventMessage {
-  return { type: change.type, user: userMessage(change.user), timestamp: toTimestamp(new Date(change.at)) };
+  return { type: change.type, user: userMessage(change.user), timestamp: toTimestamp(new Date(change.at)), sequence: String(change.seq) };
 }
 
 interface SyncRequest {
@@ -166,7 +168,7 @@ export class UserServiceImpl {
         return {};
       }),
       ListUsers: (call: grpc.ServerWritableStream<{ page: number; page_size: number; filter: string }, UserMessage>) => this.#listUsers(call),
-      WatchUserChanges: (call: grpc.ServerWritableStream<{ user_id: string; types: EventTypeName[] }, UserEventMessage>) => this.#watch(call),
+      WatchUserChanges: (call: grpc.ServerWritableStream<{ user_id: string; types: EventTypeName[]; resume_after?: string }, UserEventMessage>) => this.#watch(call),
       BulkCreateUsers: (call: grpc.ServerReadableStream<CreateUserRequest, unknown>, callback: grpc.sendUnaryData<unknown>) =>
         this.#bulkCreate(call, callback),
       ImportUsers: (call: grpc.ServerDuplexStream<CreateUserRequest, unknown>) => this.#importUsers(call),
@@ -326,10 +328,16 @@ export class UserServiceImpl {
     }
   }
 
-  async #watch(call: grpc.ServerWritableStream<{ user_id: string; types: EventTypeName[] }, UserEventMessage>): Promise<void> {
+  async #watch(call: grpc.ServerWritableStream<{ user_id: string; types: EventTypeName[]; resume_after?: string }, UserEventMessage>): Promise<void> {
     if (!(await this.#streamPrincipal(call))) return;
+    let after: number | undefined;
     try {
       checkMaxEntries('types', call.request.types ?? [], REQUEST_LIMITS.watchTypes);
+      // Present only when the client set it (proto3 optional): 0 resumes from the first change, unset from now on.
+      if (call.request.resume_after !== undefined) {
+        after = Number(call.request.resume_after);
+        if (!Number.isSafeInteger(after) || after < 0) throw new RpcError(Status.INVALID_ARGUMENT, `resume_after must be a change's sequence (0 or more); got ${call.request.resume_after}`);
+      }
     } catch (error) {
       failStream(call, error);
       return;
@@ -342,7 +350,7 @@ export class UserServiceImpl {
       if (!call.writableEnded && !call.destroyed) call.write(eventMessage(change));
     };
     if (call.cancelled) return;
-    const watcher = this.options.changes.watch(listener);
+    const watcher = this.options.changes.watch(listener, { after });
     this.#open.add(call);
     const release = () => {
       watcher.release();
@@ -356,7 +364,7 @@ export class UserServiceImpl {
       await watcher.live;
     } catch (error) {
       release();
-      failStream(call, error);
+      failStream(call, error instanceof ResumeOutOfRange ? new RpcError(Status.OUT_OF_RANGE, error.message) : error);
     }
   }
 

@@ -42,11 +42,13 @@ const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
  * One `miniapp serve` process. Resolves once it prints its addresses
  * (--json); rejects with its stderr if it exits first.
  */
-export async function startServeProcess({ databaseUrl, timeoutMs, poolSize, extraArgs = [] }) {
-  const home = mkdtempSync(join(tmpdir(), 'miniapp-chaos-'));
+export async function startServeProcess({ databaseUrl, timeoutMs = 5_000, poolSize = 10, home: givenHome, port = 0, grpcPort = 0, extraArgs = [] }) {
+  // A home of its own (config and data dir), or the one given: a restart on the same SQLite data dir.
+  const home = givenHome ?? mkdtempSync(join(tmpdir(), 'miniapp-chaos-'));
   const args = [
-    BIN, 'serve', '--json', '--port', '0', '--grpc-port', '0', '--log-format', 'json', '--log-level', 'warn',
-    '--password-hash-cost', '10', '--database', databaseUrl, '--database-timeout', `${timeoutMs}ms`, '--database-pool', String(poolSize),
+    BIN, 'serve', '--json', '--port', String(port), '--grpc-port', String(grpcPort), '--log-format', 'json', '--log-level', 'warn',
+    '--password-hash-cost', '10',
+    ...(databaseUrl ? ['--database', databaseUrl, '--database-timeout', `${timeoutMs}ms`, '--database-pool', String(poolSize)] : []),
     ...extraArgs,
   ];
   const child = spawn(process.execPath, args, {
@@ -88,7 +90,7 @@ export async function startServeProcess({ databaseUrl, timeoutMs, poolSize, extr
     },
     dispose() {
       if (alive) child.kill('SIGKILL');
-      rmSync(home, { recursive: true, force: true });
+      if (!givenHome) rmSync(home, { recursive: true, force: true });
     },
   };
 }
@@ -142,18 +144,18 @@ async function http(base, method, path, { json, token, timeoutMs }) {
  */
 function watch(client, token, onViolation) {
   const events = [];
-  let last;
+  // From the first change of the log: what it saw is comparable with the whole log.
+  let last = 0;
   let stopped = false;
   let call;
   const connect = () => {
     if (stopped) return;
     const metadata = new grpc.Metadata();
     metadata.set('authorization', `Bearer ${token}`);
-    const request = last === undefined ? {} : { resume_after: String(last) };
-    call = client.WatchUserChanges(request, metadata);
+    call = client.WatchUserChanges({ resume_after: String(last) }, metadata);
     call.on('data', (event) => {
       const seq = Number(event.sequence);
-      if (last !== undefined && seq !== last + 1) onViolation(`a watcher got event ${seq} after ${last}`);
+      if (seq !== last + 1) onViolation(`a watcher got change ${seq} after ${last}`);
       last = seq;
       if (event.type === 'CREATED') events.push(event.user.username);
     });
@@ -169,6 +171,7 @@ function watch(client, token, onViolation) {
   connect();
   return {
     events,
+    last: () => last,
     stop: () => {
       stopped = true;
       call?.cancel();
@@ -330,19 +333,21 @@ export async function runChaos({
     const missingPosts = acknowledged.posts.filter((post) => posts.get(Number(post.id)) !== post.author);
     if (missingPosts.length) violation(`${missingPosts.length} acknowledged posts are not in the database as acknowledged: ${JSON.stringify(missingPosts.slice(0, 5))}`);
 
-    // Every watcher saw every user made (during the run) once, in the order of the change log.
-    const created = (await direct.query("SELECT payload FROM user_events WHERE type = 'CREATED' ORDER BY seq")).rows.map((row) => JSON.parse(row.payload).username);
-    const since = created.indexOf(people.at(-1).username) + 1;
-    const expected = created.slice(since);
+    // Every watcher saw every user made once, in the order of the change log (they watch from its first change),
+    // once they have caught up with its last change.
+    const head = Number((await direct.query('SELECT COALESCE(max(seq), 0) AS head FROM user_events')).rows[0].head);
+    const caughtUpBy = Date.now() + 15_000;
+    while (watchers.some((watcher) => watcher.last() < head) && Date.now() < caughtUpBy) await sleep(100);
+    for (const [i, watcher] of watchers.entries()) if (watcher.last() < head) violation(`watcher ${i} is at change ${watcher.last()} of ${head}, 15 s after the load stopped`);
+    const expected = (await direct.query("SELECT payload FROM user_events WHERE type = 'CREATED' ORDER BY seq")).rows.map((row) => JSON.parse(row.payload).username);
     for (const [i, watcher] of watchers.entries()) {
-      // A watcher may start a little after the last setup user; it must hold every change from its first on, once.
-      const first = watcher.events.length ? expected.indexOf(watcher.events[0]) : -1;
       const seen = watcher.events;
-      const want = first === -1 ? expected : expected.slice(first);
-      const duplicates = seen.length - new Set(seen).size;
-      const missing = want.filter((name) => !seen.includes(name));
-      if (duplicates || missing.length || first > 0) {
-        violation(`watcher ${i}: ${missing.length} of ${want.length} changes missing, ${duplicates} repeated, started ${first} changes late`);
+      const have = new Set(seen);
+      const duplicates = seen.length - have.size;
+      const missing = expected.filter((name) => !have.has(name));
+      const inOrder = seen.length === expected.length && seen.every((name, at) => name === expected[at]);
+      if (duplicates || missing.length || !inOrder) {
+        violation(`watcher ${i}: ${missing.length} of ${expected.length} user creations missing, ${duplicates} repeated${inOrder ? '' : ', not in the log\'s order'}`);
       }
     }
     for (const watcher of watchers) watcher.stop();

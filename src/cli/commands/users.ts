@@ -103,19 +103,23 @@ export function registerUsers(program: Command, bind: Bind): void {
   withConnection(
     users
       .command('watch')
-      .summary('print user changes as they happen; reconnects when the server restarts')
+      .summary('print user changes as they happen; reconnects and resumes when the server restarts')
       .description(
-        'print user changes as they happen (with --json one object a line: type CREATED, UPDATED or DELETED, the user ' +
-          'and the timestamp); reconnects with back-off when the server restarts; Ctrl-C stops',
+        'print user changes as they happen (with --json one object a line: sequence, type CREATED, UPDATED or DELETED, ' +
+          'the user and the timestamp); when the stream breaks (the server restarts, the load balancer moves it), ' +
+          'reconnects with back-off and resumes after the last change printed: none is missed or printed twice; Ctrl-C stops',
       )
       .option('--user-id <id>', 'only this user\'s changes')
       .option('--types <list>', 'only these kinds: created,updated,deleted')
-      .option('--count <n>', 'exit after this many events'),
+      .option('--count <n>', 'exit after this many events')
+      .option('--resume-after <sequence>', 'start after this change (the sequence of the last one seen) instead of from now on'),
   )
     .addHelpText(
       'after',
       '\nExamples:\n  miniapp users watch\n  miniapp users watch --types created,deleted --json | jq .user.username\n  miniapp users watch --user-id 3 --count 1\n' +
+        '  miniapp users watch --json --resume-after "$(tail -1 changes.jsonl | jq .sequence)" >> changes.jsonl\n' +
         '\nReconnecting waits 250 ms, doubling to 10 s, and starts over after each successful connection.\n' +
+        'The server keeps changes for an hour: resuming after an older one fails (exit 1, OUT_OF_RANGE); start a new watch then.\n' +
         'MINIAPP_GRPC_RECONNECT_MS sets the first wait (a test aid).',
     )
     .action(bind(runWatch));
@@ -321,13 +325,16 @@ function typesOf(text: string): EventTypeName[] {
 }
 
 interface EventJson {
+  /** The change's number in the server's log (null from a server that does not number changes). */
+  sequence: number | null;
   type: EventTypeName;
   user: UserJson | null;
   timestamp: string | null;
 }
 
 function eventJson(event: UserEvent): EventJson {
-  return { type: event.type, user: event.user ? userJson(event.user) : null, timestamp: isoOf(event.timestamp) };
+  const sequence = Number(event.sequence);
+  return { sequence: sequence > 0 ? sequence : null, type: event.type, user: event.user ? userJson(event.user) : null, timestamp: isoOf(event.timestamp) };
 }
 
 function reconnectBaseOf(cc: CommandContext): number | undefined {
@@ -338,10 +345,11 @@ function reconnectBaseOf(cc: CommandContext): number | undefined {
 }
 
 async function runWatch(cc: CommandContext, command: Command): Promise<void> {
-  const flags = command.opts<ConnectionFlags & { userId?: string; types?: string; count?: string }>();
+  const flags = command.opts<ConnectionFlags & { userId?: string; types?: string; count?: string; resumeAfter?: string }>();
   const request = {
     user_id: flags.userId === undefined ? '0' : parseId(flags.userId, '--user-id'),
     types: flags.types === undefined ? [] : typesOf(flags.types),
+    ...(flags.resumeAfter === undefined ? {} : { resume_after: String(parseWholeNumber(flags.resumeAfter, '--resume-after', 0)) }),
   };
   const count = flags.count === undefined ? undefined : parseWholeNumber(flags.count, '--count', 1);
   const baseDelayMs = reconnectBaseOf(cc);
@@ -370,13 +378,14 @@ async function runWatch(cc: CommandContext, command: Command): Promise<void> {
     } else if (human) {
       const u = json.user;
       cc.out.line(
-        `${(json.timestamp ?? '').padEnd(24)}  ${paint[json.type](json.type.padEnd(7))}  ${String(u?.id ?? '').padStart(6)}  ` +
+        `${String(json.sequence ?? '').padStart(8)}  ${(json.timestamp ?? '').padEnd(24)}  ${paint[json.type](json.type.padEnd(7))}  ${String(u?.id ?? '').padStart(6)}  ` +
           `${(u?.username ?? '').padEnd(20)}  ${u?.email ?? ''}${u && !u.is_active ? c.dim(' (inactive)') : ''}${u?.roles.length ? c.dim(` [${u.roles.join(',')}]`) : ''}`,
       );
     } else {
       const u = json.user;
       cc.out.line(
-        [json.timestamp ?? '', json.type, u?.id ?? '', u?.username ?? '', u?.email ?? '', u?.full_name ?? '', u?.is_active ?? '', u?.roles.join(',') ?? '', u?.created_at ?? '']
+        // The sequence last: scripts that cut the older columns keep working.
+        [json.timestamp ?? '', json.type, u?.id ?? '', u?.username ?? '', u?.email ?? '', u?.full_name ?? '', u?.is_active ?? '', u?.roles.join(',') ?? '', u?.created_at ?? '', json.sequence ?? '']
           .map((cell) => String(cell).replace(/[\t\r\n]+/g, ' '))
           .join('\t'),
       );
@@ -391,12 +400,16 @@ async function runWatch(cc: CommandContext, command: Command): Promise<void> {
     onEvent,
     baseDelayMs,
     connectTimeoutMs: settings.deadlineMs ?? DEFAULT_DEADLINE_MS,
-    onConnected: ({ reconnected }) => {
+    onConnected: ({ reconnected, resumedAfter }) => {
       if (reconnected) {
-        cc.out.info(`reconnected to ${settings.address}; changes made while disconnected are not replayed`);
+        cc.out.info(
+          resumedAfter === undefined
+            ? `reconnected to ${settings.address}; this server does not number its changes, so those made while disconnected are not replayed`
+            : `reconnected to ${settings.address}; resuming after change ${resumedAfter}`,
+        );
       } else if (human) {
-        cc.out.info(cc.out.errColor.dim(`watching ${settings.address}; Ctrl-C stops`));
-        cc.out.line(c.bold(`${'time'.padEnd(24)}  ${'event'.padEnd(7)}  ${'id'.padStart(6)}  ${'username'.padEnd(20)}  email`));
+        cc.out.info(cc.out.errColor.dim(`watching ${settings.address}${resumedAfter === undefined ? '' : ` from change ${resumedAfter + 1}`}; Ctrl-C stops`));
+        cc.out.line(c.bold(`${'seq'.padStart(8)}  ${'time'.padEnd(24)}  ${'event'.padEnd(7)}  ${'id'.padStart(6)}  ${'username'.padEnd(20)}  email`));
       }
     },
     onRetry: ({ attempt, delayMs, reason }) => {

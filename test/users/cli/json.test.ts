@@ -62,7 +62,7 @@ describe.each(BACKENDS)('on %s', (backend) => {
       const other = await users(['create', '--username', 'cid', '--email', 'cid@example.com', '--password', 'correct-horse']);
       expect(other.code).toBe(0);
       expect(await watch.done).toBe(0);
-      expect(jsonLines(watch.stdout.text)).toEqual([{ type: 'CREATED', user: { ...userShape, username: 'cid' }, timestamp: expect.stringMatching(/Z$/) }]);
+      expect(jsonLines(watch.stdout.text)).toEqual([{ sequence: expect.any(Number), type: 'CREATED', user: { ...userShape, username: 'cid' }, timestamp: expect.stringMatching(/Z$/) }]);
       expect(watch.stderr.text).toBe('');
 
       const deleted = await users(['delete', '1']);
