@@ -5,7 +5,7 @@
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { FormData, request } from 'undici';
 import { join } from 'node:path';
-import postgres from 'postgres';
+import { adminSql } from '../helpers/pg-admin.js';
 import { Sandbox } from '../helpers/cli.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 import { startServe, type RunningServe } from '../../src/server/serve.js';
@@ -70,7 +70,7 @@ describe('miniapp db status and migrate', () => {
     const text = await sb.run(['db', 'status', '--database', database.url]);
     expect(text.stderr).toContain(`${pending.pending} migrations to apply (\`miniapp db migrate\`)`);
     // Looking changed nothing: no table of migrations, and the read commands find no database of serve there.
-    const sql = postgres(database.url, { max: 1, onnotice: () => undefined });
+    const sql = adminSql(database.url);
     try {
       expect((await sql`SELECT to_regclass('schema_migrations')::text AS found`)[0]!.found).toBeNull();
     } finally {
@@ -194,7 +194,7 @@ describe('miniapp db copy', () => {
     expect(second.code, second.stderr).toBe(0);
     for (const table of JSON.parse(second.stdout).tables) expect(table, table.table).toMatchObject({ copied: 0, verified: true });
 
-    const sql = postgres(database.url, { max: 1, onnotice: () => undefined });
+    const sql = adminSql(database.url);
     try {
       const users = await sql`SELECT username, password_hash, is_active FROM users ORDER BY id`;
       expect(users.map((u) => u.username)).toEqual(['olga', 'oscar']);

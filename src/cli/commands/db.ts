@@ -41,12 +41,24 @@ export function registerDb(program: Command, bind: Bind): void {
   db.command('copy')
     .description(
       'copy everything serve keeps in SQLite (users with their password hashes, tokens, the admin token, posts, images, ' +
-        'unlink callbacks, webhook deliveries) into a PostgreSQL; shows progress, prints the counts per table and ' +
-        'checks them at the end. Rows already there are kept, so it can run again without duplicating anything.',
+        'unlink callbacks, webhook deliveries, the commerce services\' data) into a PostgreSQL, keeping every id, in one ' +
+        'transaction: all of it or nothing. Shows progress, prints the counts per table, and reads every row back to ' +
+        'check it column by column before committing. Into a database that holds anything else (another deployment\'s ' +
+        'rows, another admin token, or rows changed since an earlier copy) it refuses, writes nothing, says what it found ' +
+        'and exits 1, unless --merge; running it again on the database it filled, unchanged since, completes what is missing.',
     )
     .requiredOption('--from <source>', 'a data dir, or sqlite:FILE')
     .requiredOption('--to <url>', 'the PostgreSQL URL (migrated first if it needs it)')
-    .addHelpText('after', '\nExamples:\n  miniapp db copy --from ~/.local/share/miniapp --to "postgres://miniapp:$PW@db.example.com/miniapp?sslmode=verify-full&sslrootcert=ca.pem"')
+    .option(
+      '--merge',
+      'add this data beside another deployment\'s: rows whose id is taken get new ids and their references follow; refuses ' +
+        'rows whose username, e-mail, SKU or key the target gives to another row; the target keeps its admin token',
+    )
+    .addHelpText(
+      'after',
+      '\nExamples:\n  miniapp db copy --from ~/.local/share/miniapp --to "postgres://miniapp:$PW@db.example.com/miniapp?sslmode=verify-full&sslrootcert=ca.pem"\n' +
+        '  miniapp db copy --from ./old-data --to "$MINIAPP_DATABASE_URL" --merge',
+    )
     .action(bind(runCopy));
 }
 
@@ -89,7 +101,7 @@ async function runMigrate(cc: CommandContext, command: Command): Promise<void> {
 }
 
 async function runCopy(cc: CommandContext, command: Command): Promise<void> {
-  const flags = command.opts<{ from: string; to: string }>();
+  const flags = command.opts<{ from: string; to: string; merge?: boolean }>();
   const { copyToPostgres } = await import('../db-copy.js');
   await copyToPostgres(cc, flags);
 }
