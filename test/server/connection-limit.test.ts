@@ -16,7 +16,9 @@ import { UserClients } from '../helpers/user-client.js';
 import { Sandbox } from '../helpers/cli.js';
 import type { RunningServe } from '../../src/server/serve.js';
 
-const LIMIT = 4;
+// The first instance needs 3 (a pool of 2, one for signals), the second 4: 7 in all, one more than the role may have, while
+// either starts alone in what is left.
+const LIMIT = 6;
 let database: TestDatabase;
 let role: string;
 let limitedUrl: string;
@@ -37,7 +39,7 @@ beforeAll(async () => {
   url.username = role;
   url.password = 'limited-pw';
   limitedUrl = url.href;
-  // Pool of 2 plus one connection for signals: 3 of the role's 4.
+  // Pool of 2 plus one connection for signals: 3 of the role's 6.
   running = await startTestServe({ store: { kind: 'postgres', url: limitedUrl, poolSize: 2, timeoutMs: 2_000 }, grpc: { host: '127.0.0.1', port: 0 }, shutdownDeadlineMs: 500 });
   clients = new UserClients(running);
 });
