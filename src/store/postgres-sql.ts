@@ -177,7 +177,18 @@ class Lease {
 function connectionSurvives(error: unknown): boolean {
   if (!isServerError(error)) return false;
   const code = error.code ?? '';
-  return !code.startsWith('08') && !code.startsWith('57P') && code !== '25P03';
+  return !code.startsWith('08') && !code.startsWith('57P') && code !== '25P03' && !staleStatement(error);
+}
+
+/**
+ * A statement this connection prepared that the server can no longer run as
+ * prepared: the schema changed under it (a migration by another instance
+ * during a rolling upgrade), or it is gone (a pooler's DISCARD). The
+ * connection's prepared statements are dropped with it, and a statement
+ * outside a transaction is tried once more on another connection.
+ */
+function staleStatement(error: unknown): boolean {
+  return isServerError(error) && (error.code === '26000' || (error.code === '0A000' && /cached plan/.test(error.message)));
 }
 
 export class PostgresPool {
@@ -345,11 +356,16 @@ export class PostgresSql implements Sql {
     }
     const budgetMs = this.pool.timeoutMs;
     const deadline = Date.now() + budgetMs;
-    const lease = await this.pool.acquire(deadline, budgetMs);
-    try {
-      return await this.pool.run(lease, text, params, deadline, budgetMs, named);
-    } finally {
-      lease.release();
+    for (let attempt = 1; ; attempt++) {
+      const lease = await this.pool.acquire(deadline, budgetMs);
+      try {
+        return await this.pool.run(lease, text, params, deadline, budgetMs, named);
+      } catch (error) {
+        if (attempt === 1 && staleStatement((error as Error).cause ?? error)) continue;
+        throw error;
+      } finally {
+        lease.release();
+      }
     }
   }
 

@@ -245,6 +245,25 @@ describe('PostgreSQL store', () => {
     }
   });
 
+  it('runs a prepared statement again after another instance changed its table (a rolling migration)', async () => {
+    const database = await createTestDatabase();
+    const store = await openStore({ kind: 'postgres', url: database.url, poolSize: 1 });
+    try {
+      await store.sql.exec('CREATE TABLE gadgets (id BIGSERIAL PRIMARY KEY, name TEXT NOT NULL)');
+      await store.sql.run('INSERT INTO gadgets (name) VALUES ($1)', ['sprocket']);
+      const read = () => store.sql.all<Record<string, unknown>>('SELECT * FROM gadgets WHERE id = $1', [1]);
+      expect(await read()).toEqual([{ id: 1, name: 'sprocket' }]);
+      // Another instance (another connection) adds a column: the statement prepared above returns other columns now.
+      const other = await openStore({ kind: 'postgres', url: database.url, poolSize: 1 });
+      await other.sql.exec("ALTER TABLE gadgets ADD COLUMN colour TEXT NOT NULL DEFAULT 'red'");
+      await other.close();
+      expect(await read()).toEqual([{ id: 1, name: 'sprocket', colour: 'red' }]);
+    } finally {
+      await store.close();
+      await database.drop();
+    }
+  });
+
   it('never shows the password of its URL', async () => {
     expect(redactUrl('postgres://app:s3cret@db.example.com:5432/miniapp?sslmode=require')).toBe('postgres://app:***@db.example.com:5432/miniapp?sslmode=require');
     const error = await openStore({ kind: 'postgres', url: 'postgres://app:s3cret@127.0.0.1:1/miniapp', timeoutMs: 1000 }).catch((e: unknown) => e);
