@@ -63,7 +63,8 @@ export async function copyToPostgres(cc: CommandContext, flags: { from: string; 
       progress.finish();
       if (error instanceof CopyRefused) {
         const lines = error.findings.map((f) => {
-          const counts = [f.foreign ? `${f.foreign} not in ${file}` : '', f.conflicts ? `${f.conflicts} in conflict` : ''].filter(Boolean).join(', ');
+          const rows = (n: number) => `${n} row${n === 1 ? '' : 's'}`;
+          const counts = [f.foreign ? `${rows(f.foreign)} not in ${file}` : '', f.conflicts ? `${rows(f.conflicts)} in conflict` : ''].filter(Boolean).join(', ');
           return `${f.table}: ${counts}${f.examples.length ? ` (${f.examples.join('; ')})` : ''}`;
         });
         throw new CopyRefusedError(`${error.message}, so nothing was written to ${target.description}:\n  ${lines.join('\n  ')}`, {

@@ -106,9 +106,9 @@ describe('db copy into a database that is not empty', () => {
     const text = plain(result.stderr);
     expect(text).toContain('nothing was written');
     // pete and petra hold the ids of olga and oscar.
-    expect(text).toContain('users: 2 in conflict (id 1: the target holds it with other username, email');
-    expect(text).toContain('posts: 1 in conflict (id 1: the target holds it with other title');
-    expect(text).toContain('server_secrets: 1 not in');
+    expect(text).toContain('users: 2 rows in conflict (id 1: the target holds it with other username, email');
+    expect(text).toContain('posts: 1 row in conflict (id 1: the target holds it with other title');
+    expect(text).toContain('server_secrets: 1 row not in');
     expect(text).toContain('--merge');
     expect(result.stdout).toBe('');
     expect(await counts()).toEqual(before);
@@ -124,7 +124,7 @@ describe('db copy into a database that is not empty', () => {
     await other.close();
     const result = await sb.run(['db', 'copy', '--from', dataDir, '--to', database.url]);
     expect(result.code).toBe(1);
-    expect(plain(result.stderr)).toContain('users: 1 in conflict (id 1: the target holds it with other username, email');
+    expect(plain(result.stderr)).toContain('users: 1 row in conflict (id 1: the target holds it with other username, email');
     expect((await counts()).posts).toBe(0);
   });
 
@@ -184,7 +184,7 @@ describe('db copy into a database that is not empty', () => {
     const before = await counts();
     const result = await sb.run(['db', 'copy', '--from', dataDir, '--to', database.url, '--merge']);
     expect(result.code).toBe(1);
-    expect(plain(result.stderr)).toContain('users: 1 in conflict (id 1: its username "olga" belongs to a different row of the target');
+    expect(plain(result.stderr)).toContain('users: 1 row in conflict (id 1: its username "olga" belongs to a different row of the target');
     expect(await counts()).toEqual(before);
   });
 
@@ -199,7 +199,7 @@ describe('db copy into a database that is not empty', () => {
     await admin.end();
     const result = await sb.run(['db', 'copy', '--from', dataDir, '--to', database.url]);
     expect(result.code).toBe(1);
-    expect(plain(result.stderr)).toContain('posts: 1 in conflict (id 1: the target holds it with other title)');
+    expect(plain(result.stderr)).toContain('posts: 1 row in conflict (id 1: the target holds it with other title)');
     expect(plain(result.stderr)).not.toContain('verified');
     const check = adminSql(database.url);
     expect((await check.unsafe<{ title: string }>('SELECT title FROM posts WHERE id = 1'))[0]!.title).toBe('Edited on PostgreSQL');
