@@ -89,14 +89,21 @@ export function postgresError(error: unknown): unknown {
     if (known) return new StoreUnavailableError(`${known[1]}: ${error.message}`, { cause: error, reason: known[0] });
     return error;
   }
+  // Called only on what pg or the network threw (never on an error of the caller's own work), and still matched on
+  // the exact words pg and Node's TLS use, not on any text that happens to contain "TLS" or "timeout".
   const { code, message } = error as { code?: string; message?: string };
   if (code && NETWORK_WORDS[code]) return new StoreUnavailableError(`cannot reach the database: ${NETWORK_WORDS[code]} (${code})`, { cause: error, reason: 'unreachable' });
   const text = message ?? String(error);
-  if (/does not support SSL|SSL|certificate|self[- ]signed|TLS/i.test(text) && !/terminated/i.test(text)) {
+  if (
+    (code && /^(ERR_TLS_|ERR_SSL_|CERT_|UNABLE_TO_|DEPTH_ZERO_SELF_SIGNED_CERT|SELF_SIGNED_CERT_IN_CHAIN|HOSTNAME_MISMATCH)/.test(code)) ||
+    /^The server does not support SSL connections$|^Client network socket disconnected before secure TLS connection was established/.test(text)
+  ) {
     return new StoreUnavailableError(`the TLS connection to the database failed: ${text}`, { cause: error, reason: 'tls' });
   }
-  if (/timeout|timed out/i.test(text)) return new StoreUnavailableError(`the database did not answer in time: ${text}`, { cause: error, reason: 'timeout' });
-  if (/Connection terminated|connection.*(closed|ended)|not queryable|Client was closed/i.test(text)) {
+  if (/^(timeout expired|timeout exceeded when trying to connect|Connection terminated due to connection timeout|Query read timeout)/.test(text)) {
+    return new StoreUnavailableError(`the database did not answer in time: ${text}`, { cause: error, reason: 'timeout' });
+  }
+  if (/^(Connection terminated|Client has encountered a connection error and is not queryable|Client was closed and is not queryable|Cannot use a pool after calling end)/.test(text)) {
     return new StoreUnavailableError(`the connection to the database was lost: ${text}`, { cause: error, reason: 'lost' });
   }
   return error;
@@ -423,7 +430,9 @@ export class PostgresSql implements Sql {
           reason: 'lost',
         });
       }
-      throw postgresError(error);
+      // The store's own failures were put into words where they happened (run, acquire); anything else is the
+      // work's own error, passed on as it is.
+      throw error;
     }
   }
 
@@ -442,10 +451,14 @@ export class PostgresSql implements Sql {
     } catch (error) {
       open.savepoints = inner.savepoints;
       if (!open.lease.released) {
-        await this.exec(`ROLLBACK TO SAVEPOINT ${name}`);
-        await this.exec(`RELEASE SAVEPOINT ${name}`);
+        try {
+          await this.exec(`ROLLBACK TO SAVEPOINT ${name}`);
+          await this.exec(`RELEASE SAVEPOINT ${name}`);
+        } catch {
+          // The transaction is lost with its connection; the work's own error says more.
+        }
       }
-      throw postgresError(error);
+      throw error;
     }
   }
 }

@@ -34,6 +34,21 @@ describe.each(BACKENDS)('store on %s', (backend) => {
     expect(count?.n).toBe(1);
   });
 
+  it('passes the work\'s own errors out of a transaction and a savepoint as they are, whatever their words', async () => {
+    // An order id can hold "TLs", a message can say "timeout": neither makes the database unavailable.
+    const own = new Error('order ord_an436oxTLsCUY is EXPIRED after a timeout; Connection terminated by the customer');
+    const { sql } = store;
+    await expect(sql.transaction(async () => Promise.reject(own))).rejects.toBe(own);
+    await expect(
+      sql.transaction(async (tx) => {
+        await tx.one('SELECT 1 AS one');
+        return tx.transaction(async () => Promise.reject(own));
+      }),
+    ).rejects.toBe(own);
+    // And the store still works.
+    expect(await sql.one<{ one: number }>('SELECT 1 AS one')).toEqual({ one: 1 });
+  });
+
   it('commits a transaction whole, rolls it back whole, and nests savepoints', async () => {
     const { sql } = store;
     const insert = (tx: typeof sql, key: number) =>
