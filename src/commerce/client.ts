@@ -1,7 +1,7 @@
 /**
  * The gRPC client of the commerce services of `miniapp serve`
- * (inventory.v1, order.v1, payment.v1) for the CLI: one connection, the
- * user service's channel options, token metadata and error mapping
+ * (inventory.v1, order.v1, payment.v1) for the CLI: one connection, with the channel, token
+ * metadata and error mapping every client of serve shares (grpc/client/)
  * (UNAUTHENTICATED exit 4, UNAVAILABLE and DEADLINE_EXCEEDED exit 5, any
  * other status exit 1 reading "FAILED_PRECONDITION: ..."). Messages are in
  * proto-loader form (snake_case, int64 as strings, enums as names).
@@ -9,8 +9,8 @@
  * Nothing here prints or reads the environment.
  */
 import * as grpc from '@grpc/grpc-js';
-import { serviceDefinition, type Timestamp } from '../grpc/protos.js';
-import { CHANNEL_OPTIONS, credentialsOf, DEFAULT_DEADLINE_MS, userServiceError, type ConnectOptions, type ErrorContext } from '../users/client.js';
+import type { Timestamp } from '../grpc/protos.js';
+import { ServiceConnection, type ConnectOptions } from '../grpc/client/channel.js';
 
 export interface StockLevelMessage {
   sku: string;
@@ -78,32 +78,27 @@ type RawClient = grpc.Client & Record<string, (request: unknown, metadata: grpc.
 
 export class CommerceClient {
   readonly #clients = new Map<Service, RawClient>();
-  readonly #channel: grpc.Channel | undefined;
-  readonly #context: ErrorContext;
+  readonly #connection: ServiceConnection;
 
-  constructor(private readonly options: ConnectOptions) {
-    this.#context = { address: options.address, deadlineMs: options.deadlineMs ?? DEFAULT_DEADLINE_MS, tls: Boolean(options.tls), service: 'the commerce services of `miniapp serve`' };
+  constructor(options: ConnectOptions) {
+    this.#connection = new ServiceConnection(options, 'the commerce services of `miniapp serve`');
   }
 
+  /** One connection for the three services: the later clients ride on the first one's channel. */
   #client(service: Service): RawClient {
     let client = this.#clients.get(service);
     if (!client) {
-      const { Client } = serviceDefinition(NAMES[service]);
-      // One connection for the three services: the later clients ride on the first one's channel.
-      const first = this.#clients.values().next().value;
-      client = (first ? new Client(this.options.address, credentialsOf(this.options), { channelOverride: first.getChannel() }) : new Client(this.options.address, credentialsOf(this.options), CHANNEL_OPTIONS)) as unknown as RawClient;
+      client = this.#connection.client<RawClient>(NAMES[service]);
       this.#clients.set(service, client);
     }
     return client;
   }
 
   #call<Res>(service: Service, method: string, request: object): Promise<Res> {
-    const metadata = new grpc.Metadata();
-    if (this.options.token) metadata.set('authorization', `Bearer ${this.options.token}`);
     const client = this.#client(service);
     return new Promise((resolve, reject) => {
-      client[method]!.call(client, request, metadata, { deadline: Date.now() + this.#context.deadlineMs }, (error, response) => {
-        if (error) reject(userServiceError(error, this.#context));
+      client[method]!.call(client, request, this.#connection.metadata(), { deadline: this.#connection.deadline() }, (error, response) => {
+        if (error) reject(this.#connection.error(error));
         else resolve(response as Res);
       });
     });
@@ -150,6 +145,6 @@ export class CommerceClient {
   }
 
   close(): void {
-    for (const client of this.#clients.values()) client.close();
+    this.#connection.close();
   }
 }

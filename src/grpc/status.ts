@@ -5,7 +5,7 @@
  */
 import * as grpc from '@grpc/grpc-js';
 import { StoreUnavailableError } from '../store/sql.js';
-import { STORE_UNAVAILABLE_DETAILS } from '../users/client-errors.js';
+import { STORE_UNAVAILABLE_DETAILS } from './client/errors.js';
 
 /** A failure with its gRPC status. */
 export class RpcError extends Error {

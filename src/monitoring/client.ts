@@ -4,8 +4,7 @@
  * through callbacks; nothing here prints.
  */
 import * as grpc from '@grpc/grpc-js';
-import { serviceDefinition } from '../grpc/protos.js';
-import { CHANNEL_OPTIONS, credentialsOf, userServiceError, type ConnectOptions, type ErrorContext } from '../users/client.js';
+import { ServiceConnection, type ConnectOptions } from '../grpc/client/channel.js';
 import type { ChatMessage, LogEntry, LogRequest, MetricData, MetricsRequest } from './service.js';
 
 export type { ChatMessage, LogEntry, LogLevelEnum, MetricData } from './service.js';
@@ -19,21 +18,16 @@ interface RawMonitoringClient extends grpc.Client {
 const SERVICE = 'the monitoring service of `miniapp serve`';
 
 export class MonitoringClient {
+  readonly #connection: ServiceConnection;
   readonly #raw: RawMonitoringClient;
-  readonly #token: string | undefined;
-  readonly #context: ErrorContext;
 
   constructor(options: ConnectOptions) {
-    const { Client } = serviceDefinition('monitoring.v1.MonitoringService');
-    this.#raw = new Client(options.address, credentialsOf(options), CHANNEL_OPTIONS) as unknown as RawMonitoringClient;
-    this.#token = options.token;
-    this.#context = { address: options.address, deadlineMs: options.deadlineMs ?? 10_000, tls: Boolean(options.tls), service: SERVICE };
+    this.#connection = new ServiceConnection(options, SERVICE);
+    this.#raw = this.#connection.client<RawMonitoringClient>('monitoring.v1.MonitoringService');
   }
 
   #metadata(): grpc.Metadata {
-    const metadata = new grpc.Metadata();
-    if (this.#token) metadata.set('authorization', `Bearer ${this.#token}`);
-    return metadata;
+    return this.#connection.metadata();
   }
 
   /** Reads a server stream to its end (or until `signal` aborts), item by item. */
@@ -49,7 +43,7 @@ export class MonitoringClient {
       call.on('error', (error: grpc.ServiceError) => {
         signal?.removeEventListener('abort', cancel);
         if (signal?.aborted && error.code === grpc.status.CANCELLED) resolve();
-        else reject(userServiceError(error, this.#context));
+        else reject(this.#connection.error(error));
       });
     });
   }
@@ -76,6 +70,6 @@ export class MonitoringClient {
   }
 
   close(): void {
-    this.#raw.close();
+    this.#connection.close();
   }
 }

@@ -1,10 +1,7 @@
 /**
- * The gRPC client of user.v1.UserService, as the spec's reference client
- * connects: keepalive pings every 10 s with a 3 s time-out, also without
- * calls, and the round_robin policy. The token travels as per-call
- * metadata `authorization: Bearer <token>` (call credentials would be
- * refused by grpc-js on a plaintext channel, and the server is often a
- * local plaintext `miniapp serve`).
+ * The gRPC client of user.v1.UserService, on the channel, credentials,
+ * metadata and deadlines every client of serve shares
+ * (grpc/client/channel.ts).
  *
  * Every failure leaves here as a typed error whose `code` is the gRPC
  * status name: UNAUTHENTICATED an AuthError (exit 4), UNAVAILABLE and
@@ -18,12 +15,11 @@ import { once } from 'node:events';
 import * as grpc from '@grpc/grpc-js';
 import { UpstreamError } from '../errors.js';
 import { formatDuration } from '../duration.js';
-import { answersInPlainText, isServiceError, notTlsError, NOT_REACHED_HINT, statusOf, unreachableHint, userServiceError, type ErrorContext } from './client-errors.js';
-import { readPem } from '../login/pem.js';
+import { answersInPlainText, isServiceError, notTlsError, NOT_REACHED_HINT, statusOf, unreachableHint, type ErrorContext } from '../grpc/client/errors.js';
+import { ServiceConnection, type ConnectOptions } from '../grpc/client/channel.js';
 import {
   LIST_PAGE_SIZE_HEADER,
   LIST_TOTAL_HEADER,
-  userServiceDefinition,
   type BulkCreateFailure,
   type ChatMessage,
   type CreateUserRequest,
@@ -36,17 +32,9 @@ import {
 
 export { UPDATE_PATHS, type BulkCreateFailure, type ChatMessage, type CreateUserRequest, type UpdatePath } from './proto.js';
 
-export { statusName, statusOf, userServiceError, UserServiceError, type ErrorContext } from './client-errors.js';
+export { statusName, statusOf, serviceCallError, ServiceCallError, type ErrorContext } from '../grpc/client/errors.js';
 
-export const DEFAULT_DEADLINE_MS = 10_000;
-
-/** Keepalive and load balancing of the spec's reference client (Limits table). */
-export const CHANNEL_OPTIONS: grpc.ChannelOptions = {
-  'grpc.keepalive_time_ms': 10_000,
-  'grpc.keepalive_timeout_ms': 3_000,
-  'grpc.keepalive_permit_without_calls': 1,
-  'grpc.service_config': JSON.stringify({ loadBalancingConfig: [{ round_robin: {} }] }),
-};
+export { DEFAULT_DEADLINE_MS, type ConnectOptions } from '../grpc/client/channel.js';
 
 export interface CreateUserResponse {
   user: UserMessage | null;
@@ -105,18 +93,6 @@ export interface UserSyncResponse {
   failure?: { status: string; message: string } | null;
 }
 
-export interface ConnectOptions {
-  /** HOST:PORT */
-  address: string;
-  /** Sent as `authorization: Bearer <token>` when given. */
-  token?: string | undefined;
-  tls?: boolean | undefined;
-  /** CA for TLS: a PEM file path or the PEM text; the system roots without it. */
-  ca?: string | undefined;
-  /** Time limit of each unary call and list; for the other streams, of connecting. */
-  deadlineMs?: number | undefined;
-}
-
 type Callback<Res> = (error: grpc.ServiceError | null, response?: Res) => void;
 type Unary<Req, Res> = (request: Req, metadata: grpc.Metadata, options: grpc.CallOptions, callback: Callback<Res>) => grpc.ClientUnaryCall;
 
@@ -146,16 +122,8 @@ function countOf(metadata: grpc.Metadata, key: string): number | undefined {
   return /^\d+$/.test(text) ? Number(text) : undefined;
 }
 
-export function credentialsOf(options: ConnectOptions): grpc.ChannelCredentials {
-  if (!options.tls) return grpc.credentials.createInsecure();
-  const ca = options.ca ? Buffer.from(readPem(options.ca, '--ca')) : null;
-  return grpc.credentials.createSsl(ca);
-}
-
 export function connectUserService(options: ConnectOptions): UserServiceClient {
-  const { Client } = userServiceDefinition();
-  const raw = new Client(options.address, credentialsOf(options), CHANNEL_OPTIONS) as unknown as RawUserClient;
-  return new UserServiceClient(raw, options);
+  return new UserServiceClient(new ServiceConnection(options));
 }
 
 /** Writes every item of `source` with back-pressure, until the source ends or `stopped()` says the call is over. */
@@ -181,30 +149,28 @@ async function writeAll<T>(
 export class UserServiceClient {
   readonly address: string;
   readonly deadlineMs: number;
+  readonly #connection: ServiceConnection;
   readonly #raw: RawUserClient;
-  readonly #token: string | undefined;
   readonly #context: ErrorContext;
 
-  constructor(raw: RawUserClient, options: ConnectOptions) {
-    this.#raw = raw;
-    this.address = options.address;
-    this.deadlineMs = options.deadlineMs ?? DEFAULT_DEADLINE_MS;
-    this.#token = options.token;
-    this.#context = { address: this.address, deadlineMs: this.deadlineMs, tls: Boolean(options.tls) };
+  constructor(connection: ServiceConnection) {
+    this.#connection = connection;
+    this.#raw = connection.client<RawUserClient>('user.v1.UserService');
+    this.address = connection.address;
+    this.deadlineMs = connection.deadlineMs;
+    this.#context = connection.context;
   }
 
   #metadata(): grpc.Metadata {
-    const metadata = new grpc.Metadata();
-    if (this.#token) metadata.set('authorization', `Bearer ${this.#token}`);
-    return metadata;
+    return this.#connection.metadata();
   }
 
   #deadline(): grpc.CallOptions {
-    return { deadline: Date.now() + this.deadlineMs };
+    return { deadline: this.#connection.deadline() };
   }
 
   #error(error: unknown): unknown {
-    return userServiceError(error, this.#context);
+    return this.#connection.error(error);
   }
 
   #unary<Req, Res>(method: Unary<Req, Res>, request: Req): Promise<Res> {
@@ -483,7 +449,7 @@ export class UserServiceClient {
   }
 
   close(): void {
-    this.#raw.close();
+    this.#connection.close();
   }
 }
 

@@ -231,10 +231,10 @@ async function runGet(cc: CommandContext, command: Command): Promise<void> {
 async function quickGetUser(cc: CommandContext, flags: ConnectionFlags, id: string): Promise<UserMessage | undefined> {
   const connection = await connectionOf(cc, flags);
   if (connection.tls) return undefined;
-  const [{ unaryCall }, { decodeUser, encodeGetUserRequest }, { userServiceError }] = await Promise.all([
-    import('../../grpc/unary-call.js'),
+  const [{ unaryCall }, { decodeUser, encodeGetUserRequest }, { serviceCallError }] = await Promise.all([
+    import('../../grpc/client/unary-call.js'),
     import('../../users/user-wire.js'),
-    import('../../users/client-errors.js'),
+    import('../../grpc/client/errors.js'),
   ]);
   const outcome = await unaryCall({
     address: connection.address,
@@ -245,7 +245,7 @@ async function quickGetUser(cc: CommandContext, flags: ConnectionFlags, id: stri
   });
   if (outcome.kind === 'answer') return decodeUser(outcome.message);
   if (outcome.kind === 'status') {
-    throw userServiceError(outcome.error, { address: connection.address, deadlineMs: connection.deadlineMs ?? 10_000, tls: false });
+    throw serviceCallError(outcome.error, { address: connection.address, deadlineMs: connection.deadlineMs ?? 10_000, tls: false });
   }
   return undefined;
 }

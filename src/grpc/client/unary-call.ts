@@ -13,7 +13,7 @@
  * server are the ones users know; so only idempotent calls come here.
  */
 import { connect, constants } from 'node:http2';
-import { Status, type StatusError } from '../users/client-errors.js';
+import { Status, type StatusError } from './errors.js';
 
 export type UnaryOutcome =
   | { kind: 'answer'; message: Buffer }

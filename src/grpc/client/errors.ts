@@ -4,8 +4,8 @@
  * client (client.ts) and the light unary path of one-shot commands
  * (unary-call.ts) map statuses the same way.
  */
-import { AuthError, MiniappError, UpstreamError, type ErrorOptions } from '../errors.js';
-import { formatDuration } from '../duration.js';
+import { AuthError, MiniappError, UpstreamError, type ErrorOptions } from '../../errors.js';
+import { formatDuration } from '../../duration.js';
 
 /** How the details of an UNAVAILABLE that serve sends for its database begin (grpc/status.ts): the server answered, its database did not. */
 export const STORE_UNAVAILABLE_DETAILS = 'the database is unavailable, try again shortly';
@@ -29,8 +29,8 @@ export interface StatusError extends Error {
 export const NOT_REACHED_HINT = 'is `miniapp serve` running? check --addr/grpc-addr';
 const TOKEN_HINT = '`miniapp serve` writes its admin token to the profile\'s grpc-token; or pass --token';
 
-/** A failure of the user service other than authentication and reachability; `code` is the status name. */
-export class UserServiceError extends MiniappError {
+/** A failed call of a service of serve other than authentication and reachability; `code` is the status name. */
+export class ServiceCallError extends MiniappError {
   override readonly code: string;
   constructor(status: string, message: string, options: ErrorOptions = {}) {
     super(message, options);
@@ -55,7 +55,7 @@ export function isServiceError(error: unknown): error is StatusError {
 }
 
 /** A gRPC status as the project's typed error; other errors pass through. */
-export function userServiceError(error: unknown, context: ErrorContext): unknown {
+export function serviceCallError(error: unknown, context: ErrorContext): unknown {
   if (!isServiceError(error)) return error;
   const name = statusName(error.code);
   const details = error.details || error.message;
@@ -83,7 +83,7 @@ export function userServiceError(error: unknown, context: ErrorContext): unknown
         cause: error,
       });
     default:
-      return new UserServiceError(name, `${name}: ${details}`, { cause: error });
+      return new ServiceCallError(name, `${name}: ${details}`, { cause: error });
   }
 }
 
@@ -148,7 +148,7 @@ export function unreachableHint(tls: boolean): string {
 
 /** The status name carried by a mapped error (`UNAVAILABLE`, ...), if any. */
 export function statusOf(error: unknown): string | undefined {
-  if (error instanceof UserServiceError || error instanceof AuthError || error instanceof UpstreamError) return error.code;
+  if (error instanceof ServiceCallError || error instanceof AuthError || error instanceof UpstreamError) return error.code;
   return undefined;
 }
 
