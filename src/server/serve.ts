@@ -32,7 +32,7 @@ import { PostStore, type Post } from '../blog/posts.js';
 import { openImageStore } from '../blog/uploads.js';
 import { Commerce } from '../commerce/commerce.js';
 import type { PaymentProvider } from '../payment/provider.js';
-import { POST_CREATED, WebhookDispatcher, WebhookOutbox, type SendWebhook, type WebhookLog as ComponentLog } from '../blog/webhooks.js';
+import { POST_CREATED, WebhookDispatcher, WebhookOutbox, type SendWebhook, type WebhookLog as ComponentLog } from '../webhooks/outbox.js';
 
 export interface ServeOptions {
   host: string;

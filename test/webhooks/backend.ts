@@ -7,8 +7,8 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { openStore, type Store, type StoreLocation } from '../../../src/store/store.js';
-import { createTestDatabase, type Backend } from '../../helpers/postgres.js';
+import { openStore, type Store, type StoreLocation } from '../../src/store/store.js';
+import { createTestDatabase, type Backend } from '../helpers/postgres.js';
 
 export interface WebhookTestDatabase {
   location: StoreLocation;

@@ -8,10 +8,10 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { GROUPS } from '../../../src/cli/main.js';
-import { POST_CREATED, signBody, WebhookDispatcher } from '../../../src/blog/webhooks.js';
-import { BACKENDS } from '../../helpers/postgres.js';
-import { Sandbox } from '../../helpers/cli.js';
+import { GROUPS } from '../../src/cli/main.js';
+import { POST_CREATED, signBody, WebhookDispatcher } from '../../src/webhooks/outbox.js';
+import { BACKENDS } from '../helpers/postgres.js';
+import { Sandbox } from '../helpers/cli.js';
 import { webhookDatabase, type WebhookTestDatabase } from './backend.js';
 
 const SECRET = 'cli-test-secret';

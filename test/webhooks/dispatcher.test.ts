@@ -8,7 +8,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createServer, type IncomingHttpHeaders, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import type { Store } from '../../../src/store/store.js';
+import type { Store } from '../../src/store/store.js';
 import {
   POST_CREATED,
   SENDER_TTL_MS,
@@ -18,8 +18,8 @@ import {
   WebhookOutbox,
   type DispatcherOptions,
   type Timers,
-} from '../../../src/blog/webhooks.js';
-import { BACKENDS } from '../../helpers/postgres.js';
+} from '../../src/webhooks/outbox.js';
+import { BACKENDS } from '../helpers/postgres.js';
 import { webhookDatabase, type WebhookTestDatabase } from './backend.js';
 
 const SECRET = 'receiver-shared-secret';

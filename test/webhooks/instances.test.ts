@@ -13,13 +13,13 @@ import { fork, type ChildProcess } from 'node:child_process';
 import { createServer, type IncomingHttpHeaders, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
-import { openStore, type Store } from '../../../src/store/store.js';
-import { verifySignature, WebhookOutbox, type Delivery } from '../../../src/blog/webhooks.js';
-import { createTestDatabase, type TestDatabase } from '../../helpers/postgres.js';
-import { Sandbox } from '../../helpers/cli.js';
+import { openStore, type Store } from '../../src/store/store.js';
+import { verifySignature, WebhookOutbox, type Delivery } from '../../src/webhooks/outbox.js';
+import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
+import { Sandbox } from '../helpers/cli.js';
 
 const SECRET = 'whsec-two-instances';
-const INSTANCE = fileURLToPath(new URL('../../fixtures/webhook-instance.mjs', import.meta.url));
+const INSTANCE = fileURLToPath(new URL('../fixtures/webhook-instance.mjs', import.meta.url));
 const HOUR = 3_600_000;
 
 interface Request {

@@ -7,11 +7,11 @@
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import Database from 'better-sqlite3';
-import { MIGRATIONS, migrate, schemaVersion } from '../../../src/store/database.js';
-import { SqliteSql } from '../../../src/store/sql.js';
-import type { Store } from '../../../src/store/store.js';
-import { afterAttempt, MAX_ATTEMPTS, OUTBOX_CHANNEL, POST_CREATED, WebhookOutbox, type Claim } from '../../../src/blog/webhooks.js';
-import { BACKENDS } from '../../helpers/postgres.js';
+import { MIGRATIONS, migrate, schemaVersion } from '../../src/store/database.js';
+import { SqliteSql } from '../../src/store/sql.js';
+import type { Store } from '../../src/store/store.js';
+import { afterAttempt, MAX_ATTEMPTS, OUTBOX_CHANNEL, POST_CREATED, WebhookOutbox, type Claim } from '../../src/webhooks/outbox.js';
+import { BACKENDS } from '../helpers/postgres.js';
 import { webhookDatabase, type WebhookTestDatabase } from './backend.js';
 
 const T0 = new Date('2026-11-21T12:00:00.000Z');

@@ -11,10 +11,10 @@
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createServer, type Server } from 'node:http';
-import type { Store } from '../../../src/store/store.js';
-import { POST_CREATED, verifySignature, WebhookDispatcher, type Delivery } from '../../../src/blog/webhooks.js';
-import { BACKENDS } from '../../helpers/postgres.js';
-import { Sandbox, plain } from '../../helpers/cli.js';
+import type { Store } from '../../src/store/store.js';
+import { POST_CREATED, verifySignature, WebhookDispatcher, type Delivery } from '../../src/webhooks/outbox.js';
+import { BACKENDS } from '../helpers/postgres.js';
+import { Sandbox, plain } from '../helpers/cli.js';
 import { webhookDatabase, type WebhookTestDatabase } from './backend.js';
 
 const SECRET = 'whsec-restart-test';

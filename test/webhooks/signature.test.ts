@@ -1,8 +1,8 @@
 /** X-Webhook-Signature: sha256= and the hex HMAC-SHA256 of the exact body bytes. */
 import { describe, expect, it } from 'vitest';
 import { createHmac } from 'node:crypto';
-import { checkWebhookUrl, parseSignature, signBody, verifySignature } from '../../../src/blog/webhooks.js';
-import { ConfigError } from '../../../src/errors.js';
+import { checkWebhookUrl, parseSignature, signBody, verifySignature } from '../../src/webhooks/outbox.js';
+import { ConfigError } from '../../src/errors.js';
 
 const SECRET = 'whsec-test-0123456789';
 const BODY = '{"event":"post.created","timestamp":"2026-11-21T12:00:00.000Z","data":{"id":1,"title":"Grüße"}}';
