@@ -12,6 +12,9 @@ import type { Param, Sql } from '../store/sql.js';
 import { ListCache } from './list-cache.js';
 import { FreshRead } from '../store/fresh-read.js';
 
+/** The event of a new post (spec 002, Part B "Webhook"): its payload's data is the post. */
+export const POST_CREATED = 'post.created';
+
 export interface Post {
   id: number;
   title: string;

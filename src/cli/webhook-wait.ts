@@ -4,7 +4,8 @@
  * terminal, until each is delivered or given up on, or Ctrl-C.
  */
 import type { CommandContext } from './context.js';
-import type { Delivery, WebhookOutbox } from '../webhooks/outbox.js';
+import type { Delivery } from '../webhooks/delivery.js';
+import type { WebhookOutbox } from '../webhooks/outbox.js';
 import { formatDuration } from '../duration.js';
 
 /** How often the outbox is read: attempts take up to seconds, and serve on SQLite looks at least every 30 s, so this is plenty. */

@@ -9,7 +9,7 @@
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics, type Metric, type OpenMetricsContentType } from 'prom-client';
 import type { PartnerCallObserver } from '../login/partner-client.js';
-import type { WebhookAttemptObserver } from '../webhooks/outbox.js';
+import type { WebhookAttemptObserver } from '../webhooks/dispatcher.js';
 import type { CommerceObserver } from '../payment/payments.js';
 import { checkMetricsPrefix, DEFAULT_METRICS_PREFIX } from './metric-prefix.js';
 

@@ -32,7 +32,10 @@ import { PostStore, type Post } from '../blog/posts.js';
 import { openImageStore } from '../blog/uploads.js';
 import { Commerce } from '../commerce/commerce.js';
 import type { PaymentProvider } from '../payment/provider.js';
-import { POST_CREATED, WebhookDispatcher, WebhookOutbox, type SendWebhook, type WebhookLog as ComponentLog } from '../webhooks/outbox.js';
+import { POST_CREATED } from '../blog/posts.js';
+import { WebhookDispatcher, type WebhookLog as ComponentLog } from '../webhooks/dispatcher.js';
+import { WebhookOutbox } from '../webhooks/outbox.js';
+import type { SendWebhook } from '../webhooks/sender.js';
 
 export interface ServeOptions {
   host: string;

@@ -5,7 +5,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomBytes } from 'node:crypto';
-import { adminSql, type AdminSql } from '../helpers/pg-admin.js';
+import { adminSql } from '../helpers/pg-admin.js';
 import { openStore, type Store } from '../../src/store/store.js';
 import { PostStore } from '../../src/blog/posts.js';
 import { openImageStore, type ImageStore } from '../../src/blog/uploads.js';

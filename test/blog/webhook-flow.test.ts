@@ -7,7 +7,7 @@ import { createServer, type Server } from 'node:http';
 import { request } from 'undici';
 import type { RunningServe } from '../../src/server/serve.js';
 import { startTestServe } from '../helpers/serve.js';
-import { verifySignature } from '../../src/webhooks/outbox.js';
+import { verifySignature } from '../../src/webhooks/signature.js';
 
 const SECRET = 'whsec-test-0123456789';
 let receiver: Server;

@@ -12,7 +12,8 @@ import { Sandbox, plain } from '../helpers/cli.js';
 import { textWidth } from '../../src/cli/text-width.js';
 import { relativeTime } from '../../src/duration.js';
 import { openStore } from '../../src/store/store.js';
-import { POST_CREATED, WebhookDispatcher } from '../../src/webhooks/outbox.js';
+import { POST_CREATED } from '../../src/blog/posts.js';
+import { WebhookDispatcher } from '../../src/webhooks/dispatcher.js';
 import { SANDBOX_GRAPH_TOKENS, MAIN_ACCOUNT_ID } from '../../src/sandbox/graph/data.js';
 import { NOW, startGraphSandbox, type GraphSandbox } from '../insights/graph-sandbox.js';
 

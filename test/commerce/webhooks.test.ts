@@ -6,7 +6,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { verifySignature } from '../../src/webhooks/outbox.js';
+import { verifySignature } from '../../src/webhooks/signature.js';
 import { startTestServe } from '../helpers/serve.js';
 import { BACKENDS } from '../helpers/postgres.js';
 import { useBackendStore } from '../helpers/backend-store.js';

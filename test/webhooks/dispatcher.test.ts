@@ -9,16 +9,10 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createServer, type IncomingHttpHeaders, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Store } from '../../src/store/store.js';
-import {
-  POST_CREATED,
-  SENDER_TTL_MS,
-  signBody,
-  verifySignature,
-  WebhookDispatcher,
-  WebhookOutbox,
-  type DispatcherOptions,
-  type Timers,
-} from '../../src/webhooks/outbox.js';
+import { POST_CREATED } from '../../src/blog/posts.js';
+import { SENDER_TTL_MS, WebhookOutbox } from '../../src/webhooks/outbox.js';
+import { signBody, verifySignature } from '../../src/webhooks/signature.js';
+import { type DispatcherOptions, type Timers, WebhookDispatcher } from '../../src/webhooks/dispatcher.js';
 import { BACKENDS } from '../helpers/postgres.js';
 import { webhookDatabase, type WebhookTestDatabase } from './backend.js';
 

@@ -14,7 +14,9 @@ import { createServer, type IncomingHttpHeaders, type Server, type ServerRespons
 import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { openStore, type Store } from '../../src/store/store.js';
-import { verifySignature, WebhookOutbox, type Delivery } from '../../src/webhooks/outbox.js';
+import { verifySignature } from '../../src/webhooks/signature.js';
+import { WebhookOutbox } from '../../src/webhooks/outbox.js';
+import type { Delivery } from '../../src/webhooks/delivery.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 import { Sandbox } from '../helpers/cli.js';
 

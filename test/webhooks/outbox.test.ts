@@ -10,7 +10,9 @@ import Database from 'better-sqlite3';
 import { MIGRATIONS, migrate, schemaVersion } from '../../src/store/database.js';
 import { SqliteSql } from '../../src/store/sql.js';
 import type { Store } from '../../src/store/store.js';
-import { afterAttempt, MAX_ATTEMPTS, OUTBOX_CHANNEL, POST_CREATED, WebhookOutbox, type Claim } from '../../src/webhooks/outbox.js';
+import { afterAttempt, OUTBOX_CHANNEL, WebhookOutbox } from '../../src/webhooks/outbox.js';
+import { type Claim, MAX_ATTEMPTS } from '../../src/webhooks/delivery.js';
+import { POST_CREATED } from '../../src/blog/posts.js';
 import { BACKENDS } from '../helpers/postgres.js';
 import { webhookDatabase, type WebhookTestDatabase } from './backend.js';
 

@@ -12,7 +12,10 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createServer, type Server } from 'node:http';
 import type { Store } from '../../src/store/store.js';
-import { POST_CREATED, verifySignature, WebhookDispatcher, type Delivery } from '../../src/webhooks/outbox.js';
+import { POST_CREATED } from '../../src/blog/posts.js';
+import { verifySignature } from '../../src/webhooks/signature.js';
+import { WebhookDispatcher } from '../../src/webhooks/dispatcher.js';
+import type { Delivery } from '../../src/webhooks/delivery.js';
 import { BACKENDS } from '../helpers/postgres.js';
 import { Sandbox, plain } from '../helpers/cli.js';
 import { webhookDatabase, type WebhookTestDatabase } from './backend.js';

@@ -1,7 +1,8 @@
 /** X-Webhook-Signature: sha256= and the hex HMAC-SHA256 of the exact body bytes. */
 import { describe, expect, it } from 'vitest';
 import { createHmac } from 'node:crypto';
-import { checkWebhookUrl, parseSignature, signBody, verifySignature } from '../../src/webhooks/outbox.js';
+import { checkWebhookUrl } from '../../src/webhooks/delivery.js';
+import { parseSignature, signBody, verifySignature } from '../../src/webhooks/signature.js';
 import { ConfigError } from '../../src/errors.js';
 
 const SECRET = 'whsec-test-0123456789';

@@ -142,7 +142,7 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
   const hashCost = /^\d+$/.test(flags.passwordHashCost) ? Number(flags.passwordHashCost) : NaN;
   if (!(hashCost >= 10 && hashCost <= 20)) throw new UsageError(`--password-hash-cost must be a whole number from 10 to 20; got "${flags.passwordHashCost}"`);
   if (Boolean(flags.grpcTlsCert) !== Boolean(flags.grpcTlsKey)) throw new UsageError('--grpc-tls-cert and --grpc-tls-key go together');
-  const { checkWebhookUrl } = await import('../../webhooks/outbox.js');
+  const { checkWebhookUrl } = await import('../../webhooks/delivery.js');
   const webhookUrls = flags.webhookUrl.map((url) => {
     try {
       return checkWebhookUrl(url);

@@ -2,7 +2,7 @@
  * `miniapp webhooks ...`: the outbox of `miniapp serve` (list, resend,
  * cancel) and signature checks for receivers. The outbox commands work on
  * serve's database directly (the PostgreSQL of --database, else the SQLite
- * file of the data dir), running or not; see src/webhooks/outbox.ts for why
+ * file of the data dir), running or not; see src/webhooks/ for why
  * that is safe.
  */
 import { Option, type Command } from '../commander.js';
@@ -12,7 +12,8 @@ import { MiniappError, UsageError } from '../../errors.js';
 import { wholeNumber } from '../flags.js';
 import { relativeTime } from '../../duration.js';
 import type { Column } from '../output.js';
-import type { Delivery, DeliveryState, Outcome, WebhookOutbox } from '../../webhooks/outbox.js';
+import type { Delivery, DeliveryState, Outcome } from '../../webhooks/delivery.js';
+import type { WebhookOutbox } from '../../webhooks/outbox.js';
 
 const STATES = ['pending', 'delivered', 'failed', 'cancelled', 'held'] as const;
 const RESENDABLE = ['delivered', 'failed', 'cancelled', 'held'] as const;
@@ -111,7 +112,7 @@ async function openOutbox(cc: CommandContext, flags: StoreFlags, mode: 'read' | 
 }
 
 async function checkedUrl(flag: string, text: string): Promise<string> {
-  const { checkWebhookUrl } = await import('../../webhooks/outbox.js');
+  const { checkWebhookUrl } = await import('../../webhooks/delivery.js');
   try {
     return checkWebhookUrl(text);
   } catch (error) {
@@ -294,7 +295,7 @@ async function runVerify(cc: CommandContext, command: Command): Promise<void> {
   if (flags.signature === undefined) {
     throw new UsageError('no signature: pass --signature with the X-Webhook-Signature header value');
   }
-  const { parseSignature, verifySignature } = await import('../../webhooks/outbox.js');
+  const { parseSignature, verifySignature } = await import('../../webhooks/signature.js');
   if (!parseSignature(flags.signature)) {
     throw new UsageError('--signature must look like sha256=<64 hex digits>, the X-Webhook-Signature header value');
   }

@@ -1,0 +1,103 @@
+/**
+ * A webhook delivery as operators and receivers see it: its states, its
+ * attempts, the payload the spec defines, the X-Webhook-Delivery key that
+ * every attempt and resend shares, the retry schedule, and the URLs serve
+ * may send to. The outbox (outbox.ts) stores them; the dispatcher
+ * (dispatcher.ts) sends them.
+ */
+import { ConfigError } from '../errors.js';
+
+/** The waits after the 1st, 2nd and 3rd failure; one more failure and the delivery is failed. */
+export const RETRY_DELAYS_MS: readonly number[] = [60_000, 5 * 60_000, 30 * 60_000];
+export const MAX_ATTEMPTS = RETRY_DELAYS_MS.length + 1;
+
+/** Checks a webhook URL (for `serve --webhook-url`): absolute http or https. */
+export function checkWebhookUrl(text: string): string {
+  let url: URL;
+  try {
+    url = new URL(text.trim());
+  } catch {
+    throw new ConfigError(`a webhook URL must be absolute, such as https://hooks.example.com/blog; got "${text}"`);
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') {
+    throw new ConfigError(`a webhook URL must use http or https; got ${url.protocol.replace(':', '')} in "${text}"`);
+  }
+  if (url.username || url.password) {
+    throw new ConfigError('a webhook URL must not carry credentials: receivers check the X-Webhook-Signature instead');
+  }
+  return url.href;
+}
+
+/**
+ * pending: due now or at nextAttemptAt. delivered: a 2xx came back. failed: no attempts left.
+ * cancelled: an operator stopped it. held: serve no longer sends to its URL; resumed when it does again.
+ */
+export type DeliveryState = 'pending' | 'delivered' | 'failed' | 'cancelled' | 'held';
+export const DELIVERY_STATES: readonly DeliveryState[] = ['pending', 'delivered', 'failed', 'cancelled', 'held'];
+/** States a delivery can be cancelled from: it has not been finished. */
+export const CANCELLABLE: readonly DeliveryState[] = ['pending', 'held'];
+/** States a delivery can be resent from: nothing will send it otherwise (a held one waits for its URL). */
+export const RESENDABLE: readonly DeliveryState[] = ['delivered', 'failed', 'cancelled', 'held'];
+
+export interface DeliveryAttempt {
+  /** When the request was started (ISO 8601). */
+  at: string;
+  /** The receiver's HTTP status, or null when none came back. */
+  statusCode: number | null;
+  /** Why no status came back (network error, time-out), else null. */
+  error: string | null;
+}
+
+export interface Delivery {
+  id: number;
+  event: string;
+  url: string;
+  /** The exact bytes sent (UTF-8), identical on every attempt. */
+  body: string;
+  state: DeliveryState;
+  /** How many attempts were made; equals `attempts.length`. */
+  attemptCount: number;
+  /** When the next attempt is due (ISO 8601); null unless pending. */
+  nextAttemptAt: string | null;
+  createdAt: string;
+  updatedAt: string;
+  /** For a resend, the delivery it repeats (the first of the line), whose id it sends as X-Webhook-Delivery; else null. */
+  originalId: number | null;
+  /** Oldest first. */
+  attempts: DeliveryAttempt[];
+}
+
+/** The X-Webhook-Delivery of a delivery: the same for every attempt and every resend of it. */
+export function deliveryKey(delivery: Pick<Delivery, 'id'> & { originalId?: number | null | undefined }): number {
+  return delivery.originalId ?? delivery.id;
+}
+
+/** The spec's webhook payload: event, timestamp (ISO 8601) and data (a PostSchema for post.created). */
+export interface WebhookPayload<T = unknown> {
+  event: string;
+  timestamp: string;
+  data: T;
+}
+export interface ListFilter {
+  state?: DeliveryState | undefined;
+  url?: string | undefined;
+  /** Only the most recent N (still listed oldest first). */
+  limit?: number | undefined;
+}
+
+/** Why a delivery was left as it was by `cancel` or `resend`. */
+export interface Refusal {
+  id: number;
+  reason: string;
+}
+
+export interface Outcome {
+  /** The deliveries cancelled, or the new deliveries queued by a resend. */
+  done: Delivery[];
+  refused: Refusal[];
+}
+/** A delivery taken for one attempt, and the number of that claim, which its outcome is recorded against. */
+export interface Claim {
+  delivery: Delivery;
+  claim: number;
+}
