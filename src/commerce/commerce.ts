@@ -9,15 +9,15 @@
  * Domain module: nothing here prints or reads the environment.
  */
 import type { Sql } from '../store/sql.js';
-import { IdempotencyKeys } from './idempotency.js';
-import { Inventory } from '../inventory/inventory.js';
-import { InventoryServiceImpl } from '../inventory/service.js';
-import { Orders } from '../order/orders.js';
-import { OrderServiceImpl } from '../order/service.js';
-import { Payments, type CommerceObserver, type Publish } from '../payment/payments.js';
-import { SandboxProvider, type PaymentProvider } from '../payment/provider.js';
-import { PaymentServiceImpl } from '../payment/service.js';
-import type { Authenticate, InternalLog } from './grpc.js';
+import { IdempotencyKeys } from './kernel/idempotency.js';
+import { Inventory } from './inventory/inventory.js';
+import { InventoryServiceImpl } from './inventory/service.js';
+import { Orders } from './order/orders.js';
+import { OrderServiceImpl } from './order/service.js';
+import { Payments, type CommerceObserver, type Publish } from './payment/payments.js';
+import { SandboxProvider, type PaymentProvider } from './payment/provider.js';
+import { PaymentServiceImpl } from './payment/service.js';
+import type { Authenticate, InternalLog } from './kernel/grpc.js';
 
 export const DEFAULT_SWEEP_MS = 30_000;
 

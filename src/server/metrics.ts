@@ -10,7 +10,7 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics, type Metric, type OpenMetricsContentType } from 'prom-client';
 import type { PartnerCallObserver } from '../login/partner-client.js';
 import type { WebhookAttemptObserver } from '../webhooks/dispatcher.js';
-import type { CommerceObserver } from '../payment/payments.js';
+import type { CommerceObserver } from '../commerce/payment/payments.js';
 import { checkMetricsPrefix, DEFAULT_METRICS_PREFIX } from './metric-prefix.js';
 
 /** Seconds, from a millisecond up to the 10 s time-outs of the partner client and the webhook sender. */

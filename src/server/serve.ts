@@ -31,7 +31,7 @@ import { DEFAULT_HASH_COST } from '../auth/passwords.js';
 import { PostStore, type Post } from '../blog/posts.js';
 import { openImageStore } from '../blog/uploads.js';
 import { Commerce } from '../commerce/commerce.js';
-import type { PaymentProvider } from '../payment/provider.js';
+import type { PaymentProvider } from '../commerce/payment/provider.js';
 import { POST_CREATED } from '../blog/posts.js';
 import { WebhookDispatcher, type WebhookLog as ComponentLog } from '../webhooks/dispatcher.js';
 import { WebhookOutbox } from '../webhooks/outbox.js';

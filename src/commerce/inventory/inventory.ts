@@ -13,8 +13,8 @@
  *
  * Domain module: nothing here prints or reads the environment.
  */
-import type { Sql } from '../store/sql.js';
-import { DEFAULT_CURRENCY, DEFAULT_RESERVATION_TTL_MS, newId, notFound, num, precondition, sortedItems, type Quantity } from '../commerce/common.js';
+import type { Sql } from '../../store/sql.js';
+import { DEFAULT_CURRENCY, DEFAULT_RESERVATION_TTL_MS, newId, notFound, num, precondition, sortedItems, type Quantity } from '../kernel/common.js';
 
 export interface StockLevel {
   sku: string;

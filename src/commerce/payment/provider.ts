@@ -11,8 +11,8 @@
  *
  * Domain module: nothing here prints or reads the environment.
  */
-import type { Sql } from '../store/sql.js';
-import { newId, num } from '../commerce/common.js';
+import type { Sql } from '../../store/sql.js';
+import { newId, num } from '../kernel/common.js';
 
 export interface ChargeRequest {
   /** The provider's idempotency key: the payment's id. */

@@ -1,13 +1,20 @@
 /**
  * payment.v1.PaymentService on grpc-js: ProcessPayment and RefundPayment (the
  * spec's) and GetPayment (an addition). A payment of an order goes through
- * the order (orders.ts), so that the order and its stock move with it; the
- * rules live in payments.ts.
+ * the order (order/orders.ts, which sits above payments and is handed in as
+ * `PaysOrders`), so that the order and its stock move with it; the rules
+ * live in payments.ts.
  */
 import type * as grpc from '@grpc/grpc-js';
-import { timestampOf, unaryFactory, type Authenticate, type InternalLog } from '../commerce/grpc.js';
-import type { Orders } from '../order/orders.js';
+import { timestampOf, unaryFactory, type Authenticate, type InternalLog } from '../kernel/grpc.js';
+import type { Principal } from '../../auth/tokens.js';
+import type { Caller } from '../kernel/common.js';
 import type { PaymentOutcome, PaymentRecord, Payments, RefundRecord } from './payments.js';
+
+/** What ProcessPayment needs of the orders when a payment names one (order/orders.ts `Orders` is one). */
+export interface PaysOrders {
+  pay(caller: Caller, request: { orderId: string; amount?: string | number; currency?: string; method?: string; key: string }): Promise<PaymentOutcome>;
+}
 
 export interface PaymentRequestMessage {
   order_id: string;
@@ -47,8 +54,8 @@ export function paymentResponse(outcome: PaymentOutcome) {
 }
 
 /** ProcessPayment of either service: through the order when one is named. */
-export function processPayment(orders: Orders, payments: Payments) {
-  return (request: PaymentRequestMessage, principal: import('../auth/tokens.js').Principal) =>
+export function processPayment(orders: PaysOrders, payments: Payments) {
+  return (request: PaymentRequestMessage, principal: Principal) =>
     (request.order_id
       ? orders.pay(principal, { orderId: request.order_id, amount: request.amount, currency: request.currency, method: request.method, key: request.idempotency_key })
       : payments.processStandalone(principal, { amount: request.amount, currency: request.currency, method: request.method, key: request.idempotency_key })
@@ -57,7 +64,7 @@ export function processPayment(orders: Orders, payments: Payments) {
 
 export interface PaymentServiceOptions {
   payments: Payments;
-  orders: Orders;
+  orders: PaysOrders;
   authenticate: Authenticate;
   log?: InternalLog | undefined;
 }

@@ -14,7 +14,7 @@
  *
  * Domain module: nothing here prints or reads the environment.
  */
-import type { Sql } from '../store/sql.js';
+import type { Sql } from '../../store/sql.js';
 import {
   actorOf,
   checkCurrency,
@@ -34,8 +34,8 @@ import {
   requestHash,
   sortedItems,
   type Caller,
-} from '../commerce/common.js';
-import type { IdempotencyKeys } from '../commerce/idempotency.js';
+} from '../kernel/common.js';
+import type { IdempotencyKeys } from '../kernel/idempotency.js';
 import type { Inventory } from '../inventory/inventory.js';
 import type { CommerceObserver, PaymentOutcome, PaymentRecord, Payments, Publish } from '../payment/payments.js';
 

@@ -5,9 +5,9 @@
  * conversions every message needs (timestamps, optional strings).
  */
 import * as grpc from '@grpc/grpc-js';
-import type { Principal } from '../auth/tokens.js';
-import { toTimestamp, type Timestamp } from '../grpc/protos.js';
-import { RpcError, unavailableStatus } from '../grpc/status.js';
+import type { Principal } from '../../auth/tokens.js';
+import { toTimestamp, type Timestamp } from '../../grpc/protos.js';
+import { RpcError, unavailableStatus } from '../../grpc/status.js';
 import { CommerceError } from './common.js';
 
 export type Authenticate = (metadata: grpc.Metadata) => Promise<Principal>;

@@ -4,7 +4,7 @@
  * orders.ts; ProcessPayment is PaymentService's, one implementation.
  */
 import type * as grpc from '@grpc/grpc-js';
-import { timestampOf, unaryFactory, type Authenticate, type InternalLog } from '../commerce/grpc.js';
+import { timestampOf, unaryFactory, type Authenticate, type InternalLog } from '../kernel/grpc.js';
 import { processPayment } from '../payment/service.js';
 import type { Payments } from '../payment/payments.js';
 import type { OrderRecord, Orders } from './orders.js';

@@ -4,8 +4,8 @@
  * (additions). The rules live in inventory.ts and orders.ts.
  */
 import type * as grpc from '@grpc/grpc-js';
-import { actorOf, checkCurrency, checkItems, checkSku, checkText, integer, invalid, MAX_AMOUNT, notFound, precondition } from '../commerce/common.js';
-import { requireAdmin, timestampOf, unaryFactory, type Authenticate, type InternalLog } from '../commerce/grpc.js';
+import { actorOf, checkCurrency, checkItems, checkSku, checkText, integer, invalid, MAX_AMOUNT, notFound, precondition } from '../kernel/common.js';
+import { requireAdmin, timestampOf, unaryFactory, type Authenticate, type InternalLog } from '../kernel/grpc.js';
 import type { Inventory, ReservationRecord, StockLevel, StockMovement } from './inventory.js';
 
 const MAX_TTL_SECONDS = 86_400;
@@ -42,7 +42,7 @@ function movementMessage(movement: StockMovement) {
 
 export interface InventoryServiceOptions {
   inventory: Inventory;
-  sql: import('../store/sql.js').Sql;
+  sql: import('../../store/sql.js').Sql;
   authenticate: Authenticate;
   /** Expires reservations past their time (and their orders), before stock is read. */
   expireDue: () => Promise<number>;
@@ -102,7 +102,7 @@ export class InventoryServiceImpl {
     };
   }
 
-  async #end(id: string, principal: import('../auth/tokens.js').Principal, action: 'release' | 'commit') {
+  async #end(id: string, principal: import('../../auth/tokens.js').Principal, action: 'release' | 'commit') {
     requireAdmin(principal, `${action === 'release' ? 'releasing' : 'committing'} a reservation`);
     const { inventory } = this.options;
     const reservation = id ? await inventory.reservation(id) : undefined;

@@ -15,9 +15,9 @@
  *
  * Domain module: nothing here prints or reads the environment.
  */
-import type { Sql } from '../store/sql.js';
-import { actorOf, checkCurrency, checkKey, DEFAULT_CURRENCY, checkText, CommerceError, integer, mayAccess, MAX_AMOUNT, newId, notFound, num, precondition, requestHash, type Caller } from '../commerce/common.js';
-import type { IdempotencyKeys } from '../commerce/idempotency.js';
+import type { Sql } from '../../store/sql.js';
+import { actorOf, checkCurrency, checkKey, DEFAULT_CURRENCY, checkText, CommerceError, integer, mayAccess, MAX_AMOUNT, newId, notFound, num, precondition, requestHash, type Caller } from '../kernel/common.js';
+import type { IdempotencyKeys } from '../kernel/idempotency.js';
 import { ProviderTimeoutError, type ChargeResult, type PaymentProvider } from './provider.js';
 
 export type PaymentStatus = 'IN_PROGRESS' | 'DONE' | 'ABORTED' | 'CANCELED' | 'PARTIAL_CANCELED';

@@ -8,7 +8,7 @@
  * FAILED_PRECONDITION. A key whose work failed before anything was written
  * (bad input, short stock) is not kept: its transaction rolled back.
  */
-import type { Sql } from '../store/sql.js';
+import type { Sql } from '../../store/sql.js';
 import { CommerceError, IDEMPOTENCY_TTL_MS, precondition } from './common.js';
 
 export type KeyScope = 'order.create' | 'payment.process' | 'payment.refund';
