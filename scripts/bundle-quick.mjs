@@ -99,11 +99,11 @@ await bundle.write({
     groups: [
       {
         name: 'program',
-        test: (id) => id.includes(join('node_modules', 'commander', sep)) || compiled(['cli/(program|context|stdio|color|commander)', 'errors'])(id),
+        test: (id) => id.includes(join('node_modules', 'commander', sep)) || compiled(['cli/(program|command|context|terminal/stdio|render/color|commander)', 'errors'])(id),
       },
       {
         name: 'profile',
-        test: compiled(['config/(settings|file|keys|paths|token-store)', 'cli/(output|progress|cells|grouped|profile)', 'duration', 'login/(key-material|session|token-data)']),
+        test: compiled(['config/(settings|file|keys|paths|token-store)', 'cli/(render/(streams|output|progress|cells|grouped)|connect/profile)', 'duration', 'login/(key-material|session|token-data)']),
       },
     ],
   },

@@ -16,7 +16,7 @@ import { MAX_IMAGE_BYTES, MAX_IMAGES, type ImageStore, type StoredImage } from '
 import { ListCache } from './list-cache.js';
 import { withPage } from './page-links.js';
 import { StoreUnavailableError, type Sql } from '../store/sql.js';
-import { RETRY_AFTER_SECONDS, STORE_UNAVAILABLE } from '../server/http-errors.js';
+import { RETRY_AFTER_SECONDS, STORE_UNAVAILABLE } from '../http/errors.js';
 
 export type ApiVersion = 1 | 2;
 

@@ -6,7 +6,8 @@
 import { readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import type { Settings } from '../config/settings.js';
-import type { Io, Output } from './output.js';
+import type { Output } from './render/output.js';
+import type { Io } from './render/streams.js';
 
 export interface Context {
   io: Io;

@@ -4,11 +4,11 @@
  * `runCli` is what the launcher calls for everything the quick path
  * (quick.ts) does not serve, and what tests call in-process.
  */
-import { GROUP_SUMMARIES, registerCompletion, runProgram, type Loaders, type Register } from './program.js';
+import { GROUP_SUMMARIES, registerCompletion, runProgram, type Loaders } from './program.js';
+import type { Register } from './command.js';
 import { processContext, type Context } from './context.js';
 import type { ExitCode } from '../errors.js';
 
-export type { Bind, Handler, Register } from './program.js';
 export { commandPath, groupNameOf } from './program.js';
 
 const LOADERS: Loaders = {

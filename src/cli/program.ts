@@ -15,16 +15,13 @@ import { styleText } from 'node:util';
 import { Command, CommanderError, Option } from './commander.js';
 import { ExitCode, MiniappError, UsageError, type ExitCode as Code } from '../errors.js';
 import type { CommandContext, Context } from './context.js';
-import { resolveColorLevel } from './color.js';
-import type { OutStream } from './output.js';
+import { resolveColorLevel } from './render/color.js';
+import type { OutStream } from './render/streams.js';
 import { groupNameOf, rewriteHelp } from './argv.js';
 
 export { groupNameOf, leadingOperands, rewriteHelp } from './argv.js';
 
-export type Handler = (cc: CommandContext, command: Command) => Promise<void>;
-/** Wraps a handler into a commander action that receives the command context. */
-export type Bind = (handler: Handler) => (...args: unknown[]) => Promise<void>;
-export type Register = (program: Command, bind: Bind) => void;
+import type { Bind, Handler, Register } from './command.js';
 
 /** A command group as `miniapp --help` lists it. */
 export interface GroupSummary {
@@ -207,7 +204,7 @@ export async function buildProgram(
     const command = args.at(-1) as Command;
     const globals = command.optsWithGlobals<GlobalOptions>();
     const [{ createOutput }, { checkProfileName, Settings }] = await Promise.all([
-      import('./output.js'),
+      import('./render/output.js'),
       import('../config/settings.js'),
     ]);
     const profile = checkProfileName(globals.profile);
@@ -341,13 +338,13 @@ async function reportError(error: unknown, ctx: Context, argv: readonly string[]
     const code = known ? error.code : 'INTERNAL';
     write(JSON.stringify({ error: { code, exitCode: known ? error.exitCode : ExitCode.failure, message, ...(hints.length ? { hint: hints.join(' ') } : {}) } }));
   } else {
-    const { createOutput } = await import('./output.js');
+    const { createOutput } = await import('./render/output.js');
     const color = (await createOutput(ctx.io, { json: false, noColor: argv.includes('--no-color'), env: ctx.env })).errColor;
     write(`${color.red('error:')} ${message}`);
     for (const hint of hints) write(color.dim(hint));
   }
   if (debug) {
-    const { createOutput } = await import('./output.js');
+    const { createOutput } = await import('./render/output.js');
     const color = (await createOutput(ctx.io, { json: false, noColor: argv.includes('--no-color'), env: ctx.env })).errColor;
     let current: unknown = error;
     while (current instanceof Error) {

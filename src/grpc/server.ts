@@ -7,11 +7,33 @@
  */
 import * as grpc from '@grpc/grpc-js';
 import { HealthImplementation } from 'grpc-health-check';
-import type { GrpcMetrics } from '../server/metrics.js';
+import type { Counter, Histogram } from 'prom-client';
 import { serviceDefinition, type ServiceName } from './protos.js';
 import { addReflection } from './reflection.js';
 import { RequestCheckingServer, type CallObserver, type ObserveCall } from './request-check.js';
 import { goCodeName, rpcType, statusName } from './status.js';
+
+export type GrpcLabel = 'grpc_type' | 'grpc_service' | 'grpc_method';
+
+/** The counters and histograms serve's metrics (server/metrics.ts) give the gRPC server for its calls. */
+export interface GrpcMetrics {
+  started: Counter<GrpcLabel>;
+  handled: Counter<GrpcLabel | 'grpc_code'>;
+  received: Counter<GrpcLabel>;
+  sent: Counter<GrpcLabel>;
+  handling: Histogram<GrpcLabel>;
+  /** The spec's contract; `method` is the full name, such as user.v1.UserService/GetUser. */
+  requests: Counter<'method' | 'status'>;
+  duration: Histogram<'method'>;
+  /**
+   * Has `flush` called before every read of the five counters above (a
+   * scrape, the monitoring service), so that the per-call observer may
+   * count in plain numbers and add them to the counters only then: a
+   * prom-client update builds and looks up a label string each time, and
+   * five of them on every call cost more than the call's own bookkeeping.
+   */
+  flushBeforeRead(flush: () => void): void;
+}
 
 export const DEFAULT_GRPC_PORT = 50051;
 export const MAX_RECEIVE_BYTES = 4 * 1024 * 1024;

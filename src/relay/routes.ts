@@ -11,7 +11,7 @@ import { normalizeReferrer } from '../login/referrer.js';
 import { decryptUserInfo, decryptionError } from '../login/user-info.js';
 import type { KeyMaterial } from '../login/key-material.js';
 import type { UnlinkEventStore } from '../store/unlink-events.js';
-import { HttpError } from '../server/http-errors.js';
+import { HttpError } from '../http/errors.js';
 
 export const KNOWN_UNLINK_REFERRERS = ['UNLINK', 'WITHDRAWAL_TERMS', 'WITHDRAWAL_PLATFORM'];
 

@@ -6,7 +6,7 @@
  */
 import Fastify, { type FastifyInstance } from 'fastify';
 import cors from '@fastify/cors';
-import { clientErrorHandler, frameworkErrorHandler, installErrorHandling } from './http-errors.js';
+import { clientErrorHandler, frameworkErrorHandler, installErrorHandling } from '../http/errors.js';
 import { relayRoutes, type RelayOptions } from '../relay/routes.js';
 import { instrumentHttp } from './http-metrics.js';
 import type { Metrics } from './metrics.js';

@@ -8,6 +8,7 @@
  * asks for it, from the same metric objects.
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics, type Metric, type OpenMetricsContentType } from 'prom-client';
+import type { GrpcLabel, GrpcMetrics } from '../grpc/server.js';
 import type { PartnerCallObserver } from '../login/partner-client.js';
 import type { WebhookAttemptObserver } from '../webhooks/dispatcher.js';
 import type { CommerceObserver } from '../commerce/payment/payments.js';
@@ -18,27 +19,7 @@ const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5
 /** go-grpc-prometheus's buckets (Prometheus's DefBuckets), so that its dashboards' quantiles mean the same. */
 const GRPC_HANDLING_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
 
-type GrpcLabel = 'grpc_type' | 'grpc_service' | 'grpc_method';
 type HttpLabel = 'method' | 'route' | 'status';
-
-export interface GrpcMetrics {
-  started: Counter<GrpcLabel>;
-  handled: Counter<GrpcLabel | 'grpc_code'>;
-  received: Counter<GrpcLabel>;
-  sent: Counter<GrpcLabel>;
-  handling: Histogram<GrpcLabel>;
-  /** The spec's contract; `method` is the full name, such as user.v1.UserService/GetUser. */
-  requests: Counter<'method' | 'status'>;
-  duration: Histogram<'method'>;
-  /**
-   * Has `flush` called before every read of the five counters above (a
-   * scrape, the monitoring service), so that the per-call observer may
-   * count in plain numbers and add them to the counters only then: a
-   * prom-client update builds and looks up a label string each time, and
-   * five of them on every call cost more than the call's own bookkeeping.
-   */
-  flushBeforeRead(flush: () => void): void;
-}
 
 export interface HttpMetrics {
   requests: Counter<HttpLabel>;

@@ -11,7 +11,7 @@
  */
 import type { Signals } from '../store/signals.js';
 import type { Sql } from '../store/sql.js';
-import type { UserRecord } from './user-store.js';
+import type { UserRecord } from './user-record.js';
 
 export type UserChangeType = 'CREATED' | 'UPDATED' | 'DELETED';
 

@@ -8,19 +8,9 @@
  */
 import { UniqueViolation, type Param, type Sql } from '../store/sql.js';
 import type { UserChangeLog, UserChangeType } from './change-log.js';
+import type { UserRecord } from './user-record.js';
 
-export interface UserRecord {
-  id: number;
-  username: string;
-  email: string;
-  fullName: string;
-  isActive: boolean;
-  roles: string[];
-  createdAt: string;
-  updatedAt: string;
-  bio: string | null;
-  avatarUrl: string | null;
-}
+export type { UserRecord } from './user-record.js';
 
 export interface NewUser {
   username: string;

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { resolveColorLevel } from '../../src/cli/color.js';
-import { createOutput, fitColumns, maskSecret, tableChrome, type Output } from '../../src/cli/output.js';
-import { textWidth, truncateToWidth } from '../../src/cli/text-width.js';
+import { resolveColorLevel } from '../../src/cli/render/color.js';
+import { createOutput, fitColumns, maskSecret, tableChrome, type Output } from '../../src/cli/render/output.js';
+import { textWidth, truncateToWidth } from '../../src/cli/render/text-width.js';
 import { Capture, plain } from '../helpers/cli.js';
 import { Readable } from 'node:stream';
 

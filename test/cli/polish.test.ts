@@ -231,7 +231,7 @@ describe('sandbox login next to a running serve', () => {
     expect(JSON.parse(login.stdout)).toMatchObject({ authorizationCode: expect.stringMatching(/^code_/), referrer: 'sandbox' });
     stop('SIGINT');
     expect((await serving).code).toBe(0);
-    const { readServeRuntime } = await import('../../src/cli/serve-runtime.js');
+    const { readServeRuntime } = await import('../../src/cli/connect/serve-runtime.js');
     expect(readServeRuntime(sb.env.MINIAPP_DATA_DIR!)).toBeUndefined();
   });
 });

@@ -1,6 +1,6 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import { loadTextWidths } from '../../src/cli/cells.js';
-import { ProgressLine } from '../../src/cli/progress.js';
+import { loadTextWidths } from '../../src/cli/render/cells.js';
+import { ProgressLine } from '../../src/cli/render/progress.js';
 import { Capture } from '../helpers/cli.js';
 
 // createOutput loads the cell measure for a terminal; these tests build the line directly.

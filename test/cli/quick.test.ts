@@ -2,7 +2,7 @@
  * The quick path (src/cli/quick.ts, bundled into dist/quick by
  * `npm run build`): which command lines it serves, that it prints exactly
  * what the full CLI prints for each of them, and its direct stdio
- * (src/cli/stdio.ts), down to the errors a pipe can give.
+ * (src/cli/terminal/stdio.ts), down to the errors a pipe can give.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { spawnSync } from 'node:child_process';
@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { servesQuickly } from '../../src/cli/quick.js';
-import { FdIn, FdOut, type StdioCalls } from '../../src/cli/stdio.js';
+import { FdIn, FdOut, type StdioCalls } from '../../src/cli/terminal/stdio.js';
 import { BIN, launch, ROOT, traceLoads, type Launched, type LaunchOptions } from '../helpers/launcher.js';
 import { AAD_HEX, KEY_HEX, PLAIN_USER, envelope, seal, sealedUser } from '../helpers/vectors.js';
 

@@ -9,7 +9,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Sandbox, plain } from '../helpers/cli.js';
-import { textWidth } from '../../src/cli/text-width.js';
+import { textWidth } from '../../src/cli/render/text-width.js';
 import { relativeTime } from '../../src/duration.js';
 import { openStore } from '../../src/store/store.js';
 import { POST_CREATED } from '../../src/blog/posts.js';

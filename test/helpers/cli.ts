@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { runCli } from '../../src/cli/main.js';
 import type { Context } from '../../src/cli/context.js';
-import type { InStream, OutStream } from '../../src/cli/output.js';
+import type { InStream, OutStream } from '../../src/cli/render/streams.js';
 
 export class Capture implements OutStream {
   text = '';

@@ -11,7 +11,7 @@ import { startTestServe } from '../helpers/serve.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 import { startTcpProxy, type TcpProxy } from '../helpers/tcp-proxy.js';
 import { png } from '../helpers/images.js';
-import { RETRY_AFTER_SECONDS, toHttpError } from '../../src/server/http-errors.js';
+import { RETRY_AFTER_SECONDS, toHttpError } from '../../src/http/errors.js';
 import { StoreUnavailableError } from '../../src/store/sql.js';
 
 let database: TestDatabase;

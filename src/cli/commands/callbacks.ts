@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import type { Bind } from '../main.js';
+import type { Bind } from '../command.js';
 import type { CommandContext } from '../context.js';
 import { UsageError } from '../../errors.js';
 import { parseDuration } from '../../duration.js';
@@ -30,7 +30,7 @@ async function runList(cc: CommandContext, command: Command): Promise<void> {
   const flags = command.opts<{ since?: string; userKey?: string; limit?: number; dataDir?: string; database?: string }>();
   const since = flags.since === undefined ? undefined : sinceOf(flags.since, cc.now());
   const userKey = flags.userKey === undefined ? undefined : parseUserKey(flags.userKey);
-  const [{ openServeStore }, { UnlinkEventStore }] = await Promise.all([import('../serve-store.js'), import('../../store/unlink-events.js')]);
+  const [{ openServeStore }, { UnlinkEventStore }] = await Promise.all([import('../connect/serve-store.js'), import('../../store/unlink-events.js')]);
   const opened = await openServeStore(cc, flags, 'read');
   if (!opened.store) {
     cc.out.info(`no database at ${opened.where} yet: \`miniapp serve\` has recorded nothing there`);

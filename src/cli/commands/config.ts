@@ -1,9 +1,9 @@
 import type { Command } from 'commander';
-import type { Bind } from '../main.js';
+import type { Bind } from '../command.js';
 import type { CommandContext } from '../context.js';
 import { AuthError, ConfigError, UsageError } from '../../errors.js';
 import { isMaskedValue, SETTINGS, settingSpec } from '../../config/keys.js';
-import { maskSecret } from '../output.js';
+import { maskSecret } from '../render/output.js';
 import type { ResolvedSetting } from '../../config/settings.js';
 import { configFilePath } from '../../config/paths.js';
 
@@ -103,7 +103,7 @@ async function runSet(cc: CommandContext, command: Command): Promise<void> {
 /** "-": piped stdin, or on a terminal a prompt without echo. */
 async function valueFromStdin(cc: CommandContext, key: string, validate: (value: string) => string): Promise<string> {
   if (cc.io.stdin.isTTY) {
-    const { canPrompt, promptSecret } = await import('../prompt.js');
+    const { canPrompt, promptSecret } = await import('../terminal/prompt.js');
     if (!canPrompt(cc)) {
       throw new UsageError(`no value for ${key} on stdin: pipe it (\`miniapp config set ${key} - < file\`) or give it as the argument`);
     }
@@ -116,7 +116,7 @@ async function valueFromStdin(cc: CommandContext, key: string, validate: (value:
       }
     });
   }
-  const { readInput } = await import('../input.js');
+  const { readInput } = await import('../terminal/input.js');
   return readInput(undefined, cc.io.stdin, { what: `value of ${key}`, limit: 1024 * 1024 });
 }
 

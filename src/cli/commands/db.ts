@@ -4,7 +4,7 @@
  * embedded SQLite data to PostgreSQL.
  */
 import type { Command } from 'commander';
-import type { Bind } from '../main.js';
+import type { Bind } from '../command.js';
 import type { CommandContext } from '../context.js';
 import { MiniappError, UsageError } from '../../errors.js';
 
@@ -64,7 +64,7 @@ export function registerDb(program: Command, bind: Bind): void {
 
 async function runStatus(cc: CommandContext, command: Command): Promise<void> {
   const flags = command.opts<{ database?: string; dataDir?: string }>();
-  const [{ openServeStore }, { migrationStatus }] = await Promise.all([import('../serve-store.js'), import('../../store/store.js')]);
+  const [{ openServeStore }, { migrationStatus }] = await Promise.all([import('../connect/serve-store.js'), import('../../store/store.js')]);
   const opened = await openServeStore(cc, { ...flags, anySchema: true }, 'read');
   if (!opened.store) throw new MiniappError(`no database at ${opened.where} yet: \`miniapp serve\` creates it on its first start`);
   try {
@@ -87,7 +87,7 @@ async function runStatus(cc: CommandContext, command: Command): Promise<void> {
 
 async function runMigrate(cc: CommandContext, command: Command): Promise<void> {
   const flags = command.opts<{ database?: string; dataDir?: string }>();
-  const [{ openServeStore }, { migrationStatus }] = await Promise.all([import('../serve-store.js'), import('../../store/store.js')]);
+  const [{ openServeStore }, { migrationStatus }] = await Promise.all([import('../connect/serve-store.js'), import('../../store/store.js')]);
   // Opening a store migrates it (under an advisory lock on PostgreSQL); SQLite creates its file if needed.
   const opened = await openServeStore(cc, { ...flags, create: true }, 'write');
   if (!opened.store) throw new UsageError(`cannot open ${opened.where}`);
@@ -102,6 +102,6 @@ async function runMigrate(cc: CommandContext, command: Command): Promise<void> {
 
 async function runCopy(cc: CommandContext, command: Command): Promise<void> {
   const flags = command.opts<{ from: string; to: string; merge?: boolean }>();
-  const { copyToPostgres } = await import('../db-copy.js');
+  const { copyToPostgres } = await import('../views/db-copy.js');
   await copyToPostgres(cc, flags);
 }

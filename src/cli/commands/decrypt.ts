@@ -1,12 +1,12 @@
 import type { Command } from 'commander';
-import type { Bind } from '../main.js';
+import type { Bind } from '../command.js';
 import type { CommandContext } from '../context.js';
 import { UsageError } from '../../errors.js';
-import { decryptMaterial } from '../profile.js';
-import { printUserInfo } from '../user-view.js';
+import { decryptMaterial } from '../connect/profile.js';
+import { printUserInfo } from '../views/user-view.js';
 import { decryptField, FieldDecryptionError } from '../../login/field-cipher.js';
 import { decryptionError, decryptUserInfo, unwrapUserInfo } from '../../login/user-info.js';
-import { parseJsonInput, readInput } from '../input.js';
+import { parseJsonInput, readInput } from '../terminal/input.js';
 
 interface DecryptOptions {
   value?: string;

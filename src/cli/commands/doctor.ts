@@ -1,8 +1,8 @@
 import type { Command } from 'commander';
-import type { Bind } from '../main.js';
+import type { Bind } from '../command.js';
 import type { CommandContext } from '../context.js';
 import { MiniappError } from '../../errors.js';
-import { partnerClient, timeoutOption, tokenStore } from '../profile.js';
+import { partnerClient, timeoutOption, tokenStore } from '../connect/profile.js';
 
 export function registerDoctor(program: Command, bind: Bind): void {
   program

@@ -8,12 +8,12 @@
  * imports, and the help text lists it.
  */
 import { Option, type Command } from '../commander.js';
-import type { Bind } from '../main.js';
+import type { Bind } from '../command.js';
 import type { CommandContext } from '../context.js';
-import type { Column } from '../output.js';
+import type { Column } from '../render/output.js';
 import { wholeNumber } from '../flags.js';
-import { emit, formatOf, type Format } from '../export.js';
-import { accountOf, withGraphSession } from '../graph-session.js';
+import { emit, formatOf, type Format } from '../terminal/export.js';
+import { accountOf, withGraphSession } from '../connect/graph-session.js';
 import { UsageError } from '../../errors.js';
 import {
   ACCOUNT_METRICS,

@@ -4,11 +4,11 @@
  * rendering only (client: src/commerce/client.ts; views: commerce-view.ts).
  */
 import type { Command } from 'commander';
-import type { Bind } from '../main.js';
+import type { Bind } from '../command.js';
 import type { CommandContext } from '../context.js';
 import { UsageError } from '../../errors.js';
-import { withConnection, type ConnectionFlags } from '../grpc-connection.js';
-import { checkSkuArgument, COMMERCE_HELP, printStock, STOCK_COLUMNS, stockJson, withCommerce } from '../commerce-view.js';
+import { withConnection, type ConnectionFlags } from '../connect/grpc-connection.js';
+import { checkSkuArgument, COMMERCE_HELP, printStock, STOCK_COLUMNS, stockJson, withCommerce } from '../views/commerce-view.js';
 import { parseInteger } from '../flags.js';
 
 export function registerInventory(program: Command, bind: Bind): void {

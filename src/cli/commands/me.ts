@@ -1,8 +1,8 @@
 import type { Command } from 'commander';
-import type { Bind } from '../main.js';
+import type { Bind } from '../command.js';
 import type { CommandContext } from '../context.js';
-import { decryptMaterial, partnerClient, timeoutOption, tokenStore } from '../profile.js';
-import { printUserInfo } from '../user-view.js';
+import { decryptMaterial, partnerClient, timeoutOption, tokenStore } from '../connect/profile.js';
+import { printUserInfo } from '../views/user-view.js';
 
 export function registerMe(program: Command, bind: Bind): void {
   program

@@ -4,12 +4,12 @@
  * Commander wiring and rendering; the client is src/monitoring/client.ts.
  */
 import type { Command } from 'commander';
-import type { Bind } from '../main.js';
+import type { Bind } from '../command.js';
 import type { CommandContext } from '../context.js';
 import { UsageError } from '../../errors.js';
 import { parseDuration, formatDuration } from '../../duration.js';
-import { connectionOf, withConnection, type ConnectionFlags } from '../grpc-connection.js';
-import { destroyInput, linesOf } from '../input.js';
+import { connectionOf, withConnection, type ConnectionFlags } from '../connect/grpc-connection.js';
+import { destroyInput, linesOf } from '../terminal/input.js';
 import { parseWholeNumber } from '../flags.js';
 import type { ChatMessage, LogEntry, LogLevelEnum, MetricData, MonitoringClient } from '../../monitoring/client.js';
 import type { Timestamp } from '../../grpc/protos.js';
@@ -71,7 +71,7 @@ export function registerMonitor(program: Command, bind: Bind): void {
 
 async function connect(cc: CommandContext, flags: ConnectionFlags): Promise<MonitoringClient> {
   const connection = await connectionOf(cc, flags, { service: SERVICE });
-  const [{ MonitoringClient }, { quietGrpcLogs }] = await Promise.all([import('../../monitoring/client.js'), import('../grpc-logging.js')]);
+  const [{ MonitoringClient }, { quietGrpcLogs }] = await Promise.all([import('../../monitoring/client.js'), import('../connect/grpc-logging.js')]);
   await quietGrpcLogs(cc.env);
   return new MonitoringClient(connection);
 }
@@ -170,7 +170,7 @@ async function runLogs(cc: CommandContext, command: Command): Promise<void> {
   if (!LEVELS.includes(level)) throw new UsageError(`--level must be one of ${LEVELS.join(', ')}; got "${flags.level}"`);
   const tail = flags.tail === undefined ? 1000 : parseWholeNumber(flags.tail, '--tail', 0);
   const client = await connect(cc, flags);
-  const { LogFormatter } = await import('../log-format.js');
+  const { LogFormatter } = await import('../render/log-format.js');
   const formatter = new LogFormatter({ color: cc.out.color, fullTime: true });
   await untilStopped(cc, client, (signal) =>
     client.logs(

@@ -5,12 +5,12 @@
  * views: commerce-view.ts).
  */
 import type { Command } from 'commander';
-import type { Bind } from '../main.js';
+import type { Bind } from '../command.js';
 import type { CommandContext } from '../context.js';
 import { UsageError } from '../../errors.js';
-import { withConnection, type ConnectionFlags } from '../grpc-connection.js';
+import { withConnection, type ConnectionFlags } from '../connect/grpc-connection.js';
 import { parseId, parseInteger } from '../flags.js';
-import { checkIdArgument, checkSkuArgument, COMMERCE_HELP, idempotencyKeyOf, money, ORDER_COLUMNS, orderJson, printOrder, printPayment, withCommerce } from '../commerce-view.js';
+import { checkIdArgument, checkSkuArgument, COMMERCE_HELP, idempotencyKeyOf, money, ORDER_COLUMNS, orderJson, printOrder, printPayment, withCommerce } from '../views/commerce-view.js';
 
 const STATUSES = ['RESERVED', 'PAYMENT_PENDING', 'PAID', 'PAYMENT_FAILED', 'EXPIRED', 'CANCELLED'];
 

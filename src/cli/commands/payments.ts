@@ -4,11 +4,11 @@
  * of it. Commander wiring and rendering only.
  */
 import type { Command } from 'commander';
-import type { Bind } from '../main.js';
+import type { Bind } from '../command.js';
 import type { CommandContext } from '../context.js';
 import { UsageError } from '../../errors.js';
-import { withConnection, type ConnectionFlags } from '../grpc-connection.js';
-import { checkIdArgument, COMMERCE_HELP, idempotencyKeyOf, money, printPayment, withCommerce } from '../commerce-view.js';
+import { withConnection, type ConnectionFlags } from '../connect/grpc-connection.js';
+import { checkIdArgument, COMMERCE_HELP, idempotencyKeyOf, money, printPayment, withCommerce } from '../views/commerce-view.js';
 import { parseInteger } from '../flags.js';
 
 export function registerPayments(program: Command, bind: Bind): void {

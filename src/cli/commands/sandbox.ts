@@ -1,10 +1,10 @@
 import type { Command } from 'commander';
-import type { Bind } from '../main.js';
+import type { Bind } from '../command.js';
 import type { CommandContext } from '../context.js';
 import { MiniappError, UsageError } from '../../errors.js';
 import { parseDuration } from '../../duration.js';
 import { parsePort, parseUserKey } from '../flags.js';
-import { partnerTls } from '../profile.js';
+import { partnerTls } from '../connect/profile.js';
 
 const DEFAULT_SANDBOX_URL = 'http://127.0.0.1:4010';
 
@@ -197,7 +197,7 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
 
 /** The embedded sandbox of a `miniapp serve` running on this machine's data dir, if any. */
 async function runningServeSandbox(cc: CommandContext): Promise<string | undefined> {
-  const [{ readServeRuntime }, { dataDir }] = await Promise.all([import('../serve-runtime.js'), import('../../config/paths.js')]);
+  const [{ readServeRuntime }, { dataDir }] = await Promise.all([import('../connect/serve-runtime.js'), import('../../config/paths.js')]);
   return readServeRuntime(dataDir(cc.env, cc.homedir))?.sandbox ?? undefined;
 }
 

@@ -1,8 +1,8 @@
 import { Option, type Command } from '../commander.js';
-import type { Bind } from '../main.js';
+import type { Bind } from '../command.js';
 import type { CommandContext } from '../context.js';
 import { ConfigError, MiniappError, UsageError } from '../../errors.js';
-import { partnerTls, timeoutMs } from '../profile.js';
+import { partnerTls, timeoutMs } from '../connect/profile.js';
 import { parsePort, parseWholeNumber } from '../flags.js';
 import { parseDuration } from '../../duration.js';
 import { checkMetricsPrefix, DEFAULT_METRICS_PREFIX } from '../../server/metric-prefix.js';
@@ -123,7 +123,7 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
     import('../../config/paths.js'),
     import('../../login/pem.js'),
     import('../../config/keys.js'),
-    import('../grpc-logging.js'),
+    import('../connect/grpc-logging.js'),
   ]);
   await quietGrpcLogs(cc.env);
 
@@ -136,7 +136,7 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
   const grpcPort = parsePort(flags.grpcPort, '--grpc-port');
   const sandboxPort = flags.sandboxPort === undefined ? undefined : parsePort(flags.sandboxPort, '--sandbox-port');
   const pretty = (flags.logFormat ?? (cc.io.stderr.isTTY ? 'pretty' : 'json')) === 'pretty';
-  const { gatedSink, prettyLogSink } = await import('../log-format.js');
+  const { gatedSink, prettyLogSink } = await import('../render/log-format.js');
   // The banner first, then the log (Fastify logs "Server listening" while starting).
   const logSink = gatedSink(pretty ? prettyLogSink(cc.io.stderr, cc.out.errColor) : cc.io.stderr);
   const hashCost = /^\d+$/.test(flags.passwordHashCost) ? Number(flags.passwordHashCost) : NaN;
@@ -268,7 +268,7 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
   logSink.open();
   const forget =
     running.databaseFile !== undefined
-      ? (await import('../serve-runtime.js')).writeServeRuntime(directory, {
+      ? (await import('../connect/serve-runtime.js')).writeServeRuntime(directory, {
           pid: process.pid,
           url: running.url,
           grpc: running.grpc?.address ?? null,

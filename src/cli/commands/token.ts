@@ -1,10 +1,10 @@
 import type { Command } from 'commander';
-import type { Bind } from '../main.js';
+import type { Bind } from '../command.js';
 import type { CommandContext } from '../context.js';
 import { UsageError } from '../../errors.js';
 import { normalizeReferrer } from '../../login/referrer.js';
-import { partnerClient, timeoutOption, tokenStore } from '../profile.js';
-import { maskSecret } from '../output.js';
+import { partnerClient, timeoutOption, tokenStore } from '../connect/profile.js';
+import { maskSecret } from '../render/output.js';
 import { formatDuration } from '../../duration.js';
 import type { StoredTokens } from '../../login/session.js';
 

@@ -7,15 +7,15 @@
  * loads none.
  */
 import type { Command } from 'commander';
-import type { Bind } from '../main.js';
+import type { Bind } from '../command.js';
 import type { CommandContext } from '../context.js';
-import type { Column } from '../output.js';
+import type { Column } from '../render/output.js';
 import { ConfigError, MiniappError, UsageError } from '../../errors.js';
-import { destroyInput, linesOf, openInput } from '../input.js';
-import { connectionOf, withConnection, type ConnectionFlags } from '../grpc-connection.js';
+import { destroyInput, linesOf, openInput } from '../terminal/input.js';
+import { connectionOf, withConnection, type ConnectionFlags } from '../connect/grpc-connection.js';
 import { parseBoolean, parseId, parseList, parseWholeNumber } from '../flags.js';
-import { grouped } from '../grouped.js';
-import { isoOf, printUser, USER_COLUMNS, userJson, type UserJson } from '../grpc-user-view.js';
+import { grouped } from '../render/grouped.js';
+import { isoOf, printUser, USER_COLUMNS, userJson, type UserJson } from '../views/grpc-user-view.js';
 import type { ChatMessage, UpdatePath, UserEvent, UserServiceClient } from '../../users/client.js';
 import type { EventTypeName, UserMessage } from '../../users/proto.js';
 import type { RowFailure } from '../../users/user-import.js';
@@ -178,7 +178,7 @@ export function registerUsers(program: Command, bind: Bind): void {
 
 async function connect(cc: CommandContext, flags: ConnectionFlags, options: { needToken?: boolean } = {}): Promise<UserServiceClient> {
   const connection = await connectionOf(cc, flags, options);
-  const [{ connectUserService }, { quietGrpcLogs }] = await Promise.all([import('../../users/client.js'), import('../grpc-logging.js')]);
+  const [{ connectUserService }, { quietGrpcLogs }] = await Promise.all([import('../../users/client.js'), import('../connect/grpc-logging.js')]);
   await quietGrpcLogs(cc.env);
   return connectUserService(connection);
 }
@@ -198,7 +198,7 @@ const plural = (count: number, one: string, many = `${one}s`) => `${grouped(coun
 
 async function runCreate(cc: CommandContext, command: Command): Promise<void> {
   const flags = command.opts<ConnectionFlags & { username: string; email: string; password?: string; fullName: string }>();
-  const { secretOf } = await import('../secret-flag.js');
+  const { secretOf } = await import('../terminal/secret-flag.js');
   const password = await secretOf(cc, flags.password, {
     flag: '--password',
     what: 'password',
@@ -356,7 +356,7 @@ async function runWatch(cc: CommandContext, command: Command): Promise<void> {
   // Flags and settings are resolved once; each (re)connection is a fresh client built from them.
   const settings = await connectionOf(cc, flags);
   const { watchUserChanges, connectUserService, DEFAULT_DEADLINE_MS } = await import('../../users/client.js');
-  await (await import('../grpc-logging.js')).quietGrpcLogs(cc.env);
+  await (await import('../connect/grpc-logging.js')).quietGrpcLogs(cc.env);
 
   const controller = new AbortController();
   void cc.waitForShutdown().then((signal) => {
@@ -434,7 +434,7 @@ async function runBulkCreate(cc: CommandContext, command: Command): Promise<void
   const [{ importUsers }, { countImportRows }, { fileProgress }] = await Promise.all([
     import('../../users/user-import.js'),
     import('../../users/import-file.js'),
-    import('../file-progress.js'),
+    import('../terminal/file-progress.js'),
   ]);
   const report = await withClient(cc, flags, async (client) => {
     const input = await openInput(file, cc.io.stdin, { what: 'users' });
@@ -507,7 +507,7 @@ async function runSync(cc: CommandContext, command: Command): Promise<void> {
   const [{ syncUsers }, { countSyncRequests }, { fileProgress }] = await Promise.all([
     import('../../users/user-sync.js'),
     import('../../users/sync-file.js'),
-    import('../file-progress.js'),
+    import('../terminal/file-progress.js'),
   ]);
   const results: SyncResult[] = [];
   const counts = await withClient(cc, flags, async (client) => {

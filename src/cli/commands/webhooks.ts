@@ -6,12 +6,12 @@
  * that is safe.
  */
 import { Option, type Command } from '../commander.js';
-import type { Bind } from '../main.js';
+import type { Bind } from '../command.js';
 import type { CommandContext } from '../context.js';
 import { MiniappError, UsageError } from '../../errors.js';
 import { wholeNumber } from '../flags.js';
 import { relativeTime } from '../../duration.js';
-import type { Column } from '../output.js';
+import type { Column } from '../render/output.js';
 import type { Delivery, DeliveryState, Outcome } from '../../webhooks/delivery.js';
 import type { WebhookOutbox } from '../../webhooks/outbox.js';
 
@@ -99,7 +99,7 @@ interface StoreFlags {
 
 /** serve's outbox, or undefined when serve has not created its SQLite database yet (with a note saying so). */
 async function openOutbox(cc: CommandContext, flags: StoreFlags, mode: 'read' | 'write'): Promise<{ outbox: WebhookOutbox; close(): Promise<void> } | undefined> {
-  const [{ openServeStore }, { WebhookOutbox }] = await Promise.all([import('../serve-store.js'), import('../../webhooks/outbox.js')]);
+  const [{ openServeStore }, { WebhookOutbox }] = await Promise.all([import('../connect/serve-store.js'), import('../../webhooks/outbox.js')]);
   // Writers open it as serve does (migrations; WAL and a busy time-out on SQLite), so both can write at once.
   const opened = await openServeStore(cc, flags, mode);
   if (!opened.store) {
@@ -259,7 +259,7 @@ async function runResend(cc: CommandContext, command: Command): Promise<void> {
       return;
     }
     // Loaded before the resend, so that the first look at the outbox sees what the resend left, before serve can act.
-    const { waitForDeliveries } = flags.wait ? await import('../webhook-wait.js') : { waitForDeliveries: undefined };
+    const { waitForDeliveries } = flags.wait ? await import('../views/webhook-wait.js') : { waitForDeliveries: undefined };
     const outcome = await outbox.resend(ids, { to });
     if (!waitForDeliveries || outcome.done.length === 0) {
       report(cc, 'queued', outcome, ids.length, (d) => `queued delivery ${d.originalId} again as ${d.id} (${d.event} to ${d.url})`);
@@ -299,7 +299,7 @@ async function runVerify(cc: CommandContext, command: Command): Promise<void> {
   if (!parseSignature(flags.signature)) {
     throw new UsageError('--signature must look like sha256=<64 hex digits>, the X-Webhook-Signature header value');
   }
-  const { readInputBytes } = await import('../input.js');
+  const { readInputBytes } = await import('../terminal/input.js');
   const body = await readInputBytes(file, cc.io.stdin, { what: 'webhook body' });
   if (!verifySignature(body, secret, flags.signature)) {
     throw new MiniappError('signature does not match', {

@@ -4,8 +4,8 @@
  * prompt has a flag or stdin for scripts), on stderr so stdout stays data,
  * and secrets without echo.
  */
-import type { CommandContext } from './context.js';
-import { MiniappError } from '../errors.js';
+import type { CommandContext } from '../context.js';
+import { MiniappError } from '../../errors.js';
 
 export function canPrompt(cc: Pick<CommandContext, 'io' | 'env'>): boolean {
   return Boolean(cc.io.stdin.isTTY && cc.io.stderr.isTTY) && !cc.env.CI;

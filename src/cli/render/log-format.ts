@@ -9,9 +9,9 @@
  * on a terminal and by `miniapp monitor logs`; JSON stays JSON elsewhere.
  */
 import type { ChalkInstance } from 'chalk';
-import type { LogRecord } from '../monitoring/log-hub.js';
-import { parseLogLine } from '../monitoring/log-hub.js';
-import type { OutStream } from './output.js';
+import type { LogRecord } from '../../monitoring/log-hub.js';
+import { parseLogLine } from '../../monitoring/log-hub.js';
+import type { OutStream } from './streams.js';
 
 type Level = LogRecord['levelName'];
 

@@ -15,8 +15,8 @@
  * the rule of context.ts (quietOnClosedPipe) for the process streams.
  */
 import { fstatSync, readSync, writeSync } from 'node:fs';
-import type { InStream, Io, OutStream } from './output.js';
-import { quietOnClosedPipe } from './context.js';
+import type { InStream, Io, OutStream } from '../render/streams.js';
+import { quietOnClosedPipe } from '../context.js';
 
 type Mode = 'direct' | 'stream' | 'closed';
 

@@ -4,8 +4,8 @@
  * MINIAPP_DATABASE_URL or the profile's database-url, else the SQLite file
  * of the data dir (--data-dir, MINIAPP_DATA_DIR, ~/.local/share/miniapp).
  */
-import type { CommandContext } from './context.js';
-import type { Store } from '../store/store.js';
+import type { CommandContext } from '../context.js';
+import type { Store } from '../../store/store.js';
 
 export interface StoreFlags {
   dataDir?: string | undefined;
@@ -24,13 +24,13 @@ export type OpenedStore = { store: Store; where: string } | { store: undefined; 
  * read-only.
  */
 export async function openServeStore(cc: CommandContext, flags: StoreFlags, mode: 'read' | 'write'): Promise<OpenedStore> {
-  const [{ openStore }, { settingSpec }] = await Promise.all([import('../store/store.js'), import('../config/keys.js')]);
+  const [{ openStore }, { settingSpec }] = await Promise.all([import('../../store/store.js'), import('../../config/keys.js')]);
   const url = flags.database !== undefined ? settingSpec('database-url').validate(flags.database) : (await cc.settings.get('database-url')).value;
   if (url) {
     // Reading never migrates: a database without miniapp's schema is like a data dir serve has not created.
     const store = await openStore({ kind: 'postgres', url, poolSize: 2, readonly: mode === 'read' });
     if (mode === 'read' && !flags.anySchema) {
-      const { hasPostgresSchema } = await import('../store/store.js');
+      const { hasPostgresSchema } = await import('../../store/store.js');
       if (!(await hasPostgresSchema(store.sql))) {
         await store.close();
         return { store: undefined, where: store.description };
@@ -38,7 +38,7 @@ export async function openServeStore(cc: CommandContext, flags: StoreFlags, mode
     }
     return { store, where: store.description };
   }
-  const [{ dataDir }, { databasePath }, { existsSync }] = await Promise.all([import('../config/paths.js'), import('../store/database.js'), import('node:fs')]);
+  const [{ dataDir }, { databasePath }, { existsSync }] = await Promise.all([import('../../config/paths.js'), import('../../store/database.js'), import('node:fs')]);
   const directory = flags.dataDir ?? dataDir(cc.env, cc.homedir);
   const file = databasePath(directory);
   if (!existsSync(file) && !flags.create) return { store: undefined, where: file };

@@ -13,22 +13,7 @@ import type { ChalkInstance } from 'chalk';
 import { resolveColorLevel, type ColorLevel } from './color.js';
 import { ProgressLine, type ProgressOptions } from './progress.js';
 import { loadTextWidths, textWidths } from './cells.js';
-
-export interface OutStream {
-  write(chunk: string): unknown;
-  isTTY?: boolean | undefined;
-  columns?: number | undefined;
-}
-
-export interface InStream extends AsyncIterable<Buffer | string> {
-  isTTY?: boolean | undefined;
-}
-
-export interface Io {
-  stdout: OutStream;
-  stderr: OutStream;
-  stdin: InStream;
-}
+import type { Io, OutStream } from './streams.js';
 
 export interface Column<Row> {
   /** Header on a TTY and in CSV. */

@@ -10,8 +10,8 @@
  * above it. Without a terminal (piped, CI, --json) it draws nothing, so
  * scripts see only the job's own output.
  */
-import type { OutStream } from './output.js';
-import { formatDuration } from '../duration.js';
+import type { OutStream } from './streams.js';
+import { formatDuration } from '../../duration.js';
 import { textWidths } from './cells.js';
 import { grouped } from './grouped.js';
 

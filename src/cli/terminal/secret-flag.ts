@@ -5,8 +5,8 @@
  * do. Without a terminal, or under CI, nothing is asked: a missing value is
  * a usage error (exit 2) that says how to pass it.
  */
-import type { CommandContext } from './context.js';
-import { UsageError } from '../errors.js';
+import type { CommandContext } from '../context.js';
+import { UsageError } from '../../errors.js';
 
 export interface SecretFlag {
   /** "--password" */

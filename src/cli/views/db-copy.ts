@@ -7,9 +7,9 @@
  */
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
-import type { CommandContext } from './context.js';
-import { ConfigError, MiniappError } from '../errors.js';
-import type { SourceImage } from '../store/copy.js';
+import type { CommandContext } from '../context.js';
+import { ConfigError, MiniappError } from '../../errors.js';
+import type { SourceImage } from '../../store/copy.js';
 
 function sourceOf(from: string): { file: string; dataDir: string } {
   if (from.startsWith('sqlite:')) {
@@ -26,9 +26,9 @@ class CopyRefusedError extends MiniappError {
 
 export async function copyToPostgres(cc: CommandContext, flags: { from: string; to: string; merge?: boolean }): Promise<void> {
   const [{ openStore }, { settingSpec }, { copyStore, CopyRefused, CopyNotVerified, COPIED_TABLES }] = await Promise.all([
-    import('../store/store.js'),
-    import('../config/keys.js'),
-    import('../store/copy.js'),
+    import('../../store/store.js'),
+    import('../../config/keys.js'),
+    import('../../store/copy.js'),
   ]);
   const url = settingSpec('database-url').validate(flags.to);
   const { file, dataDir } = sourceOf(flags.from);
@@ -115,7 +115,7 @@ export async function copyToPostgres(cc: CommandContext, flags: { from: string; 
 async function readImages(dataDir: string): Promise<SourceImage[]> {
   const directory = join(dataDir, 'uploads');
   if (!existsSync(directory)) return [];
-  const { recogniseImage } = await import('../blog/uploads.js');
+  const { recogniseImage } = await import('../../blog/uploads.js');
   const images: SourceImage[] = [];
   for (const name of readdirSync(directory).filter((entry) => /^[0-9a-f]{64}\.(png|jpg|webp)$/.test(entry))) {
     const bytes = readFileSync(join(directory, name));

@@ -4,7 +4,7 @@
 import { randomBytes } from 'node:crypto';
 import { rm, rename, writeFile } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
-import { MiniappError } from '../errors.js';
+import { MiniappError } from '../../errors.js';
 
 /**
  * Writes next to the target, then renames: a failure (a full disk, Ctrl-C,

@@ -4,10 +4,10 @@
  * against the environment and the profile.
  */
 import type { Command } from 'commander';
-import type { CommandContext } from './context.js';
-import { AuthError, ConfigError, UsageError } from '../errors.js';
-import { parseDuration } from '../duration.js';
-import type { ConnectOptions } from '../users/client.js';
+import type { CommandContext } from '../context.js';
+import { AuthError, ConfigError, UsageError } from '../../errors.js';
+import { parseDuration } from '../../duration.js';
+import type { ConnectOptions } from '../../users/client.js';
 
 export interface ConnectionFlags {
   addr?: string;
@@ -34,7 +34,7 @@ export async function connectionOf(
 ): Promise<ConnectOptions> {
   let address: string;
   if (flags.addr !== undefined) {
-    const { settingSpec } = await import('../config/keys.js');
+    const { settingSpec } = await import('../../config/keys.js');
     try {
       address = settingSpec('grpc-addr').validate(flags.addr);
     } catch (error) {

@@ -3,13 +3,13 @@
  * and AAD, the partner-API client, the token store. One place, so `decrypt`,
  * `me`, `doctor` and the relay read settings the same way.
  */
-import { Option } from './commander.js';
-import { ConfigError, UsageError } from '../errors.js';
-import { parseDuration } from '../duration.js';
-import { parseAad, parseKey, type KeyMaterial } from '../login/key-material.js';
-import type { CommandContext } from './context.js';
-import type { ClientTls, PartnerClient } from '../login/partner-client.js';
-import type { TokenStore } from '../login/session.js';
+import { Option } from '../commander.js';
+import { ConfigError, UsageError } from '../../errors.js';
+import { parseDuration } from '../../duration.js';
+import { parseAad, parseKey, type KeyMaterial } from '../../login/key-material.js';
+import type { CommandContext } from '../context.js';
+import type { ClientTls, PartnerClient } from '../../login/partner-client.js';
+import type { TokenStore } from '../../login/session.js';
 
 export interface DecryptMaterial {
   key: KeyMaterial;
@@ -53,7 +53,7 @@ export function timeoutMs(value: string | undefined): number {
  * be a path or PEM). Both halves of the pair or neither.
  */
 export async function partnerTls(cc: CommandContext): Promise<ClientTls> {
-  const { readPem } = await import('../login/pem.js');
+  const { readPem } = await import('../../login/pem.js');
   const [cert, key, ca] = await Promise.all(['mtls-cert', 'mtls-key', 'mtls-ca'].map((name) => cc.settings.get(name)));
   if (Boolean(cert!.value) !== Boolean(key!.value)) {
     throw new ConfigError('mutual TLS needs both mtls-cert and mtls-key; only one is set', {
@@ -66,7 +66,7 @@ export async function partnerTls(cc: CommandContext): Promise<ClientTls> {
 
 /** The partner client for the profile: base-url + path-prefix, mutual TLS when configured. */
 export async function partnerClient(cc: CommandContext, options: { timeout?: string } = {}): Promise<PartnerClient> {
-  const { PartnerClient } = await import('../login/partner-client.js');
+  const { PartnerClient } = await import('../../login/partner-client.js');
   const baseUrl = await cc.settings.get('base-url');
   if (!baseUrl.value) {
     throw new ConfigError(`base-url is not set in profile "${cc.profile}"`, {
@@ -84,6 +84,6 @@ export async function partnerClient(cc: CommandContext, options: { timeout?: str
 }
 
 export async function tokenStore(cc: CommandContext): Promise<TokenStore> {
-  const { profileTokenStore } = await import('../config/token-store.js');
+  const { profileTokenStore } = await import('../../config/token-store.js');
   return profileTokenStore(cc.settings.file(), () => cc.settings.store(), cc.profile);
 }

@@ -9,8 +9,8 @@
  */
 import { createReadStream } from 'node:fs';
 import { basename } from 'node:path';
-import type { CommandContext } from './context.js';
-import type { ProgressLine } from './progress.js';
+import type { CommandContext } from '../context.js';
+import type { ProgressLine } from '../render/progress.js';
 
 export async function fileProgress(
   cc: CommandContext,

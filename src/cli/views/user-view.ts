@@ -1,5 +1,5 @@
 /** How a (decrypted) UserInfo is shown: field/value pairs, arrays joined, the object itself with --json. */
-import type { Output } from './output.js';
+import type { Output } from '../render/output.js';
 
 export function printUserInfo(out: Output, user: Record<string, unknown>): void {
   out.record(

@@ -3,10 +3,10 @@
  * (another process, or none yet) sends them, with a progress line on a
  * terminal, until each is delivered or given up on, or Ctrl-C.
  */
-import type { CommandContext } from './context.js';
-import type { Delivery } from '../webhooks/delivery.js';
-import type { WebhookOutbox } from '../webhooks/outbox.js';
-import { formatDuration } from '../duration.js';
+import type { CommandContext } from '../context.js';
+import type { Delivery } from '../../webhooks/delivery.js';
+import type { WebhookOutbox } from '../../webhooks/outbox.js';
+import { formatDuration } from '../../duration.js';
 
 /** How often the outbox is read: attempts take up to seconds, and serve on SQLite looks at least every 30 s, so this is plenty. */
 const POLL_MS = 250;

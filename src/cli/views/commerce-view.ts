@@ -6,12 +6,12 @@
  * 10.00 USD). Also the connection the three command groups share.
  */
 import { randomUUID } from 'node:crypto';
-import type { CommandContext } from './context.js';
-import type { Column, Output } from './output.js';
-import { connectionOf, type ConnectionFlags } from './grpc-connection.js';
+import type { CommandContext } from '../context.js';
+import type { Column, Output } from '../render/output.js';
+import { connectionOf, type ConnectionFlags } from '../connect/grpc-connection.js';
 import { isoOf } from './grpc-user-view.js';
-import { UsageError } from '../errors.js';
-import type { CommerceClient, OrderMessage, PaymentMessage, StockLevelMessage } from '../commerce/client.js';
+import { UsageError } from '../../errors.js';
+import type { CommerceClient, OrderMessage, PaymentMessage, StockLevelMessage } from '../../commerce/client.js';
 
 const SERVICE = 'the commerce services';
 
@@ -37,7 +37,7 @@ export function checkIdArgument(id: string, prefix: 'ord' | 'pay'): string {
 
 export async function withCommerce<T>(cc: CommandContext, flags: ConnectionFlags, run: (client: CommerceClient) => Promise<T>): Promise<T> {
   const connection = await connectionOf(cc, flags, { service: SERVICE });
-  const [{ CommerceClient }, { quietGrpcLogs }] = await Promise.all([import('../commerce/client.js'), import('./grpc-logging.js')]);
+  const [{ CommerceClient }, { quietGrpcLogs }] = await Promise.all([import('../../commerce/client.js'), import('../connect/grpc-logging.js')]);
   await quietGrpcLogs(cc.env);
   const client = new CommerceClient(connection);
   try {

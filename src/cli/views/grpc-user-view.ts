@@ -3,8 +3,8 @@
  * the proto's field names, the id as a number and created_at in ISO 8601;
  * the same fields as table columns otherwise.
  */
-import type { Column, Output } from './output.js';
-import type { Timestamp, UserMessage } from '../users/proto.js';
+import type { Column, Output } from '../render/output.js';
+import type { Timestamp, UserMessage } from '../../users/proto.js';
 
 export function isoOf(ts: Timestamp | null | undefined): string | null {
   if (!ts) return null;

@@ -8,7 +8,7 @@
  */
 import type { Output, Spinner } from './output.js';
 import type { ProgressLine, ProgressOptions, ProgressState } from './progress.js';
-import { formatDuration } from '../duration.js';
+import { formatDuration } from '../../duration.js';
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 

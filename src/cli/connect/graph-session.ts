@@ -4,10 +4,10 @@
  * on stderr that shows what it does and counts down a throttled wait.
  */
 import type { Command } from 'commander';
-import type { CommandContext } from './context.js';
-import { Activity } from './activity.js';
-import { ConfigError, UsageError } from '../errors.js';
-import type { GraphClient } from '../insights/client.js';
+import type { CommandContext } from '../context.js';
+import { Activity } from '../render/activity.js';
+import { ConfigError, UsageError } from '../../errors.js';
+import type { GraphClient } from '../../insights/client.js';
 
 export interface GraphFlags {
   maxRetries: number;
@@ -22,7 +22,7 @@ export interface GraphSession {
 
 async function openSession(cc: CommandContext, command: Command, words: string): Promise<GraphSession> {
   const options = command.opts<GraphFlags>();
-  const { parseDuration } = await import('../duration.js');
+  const { parseDuration } = await import('../../duration.js');
   const timeoutMs = parseDuration(options.timeout, '--timeout');
   if (timeoutMs <= 0) throw new UsageError('--timeout must be more than 0');
   const baseUrl = (await cc.settings.get('graph-url')).value!;
@@ -34,7 +34,7 @@ async function openSession(cc: CommandContext, command: Command, words: string):
     backoffMs = Number(backoffText);
     if (!/^\d+$/.test(backoffText)) throw new ConfigError(`MINIAPP_GRAPH_BACKOFF_MS must be a whole number of milliseconds; got "${backoffText}"`);
   }
-  const [{ GraphClient }, { describeWait }] = await Promise.all([import('../insights/client.js'), import('../insights/throttle.js')]);
+  const [{ GraphClient }, { describeWait }] = await Promise.all([import('../../insights/client.js'), import('../../insights/throttle.js')]);
   const activity = await Activity.start(cc.out, words);
   const client = new GraphClient({
     baseUrl,
@@ -76,7 +76,7 @@ export async function withGraphSession<T>(cc: CommandContext, command: Command, 
 
 /** The business account to read: --account, the graph-account setting, or the only one the token reaches (named on a terminal). */
 export async function accountOf(cc: CommandContext, session: GraphSession, flag: string | undefined): Promise<string> {
-  const { resolveAccount } = await import('../insights/accounts.js');
+  const { resolveAccount } = await import('../../insights/accounts.js');
   const account = await resolveAccount(session.client, { flag, setting: flag ? undefined : (await cc.settings.get('graph-account')).value });
   if (account.source === 'lookup' && cc.io.stderr.isTTY) {
     session.activity.log(cc.out.errColor.dim(`using ${account.id}${account.name ? ` (${account.name})` : ''}, the only business account this token reaches`));

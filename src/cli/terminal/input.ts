@@ -8,10 +8,10 @@
 // Node's own modules (readline among them) into `miniapp decrypt`'s start-up.
 import { createReadStream, readFile as readFileCallback, stat as statCallback } from 'node:fs';
 import { promisify } from 'node:util';
-import { UsageError } from '../errors.js';
-import type { InStream } from './output.js';
+import { UsageError } from '../../errors.js';
+import type { InStream } from '../render/streams.js';
 
-export { linesOf } from '../lines.js';
+export { linesOf } from '../../lines.js';
 
 const readFile = promisify(readFileCallback);
 const stat = promisify(statCallback);

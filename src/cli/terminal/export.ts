@@ -3,10 +3,10 @@
  * on stdout, or a file written whole (`--output FILE`) with a note on
  * stderr.
  */
-import type { CommandContext } from './context.js';
-import type { Column } from './output.js';
+import type { CommandContext } from '../context.js';
+import type { Column } from '../render/output.js';
 import { writeAtomically } from './files.js';
-import { UsageError } from '../errors.js';
+import { UsageError } from '../../errors.js';
 
 export type Format = 'table' | 'csv' | 'json';
 
