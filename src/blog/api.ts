@@ -15,8 +15,9 @@ import type { Post, PostSort, PostStore } from './posts.js';
 import { MAX_IMAGE_BYTES, MAX_IMAGES, type ImageStore, type StoredImage } from './uploads.js';
 import { ListCache } from './list-cache.js';
 import { withPage } from './page-links.js';
-import { StoreUnavailableError, type Sql } from '../store/sql.js';
-import { RETRY_AFTER_SECONDS, STORE_UNAVAILABLE } from '../http/errors.js';
+import type { Sql } from '../store/sql.js';
+import { ApiError, toApiError, unauthorized } from './api-error.js';
+import { bearer, ContentSchema, errors, ImageSchema, NO_NUL, PostIdParams, PostSchema, PUBLIC, TagsSchema, TitleSchema, UserProfileSchema } from './schemas.js';
 
 export type ApiVersion = 1 | 2;
 
@@ -65,112 +66,8 @@ export interface BlogOptions {
   publicUrl?: string | undefined;
 }
 
-/** The standardized error body, with its HTTP status. */
-export class ApiError extends Error {
-  constructor(
-    readonly statusCode: number,
-    readonly code: string,
-    readonly title: string,
-    readonly detail: unknown,
-    readonly headers: Record<string, string> = {},
-  ) {
-    super(typeof detail === 'string' ? detail : title);
-  }
-}
-
 /** The end of a v2 list's body, after its results. */
 const CLOSE_BRACE = Buffer.from('}');
-
-const unauthorized = (detail: string) =>
-  new ApiError(401, 'UNAUTHORIZED', 'Unauthorized', detail, { 'www-authenticate': 'Bearer' });
-
-// ---- schemas: one source for validation, serialisation and OpenAPI ----
-
-const ErrorSchema = {
-  type: 'object',
-  description: 'The standardized error body.',
-  properties: {
-    error: { type: 'string', examples: ['Validation Error'] },
-    detail: { description: 'What went wrong: a message, or for POST /users an object mapping each field to its messages.' },
-    code: { type: 'string', examples: ['VALIDATION_ERROR'] },
-  },
-  required: ['error', 'detail', 'code'],
-} as const;
-
-const PostSchema = {
-  type: 'object',
-  properties: {
-    id: { type: 'integer' },
-    title: { type: 'string' },
-    content: { type: 'string' },
-    author: { type: 'string' },
-    created_at: { type: 'string', format: 'date-time' },
-    updated_at: { type: 'string', format: 'date-time' },
-    tags: { type: 'array', items: { type: 'string' } },
-    is_published: { type: 'boolean' },
-  },
-  required: ['id', 'title', 'content', 'author', 'created_at', 'updated_at', 'tags', 'is_published'],
-} as const;
-
-/**
- * Text without NUL (U+0000): PostgreSQL's text cannot hold it, so it is
- * refused on every backend alike, stored or searched for.
- */
-const NO_NUL = '^[^\\u0000]*$';
-const TagsSchema = { type: 'array', items: { type: 'string', minLength: 1, maxLength: 50, pattern: NO_NUL }, maxItems: 20 } as const;
-const TitleSchema = { type: 'string', minLength: 1, maxLength: 200, pattern: NO_NUL } as const;
-const ContentSchema = { type: 'string', minLength: 1, maxLength: 100_000, pattern: NO_NUL } as const;
-
-const UserProfileSchema = {
-  type: 'object',
-  properties: {
-    id: { type: 'integer' },
-    username: { type: 'string', minLength: 3, maxLength: 20 },
-    email: { type: 'string' },
-    avatar_url: { type: ['string', 'null'] },
-    bio: { type: ['string', 'null'], maxLength: 500 },
-    created_at: { type: 'string', format: 'date-time' },
-  },
-  required: ['id', 'username', 'email', 'avatar_url', 'bio', 'created_at'],
-} as const;
-
-const ImageSchema = {
-  type: 'object',
-  properties: {
-    url: { type: 'string' },
-    width: { type: 'integer' },
-    height: { type: 'integer' },
-    size: { type: 'integer', description: 'bytes' },
-  },
-  required: ['url', 'width', 'height', 'size'],
-} as const;
-
-const ERROR_DESCRIPTIONS: Record<number, string> = {
-  400: 'Bad Request: a parameter or the body breaks its schema (VALIDATION_ERROR), or the JSON is malformed',
-  401: 'Unauthorized: no valid Bearer token (UNAUTHORIZED), or wrong credentials (INVALID_CREDENTIALS)',
-  403: 'Forbidden: the token\'s user may not do this (FORBIDDEN)',
-  404: 'Not Found: no such resource (NOT_FOUND)',
-  413: 'Payload Too Large: the body is over the route\'s limit, or an image over 5 MB (PAYLOAD_TOO_LARGE)',
-  415: 'Unsupported Media Type: a Content-Type the route does not take, or a file that is not a JPEG, PNG or WebP image (UNSUPPORTED_MEDIA_TYPE)',
-  500: 'Internal Server Error: an unexpected failure, logged on the server (INTERNAL_ERROR)',
-  503: 'Service Unavailable: the database cannot be reached now; try again after Retry-After seconds (SERVICE_UNAVAILABLE)',
-};
-const RETRY_AFTER_HEADER = {
-  'Retry-After': { type: 'integer', description: `Seconds to wait before trying again (${RETRY_AFTER_SECONDS})` },
-} as const;
-/** Every operation may meet an unexpected failure (500) and a database that cannot be reached (503). */
-const errors = (...statuses: number[]) =>
-  Object.fromEntries(
-    [...statuses, 500, 503].map((status) => [
-      status,
-      { ...ErrorSchema, description: ERROR_DESCRIPTIONS[status], ...(status === 503 ? { headers: RETRY_AFTER_HEADER } : {}) },
-    ]),
-  );
-const bearer = [{ bearerAuth: [] }];
-/** Says so explicitly: the operation needs no token. */
-const PUBLIC: never[] = [];
-/** Ids are below 2^53 on every backend (a JavaScript number holds them exactly; PostgreSQL's BIGINT would take more). */
-const PostIdParams = { type: 'object', properties: { post_id: { type: 'integer', minimum: 1, maximum: Number.MAX_SAFE_INTEGER } }, required: ['post_id'] } as const;
 
 // ---- helpers ----
 
@@ -650,25 +547,4 @@ export async function blogApi(app: FastifyInstance, options: BlogOptions): Promi
       return images.map((image) => ({ url: imageUrl(request, image), width: image.width, height: image.height, size: image.size }));
     },
   );
-}
-
-const FASTIFY_ERRORS: Record<string, [number, string, string]> = {
-  FST_ERR_CTP_BODY_TOO_LARGE: [413, 'PAYLOAD_TOO_LARGE', 'Payload Too Large'],
-  FST_ERR_CTP_INVALID_MEDIA_TYPE: [415, 'UNSUPPORTED_MEDIA_TYPE', 'Unsupported Media Type'],
-  FST_ERR_CTP_EMPTY_JSON_BODY: [400, 'VALIDATION_ERROR', 'Validation Error'],
-  FST_ERR_CTP_INVALID_JSON_BODY: [400, 'VALIDATION_ERROR', 'Validation Error'],
-  FST_INVALID_MULTIPART_CONTENT_TYPE: [415, 'UNSUPPORTED_MEDIA_TYPE', 'Unsupported Media Type'],
-};
-
-function toApiError(error: unknown): ApiError {
-  if (error instanceof ApiError) return error;
-  if (error instanceof StoreUnavailableError) {
-    return new ApiError(STORE_UNAVAILABLE.status, STORE_UNAVAILABLE.code, 'Service Unavailable', STORE_UNAVAILABLE.message, { ...STORE_UNAVAILABLE.headers });
-  }
-  const e = error as { code?: string; statusCode?: number; message?: string; validation?: unknown };
-  if (e.validation) return new ApiError(400, 'VALIDATION_ERROR', 'Validation Error', e.message ?? 'invalid request');
-  const known = e.code ? FASTIFY_ERRORS[e.code] : undefined;
-  if (known) return new ApiError(known[0], known[1], known[2], e.message ?? known[2]);
-  if (e.statusCode && e.statusCode >= 400 && e.statusCode < 500) return new ApiError(e.statusCode, 'BAD_REQUEST', 'Bad Request', e.message ?? 'bad request');
-  return new ApiError(500, 'INTERNAL_ERROR', 'Internal Server Error', 'an unexpected error occurred');
 }

@@ -1,0 +1,91 @@
+/**
+ * The blog API's JSON schemas: one source for request validation, response
+ * serialisation and the OpenAPI document (api.ts registers the routes).
+ */
+import { RETRY_AFTER_SECONDS } from '../http/errors.js';
+
+export const ErrorSchema = {
+  type: 'object',
+  description: 'The standardized error body.',
+  properties: {
+    error: { type: 'string', examples: ['Validation Error'] },
+    detail: { description: 'What went wrong: a message, or for POST /users an object mapping each field to its messages.' },
+    code: { type: 'string', examples: ['VALIDATION_ERROR'] },
+  },
+  required: ['error', 'detail', 'code'],
+} as const;
+
+export const PostSchema = {
+  type: 'object',
+  properties: {
+    id: { type: 'integer' },
+    title: { type: 'string' },
+    content: { type: 'string' },
+    author: { type: 'string' },
+    created_at: { type: 'string', format: 'date-time' },
+    updated_at: { type: 'string', format: 'date-time' },
+    tags: { type: 'array', items: { type: 'string' } },
+    is_published: { type: 'boolean' },
+  },
+  required: ['id', 'title', 'content', 'author', 'created_at', 'updated_at', 'tags', 'is_published'],
+} as const;
+
+/**
+ * Text without NUL (U+0000): PostgreSQL's text cannot hold it, so it is
+ * refused on every backend alike, stored or searched for.
+ */
+export const NO_NUL = '^[^\\u0000]*$';
+export const TagsSchema = { type: 'array', items: { type: 'string', minLength: 1, maxLength: 50, pattern: NO_NUL }, maxItems: 20 } as const;
+export const TitleSchema = { type: 'string', minLength: 1, maxLength: 200, pattern: NO_NUL } as const;
+export const ContentSchema = { type: 'string', minLength: 1, maxLength: 100_000, pattern: NO_NUL } as const;
+
+export const UserProfileSchema = {
+  type: 'object',
+  properties: {
+    id: { type: 'integer' },
+    username: { type: 'string', minLength: 3, maxLength: 20 },
+    email: { type: 'string' },
+    avatar_url: { type: ['string', 'null'] },
+    bio: { type: ['string', 'null'], maxLength: 500 },
+    created_at: { type: 'string', format: 'date-time' },
+  },
+  required: ['id', 'username', 'email', 'avatar_url', 'bio', 'created_at'],
+} as const;
+
+export const ImageSchema = {
+  type: 'object',
+  properties: {
+    url: { type: 'string' },
+    width: { type: 'integer' },
+    height: { type: 'integer' },
+    size: { type: 'integer', description: 'bytes' },
+  },
+  required: ['url', 'width', 'height', 'size'],
+} as const;
+
+const ERROR_DESCRIPTIONS: Record<number, string> = {
+  400: 'Bad Request: a parameter or the body breaks its schema (VALIDATION_ERROR), or the JSON is malformed',
+  401: 'Unauthorized: no valid Bearer token (UNAUTHORIZED), or wrong credentials (INVALID_CREDENTIALS)',
+  403: 'Forbidden: the token\'s user may not do this (FORBIDDEN)',
+  404: 'Not Found: no such resource (NOT_FOUND)',
+  413: 'Payload Too Large: the body is over the route\'s limit, or an image over 5 MB (PAYLOAD_TOO_LARGE)',
+  415: 'Unsupported Media Type: a Content-Type the route does not take, or a file that is not a JPEG, PNG or WebP image (UNSUPPORTED_MEDIA_TYPE)',
+  500: 'Internal Server Error: an unexpected failure, logged on the server (INTERNAL_ERROR)',
+  503: 'Service Unavailable: the database cannot be reached now; try again after Retry-After seconds (SERVICE_UNAVAILABLE)',
+};
+const RETRY_AFTER_HEADER = {
+  'Retry-After': { type: 'integer', description: `Seconds to wait before trying again (${RETRY_AFTER_SECONDS})` },
+} as const;
+/** Every operation may meet an unexpected failure (500) and a database that cannot be reached (503). */
+export const errors = (...statuses: number[]) =>
+  Object.fromEntries(
+    [...statuses, 500, 503].map((status) => [
+      status,
+      { ...ErrorSchema, description: ERROR_DESCRIPTIONS[status], ...(status === 503 ? { headers: RETRY_AFTER_HEADER } : {}) },
+    ]),
+  );
+export const bearer = [{ bearerAuth: [] }];
+/** Says so explicitly: the operation needs no token. */
+export const PUBLIC: never[] = [];
+/** Ids are below 2^53 on every backend (a JavaScript number holds them exactly; PostgreSQL's BIGINT would take more). */
+export const PostIdParams = { type: 'object', properties: { post_id: { type: 'integer', minimum: 1, maximum: Number.MAX_SAFE_INTEGER } }, required: ['post_id'] } as const;
