@@ -1,9 +1,9 @@
 /**
  * The gRPC client of the commerce services of `miniapp serve`
- * (inventory.v1, order.v1, payment.v1) for the CLI: one connection, with the channel, token
- * metadata and error mapping every client of serve shares (grpc/client/)
- * (UNAUTHENTICATED exit 4, UNAVAILABLE and DEADLINE_EXCEEDED exit 5, any
- * other status exit 1 reading "FAILED_PRECONDITION: ..."). Messages are in
+ * (inventory.v1, order.v1, payment.v1) for the CLI: one connection, on the
+ * channel, metadata and error mapping every client of serve shares
+ * (grpc/client/): UNAUTHENTICATED exit 4, UNAVAILABLE and DEADLINE_EXCEEDED exit 5, any
+ * other status exit 1 reading "FAILED_PRECONDITION: ...". Messages are in
  * proto-loader form (snake_case, int64 as strings, enums as names).
  *
  * Nothing here prints or reads the environment.

@@ -1,7 +1,7 @@
 /**
- * The gRPC client of monitoring.v1.MonitoringService, with the channel
- * options and error mapping of the user service's client. Streams report
- * through callbacks; nothing here prints.
+ * The gRPC client of monitoring.v1.MonitoringService, on the channel,
+ * metadata and error mapping every client of serve shares (grpc/client/).
+ * Streams report through callbacks; nothing here prints.
  */
 import * as grpc from '@grpc/grpc-js';
 import { ServiceConnection, type ConnectOptions } from '../grpc/client/channel.js';

@@ -34,7 +34,7 @@ export class UnlinkEventStore {
   /** Oldest first; with a limit, the most recent ones (still oldest first). */
   async list(filter: EventFilter & { limit?: number | undefined } = {}): Promise<UnlinkEvent[]> {
     const { where, params } = whereOf(filter);
-    const limit = filter.limit === undefined ? '' : ` LIMIT $${params.length + 1}`;
+    const limit = filter.limit === undefined ? '' : ` LIMIT CAST($${params.length + 1} AS INTEGER)`;
     const rows = await this.sql.all<Row>(
       `SELECT * FROM unlink_events ${where} ORDER BY received_at DESC, id DESC${limit}`,
       filter.limit === undefined ? params : [...params, filter.limit],

@@ -35,7 +35,7 @@ interface Row {
 
 const BUMP = "UPDATE counters SET value = value + $1 WHERE name = 'user_events' RETURNING value";
 const INSERT = 'INSERT INTO user_events (seq, type, payload, at) VALUES ($1, $2, $3, $4)';
-const AFTER = 'SELECT seq, type, payload, at FROM user_events WHERE seq > $1 ORDER BY seq LIMIT $2';
+const AFTER = 'SELECT seq, type, payload, at FROM user_events WHERE seq > $1 ORDER BY seq LIMIT CAST($2 AS INTEGER)';
 const HEAD = "SELECT value FROM counters WHERE name = 'user_events'";
 const TRIM = 'DELETE FROM user_events WHERE at < $1';
 

@@ -156,7 +156,7 @@ export class WebhookOutbox {
   /** Deliveries with their attempts, oldest first (by id), like `callbacks list`; with a limit, the most recent ones. */
   async list(filter: ListFilter = {}): Promise<Delivery[]> {
     const { where, params } = whereOf(filter);
-    const limit = filter.limit === undefined ? '' : ` LIMIT $${params.length + 1}`;
+    const limit = filter.limit === undefined ? '' : ` LIMIT CAST($${params.length + 1} AS INTEGER)`;
     const rows = await this.sql.all<DeliveryRow>(
       `SELECT * FROM (SELECT * FROM webhook_deliveries ${where} ORDER BY id DESC${limit}) AS newest ORDER BY id`,
       filter.limit === undefined ? params : [...params, filter.limit],

@@ -258,7 +258,7 @@ export class Inventory {
 
   /** Active reservations past their time, oldest first. */
   async due(limit = 100): Promise<string[]> {
-    const rows = await this.sql.all<{ id: string }>("SELECT id FROM reservations WHERE state = 'active' AND expires_at <= $1 ORDER BY expires_at LIMIT $2", [this.now().toISOString(), limit]);
+    const rows = await this.sql.all<{ id: string }>("SELECT id FROM reservations WHERE state = 'active' AND expires_at <= $1 ORDER BY expires_at LIMIT CAST($2 AS INTEGER)", [this.now().toISOString(), limit]);
     return rows.map((row) => row.id);
   }
 
@@ -266,7 +266,7 @@ export class Inventory {
   async movements(sku: string, limit: number): Promise<StockMovement[]> {
     await this.levels([sku]);
     const rows = await this.sql.all<{ id: number; sku: string; delta: number; on_hand: number; reason: string; actor: string; at: string }>(
-      'SELECT id, sku, delta, on_hand, reason, actor, at FROM stock_movements WHERE sku = $1 ORDER BY id DESC LIMIT $2',
+      'SELECT id, sku, delta, on_hand, reason, actor, at FROM stock_movements WHERE sku = $1 ORDER BY id DESC LIMIT CAST($2 AS INTEGER)',
       [sku, limit],
     );
     return rows.map((row) => ({ id: num(row.id), sku: row.sku, delta: num(row.delta), onHand: num(row.on_hand), reason: row.reason, actor: row.actor, at: row.at }));

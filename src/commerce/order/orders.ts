@@ -235,7 +235,7 @@ export class Orders {
     }
     params.push(size + 1);
     const where = conditions.length > 0 ? ` WHERE ${conditions.join(' AND ')}` : '';
-    const rows = await this.#sql.all<OrderRow>(`${SELECT_ORDER}${where} ORDER BY o.created_at DESC, o.id DESC LIMIT $${params.length}`, params);
+    const rows = await this.#sql.all<OrderRow>(`${SELECT_ORDER}${where} ORDER BY o.created_at DESC, o.id DESC LIMIT CAST($${params.length} AS INTEGER)`, params);
     const page = rows.slice(0, size);
     const orders: OrderRecord[] = [];
     for (const row of page) orders.push(await this.#withItems(row, this.#sql));

@@ -13,26 +13,18 @@ import { Sandbox, plain } from '../../helpers/cli.js';
 import { makePki, type Pki } from '../../helpers/certs.js';
 import { userServiceDefinition } from '../../../src/users/proto.js';
 import { startServe } from '../../../src/server/serve.js';
-import { startUserServer, type UserServer } from './harness.js';
+import { type UserServer, useUsersCli } from './harness.js';
 import { BACKENDS } from '../../helpers/postgres.js';
-import { useBackendStore } from '../../helpers/backend-store.js';
 
 describe.each(BACKENDS)('on %s', (backend) => {
+  const cli = useUsersCli(backend);
   let sb: Sandbox;
   let server: UserServer;
-  const store = useBackendStore(backend);
-  beforeEach(async () => {
-    sb = new Sandbox();
-    server = await startUserServer({ store: store.location() });
-  });
-  afterEach(async () => {
-    await server.close();
-    sb.dispose();
+  beforeEach(() => {
+    ({ sb, server } = cli);
   });
 
-  function users(argv: string[], options: { env?: Record<string, string>; stdin?: string; tty?: boolean } = {}) {
-    return sb.run(['users', ...argv], { env: { ...server.env, ...options.env }, stdin: options.stdin, tty: options.tty });
-  }
+  const users = cli.users;
 
   async function create(name: string, extra: string[] = []): Promise<{ id: number }> {
     const result = await users(['create', '--username', name, '--email', `${name}@example.com`, '--password', 'correct-horse', ...extra, '--json']);

@@ -11,7 +11,10 @@ import { userServiceDefinition } from '../../../src/users/proto.js';
 import { runCli } from '../../../src/cli/main.js';
 import type { Context } from '../../../src/cli/context.js';
 import type { StoreLocation } from '../../../src/store/store.js';
-import { Capture, type Sandbox } from '../../helpers/cli.js';
+import { afterEach, beforeEach } from 'vitest';
+import { Capture, Sandbox, type RunOptions, type RunResult } from '../../helpers/cli.js';
+import { useBackendStore, type BackendStore } from '../../helpers/backend-store.js';
+import type { Backend } from '../../helpers/postgres.js';
 
 export const NOW = new Date('2026-11-21T12:00:00Z');
 
@@ -52,6 +55,60 @@ export async function startUserServer(options: { port?: number; dataDir?: string
       if (closed) return;
       closed = true;
       await running.close();
+    },
+  };
+}
+
+export interface UsersCli {
+  /** The CLI's temp home of the running test. */
+  readonly sb: Sandbox;
+  /** The backend's store (a fresh database for each test). */
+  readonly store: BackendStore;
+  /** The serve of the running test, on the backend's store. */
+  readonly server: UserServer;
+  /** `miniapp users ARGV` against that serve (MINIAPP_GRPC_ADDR and MINIAPP_GRPC_TOKEN set; `options.env` on top). */
+  users(argv: string[], options?: RunOptions): Promise<RunResult>;
+  /** Something the test opened that must close before serve stops (a client, a stream). */
+  defer(close: () => void | Promise<void>): void;
+}
+
+/**
+ * The set-up every `miniapp users` CLI suite shares: before each test a CLI
+ * sandbox and a serve on `backend`'s store (a fresh database of its own);
+ * after it, what the test deferred, then serve, then the sandbox.
+ */
+export function useUsersCli(backend: Backend): UsersCli {
+  const store = useBackendStore(backend);
+  let sb: Sandbox | undefined;
+  let server: UserServer | undefined;
+  let deferred: (() => void | Promise<void>)[] = [];
+  beforeEach(async () => {
+    sb = new Sandbox();
+    server = await startUserServer({ store: store.location() });
+  });
+  afterEach(async () => {
+    for (const close of deferred.reverse()) await close();
+    deferred = [];
+    await server?.close();
+    sb?.dispose();
+  });
+  const started = <T>(value: T | undefined): T => {
+    if (value === undefined) throw new Error('useUsersCli: used outside a test');
+    return value;
+  };
+  return {
+    store,
+    get sb() {
+      return started(sb);
+    },
+    get server() {
+      return started(server);
+    },
+    users(argv, options = {}) {
+      return started(sb).run(['users', ...argv], { ...options, env: { ...started(server).env, ...options.env } });
+    },
+    defer(close) {
+      deferred.push(close);
     },
   };
 }

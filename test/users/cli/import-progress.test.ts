@@ -6,32 +6,24 @@
  * the file's own lines; and an older server without ImportUsers still
  * served, through BulkCreateUsers, with a warning.
  */
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { beforeEach, describe, expect, it } from 'vitest';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import { Sandbox, plain } from '../../helpers/cli.js';
 import { userServiceDefinition } from '../../../src/users/proto.js';
-import { startUserServer, type UserServer } from './harness.js';
+import { type UserServer, useUsersCli } from './harness.js';
 import { BACKENDS } from '../../helpers/postgres.js';
-import { useBackendStore } from '../../helpers/backend-store.js';
 
 describe.each(BACKENDS)('on %s', (backend) => {
+  const cli = useUsersCli(backend);
   let sb: Sandbox;
   let server: UserServer;
-  const store = useBackendStore(backend);
-  beforeEach(async () => {
-    sb = new Sandbox();
-    server = await startUserServer({ store: store.location() });
-  });
-  afterEach(async () => {
-    await server.close();
-    sb.dispose();
+  beforeEach(() => {
+    ({ sb, server } = cli);
   });
 
-  function users(argv: string[], options: { env?: Record<string, string>; stdin?: string; tty?: boolean } = {}) {
-    return sb.run(['users', ...argv], { env: { ...server.env, ...options.env }, stdin: options.stdin, tty: options.tty });
-  }
+  const users = cli.users;
 
   const good = (name: string) => JSON.stringify({ username: name, email: `${name}@example.com`, password: 'correct-horse' });
 

@@ -4,23 +4,17 @@
  * for the streams), nothing for people on stderr, and a failure as one
  * JSON object on stderr.
  */
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { beforeEach, describe, expect, it } from 'vitest';
 import { Sandbox } from '../../helpers/cli.js';
-import { rawClient, runLive, startUserServer, waitFor, type UserServer } from './harness.js';
+import { rawClient, runLive, waitFor, type UserServer, useUsersCli } from './harness.js';
 import { BACKENDS } from '../../helpers/postgres.js';
-import { useBackendStore } from '../../helpers/backend-store.js';
 
 describe.each(BACKENDS)('on %s', (backend) => {
+  const cli = useUsersCli(backend);
   let sb: Sandbox;
   let server: UserServer;
-  const store = useBackendStore(backend);
-  beforeEach(async () => {
-    sb = new Sandbox();
-    server = await startUserServer({ store: store.location() });
-  });
-  afterEach(async () => {
-    await server.close();
-    sb.dispose();
+  beforeEach(() => {
+    ({ sb, server } = cli);
   });
 
   function users(argv: string[], options: { stdin?: string; env?: Record<string, string> } = {}) {

@@ -4,19 +4,18 @@
  * user when piped, with --json or with --all; a page size the server
  * clamps is said to be clamped.
  */
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { Sandbox, plain } from '../../helpers/cli.js';
-import { rawClient, rawUnary, startUserServer, type UserServer } from './harness.js';
+import { beforeEach, describe, expect, it } from 'vitest';
+import { plain } from '../../helpers/cli.js';
+import { rawClient, rawUnary, type UserServer, useUsersCli } from './harness.js';
 import { BACKENDS } from '../../helpers/postgres.js';
-import { useBackendStore } from '../../helpers/backend-store.js';
 
 describe.each(BACKENDS)('on %s', (backend) => {
-  let sb: Sandbox;
+  const cli = useUsersCli(backend);
   let server: UserServer;
-  const store = useBackendStore(backend);
+  beforeEach(() => {
+    ({ server } = cli);
+  });
   beforeEach(async () => {
-    sb = new Sandbox();
-    server = await startUserServer({ store: store.location() });
     const raw = rawClient(server.address);
     try {
       for (let i = 1; i <= 45; i++) {
@@ -26,14 +25,7 @@ describe.each(BACKENDS)('on %s', (backend) => {
       raw.close();
     }
   });
-  afterEach(async () => {
-    await server.close();
-    sb.dispose();
-  });
-
-  function users(argv: string[], options: { tty?: boolean } = {}) {
-    return sb.run(['users', ...argv], { env: server.env, tty: options.tty });
-  }
+  const users = cli.users;
 
   /** The usernames of a table printed on a terminal. */
   function tableNames(stdout: string): string[] {

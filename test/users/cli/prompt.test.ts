@@ -4,23 +4,17 @@
  * without a terminal or under CI nothing is asked and it is a usage error.
  * Against a real `miniapp serve`.
  */
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { beforeEach, describe, expect, it } from 'vitest';
 import { Sandbox, plain } from '../../helpers/cli.js';
-import { runLive, startUserServer, waitFor, type UserServer } from './harness.js';
+import { runLive, waitFor, type UserServer, useUsersCli } from './harness.js';
 import { BACKENDS } from '../../helpers/postgres.js';
-import { useBackendStore } from '../../helpers/backend-store.js';
 
 describe.each(BACKENDS)('on %s', (backend) => {
+  const cli = useUsersCli(backend);
   let sb: Sandbox;
   let server: UserServer;
-  const store = useBackendStore(backend);
-  beforeEach(async () => {
-    sb = new Sandbox();
-    server = await startUserServer({ store: store.location() });
-  });
-  afterEach(async () => {
-    await server.close();
-    sb.dispose();
+  beforeEach(() => {
+    ({ sb, server } = cli);
   });
 
   const create = (name: string, ...extra: string[]) => ['users', 'create', '--username', name, '--email', `${name}@example.com`, ...extra];

@@ -4,39 +4,28 @@
  * on the same port), bulk-create from a file and from stdin, sync in
  * order, and chat with a raw grpc-js client in the same room.
  */
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { beforeEach, describe, expect, it } from 'vitest';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type * as grpc from '@grpc/grpc-js';
 import { Sandbox, plain } from '../../helpers/cli.js';
-import { bearer, rawClient, rawUnary, runLive, startUserServer, waitFor, type RawClient, type UserServer } from './harness.js';
+import { bearer, rawClient, rawUnary, runLive, startUserServer, waitFor, type RawClient, type UserServer, useUsersCli } from './harness.js';
 import { BACKENDS } from '../../helpers/postgres.js';
-import { useBackendStore } from '../../helpers/backend-store.js';
 
 describe.each(BACKENDS)('on %s', (backend) => {
+  const cli = useUsersCli(backend);
   let sb: Sandbox;
   let server: UserServer;
-  let extra: { close(): void | Promise<void> }[] = [];
-  const store = useBackendStore(backend);
-  beforeEach(async () => {
-    sb = new Sandbox();
-    server = await startUserServer({ store: store.location() });
-  });
-  afterEach(async () => {
-    for (const item of extra.reverse()) await item.close();
-    extra = [];
-    await server.close();
-    sb.dispose();
+  beforeEach(() => {
+    ({ sb, server } = cli);
   });
 
-  function users(argv: string[], options: { env?: Record<string, string>; stdin?: string; tty?: boolean } = {}) {
-    return sb.run(['users', ...argv], { env: { ...server.env, ...options.env }, stdin: options.stdin, tty: options.tty });
-  }
+  const users = cli.users;
 
   function client(address = server.address): RawClient {
     const made = rawClient(address);
-    extra.push({ close: () => made.close() });
+    cli.defer(() => made.close());
     return made;
   }
 
@@ -112,15 +101,15 @@ describe.each(BACKENDS)('on %s', (backend) => {
 
     it('reconnects with back-off after the server restarts on the same port', async () => {
       const dataDir = mkdtempSync(join(tmpdir(), 'miniapp-users-data-'));
-      extra.push({ close: () => rmSync(dataDir, { recursive: true, force: true }) });
+      cli.defer(() => rmSync(dataDir, { recursive: true, force: true }));
       // A data dir (or the database) keeps the admin token across the restart; the port is the one port 0 gave.
-      const kept = backend === 'sqlite' ? { dataDir } : { store: store.location() };
+      const kept = backend === 'sqlite' ? { dataDir } : { store: cli.store.location() };
       const before = await startUserServer(kept);
       let after: UserServer | undefined;
-      extra.push({ close: async () => {
+      cli.defer(async () => {
         await before.close();
         await after?.close();
-      } });
+      });
       const watch = runLive(sb, ['users', 'watch', '--count', '2', '--json'], { ...before.env, MINIAPP_GRPC_RECONNECT_MS: '20' });
       await waitFor(() => before.running.users!.watcherCount() === 1, 'the watcher');
       await createRaw(client(before.address), 'before');
@@ -282,7 +271,7 @@ describe.each(BACKENDS)('on %s', (backend) => {
   describe('users chat', () => {
     function chatStream(raw: RawClient, token: string): grpc.ClientDuplexStream<unknown, { room: string; sender: string; text: string }> {
       const stream = (raw.UserChat as (md: grpc.Metadata) => grpc.ClientDuplexStream<unknown, { room: string; sender: string; text: string }>)(bearer(token));
-      extra.push({ close: () => void stream.cancel() });
+      cli.defer(() => void stream.cancel());
       stream.on('error', () => {});
       return stream;
     }
