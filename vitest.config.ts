@@ -1,3 +1,4 @@
+import { availableParallelism } from 'node:os';
 import { defineConfig } from 'vitest/config';
 
 export default defineConfig({
@@ -10,5 +11,11 @@ export default defineConfig({
     hookTimeout: 20_000,
     // Tests must never reach beyond 127.0.0.1; nothing here needs a shell environment leak.
     unstubEnvs: true,
+    // Many suites wait on servers, child processes and PostgreSQL rather than compute: one worker more than
+    // there are cores keeps the cores busy (vitest's default is one fewer, a single worker on 2 cores).
+    maxWorkers: availableParallelism() + 1,
+    // A worker runs its files one after another in one module graph, rather than re-importing every module of
+    // src/ for each file: no suite keeps state between files (each builds its own servers, stores and sandboxes).
+    isolate: false,
   },
 });

@@ -38,7 +38,7 @@ export type Loaders = Readonly<Partial<Record<string, () => Promise<Register>>>>
 
 /** Every command group, in the order `miniapp --help` lists them. */
 export const GROUP_SUMMARIES: readonly GroupSummary[] = [
-  { name: 'serve', summary: 'run the relay, blog API and gRPC user service' },
+  { name: 'serve', summary: 'run the relay, blog API, metrics and the gRPC services' },
   { name: 'db', summary: 'the database of serve: status, migrate, copy to PostgreSQL' },
   { name: 'callbacks', summary: 'list the unlink callbacks the relay recorded' },
   { name: 'users', summary: 'the gRPC user service: CRUD, watch, bulk, sync, chat' },
@@ -46,7 +46,7 @@ export const GROUP_SUMMARIES: readonly GroupSummary[] = [
   { name: 'orders', summary: 'orders: create, get, list, pay, cancel' },
   { name: 'payments', summary: 'payments: show, refund' },
   { name: 'monitor', summary: 'live metrics, log lines and chat of a running serve' },
-  { name: 'webhooks', summary: 'list webhook deliveries, verify signatures' },
+  { name: 'webhooks', summary: 'webhook deliveries: list, resend, cancel, verify' },
   { name: 'decrypt', summary: 'decrypt the personal fields of a login-me response' },
   { name: 'insights', summary: 'media and account insights as tables, CSV or JSON' },
   { name: 'token', summary: 'exchange, refresh and show partner-API tokens' },
@@ -180,7 +180,7 @@ export async function buildProgram(
     isTTY: Boolean(ctx.io.stderr.isTTY),
   });
   const program = new MiniappCommand('miniapp')
-    .description('Operate mini-app backends: partner login API, relay, insights, user service, blog API, sandboxes.')
+    .description('Operate mini-app backends: the partner login API and its relay, media insights, the gRPC user, commerce and monitoring services, the blog API and its webhooks, and offline sandboxes.')
     .version(ctx.version, '-V, --version', 'print the version')
     .addOption(
       new Option('--profile <name>', 'config profile to use (env MINIAPP_PROFILE)').default(

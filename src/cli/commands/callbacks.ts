@@ -6,7 +6,7 @@ import { parseDuration } from '../../duration.js';
 import { parseUserKey, wholeNumber } from '../flags.js';
 
 export function registerCallbacks(program: Command, bind: Bind): void {
-  const callbacks = program.command('callbacks').description('the unlink callbacks that `miniapp serve` has recorded');
+  const callbacks = program.command('callbacks').description('The unlink callbacks that `miniapp serve` has recorded, in its database.');
   callbacks
     .command('list')
     .description('list recorded unlink callbacks, oldest first')

@@ -16,7 +16,7 @@ profile's database-url; without one, the SQLite file of the data dir
 export function registerDb(program: Command, bind: Bind): void {
   const db = program
     .command('db')
-    .description('The database of `miniapp serve`: its migrations, and copying the embedded SQLite data to PostgreSQL.')
+    .description('The database of `miniapp serve` (SQLite in the data dir, or the PostgreSQL of --database): its status and migrations, and copying the embedded SQLite data into a PostgreSQL.')
     .addHelpText('after', WHERE_HELP);
 
   const where = (command: Command) =>

@@ -41,11 +41,12 @@ export function registerServe(program: Command, bind: Bind): void {
   program
     .command('serve')
     .description(
-      'Start the servers: over HTTP the relay (/api/auth/*, /health), the blog API (/api/v1, /api/v2, /api) and ' +
-        '/metrics; over gRPC the user service. The upstream partner API is --upstream, else the ' +
-        'profile\'s base-url, else a sandbox started in the same process. Unlink callbacks, users, posts, webhook ' +
-        'deliveries and uploaded images live in the data dir (SQLite). Stops cleanly on Ctrl-C or SIGTERM, finishing ' +
-        'the requests in flight.',
+      'Start the servers. Over HTTP: the relay (/api/auth/*, /health, /health/ready), the blog API (/api/v1, /api/v2, ' +
+        '/api) with its docs, and /metrics. Over gRPC: the user service (user.v1), the commerce services (inventory.v1, ' +
+        'order.v1, payment.v1) and the monitoring service (monitoring.v1), with health and reflection. Webhooks go out ' +
+        'to --webhook-url. Everything is kept in SQLite in the data dir, or in the PostgreSQL of --database, which any ' +
+        'number of instances may share. The upstream partner API is --upstream, else the profile\'s base-url, else a ' +
+        'sandbox started in the same process. Stops cleanly on Ctrl-C or SIGTERM, finishing the requests in flight.',
     )
     .option('--host <host>', 'address to bind', '127.0.0.1')
     .option('--port <port>', 'HTTP port (0 picks a free one)', '3000')
@@ -53,7 +54,7 @@ export function registerServe(program: Command, bind: Bind): void {
     .option('--cors-origin <origin>', 'the one browser origin allowed to call the relay and the blog API, with credentials')
     .option('--public-url <url>', 'where clients reach this server (e.g. https://blog.example.com behind a proxy): links in answers are built under it; default: relative links')
     .option('--data-dir <dir>', 'where the database lives (default: MINIAPP_DATA_DIR, else ~/.local/share/miniapp)')
-    .option('--store <kind>', 'sqlite (in the data dir) or memory', 'sqlite')
+    .option('--store <kind>', 'sqlite (in the data dir) or memory, when there is no --database', 'sqlite')
     .option('--database <url>', 'a PostgreSQL shared by any number of serve instances: postgres://USER:PASSWORD@HOST:PORT/DB[?sslmode=verify-full&sslrootcert=ca.pem] (default: MINIAPP_DATABASE_URL, else database-url; none: SQLite in the data dir)')
     .option('--database-pool <n>', 'connections to PostgreSQL of this instance', '10')
     .option('--database-timeout <duration>', 'how long a call waits for PostgreSQL before it fails (503 / UNAVAILABLE)', '5s')
@@ -62,11 +63,11 @@ export function registerServe(program: Command, bind: Bind): void {
     .addOption(new Option('--log-format <format>', 'pretty (one line per request) or json (default: pretty on a terminal, json otherwise)').choices(['pretty', 'json']))
     .option('--sandbox-port <port>', 'port of the embedded sandbox, when no upstream is configured (default: a free one)')
     .option('--timeout <duration>', 'time-out of each call to the partner API', '10s')
-    .option('--grpc-host <host>', 'address of the gRPC user service', '127.0.0.1')
-    .option('--grpc-port <port>', 'port of the gRPC user service (0 picks a free one)', '50051')
+    .option('--grpc-host <host>', 'address of the gRPC services', '127.0.0.1')
+    .option('--grpc-port <port>', 'port of the gRPC services (0 picks a free one)', '50051')
     .option('--grpc-tls-cert <file>', 'serve gRPC over TLS with this certificate (PEM file or text)')
     .option('--grpc-tls-key <file>', 'and this private key')
-    .option('--no-grpc', 'do not start the gRPC user service')
+    .option('--no-grpc', 'do not start the gRPC services')
     .option('--no-docs', 'do not publish the blog API\'s docs pages and OpenAPI descriptions')
     .option('--webhook-url <url>', 'send post.created, order.paid, order.cancelled and payment.refunded to this URL (repeatable)', (value: string, all: string[]) => [...all, value], [] as string[])
     .option('--webhook-secret <secret>', 'HMAC-SHA256 key of X-Webhook-Signature (or MINIAPP_WEBHOOK_SECRET)')
@@ -74,7 +75,7 @@ export function registerServe(program: Command, bind: Bind): void {
     .addOption(
       new Option('--password-hash-cost <log2N>', 'scrypt cost of new password hashes, as log2 of N (10 to 20)').default('14'),
     )
-    .addHelpText('after', '\nExamples:\n  miniapp serve\n  miniapp serve --port 8080 --cors-origin https://app.example.com --callback-auth partner:s3cret')
+    .addHelpText('after', '\nExamples:\n  miniapp serve\n  miniapp serve --port 8080 --cors-origin https://app.example.com --callback-auth partner:s3cret\n  miniapp serve --database postgres://miniapp:secret@db.internal:5432/miniapp --webhook-url https://hooks.example.com/miniapp')
     .action(bind(runServe));
 }
 
@@ -233,7 +234,7 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
       `            GET|POST ${relay}/unlink-callback${flags.callbackAuth ? ' (Basic auth required)' : ''}`,
       `  blog      ${running.url}/api/v1, ${running.url}/api/v2, ${running.url}/api (latest: v2)`,
       ...(flags.docs ? [`  docs      ${running.url}/api/v2/docs   OpenAPI ${running.url}/api/v2/openapi.json (and per mount)`] : []),
-      ...(webhookUrls.length ? [`  webhooks  post.created -> ${webhookUrls.join(', ')} (signed; \`miniapp webhooks list\`)`] : []),
+      ...(webhookUrls.length ? [`  webhooks  post.created, order.paid, order.cancelled, payment.refunded -> ${webhookUrls.join(', ')} (signed; \`miniapp webhooks list\`)`] : []),
       `  health    GET ${info.health}`,
       `  metrics   GET ${info.metrics}`,
       ...(running.grpc
