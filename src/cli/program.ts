@@ -11,17 +11,15 @@
  * loaders there are is the caller's: main.ts has every group, quick.ts the
  * few short commands it serves without Node's ESM loader.
  */
-import { styleText } from 'node:util';
 import { Command, CommanderError, Option } from './commander.js';
 import { ExitCode, MiniappError, UsageError, type ExitCode as Code } from '../errors.js';
 import type { CommandContext, Context } from './context.js';
-import { resolveColorLevel } from './render/color.js';
 import type { OutStream } from './render/streams.js';
 import { groupNameOf, rewriteHelp } from './argv.js';
 
 export { groupNameOf, leadingOperands, rewriteHelp } from './argv.js';
 
-import type { Bind, Handler, Register } from './command.js';
+import type { Bind, Register } from './command.js';
 
 /** A command group as `miniapp --help` lists it. */
 export interface GroupSummary {
@@ -174,11 +172,6 @@ export async function buildProgram(
   onCommand: (cc: CommandContext, command: Command) => void,
   options: { loaders: Loaders; allGroups?: boolean },
 ): Promise<Command> {
-  const stderrColor = resolveColorLevel({
-    noColorFlag: argv.includes('--no-color'),
-    env: ctx.env,
-    isTTY: Boolean(ctx.io.stderr.isTTY),
-  });
   const program = new MiniappCommand('miniapp')
     .description('Operate mini-app backends: the partner login API and its relay, media insights, the gRPC user, commerce and monitoring services, the blog API and its webhooks, and offline sandboxes.')
     .version(ctx.version, '-V, --version', 'print the version')

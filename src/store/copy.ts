@@ -225,7 +225,7 @@ export interface CopyOptions {
 }
 
 export async function copyStore(options: CopyOptions): Promise<CopyReport> {
-  const { source, target, merge } = options;
+  const { source, target } = options;
   // The source read whole first: nothing slow happens while the target's transaction is open.
   const sourceRows = new Map<string, Row[]>();
   for (const spec of COPIED_TABLES) {

@@ -11,6 +11,7 @@
  * flight between instances, and secrets every instance must agree on.
  */
 import { commerceSchema } from './commerce-schema.js';
+import { WEBHOOK_CLAIMS } from './shared-migrations.js';
 
 export interface PostgresMigration {
   version: number;
@@ -159,20 +160,7 @@ export const POSTGRES_MIGRATIONS: readonly PostgresMigration[] = [
   },
   {
     version: 3,
-    description: 'webhook claims are numbered (a stale sender cannot undo a newer claim), and senders say which URLs they send to',
-    // claims numbers the claims of a delivery: an attempt's outcome is recorded against the claim it was made
-    // under, so a sender presumed dead (its lease ran out, another instance claimed the delivery) cannot
-    // reschedule what the newer claim is sending. webhook_senders: a row per running dispatcher, the URLs it
-    // sends to (JSON) until expires_at, refreshed at each look at the outbox and deleted on a clean stop; a
-    // pending delivery is held only when no live sender has its URL.
-    sql: `
-      ALTER TABLE webhook_deliveries ADD COLUMN claims INTEGER NOT NULL DEFAULT 0;
-      CREATE TABLE webhook_senders (
-        id TEXT PRIMARY KEY,
-        urls TEXT NOT NULL,
-        expires_at TEXT NOT NULL
-      );
-    `,
+    ...WEBHOOK_CLAIMS,
   },
   {
     version: 4,

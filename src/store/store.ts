@@ -12,7 +12,7 @@ import { databasePath, openDatabase, schemaVersion, MIGRATIONS } from './databas
 import { POSTGRES_MIGRATIONS } from './postgres-schema.js';
 import { LocalSignals, type Signals } from './signals.js';
 import { SqliteSql, type Sql } from './sql.js';
-import { StoreUnavailableError, storeErrorForCli } from './errors.js';
+import { storeErrorForCli } from './errors.js';
 
 export type StoreLocation =
   | { kind: 'sqlite'; dataDir: string; readonly?: boolean | undefined }

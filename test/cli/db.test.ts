@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { adminSql } from '../helpers/pg-admin.js';
 import { Sandbox } from '../helpers/cli.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
-import { startServe, type RunningServe } from '../../src/server/serve.js';
+import type { RunningServe } from '../../src/server/serve.js';
 import { png } from '../helpers/images.js';
 import { startTestServe } from '../helpers/serve.js';
 import { readFileSync } from 'node:fs';
@@ -120,16 +120,8 @@ describe('miniapp db copy', () => {
     receiver = await startReceiver();
     holder = new Sandbox();
     dataDir = join(holder.root, 'data');
-    running = await startServe({
-      host: '127.0.0.1',
-      port: 0,
+    running = await startTestServe({
       store: { kind: 'sqlite', dataDir },
-      decrypt: {},
-      logger: false,
-      version: 'test',
-      now: () => new Date(),
-      grpc: false,
-      hashCost: 10,
       // The receiver is down while the data lives in SQLite: the delivery stays pending, to be copied.
       webhooks: { urls: [receiver.url], secret: 's3cret' },
       webhookSend: async () => {

@@ -6,7 +6,6 @@
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Sandbox } from '../helpers/cli.js';
 import { BACKENDS, createTestDatabase, type TestDatabase } from '../helpers/postgres.js';

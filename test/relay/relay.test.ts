@@ -8,7 +8,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { request } from 'undici';
-import { startServe, type RunningServe, type ServeOptions } from '../../src/server/serve.js';
+import type { RunningServe, ServeOptions } from '../../src/server/serve.js';
+import { startTestServe } from '../helpers/serve.js';
 import { startSandbox, type RunningSandbox } from '../helpers/partner-sandbox.js';
 import { personFor } from '../../src/sandbox/partner/people.js';
 import { AAD_HEX, KEY_HEX } from '../helpers/vectors.js';
@@ -21,16 +22,12 @@ let logs: Capture;
 
 async function serve(overrides: Partial<ServeOptions> = {}): Promise<RunningServe> {
   logs = new Capture();
-  return startServe({
-    host: '127.0.0.1',
-    port: 0,
+  return startTestServe({
     store: { kind: 'sqlite', dataDir },
     upstream: { baseUrl: sandbox.url, pathPrefix: '/api-partner/v1/miniapp/user/oauth2', tls: {} },
     decrypt: { key: KEY_HEX, aad: AAD_HEX },
     logger: { level: 'info', stream: logs },
     version: '1.2.3',
-    now: () => new Date(),
-    grpc: false,
     ...overrides,
   });
 }

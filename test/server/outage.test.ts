@@ -12,7 +12,8 @@ import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
 import { request } from 'undici';
 import { startEmbeddedPostgres, type RunningPostgres } from '../helpers/embedded-postgres.js';
-import { startServe, type RunningServe } from '../../src/server/serve.js';
+import type { RunningServe } from '../../src/server/serve.js';
+import { startTestServe } from '../helpers/serve.js';
 import { PROTO_ROOT } from '../../src/grpc/protos.js';
 import { userServiceDefinition } from '../../src/users/proto.js';
 
@@ -25,16 +26,9 @@ beforeAll(async () => {
   // Its data kept across the stop in the test.
   postgres = await startEmbeddedPostgres({ prefix: 'miniapp-outage-', password: 'outage', persistent: true });
   url = postgres.url();
-  running = await startServe({
-    host: '127.0.0.1',
-    port: 0,
+  running = await startTestServe({
     store: { kind: 'postgres', url, poolSize: 4, timeoutMs: 1_500 },
-    decrypt: {},
-    logger: false,
-    version: 'test',
-    now: () => new Date(),
     grpc: { host: '127.0.0.1', port: 0 },
-    hashCost: 10,
     shutdownDeadlineMs: 500,
   });
 }, 60_000);

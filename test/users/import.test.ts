@@ -10,7 +10,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
-import { startServe, type RunningServe } from '../../src/server/serve.js';
+import type { RunningServe } from '../../src/server/serve.js';
+import { startTestServe } from '../helpers/serve.js';
 import { userServiceDefinition } from '../../src/users/proto.js';
 import { waitFor } from './cli/harness.js';
 import { login } from '../helpers/user-client.js';
@@ -25,16 +26,9 @@ describe.each(BACKENDS)('on %s', (backend) => {
 
   beforeEach(async () => {
     dataDir = mkdtempSync(join(tmpdir(), 'miniapp-import-'));
-    running = await startServe({
-      host: '127.0.0.1',
-      port: 0,
+    running = await startTestServe({
       store: store.location(),
-      decrypt: {},
-      logger: false,
-      version: 'test',
-      now: () => new Date(),
       grpc: { host: '127.0.0.1', port: 0 },
-      hashCost: 10,
       shutdownDeadlineMs: 500,
     });
     const { Client } = userServiceDefinition();

@@ -10,7 +10,8 @@ import { join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
 import { request } from 'undici';
-import { startServe, type RunningServe } from '../../src/server/serve.js';
+import type { RunningServe } from '../../src/server/serve.js';
+import { startTestServe } from '../helpers/serve.js';
 import { userServiceDefinition } from '../../src/users/proto.js';
 import { ADMIN_TOKEN_FILE } from '../../src/auth/tokens.js';
 import { makePki, type Pki } from '../helpers/certs.js';
@@ -26,16 +27,9 @@ describe.each(BACKENDS)('user service on %s', (backend) => {
   const store = useBackendStore(backend, () => ({ kind: 'sqlite', dataDir }));
 
   async function start(grpcOptions: { port?: number; tls?: { cert: string; key: string } } = {}, location = store.location()) {
-    return startServe({
-      host: '127.0.0.1',
-      port: 0,
+    return startTestServe({
       store: location,
-      decrypt: {},
-      logger: false,
-      version: 'test',
-      now: () => new Date(),
       grpc: { host: '127.0.0.1', port: grpcOptions.port ?? 0, tls: grpcOptions.tls },
-      hashCost: 10,
       shutdownDeadlineMs: 500,
     });
   }

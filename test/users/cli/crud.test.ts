@@ -9,20 +9,15 @@ import { createServer } from 'node:net';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
-import { Sandbox, plain } from '../../helpers/cli.js';
+import { plain } from '../../helpers/cli.js';
 import { makePki, type Pki } from '../../helpers/certs.js';
 import { userServiceDefinition } from '../../../src/users/proto.js';
-import { startServe } from '../../../src/server/serve.js';
-import { type UserServer, useUsersCli } from './harness.js';
+import { startTestServe } from '../../helpers/serve.js';
+import { useUsersCli } from './harness.js';
 import { BACKENDS } from '../../helpers/postgres.js';
 
 describe.each(BACKENDS)('on %s', (backend) => {
   const cli = useUsersCli(backend);
-  let sb: Sandbox;
-  let server: UserServer;
-  beforeEach(() => {
-    ({ sb, server } = cli);
-  });
 
   const users = cli.users;
 
@@ -55,7 +50,7 @@ describe.each(BACKENDS)('on %s', (backend) => {
         roles: [],
         created_at: expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/),
       });
-      expect(server.running.users!.watcherCount()).toBe(0);
+      expect(cli.server.running.users!.watcherCount()).toBe(0);
     });
 
     it('takes the password from stdin with --password -, and needs no token', async () => {
@@ -222,7 +217,7 @@ describe.each(BACKENDS)('on %s', (backend) => {
     it('--token beats MINIAPP_GRPC_TOKEN, and --addr beats MINIAPP_GRPC_ADDR', async () => {
       await create('ivan');
       const port = await closedPort();
-      const result = await users(['get', '1', '--token', server.token, '--addr', server.address, '--json'], {
+      const result = await users(['get', '1', '--token', cli.server.token, '--addr', cli.server.address, '--json'], {
         env: { MINIAPP_GRPC_TOKEN: 'mat_wrong', MINIAPP_GRPC_ADDR: `127.0.0.1:${port}` },
       });
       expect(result.code, result.stderr).toBe(0);
@@ -233,10 +228,10 @@ describe.each(BACKENDS)('on %s', (backend) => {
 
     it('reads the token and the address from the profile', async () => {
       await create('judy');
-      const configured = await sb.run(['config', 'set', 'grpc-token', server.token]);
+      const configured = await cli.sb.run(['config', 'set', 'grpc-token', cli.server.token]);
       expect(configured.code, configured.stderr).toBe(0);
-      expect((await sb.run(['config', 'set', 'grpc-addr', server.address])).code).toBe(0);
-      const result = await sb.run(['users', 'get', '1', '--json']);
+      expect((await cli.sb.run(['config', 'set', 'grpc-addr', cli.server.address])).code).toBe(0);
+      const result = await cli.sb.run(['users', 'get', '1', '--json']);
       expect(result.code, result.stderr).toBe(0);
       expect(JSON.parse(result.stdout).username).toBe('judy');
     });
@@ -284,29 +279,21 @@ describe.each(BACKENDS)('on %s', (backend) => {
     afterEach(() => pki.dispose());
 
     it('connects with --tls --ca FILE (and with the CA as PEM text); without TLS it is UNAVAILABLE', async () => {
-      const tls = await startServe({
-        host: '127.0.0.1',
-        port: 0,
+      const tls = await startTestServe({
         grpc: { host: '127.0.0.1', port: 0, tls: { cert: pki.read(pki.serverCert), key: pki.read(pki.serverKey) } },
-        hashCost: 10,
-        store: { kind: 'memory' },
-        decrypt: {},
-        logger: false,
-        version: 'test',
-        now: () => new Date(),
       });
       try {
         const env = { MINIAPP_GRPC_ADDR: tls.grpc!.address, MINIAPP_GRPC_TOKEN: tls.adminToken! };
-        const created = await sb.run(['users', 'create', '--username', 'tina', '--email', 'tina@example.com', '--password', 'correct-horse', '--ca', pki.caCert, '--json'], { env });
+        const created = await cli.sb.run(['users', 'create', '--username', 'tina', '--email', 'tina@example.com', '--password', 'correct-horse', '--ca', pki.caCert, '--json'], { env });
         expect(created.code, created.stderr).toBe(0);
-        const caFile = join(sb.root, 'ca.pem');
+        const caFile = join(cli.sb.root, 'ca.pem');
         writeFileSync(caFile, pki.read(pki.caCert));
-        const listed = await sb.run(['users', 'list', '--tls', '--ca', pki.read(pki.caCert), '--json'], { env });
+        const listed = await cli.sb.run(['users', 'list', '--tls', '--ca', pki.read(pki.caCert), '--json'], { env });
         expect(listed.code, listed.stderr).toBe(0);
         expect(JSON.parse(listed.stdout)).toHaveLength(1);
-        const viaSetting = await sb.run(['users', 'get', '1', '--json'], { env: { ...env, MINIAPP_GRPC_CA: caFile } });
+        const viaSetting = await cli.sb.run(['users', 'get', '1', '--json'], { env: { ...env, MINIAPP_GRPC_CA: caFile } });
         expect(viaSetting.code, viaSetting.stderr).toBe(0);
-        const plaintext = await sb.run(['users', 'list'], { env });
+        const plaintext = await cli.sb.run(['users', 'list'], { env });
         expect(plaintext.code).toBe(5);
         expect(plaintext.stderr).toContain('if it serves TLS, add --tls');
       } finally {

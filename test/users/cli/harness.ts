@@ -6,7 +6,8 @@
  */
 import { PassThrough, Writable } from 'node:stream';
 import * as grpc from '@grpc/grpc-js';
-import { startServe, type RunningServe } from '../../../src/server/serve.js';
+import type { RunningServe } from '../../../src/server/serve.js';
+import { startTestServe } from '../../helpers/serve.js';
 import { userServiceDefinition } from '../../../src/users/proto.js';
 import { runCli } from '../../../src/cli/main.js';
 import type { Context } from '../../../src/cli/context.js';
@@ -30,16 +31,9 @@ export interface UserServer {
 
 /** serve on `store`, else SQLite in `dataDir`, else in memory. */
 export async function startUserServer(options: { port?: number; dataDir?: string; store?: StoreLocation } = {}): Promise<UserServer> {
-  const running = await startServe({
-    host: '127.0.0.1',
-    port: 0,
+  const running = await startTestServe({
     grpc: { host: '127.0.0.1', port: options.port ?? 0 },
-    hashCost: 10,
     store: options.store ?? (options.dataDir ? { kind: 'sqlite', dataDir: options.dataDir } : { kind: 'memory' }),
-    decrypt: {},
-    logger: false,
-    version: 'test',
-    now: () => new Date(),
     shutdownDeadlineMs: 1_000,
   });
   const address = running.grpc!.address;

@@ -6,22 +6,17 @@
  * the file's own lines; and an older server without ImportUsers still
  * served, through BulkCreateUsers, with a warning.
  */
-import { beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
-import { Sandbox, plain } from '../../helpers/cli.js';
+import { plain } from '../../helpers/cli.js';
 import { userServiceDefinition } from '../../../src/users/proto.js';
-import { type UserServer, useUsersCli } from './harness.js';
+import { useUsersCli } from './harness.js';
 import { BACKENDS } from '../../helpers/postgres.js';
 
 describe.each(BACKENDS)('on %s', (backend) => {
   const cli = useUsersCli(backend);
-  let sb: Sandbox;
-  let server: UserServer;
-  beforeEach(() => {
-    ({ sb, server } = cli);
-  });
 
   const users = cli.users;
 
@@ -40,7 +35,7 @@ describe.each(BACKENDS)('on %s', (backend) => {
       const lines = Array.from({ length: 300 }, (_, i) => good(`user${i}`));
       lines[10] = '{"username": ';
       lines[200] = JSON.stringify({ username: 'shorty', email: 'shorty@example.com', password: 'short' });
-      const file = join(sb.root, 'users.jsonl');
+      const file = join(cli.sb.root, 'users.jsonl');
       writeFileSync(file, `${lines.join('\n')}\n`);
       const result = await users(['bulk-create', file], { tty: true });
       expect(result.code, result.stderr).toBe(1);
@@ -81,7 +76,7 @@ describe.each(BACKENDS)('on %s', (backend) => {
 
   describe('bulk-create line numbers', () => {
     it('blames the line of a CSV row whose quote is never closed, not the line before', async () => {
-      const file = join(sb.root, 's.csv');
+      const file = join(cli.sb.root, 's.csv');
       writeFileSync(file, 'username,email,password\nsmall1,small1@example.com,password-1\nbroken,"unterminated\n');
       const result = await users(['bulk-create', file, '--json']);
       expect(result.code).toBe(1);
@@ -128,7 +123,7 @@ describe.each(BACKENDS)('on %s', (backend) => {
     it('says so and sends the rows with BulkCreateUsers, reporting failures at their lines', async () => {
       // An older server: the same BulkCreateUsers (the real implementation), and no ImportUsers.
       const older = new grpc.Server();
-      older.addService(userServiceDefinition().service, { BulkCreateUsers: server.running.users.handlers().BulkCreateUsers! });
+      older.addService(userServiceDefinition().service, { BulkCreateUsers: cli.server.running.users.handlers().BulkCreateUsers! });
       const port = await new Promise<number>((resolve, reject) =>
         older.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (error, bound) => (error ? reject(error) : resolve(bound))),
       );
@@ -157,7 +152,7 @@ describe.each(BACKENDS)('on %s', (backend) => {
     it('counts answered requests of the file total, with applied and failed, and shows each failure as it comes', async () => {
       const lines = Array.from({ length: 60 }, (_, i) => JSON.stringify({ ref: `r${i}`, upsert: { username: `sam${i}`, email: `sam${i}@example.com`, password: 'correct-horse' } }));
       lines.push(JSON.stringify({ ref: 'gone', delete: 999 }), '{"ref":"bad","upsert":{"username":5}}');
-      const file = join(sb.root, 'changes.jsonl');
+      const file = join(cli.sb.root, 'changes.jsonl');
       writeFileSync(file, `${lines.join('\n')}\n`);
       const result = await users(['sync', file], { tty: true });
       expect(result.code).toBe(1);

@@ -4,21 +4,15 @@
  * for the streams), nothing for people on stderr, and a failure as one
  * JSON object on stderr.
  */
-import { beforeEach, describe, expect, it } from 'vitest';
-import { Sandbox } from '../../helpers/cli.js';
-import { rawClient, runLive, waitFor, type UserServer, useUsersCli } from './harness.js';
+import { describe, expect, it } from 'vitest';
+import { rawClient, runLive, waitFor, useUsersCli } from './harness.js';
 import { BACKENDS } from '../../helpers/postgres.js';
 
 describe.each(BACKENDS)('on %s', (backend) => {
   const cli = useUsersCli(backend);
-  let sb: Sandbox;
-  let server: UserServer;
-  beforeEach(() => {
-    ({ sb, server } = cli);
-  });
 
   function users(argv: string[], options: { stdin?: string; env?: Record<string, string> } = {}) {
-    return sb.run(['users', ...argv, '--json'], { env: { ...server.env, ...options.env }, stdin: options.stdin, tty: true, stdinTTY: options.stdin === undefined ? true : false });
+    return cli.sb.run(['users', ...argv, '--json'], { env: { ...cli.server.env, ...options.env }, stdin: options.stdin, tty: true, stdinTTY: options.stdin === undefined ? true : false });
   }
 
   const userShape = { id: expect.any(Number), username: expect.any(String), email: expect.any(String), full_name: expect.any(String), is_active: expect.any(Boolean), roles: expect.any(Array), created_at: expect.stringMatching(/Z$/) };
@@ -51,8 +45,8 @@ describe.each(BACKENDS)('on %s', (backend) => {
       expect([sync.code, sync.stderr]).toEqual([0, '']);
       expect(jsonLines(sync.stdout)).toEqual([{ ref: 'x', line: 1, op: 'delete', ok: true, user: { ...userShape, id: 2, username: 'ben' } }]);
 
-      const watch = runLive(sb, ['users', 'watch', '--count', '1', '--json'], server.env, { tty: true });
-      await waitFor(() => server.running.users.watcherCount() === 1, 'the watcher');
+      const watch = runLive(cli.sb, ['users', 'watch', '--count', '1', '--json'], cli.server.env, { tty: true });
+      await waitFor(() => cli.server.running.users.watcherCount() === 1, 'the watcher');
       const other = await users(['create', '--username', 'cid', '--email', 'cid@example.com', '--password', 'correct-horse']);
       expect(other.code).toBe(0);
       expect(await watch.done).toBe(0);
@@ -62,12 +56,12 @@ describe.each(BACKENDS)('on %s', (backend) => {
       const deleted = await users(['delete', '1']);
       expect([deleted.code, deleted.stderr, JSON.parse(deleted.stdout)]).toEqual([0, '', { id: 1, deleted: true }]);
 
-      const chat = runLive(sb, ['users', 'chat', '--room', 'r', '--json'], server.env, { tty: true });
-      await waitFor(() => server.running.users.chatParticipantCount() === 1, 'the chat to join');
-      const raw = rawClient(server.address);
+      const chat = runLive(cli.sb, ['users', 'chat', '--room', 'r', '--json'], cli.server.env, { tty: true });
+      await waitFor(() => cli.server.running.users.chatParticipantCount() === 1, 'the chat to join');
+      const raw = rawClient(cli.server.address);
       try {
         const metadata = new (await import('@grpc/grpc-js')).Metadata();
-        metadata.set('authorization', `Bearer ${server.token}`);
+        metadata.set('authorization', `Bearer ${cli.server.token}`);
         const stream = (raw.UserChat as (md: unknown) => { write(m: object): void; on(e: string, f: () => void): void; cancel(): void })(metadata);
         stream.on('error', () => {});
         stream.write({ room: 'r', sender: 'bot', text: 'hi' });

@@ -6,17 +6,13 @@
  */
 import { beforeEach, describe, expect, it } from 'vitest';
 import { plain } from '../../helpers/cli.js';
-import { rawClient, rawUnary, type UserServer, useUsersCli } from './harness.js';
+import { rawClient, rawUnary, useUsersCli } from './harness.js';
 import { BACKENDS } from '../../helpers/postgres.js';
 
 describe.each(BACKENDS)('on %s', (backend) => {
   const cli = useUsersCli(backend);
-  let server: UserServer;
-  beforeEach(() => {
-    ({ server } = cli);
-  });
   beforeEach(async () => {
-    const raw = rawClient(server.address);
+    const raw = rawClient(cli.server.address);
     try {
       for (let i = 1; i <= 45; i++) {
         await rawUnary(raw, 'CreateUser', { username: `user${String(i).padStart(2, '0')}`, email: `user${i}@example.com`, password: 'correct-horse', full_name: '' });

@@ -4,26 +4,21 @@
  * on the same port), bulk-create from a file and from stdin, sync in
  * order, and chat with a raw grpc-js client in the same room.
  */
-import { beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type * as grpc from '@grpc/grpc-js';
-import { Sandbox, plain } from '../../helpers/cli.js';
+import { plain } from '../../helpers/cli.js';
 import { bearer, rawClient, rawUnary, runLive, startUserServer, waitFor, type RawClient, type UserServer, useUsersCli } from './harness.js';
 import { BACKENDS } from '../../helpers/postgres.js';
 
 describe.each(BACKENDS)('on %s', (backend) => {
   const cli = useUsersCli(backend);
-  let sb: Sandbox;
-  let server: UserServer;
-  beforeEach(() => {
-    ({ sb, server } = cli);
-  });
 
   const users = cli.users;
 
-  function client(address = server.address): RawClient {
+  function client(address = cli.server.address): RawClient {
     const made = rawClient(address);
     cli.defer(() => made.close());
     return made;
@@ -48,29 +43,29 @@ describe.each(BACKENDS)('on %s', (backend) => {
 
   describe('users watch', () => {
     it('--count 3 --json prints the CREATED, UPDATED and DELETED events made meanwhile, then exits 0', async () => {
-      const watch = runLive(sb, ['users', 'watch', '--count', '3', '--json'], server.env);
-      await waitFor(() => server.running.users!.watcherCount() === 1, 'the watcher');
+      const watch = runLive(cli.sb, ['users', 'watch', '--count', '3', '--json'], cli.server.env);
+      await waitFor(() => cli.server.running.users!.watcherCount() === 1, 'the watcher');
       const raw = client();
       const user = await createRaw(raw, 'walt');
-      await rawUnary(raw, 'UpdateUser', { user_id: user.id, user: { full_name: 'Walt W' }, update_mask: { paths: ['full_name'] } }, server.token);
-      await rawUnary(raw, 'DeleteUser', { user_id: user.id }, server.token);
+      await rawUnary(raw, 'UpdateUser', { user_id: user.id, user: { full_name: 'Walt W' }, update_mask: { paths: ['full_name'] } }, cli.server.token);
+      await rawUnary(raw, 'DeleteUser', { user_id: user.id }, cli.server.token);
       expect(await watch.done, watch.stderr.text).toBe(0);
       const events = jsonLines(watch.stdout.text);
       expect(events.map((e) => e.type)).toEqual(['CREATED', 'UPDATED', 'DELETED']);
       expect(events[1]).toMatchObject({ user: { id: Number(user.id), username: 'walt', full_name: 'Walt W' } });
       for (const event of events) expect(event.timestamp).toMatch(/^\d{4}-\d\d-\d\dT.*Z$/);
       // The call was cancelled cleanly: the server holds no listener any more.
-      await waitFor(() => server.running.users!.watcherCount() === 0, 'the watcher to leave');
+      await waitFor(() => cli.server.running.users!.watcherCount() === 0, 'the watcher to leave');
     });
 
     it('filters by --types and --user-id, prints rows on a TTY, and stops on Ctrl-C', async () => {
       const raw = client();
       const first = await createRaw(raw, 'xena');
-      const watch = runLive(sb, ['users', 'watch', '--types', 'updated', '--user-id', first.id], server.env, { tty: true });
-      await waitFor(() => server.running.users!.watcherCount() === 1, 'the watcher');
+      const watch = runLive(cli.sb, ['users', 'watch', '--types', 'updated', '--user-id', first.id], cli.server.env, { tty: true });
+      await waitFor(() => cli.server.running.users!.watcherCount() === 1, 'the watcher');
       await createRaw(raw, 'yuri');
-      await rawUnary(raw, 'UpdateUser', { user_id: '2', user: { full_name: 'Other' }, update_mask: { paths: ['full_name'] } }, server.token);
-      await rawUnary(raw, 'UpdateUser', { user_id: first.id, user: { full_name: 'Xena X' }, update_mask: { paths: ['full_name'] } }, server.token);
+      await rawUnary(raw, 'UpdateUser', { user_id: '2', user: { full_name: 'Other' }, update_mask: { paths: ['full_name'] } }, cli.server.token);
+      await rawUnary(raw, 'UpdateUser', { user_id: first.id, user: { full_name: 'Xena X' }, update_mask: { paths: ['full_name'] } }, cli.server.token);
       await waitFor(() => watch.stdout.text.includes('UPDATED'), 'the update row');
       watch.interrupt();
       expect(await watch.done, watch.stderr.text).toBe(0);
@@ -81,12 +76,12 @@ describe.each(BACKENDS)('on %s', (backend) => {
       expect(text).not.toContain('yuri');
       expect(text).not.toContain('CREATED');
       expect(plain(watch.stderr.text)).toContain('SIGINT: stopping the watch');
-      await waitFor(() => server.running.users!.watcherCount() === 0, 'the watcher to leave');
+      await waitFor(() => cli.server.running.users!.watcherCount() === 0, 'the watcher to leave');
     });
 
     it('prints tab-separated events when piped', async () => {
-      const watch = runLive(sb, ['users', 'watch', '--count', '1'], server.env);
-      await waitFor(() => server.running.users!.watcherCount() === 1, 'the watcher');
+      const watch = runLive(cli.sb, ['users', 'watch', '--count', '1'], cli.server.env);
+      await waitFor(() => cli.server.running.users!.watcherCount() === 1, 'the watcher');
       await createRaw(client(), 'zoe');
       expect(await watch.done).toBe(0);
       // The sequence comes last, so that the columns before it stay where scripts expect them.
@@ -110,7 +105,7 @@ describe.each(BACKENDS)('on %s', (backend) => {
         await before.close();
         await after?.close();
       });
-      const watch = runLive(sb, ['users', 'watch', '--count', '2', '--json'], { ...before.env, MINIAPP_GRPC_RECONNECT_MS: '20' });
+      const watch = runLive(cli.sb, ['users', 'watch', '--count', '2', '--json'], { ...before.env, MINIAPP_GRPC_RECONNECT_MS: '20' });
       await waitFor(() => before.running.users!.watcherCount() === 1, 'the watcher');
       await createRaw(client(before.address), 'before');
       await waitFor(() => watch.stdout.text.includes('"before"'), 'the first event');
@@ -134,7 +129,7 @@ describe.each(BACKENDS)('on %s', (backend) => {
 
     it('creates the good rows of a JSON-lines file and reports the bad ones with their lines; exit 1', async () => {
       await createRaw(client(), 'taken');
-      const file = join(sb.root, 'users.jsonl');
+      const file = join(cli.sb.root, 'users.jsonl');
       writeFileSync(
         file,
         [
@@ -256,7 +251,7 @@ describe.each(BACKENDS)('on %s', (backend) => {
     });
 
     it('prints a table on a TTY and tab-separated rows when piped; exit 0 when all applied', async () => {
-      const file = join(sb.root, 'sync.jsonl');
+      const file = join(cli.sb.root, 'sync.jsonl');
       writeFileSync(file, `${JSON.stringify({ ref: 'a', upsert: { username: 'sam', email: 'sam@example.com', password: 'correct-horse' } })}\n`);
       const tty = await users(['sync', file], { tty: true });
       expect(tty.code, tty.stderr).toBe(0);
@@ -277,13 +272,13 @@ describe.each(BACKENDS)('on %s', (backend) => {
     }
 
     it('joins the room at once, sends each stdin line, prints what the others say, and ends with stdin', async () => {
-      const chat = runLive(sb, ['users', 'chat', '--room', 'ops'], server.env);
-      await waitFor(() => server.running.users!.chatParticipantCount() === 1, 'the CLI to join');
-      const other = chatStream(client(), server.token);
+      const chat = runLive(cli.sb, ['users', 'chat', '--room', 'ops'], cli.server.env);
+      await waitFor(() => cli.server.running.users!.chatParticipantCount() === 1, 'the CLI to join');
+      const other = chatStream(client(), cli.server.token);
       const received: { room: string; sender: string; text: string }[] = [];
       other.on('data', (message: { room: string; sender: string; text: string }) => received.push(message));
       other.write({ room: 'ops', text: '' });
-      await waitFor(() => server.running.users!.chatParticipantCount() === 2, 'the raw client to join');
+      await waitFor(() => cli.server.running.users!.chatParticipantCount() === 2, 'the raw client to join');
 
       other.write({ room: 'ops', sender: 'raw', text: 'hello from raw' });
       await waitFor(() => chat.stdout.text.includes('hello from raw'), 'the CLI to print the message');
@@ -298,30 +293,30 @@ describe.each(BACKENDS)('on %s', (backend) => {
       ]);
       chat.stdin.end();
       expect(await chat.done, chat.stderr.text).toBe(0);
-      await waitFor(() => server.running.users!.chatParticipantCount() === 1, 'the CLI to leave');
+      await waitFor(() => cli.server.running.users!.chatParticipantCount() === 1, 'the CLI to leave');
     });
 
     it('sends piped lines to the room (--json prints what others say as JSON lines) and leaves on Ctrl-C', async () => {
-      const other = chatStream(client(), server.token);
+      const other = chatStream(client(), cli.server.token);
       const received: string[] = [];
       other.on('data', (message: { text: string }) => received.push(message.text));
       other.write({ room: 'dev', text: '' });
-      await waitFor(() => server.running.users!.chatParticipantCount() === 1, 'the raw client to join');
+      await waitFor(() => cli.server.running.users!.chatParticipantCount() === 1, 'the raw client to join');
 
       const piped = await users(['chat', '--room', 'dev'], { stdin: 'one\ntwo\n' });
       expect(piped.code, piped.stderr).toBe(0);
       await waitFor(() => received.length === 2, 'the piped lines');
       expect(received).toEqual(['one', 'two']);
 
-      const live = runLive(sb, ['users', 'chat', '--room', 'dev', '--json'], server.env);
-      await waitFor(() => server.running.users!.chatParticipantCount() === 2, 'the CLI to join');
+      const live = runLive(cli.sb, ['users', 'chat', '--room', 'dev', '--json'], cli.server.env);
+      await waitFor(() => cli.server.running.users!.chatParticipantCount() === 2, 'the CLI to join');
       other.write({ room: 'dev', sender: 'bot', text: 'ping' });
       await waitFor(() => live.stdout.text.includes('ping'), 'the JSON line');
       expect(JSON.parse(live.stdout.text)).toMatchObject({ room: 'dev', sender: 'bot', text: 'ping', sent_at: expect.stringMatching(/Z$/) });
       live.interrupt();
       expect(await live.done).toBe(0);
       expect(live.stderr.text).toContain('SIGINT: left [dev]');
-      await waitFor(() => server.running.users!.chatParticipantCount() === 1, 'the CLI to leave');
+      await waitFor(() => cli.server.running.users!.chatParticipantCount() === 1, 'the CLI to leave');
     });
   });
 });

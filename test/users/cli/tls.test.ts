@@ -11,7 +11,8 @@ import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { startServe, type RunningServe } from '../../../src/server/serve.js';
+import type { RunningServe } from '../../../src/server/serve.js';
+import { startTestServe } from '../../helpers/serve.js';
 import { makePki, type Pki } from '../../helpers/certs.js';
 import { Sandbox } from '../../helpers/cli.js';
 import { startUserServer, type UserServer } from './harness.js';
@@ -67,16 +68,8 @@ describe('TLS to an IP address', () => {
   let tls: RunningServe;
   beforeEach(async () => {
     pki = makePki();
-    tls = await startServe({
-      host: '127.0.0.1',
-      port: 0,
+    tls = await startTestServe({
       grpc: { host: '127.0.0.1', port: 0, tls: { cert: pki.read(pki.serverCert), key: pki.read(pki.serverKey) } },
-      hashCost: 10,
-      store: { kind: 'memory' },
-      decrypt: {},
-      logger: false,
-      version: 'test',
-      now: () => new Date(),
     });
   });
   afterEach(async () => {
