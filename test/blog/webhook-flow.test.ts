@@ -3,34 +3,25 @@
  * outbox: created published, or first published by an update; signed.
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { createServer, type Server } from 'node:http';
 import { request } from 'undici';
 import type { RunningServe } from '../../src/server/serve.js';
 import { startTestServe } from '../helpers/serve.js';
+import { startWebhookReceiver, type WebhookReceiver } from '../helpers/webhook-receiver.js';
 import { verifySignature } from '../../src/webhooks/signature.js';
 
 const SECRET = 'whsec-test-0123456789';
-let receiver: Server;
-let received: { headers: Record<string, string | string[] | undefined>; body: string }[];
+let receiver: WebhookReceiver;
+let received: WebhookReceiver['received'];
 let running: RunningServe;
 
 beforeEach(async () => {
-  received = [];
-  receiver = createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => {
-      received.push({ headers: req.headers, body: Buffer.concat(chunks).toString('utf8') });
-      res.writeHead(204).end();
-    });
-  });
-  await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
-  const port = (receiver.address() as { port: number }).port;
-  running = await startTestServe({ webhooks: { urls: [`http://127.0.0.1:${port}/hook`], secret: SECRET } });
+  receiver = await startWebhookReceiver();
+  received = receiver.received;
+  running = await startTestServe({ webhooks: { urls: [receiver.url], secret: SECRET } });
 });
 afterEach(async () => {
   await running.close();
-  await new Promise<void>((resolve) => receiver.close(() => resolve()));
+  await receiver.close();
 });
 
 async function json(method: string, path: string, body: unknown, token = running.adminToken) {

@@ -11,34 +11,12 @@ import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 import type { RunningServe } from '../../src/server/serve.js';
 import { png } from '../helpers/images.js';
 import { startTestServe } from '../helpers/serve.js';
+import { startWebhookReceiver, type WebhookReceiver } from '../helpers/webhook-receiver.js';
 import { readFileSync } from 'node:fs';
-import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { openStore } from '../../src/store/store.js';
 import { Commerce } from '../../src/commerce/commerce.js';
 
 const ADMIN = { isAdmin: true, userId: null };
-
-interface Receiver {
-  url: string;
-  received: { headers: Record<string, unknown>; body: string }[];
-  close(): Promise<void>;
-}
-
-async function startReceiver(): Promise<Receiver> {
-  const received: Receiver['received'] = [];
-  const server = createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (chunk: Buffer) => chunks.push(chunk));
-    req.on('end', () => {
-      received.push({ headers: req.headers, body: Buffer.concat(chunks).toString('utf8') });
-      res.end('ok');
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  return { url: `http://127.0.0.1:${port}/hook`, received, close: () => new Promise((resolve) => server.close(() => resolve())) };
-}
 
 async function until(condition: () => boolean | Promise<boolean>, what: string): Promise<void> {
   for (let i = 0; i < 500; i++) {
@@ -110,14 +88,14 @@ describe('miniapp db copy', () => {
   let running: RunningServe;
   let userToken: string;
   let holder: Sandbox;
-  let receiver: Receiver;
+  let receiver: WebhookReceiver;
   let orderId = '';
   let paymentId = '';
   let postUrl: string;
   let imageUrl: string;
 
   beforeAll(async () => {
-    receiver = await startReceiver();
+    receiver = await startWebhookReceiver(200);
     holder = new Sandbox();
     dataDir = join(holder.root, 'data');
     running = await startTestServe({

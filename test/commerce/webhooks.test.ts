@@ -4,10 +4,10 @@
  * 127.0.0.1 that checks every signature as post.created's receivers do.
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { IncomingHttpHeaders } from 'node:http';
 import { verifySignature } from '../../src/webhooks/signature.js';
 import { startTestServe } from '../helpers/serve.js';
+import { startWebhookReceiver, type WebhookReceiver } from '../helpers/webhook-receiver.js';
 import { BACKENDS } from '../helpers/postgres.js';
 import { useBackendStore } from '../helpers/backend-store.js';
 import { CommerceClients } from '../helpers/commerce-client.js';
@@ -17,31 +17,21 @@ const SECRET = 'whsec-commerce';
 
 describe.each(BACKENDS)('commerce webhooks on %s', (backend) => {
   const store = useBackendStore(backend);
-  let server: Server;
-  let received: { headers: IncomingHttpHeaders; body: string }[];
+  let receiver: WebhookReceiver;
+  let received: WebhookReceiver['received'];
   let running: RunningServe;
   let c: CommerceClients;
 
   beforeEach(async () => {
-    received = [];
-    server = createServer((req, res) => {
-      const chunks: Buffer[] = [];
-      req.on('data', (chunk: Buffer) => chunks.push(chunk));
-      req.on('end', () => {
-        received.push({ headers: req.headers, body: Buffer.concat(chunks).toString('utf8') });
-        res.writeHead(204).end();
-      });
-    });
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`;
-    running = await startTestServe({ store: store.location(), grpc: { host: '127.0.0.1', port: 0 }, webhooks: { urls: [url], secret: SECRET }, commerceSweepMs: 0 });
+    receiver = await startWebhookReceiver();
+    received = receiver.received;
+    running = await startTestServe({ store: store.location(), grpc: { host: '127.0.0.1', port: 0 }, webhooks: { urls: [receiver.url], secret: SECRET }, commerceSweepMs: 0 });
     c = new CommerceClients(running);
   });
   afterEach(async () => {
     c.close();
     await running.close();
-    server.closeAllConnections();
-    await new Promise<void>((resolve) => server.close(() => resolve()));
+    await receiver.close();
   });
 
   async function events(count: number): Promise<{ event: string; data: any; headers: IncomingHttpHeaders; valid: boolean }[]> {

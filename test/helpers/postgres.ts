@@ -4,8 +4,8 @@
  * running in parallel never share state.
  */
 import { randomBytes } from 'node:crypto';
-import { inject } from 'vitest';
-import { adminSql } from './pg-admin.js';
+import { afterAll, beforeAll, inject } from 'vitest';
+import { adminSql, type AdminSql } from './pg-admin.js';
 import type { StoreLocation } from '../../src/store/store.js';
 
 export const BACKENDS = ['sqlite', 'postgres'] as const;
@@ -48,4 +48,40 @@ export async function testLocation(backend: Backend): Promise<{ location: StoreL
   if (backend === 'sqlite') return { location: { kind: 'memory' }, dispose: async () => undefined };
   const database = await createTestDatabase();
   return { location: { kind: 'postgres', url: database.url, poolSize: 5 }, dispose: database.drop };
+}
+
+export interface FileDatabase {
+  /** The database's URL. */
+  readonly url: string;
+  /** A superuser's connection to it, for looks and changes from outside serve. */
+  readonly admin: AdminSql;
+}
+
+/**
+ * A fresh database for the file (or describe block) it is called in, with a
+ * superuser's connection to it: made before its tests, dropped after them.
+ */
+export function useFileDatabase(): FileDatabase {
+  let database: TestDatabase | undefined;
+  let admin: AdminSql | undefined;
+  beforeAll(async () => {
+    database = await createTestDatabase();
+    admin = adminSql(database.url);
+  });
+  afterAll(async () => {
+    await admin?.end();
+    await database?.drop();
+  });
+  const made = <T>(value: T | undefined): T => {
+    if (value === undefined) throw new Error('useFileDatabase: used before its beforeAll');
+    return value;
+  };
+  return {
+    get url() {
+      return made(database).url;
+    },
+    get admin() {
+      return made(admin);
+    },
+  };
 }

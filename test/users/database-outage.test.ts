@@ -7,14 +7,15 @@
  * leaves nothing behind; once the database is back, C serves again without
  * a restart, and its watchers get what A changed meanwhile.
  */
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createServer, connect, type Server, type Socket } from 'node:net';
 import * as grpc from '@grpc/grpc-js';
-import { adminSql, type AdminSql } from '../helpers/pg-admin.js';
-import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
+import { adminSql } from '../helpers/pg-admin.js';
+import { useFileDatabase } from '../helpers/postgres.js';
 import { Sandbox } from '../helpers/cli.js';
 import { emptyDatabase } from '../helpers/backend-store.js';
 import { bearer, rawClient, rawUnary, startUserServer, waitFor, type RawClient, type UserServer } from './cli/harness.js';
+import { failure } from '../helpers/user-client.js';
 
 /** A TCP proxy to the database that the test can cut (refusing and dropping every connection) and restore, on the same port. */
 class CuttableProxy {
@@ -54,21 +55,12 @@ class CuttableProxy {
   }
 }
 
-let database: TestDatabase;
+const database = useFileDatabase();
 let proxy: CuttableProxy;
 let a: UserServer;
 let c: UserServer;
-let admin: AdminSql;
 const clients: RawClient[] = [];
 
-beforeAll(async () => {
-  database = await createTestDatabase();
-  admin = adminSql(database.url);
-});
-afterAll(async () => {
-  await admin.end();
-  await database.drop();
-});
 
 beforeEach(async () => {
   await emptyDatabase(database.url);
@@ -95,15 +87,6 @@ function client(server: UserServer): RawClient {
 
 const newUser = (name: string) => ({ username: name, email: `${name}@example.com`, password: 'correct-horse', full_name: '' });
 
-async function failure(promise: Promise<unknown>): Promise<{ code: string; details: string } | undefined> {
-  try {
-    await promise;
-    return undefined;
-  } catch (error) {
-    const e = error as grpc.ServiceError;
-    return { code: grpc.status[e.code] ?? String(e.code), details: e.details };
-  }
-}
 
 function watch(raw: RawClient, token: string) {
   const call = (raw.WatchUserChanges as (request: unknown, metadata: grpc.Metadata) => grpc.ClientReadableStream<{ type: string; user: { username: string } }>)({}, bearer(token));
@@ -152,12 +135,12 @@ describe('a database that cannot be reached', () => {
     await lock`BEGIN`;
     await lock`SELECT value FROM counters WHERE name = 'user_events' FOR UPDATE`;
     const creating = failure(rawUnary(client(c), 'CreateUser', newUser('quinn')));
-    await until(async () => (await admin`SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'UPDATE counters%'`).length === 1);
+    await until(async () => (await database.admin`SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'UPDATE counters%'`).length === 1);
     await proxy.cut();
     expect(await creating).toEqual({ code: 'UNAVAILABLE', details: expect.stringContaining('the database is unavailable') });
     await lock`ROLLBACK`;
     await lock.end();
-    expect(await admin`SELECT username FROM users`).toEqual([]);
+    expect(await database.admin`SELECT username FROM users`).toEqual([]);
     await proxy.open();
     expect((await rawUnary<{ user: { username: string } }>(client(c), 'CreateUser', newUser('quinn'))).user.username).toBe('quinn');
   });

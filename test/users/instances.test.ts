@@ -4,31 +4,21 @@
  * see (watch, chat, uniqueness, the admin token), and a watcher on B whose
  * LISTEN connection is killed loses nothing made meanwhile.
  */
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import * as grpc from '@grpc/grpc-js';
-import { adminSql, type AdminSql } from '../helpers/pg-admin.js';
 import { Sandbox } from '../helpers/cli.js';
-import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
+import { useFileDatabase } from '../helpers/postgres.js';
 import { emptyDatabase } from '../helpers/backend-store.js';
 import { bearer, rawClient, rawUnary, runLive, startUserServer, waitFor, type RawClient, type UserServer } from './cli/harness.js';
 import type { StoreLocation } from '../../src/store/store.js';
 import { serviceDefinition } from '../../src/grpc/protos.js';
 
-let database: TestDatabase;
-let admin: AdminSql;
+const database = useFileDatabase();
 let sb: Sandbox;
 let a: UserServer;
 let b: UserServer;
 let later: { close(): unknown }[] = [];
 
-beforeAll(async () => {
-  database = await createTestDatabase();
-  admin = adminSql(database.url);
-});
-afterAll(async () => {
-  await admin.end();
-  await database.drop();
-});
 
 const on = (url = database.url): StoreLocation => ({ kind: 'postgres', url, poolSize: 5 });
 
@@ -107,7 +97,7 @@ describe('two instances on one PostgreSQL', () => {
     expect(b.token).toBe(a.token);
     const created = await rawUnary<{ user: { id: string } }>(client(a), 'CreateUser', newUser('tina'));
     expect((await rawUnary<{ username: string }>(client(b), 'GetUser', { user_id: created.user.id }, a.token)).username).toBe('tina');
-    const rows = await admin`SELECT count(*)::int AS n FROM server_secrets WHERE name = 'admin_token'`;
+    const rows = await database.admin`SELECT count(*)::int AS n FROM server_secrets WHERE name = 'admin_token'`;
     expect(rows[0]!.n).toBe(1);
   });
 
@@ -141,7 +131,7 @@ describe('two instances on one PostgreSQL', () => {
     const names = (events: WatchEvent[]) => events.map((e) => e.user.username);
     expect(new Set(names(onA.events)).size).toBe(20);
     // One order for everyone: the order of the log, which is the order of the commits.
-    const log = await admin`SELECT payload FROM user_events ORDER BY seq`;
+    const log = await database.admin`SELECT payload FROM user_events ORDER BY seq`;
     const logged = log.map((row) => (JSON.parse(row.payload as string) as { username: string }).username);
     expect(names(onA.events)).toEqual(logged);
     expect(names(onB.events)).toEqual(logged);
@@ -206,8 +196,8 @@ describe('two instances on one PostgreSQL', () => {
   it('a watcher on B whose LISTEN connection is killed loses no change made through A meanwhile', async () => {
     // B connects as a role of its own, so that the test can find its LISTEN connection and keep it from coming back for a while.
     const role = `b_${database.url.split('/').pop()}`;
-    await admin.unsafe(`CREATE ROLE ${role} LOGIN SUPERUSER PASSWORD 'b-secret'`);
-    later.push({ close: () => admin.unsafe(`DROP ROLE IF EXISTS ${role}`) });
+    await database.admin.unsafe(`CREATE ROLE ${role} LOGIN SUPERUSER PASSWORD 'b-secret'`);
+    later.push({ close: () => database.admin.unsafe(`DROP ROLE IF EXISTS ${role}`) });
     const url = new URL(database.url);
     url.username = role;
     url.password = 'b-secret';
@@ -219,14 +209,14 @@ describe('two instances on one PostgreSQL', () => {
     await rawUnary(raw, 'CreateUser', newUser('early'));
     await waitFor(() => watcher.events.length === 1, 'the first event');
 
-    await admin.unsafe(`ALTER ROLE ${role} NOLOGIN`);
-    const killed = await admin.unsafe(`SELECT pg_terminate_backend(pid) AS done FROM pg_stat_activity WHERE usename = '${role}' AND application_name LIKE '%(signals)'`);
+    await database.admin.unsafe(`ALTER ROLE ${role} NOLOGIN`);
+    const killed = await database.admin.unsafe(`SELECT pg_terminate_backend(pid) AS done FROM pg_stat_activity WHERE usename = '${role}' AND application_name LIKE '%(signals)'`);
     expect(killed.map((row) => row.done)).toEqual([true]);
     const made = [];
     for (const name of ['during1', 'during2', 'during3']) made.push((await rawUnary<{ user: { id: string } }>(raw, 'CreateUser', newUser(name))).user);
     await rawUnary(raw, 'UpdateUser', { user_id: made[0]!.id, user: { full_name: 'During One' }, update_mask: { paths: ['full_name'] } }, a.token);
     await rawUnary(raw, 'DeleteUser', { user_id: made[1]!.id }, a.token);
-    await admin.unsafe(`ALTER ROLE ${role} LOGIN`);
+    await database.admin.unsafe(`ALTER ROLE ${role} LOGIN`);
 
     await waitFor(() => watcher.events.length >= 6, 'the changes made meanwhile', 15_000);
     expect(watcher.events.map((e) => [e.type, e.user.username])).toEqual([
@@ -238,7 +228,7 @@ describe('two instances on one PostgreSQL', () => {
       ['DELETED', 'during2'],
     ]);
     // B listens again, and hears what follows.
-    await until(async () => (await admin.unsafe(`SELECT 1 FROM pg_stat_activity WHERE usename = '${role}' AND application_name LIKE '%(signals)'`)).length === 1, 'B to listen again');
+    await until(async () => (await database.admin.unsafe(`SELECT 1 FROM pg_stat_activity WHERE usename = '${role}' AND application_name LIKE '%(signals)'`)).length === 1, 'B to listen again');
     await rawUnary(raw, 'CreateUser', newUser('after'));
     await waitFor(() => watcher.events.length === 7, 'the change after');
     expect(watcher.events[6]).toMatchObject({ type: 'CREATED', user: { username: 'after' } });

@@ -10,26 +10,19 @@
  * real HTTP servers on 127.0.0.1.
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { createServer, type Server } from 'node:http';
 import type { Store } from '../../src/store/store.js';
 import { POST_CREATED } from '../../src/blog/posts.js';
 import { verifySignature } from '../../src/webhooks/signature.js';
 import { WebhookDispatcher } from '../../src/webhooks/dispatcher.js';
 import type { Delivery } from '../../src/webhooks/delivery.js';
 import { BACKENDS } from '../helpers/postgres.js';
+import { startWebhookReceiver, type WebhookReceiver } from '../helpers/webhook-receiver.js';
 import { Sandbox, plain } from '../helpers/cli.js';
 import { webhookDatabase, type WebhookTestDatabase } from './backend.js';
 
 const SECRET = 'whsec-restart-test';
 const T0 = Date.parse('2026-11-21T12:00:00.000Z');
 const MINUTE = 60_000;
-
-interface Receiver {
-  url: string;
-  status: number;
-  received: { headers: Record<string, string | string[] | undefined>; body: string }[];
-  server: Server;
-}
 
 /** What serve keeps of the outbox: its store, its URLs, its dispatcher. */
 interface Serve {
@@ -44,20 +37,10 @@ let sb: Sandbox;
 let clock: number;
 let serve: Serve | undefined;
 let posts = 0;
-const receivers: Receiver[] = [];
+const receivers: WebhookReceiver[] = [];
 
-async function receiver(status: number): Promise<Receiver> {
-  const r: Receiver = { url: '', status, received: [], server: createServer() };
-  r.server.on('request', (req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => {
-      r.received.push({ headers: req.headers, body: Buffer.concat(chunks).toString('utf8') });
-      res.writeHead(r.status).end();
-    });
-  });
-  await new Promise<void>((resolve) => r.server.listen(0, '127.0.0.1', resolve));
-  r.url = `http://127.0.0.1:${(r.server.address() as { port: number }).port}/hook`;
+async function receiver(status: number): Promise<WebhookReceiver> {
+  const r = await startWebhookReceiver(status);
   receivers.push(r);
   return r;
 }
@@ -123,7 +106,7 @@ beforeEach(async () => {
 });
 afterEach(async () => {
   await stopServe();
-  for (const r of receivers.splice(0)) await new Promise<void>((resolve) => r.server.close(() => resolve()));
+  for (const r of receivers.splice(0)) await r.close();
   sb.dispose();
   await database.dispose();
 });
