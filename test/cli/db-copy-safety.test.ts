@@ -12,7 +12,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { request } from 'undici';
 import { Sandbox, plain } from '../helpers/cli.js';
-import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
+import { useTestDatabase } from '../helpers/postgres.js';
 import { adminSql } from '../helpers/pg-admin.js';
 import { startTestServe } from '../helpers/serve.js';
 import type { RunningServe } from '../../src/server/serve.js';
@@ -62,15 +62,13 @@ beforeAll(async () => {
 });
 afterAll(() => holder.dispose());
 
+const database = useTestDatabase();
 let sb: Sandbox;
-let database: TestDatabase;
-beforeEach(async () => {
+beforeEach(() => {
   sb = new Sandbox();
-  database = await createTestDatabase();
 });
-afterEach(async () => {
+afterEach(() => {
   sb.dispose();
-  await database.drop();
 });
 
 async function counts(): Promise<Record<string, number>> {

@@ -7,7 +7,7 @@ import { FormData, request } from 'undici';
 import { join } from 'node:path';
 import { adminSql } from '../helpers/pg-admin.js';
 import { Sandbox } from '../helpers/cli.js';
-import { createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
+import { useTestDatabase } from '../helpers/postgres.js';
 import type { RunningServe } from '../../src/server/serve.js';
 import { png } from '../helpers/images.js';
 import { startTestServe } from '../helpers/serve.js';
@@ -26,16 +26,13 @@ async function until(condition: () => boolean | Promise<boolean>, what: string):
   throw new Error(`never saw ${what}`);
 }
 
+const database = useTestDatabase();
 let sb: Sandbox;
-let database: TestDatabase;
-
-beforeEach(async () => {
+beforeEach(() => {
   sb = new Sandbox();
-  database = await createTestDatabase();
 });
-afterEach(async () => {
+afterEach(() => {
   sb.dispose();
-  await database.drop();
 });
 
 describe('miniapp db status and migrate', () => {

@@ -7,26 +7,20 @@
  * after at most what HTTP/2 flow control let through plus grpc-js's own
  * queue, while the sender and a reader that reads go on.
  */
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import http2 from 'node:http2';
 import * as grpc from '@grpc/grpc-js';
 import { serviceDefinition } from '../../src/grpc/protos.js';
-import { UserClients } from '../helpers/user-client.js';
+import { useUserClients } from '../helpers/user-client.js';
 import { BACKENDS } from '../helpers/postgres.js';
-import { useBackendStore } from '../helpers/backend-store.js';
 
 describe.each(BACKENDS)('on %s', (backend) => {
-  let serve: UserClients;
   const sessions: http2.ClientHttp2Session[] = [];
-  const store = useBackendStore(backend);
+  const fixture = useUserClients(backend);
 
-  beforeEach(async () => {
-    serve = await UserClients.start(store.location());
-  });
   afterEach(async () => {
     for (const session of sessions) session.destroy();
     sessions.length = 0;
-    await serve.close();
   });
 
   const MESSAGES = 1500;
@@ -34,10 +28,10 @@ describe.each(BACKENDS)('on %s', (backend) => {
 
   /** A stream of one chat method from a peer that stops reading after its first message. */
   function stalledPeer(path: string, joinMessage: Buffer) {
-    const session = http2.connect(`http://${serve.address}`);
+    const session = http2.connect(`http://${fixture.serve.address}`);
     session.on('error', () => {});
     sessions.push(session);
-    const stream = session.request({ ':method': 'POST', ':path': path, 'content-type': 'application/grpc', te: 'trailers', authorization: `Bearer ${serve.running.adminToken}` });
+    const stream = session.request({ ':method': 'POST', ':path': path, 'content-type': 'application/grpc', te: 'trailers', authorization: `Bearer ${fixture.serve.running.adminToken}` });
     stream.on('error', () => {});
     stream.write(Buffer.concat([Buffer.from([0, 0, 0, 0, joinMessage.length]), joinMessage]));
     stream.pause();
@@ -76,7 +70,7 @@ describe.each(BACKENDS)('on %s', (backend) => {
       // ChatMessage { room: "flood" }
       join: Buffer.concat([Buffer.from([0x0a, 5]), Buffer.from('flood')]),
       message: (text: string) => ({ room: 'flood', text }),
-      participants: () => serve.running.users.chatParticipantCount(),
+      participants: () => fixture.serve.running.users.chatParticipantCount(),
     },
     {
       service: 'monitoring.v1.MonitoringService',
@@ -84,7 +78,7 @@ describe.each(BACKENDS)('on %s', (backend) => {
       // ChatMessage { sender: "stalled" }: joining is opening the call
       join: Buffer.concat([Buffer.from([0x0a, 7]), Buffer.from('stalled')]),
       message: (text: string) => ({ sender: 'op', text }),
-      participants: () => serve.running.monitoring.chatParticipants(),
+      participants: () => fixture.serve.running.monitoring.chatParticipants(),
     },
   ] as const;
 
@@ -92,8 +86,8 @@ describe.each(BACKENDS)('on %s', (backend) => {
     it(`drops a participant that never reads with RESOURCE_EXHAUSTED while the sender and a reader go on through ${MESSAGES} messages of 1 KB`, async () => {
       const { Client } = serviceDefinition(service);
       const open = () => {
-        const client = new Client(serve.address, grpc.credentials.createInsecure(), { 'grpc.use_local_subchannel_pool': 1 }) as grpc.Client & Record<string, any>;
-        const call: grpc.ClientDuplexStream<any, any> = client[method](serve.auth());
+        const client = new Client(fixture.serve.address, grpc.credentials.createInsecure(), { 'grpc.use_local_subchannel_pool': 1 }) as grpc.Client & Record<string, any>;
+        const call: grpc.ClientDuplexStream<any, any> = client[method](fixture.serve.auth());
         call.on('error', () => {});
         return { client, call };
       };

@@ -4,29 +4,23 @@
  * and an authorization value longer than any token is UNAUTHENTICATED
  * without a lookup. grpc-js clients against the real gRPC port.
  */
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { beforeEach, describe, expect, it } from 'vitest';
 import * as grpc from '@grpc/grpc-js';
-import { collect, failure, newUser, unary, UserClients, type AnyClient } from '../helpers/user-client.js';
+import { collect, failure, newUser, unary, type AnyClient, useUserClients } from '../helpers/user-client.js';
 import { BACKENDS } from '../helpers/postgres.js';
-import { useBackendStore } from '../helpers/backend-store.js';
 
 describe.each(BACKENDS)('on %s', (backend) => {
-  let serve: UserClients;
   let c: AnyClient;
-  const store = useBackendStore(backend);
+  const fixture = useUserClients(backend);
 
   beforeEach(async () => {
-    serve = await UserClients.start(store.location());
-    c = serve.client();
+    c = fixture.serve.client();
     await unary(c, 'CreateUser', newUser(1));
-  });
-  afterEach(async () => {
-    await serve.close();
   });
 
   /** The admin token and `entries` more metadata values of `kib` KiB each. */
   function padded(entries: number, kib: number): grpc.Metadata {
-    const metadata = serve.auth();
+    const metadata = fixture.serve.auth();
     for (let i = 0; i < entries; i++) metadata.set(`x-padding-${i}`, 'a'.repeat(kib * 1024));
     return metadata;
   }
@@ -41,7 +35,7 @@ describe.each(BACKENDS)('on %s', (backend) => {
       // The same for a public method, a stream, and the services every server has.
       expect(await failure(unary(c, 'CreateUser', newUser(2), padded(4, 50)))).toMatchObject({ code: 'RESOURCE_EXHAUSTED' });
       expect(await failure(collect(c.ListUsers({}, padded(4, 50))))).toMatchObject({ code: 'RESOURCE_EXHAUSTED' });
-      const raw = serve.raw();
+      const raw = fixture.serve.raw();
       const health = await failure(
         new Promise((resolve, reject) =>
           raw.makeUnaryRequest('/grpc.health.v1.Health/Check', (b: Buffer) => b, (b: Buffer) => b, Buffer.alloc(0), padded(4, 50), (e, r) => (e ? reject(e) : resolve(r))),
@@ -49,7 +43,7 @@ describe.each(BACKENDS)('on %s', (backend) => {
       );
       expect(health).toMatchObject({ code: 'RESOURCE_EXHAUSTED' });
       // Nothing was created, and the connection still serves calls.
-      expect((await collect(c.ListUsers({}, serve.auth()))).map((u) => u.username)).toEqual(['user1']);
+      expect((await collect(c.ListUsers({}, fixture.serve.auth()))).map((u) => u.username)).toEqual(['user1']);
     });
 
     it('serves a request with 15 KiB of metadata', async () => {

@@ -6,26 +6,18 @@
  * reflection v1 and v1alpha, and calls CreateUser and GetUser with messages
  * made from that pool only: no .proto file of the services is read.
  */
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
 import { create, createFileRegistry, fromBinary, toBinary, type DescMessage, type FileRegistry } from '@bufbuild/protobuf';
 import { FileDescriptorProtoSchema, FileDescriptorSetSchema, type FileDescriptorProto } from '@bufbuild/protobuf/wkt';
 import { PROTO_ROOT } from '../../src/grpc/protos.js';
-import { UserClients } from '../helpers/user-client.js';
+import { useUserClients } from '../helpers/user-client.js';
 import { BACKENDS } from '../helpers/postgres.js';
-import { useBackendStore } from '../helpers/backend-store.js';
 
 describe.each(BACKENDS)('on %s', (backend) => {
-  let serve: UserClients;
-  const store = useBackendStore(backend);
+  const fixture = useUserClients(backend);
 
-  beforeEach(async () => {
-    serve = await UserClients.start(store.location());
-  });
-  afterEach(async () => {
-    await serve.close();
-  });
 
   type ReflectionVersion = 'v1' | 'v1alpha';
 
@@ -33,7 +25,7 @@ describe.each(BACKENDS)('on %s', (backend) => {
   function reflectionClient(version: ReflectionVersion): grpc.Client & Record<string, any> {
     const definition = protoLoader.loadSync(`grpc/reflection/${version}/reflection.proto`, { keepCase: true, includeDirs: [PROTO_ROOT] });
     const Client = (grpc.loadPackageDefinition(definition) as any).grpc.reflection[version].ServerReflection as grpc.ServiceClientConstructor;
-    return new Client(serve.address, grpc.credentials.createInsecure()) as grpc.Client & Record<string, any>;
+    return new Client(fixture.serve.address, grpc.credentials.createInsecure()) as grpc.Client & Record<string, any>;
   }
 
   /** One reflection stream: ask, await the answer, in order. */
@@ -157,7 +149,7 @@ describe.each(BACKENDS)('on %s', (backend) => {
       const users = strictPool(files, 'user/v1/user.proto');
       const userService = users.getService('user.v1.UserService')!;
       const method = (name: string) => userService.methods.find((m) => m.name === name)!;
-      const client = new grpc.Client(serve.address, grpc.credentials.createInsecure());
+      const client = new grpc.Client(fixture.serve.address, grpc.credentials.createInsecure());
       try {
         const createUser = method('CreateUser');
         const created = await call(client, '/user.v1.UserService/CreateUser', createUser.input, createUser.output, {
@@ -170,7 +162,7 @@ describe.each(BACKENDS)('on %s', (backend) => {
         expect(created.user.createdAt.seconds).toBeGreaterThan(0n);
 
         const getUser = method('GetUser');
-        const fetched = await call(client, '/user.v1.UserService/GetUser', getUser.input, getUser.output, { userId: created.user.id }, serve.auth());
+        const fetched = await call(client, '/user.v1.UserService/GetUser', getUser.input, getUser.output, { userId: created.user.id }, fixture.serve.auth());
         expect(fetched).toMatchObject({ id: 1n, username: 'reflected', email: 'reflected@example.com' });
         expect(fetched.$typeName).toBe('user.v1.User');
       } finally {

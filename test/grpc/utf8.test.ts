@@ -6,23 +6,17 @@
  * and sent through grpc-js with a pass-through serializer, as a client
  * with a broken encoder would send them.
  */
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { beforeEach, describe, expect, it } from 'vitest';
 import * as grpc from '@grpc/grpc-js';
-import { collect, failure, unary, UserClients } from '../helpers/user-client.js';
+import { collect, failure, unary, useUserClients } from '../helpers/user-client.js';
 import { BACKENDS } from '../helpers/postgres.js';
-import { useBackendStore } from '../helpers/backend-store.js';
 
 describe.each(BACKENDS)('on %s', (backend) => {
-  let serve: UserClients;
   let raw: grpc.Client;
-  const store = useBackendStore(backend);
+  const fixture = useUserClients(backend);
 
   beforeEach(async () => {
-    serve = await UserClients.start(store.location());
-    raw = serve.raw();
-  });
-  afterEach(async () => {
-    await serve.close();
+    raw = fixture.serve.raw();
   });
 
   // ---- protobuf wire encoding, by hand ----
@@ -76,19 +70,19 @@ describe.each(BACKENDS)('on %s', (backend) => {
     it('refuses CreateUser with e-mail bytes u\\xffx@example.com, naming email, and stores nothing', async () => {
       const error = await failure(rawUnary('/user.v1.UserService/CreateUser', createUser(invalid('u', 'x@example.com'))));
       expect(error).toEqual({ code: 'INVALID_ARGUMENT', details: 'email is not valid UTF-8' });
-      expect(await collect(serve.client().ListUsers({}, serve.auth()))).toEqual([]);
+      expect(await collect(fixture.serve.client().ListUsers({}, fixture.serve.auth()))).toEqual([]);
     });
 
     it('accepts and keeps multi-byte UTF-8 exactly', async () => {
       await rawUnary('/user.v1.UserService/CreateUser', createUser('jürgen.😀@example.com', 'jürgen'));
-      const [user] = await collect(serve.client().ListUsers({}, serve.auth()));
+      const [user] = await collect(fixture.serve.client().ListUsers({}, fixture.serve.auth()));
       expect(user).toMatchObject({ username: 'jürgen', email: 'jürgen.😀@example.com' });
     });
 
     it('names nested and repeated fields: user.roles[1], user.full_name, update_mask.paths[0]', async () => {
-      const c = serve.client();
+      const c = fixture.serve.client();
       await unary(c, 'CreateUser', { username: 'user1', email: 'u1@example.com', password: 'correct horse' });
-      const update = (body: Buffer) => failure(rawUnary('/user.v1.UserService/UpdateUser', body, serve.auth()));
+      const update = (body: Buffer) => failure(rawUnary('/user.v1.UserService/UpdateUser', body, fixture.serve.auth()));
       expect(await update(message(numberField(1, 1), field(2, message(field(6, 'editor'), field(6, invalid('b', '(', [0xc3]))))))).toEqual({
         code: 'INVALID_ARGUMENT',
         details: 'user.roles[1] is not valid UTF-8',
@@ -101,30 +95,30 @@ describe.each(BACKENDS)('on %s', (backend) => {
         code: 'INVALID_ARGUMENT',
         details: 'update_mask.paths[0] is not valid UTF-8',
       });
-      expect((await unary(c, 'GetUser', { user_id: '1' }, serve.auth())).full_name).toBe('');
+      expect((await unary(c, 'GetUser', { user_id: '1' }, fixture.serve.auth())).full_name).toBe('');
     });
 
     it('checks server-, bidi- and client-streamed requests message by message', async () => {
-      const listed = raw.makeServerStreamRequest('/user.v1.UserService/ListUsers', asIs, asIs, field(3, invalid('ki', 'm')), serve.auth());
+      const listed = raw.makeServerStreamRequest('/user.v1.UserService/ListUsers', asIs, asIs, field(3, invalid('ki', 'm')), fixture.serve.auth());
       expect(await failure(collect(listed))).toEqual({ code: 'INVALID_ARGUMENT', details: 'filter is not valid UTF-8' });
 
       // SyncUsers: the first request is answered; the second (upsert.user.email) ends the call.
       const good = message(field(1, 'a'), field(2, message(field(1, message(field(2, 'synced'), field(3, 's@example.com'))), field(2, 'long enough'))));
       const bad = message(field(1, 'b'), field(2, message(field(1, message(field(2, 'other'), field(3, invalid('o', '@example.com')))), field(2, 'long enough'))));
-      const sync = raw.makeBidiStreamRequest('/user.v1.UserService/SyncUsers', asIs, asIs, serve.auth());
+      const sync = raw.makeBidiStreamRequest('/user.v1.UserService/SyncUsers', asIs, asIs, fixture.serve.auth());
       const answers = collect(sync);
       sync.write(good);
       await new Promise((resolve) => sync.once('data', resolve));
       sync.write(bad);
       expect(await failure(answers)).toEqual({ code: 'INVALID_ARGUMENT', details: 'upsert.user.email is not valid UTF-8' });
-      expect((await collect(serve.client().ListUsers({}, serve.auth()))).map((u) => u.username)).toEqual(['synced']);
+      expect((await collect(fixture.serve.client().ListUsers({}, fixture.serve.auth()))).map((u) => u.username)).toEqual(['synced']);
 
-      const chat = await rawBidi('/user.v1.UserService/UserChat', [message(field(1, 'lobby'), field(3, invalid('hi ', '!')))], serve.auth(), { close: false });
+      const chat = await rawBidi('/user.v1.UserService/UserChat', [message(field(1, 'lobby'), field(3, invalid('hi ', '!')))], fixture.serve.auth(), { close: false });
       expect(chat.status).toEqual({ code: 'INVALID_ARGUMENT', details: 'text is not valid UTF-8' });
-      expect(serve.running.users.chatParticipantCount()).toBe(0);
+      expect(fixture.serve.running.users.chatParticipantCount()).toBe(0);
 
       const bulk = await new Promise<{ code: string; details: string }>((resolve) => {
-        const call = raw.makeClientStreamRequest('/user.v1.UserService/BulkCreateUsers', asIs, asIs, serve.auth(), (error) =>
+        const call = raw.makeClientStreamRequest('/user.v1.UserService/BulkCreateUsers', asIs, asIs, fixture.serve.auth(), (error) =>
           resolve(error ? { code: grpc.status[error.code]!, details: error.details } : { code: 'OK', details: '' }),
         );
         call.write(createUser('ok@example.com', 'first'));
@@ -144,15 +138,15 @@ describe.each(BACKENDS)('on %s', (backend) => {
           details: expect.stringContaining('the request is not a valid user.v1.CreateUserRequest message'),
         });
       }
-      expect(await collect(serve.client().ListUsers({}, serve.auth()))).toEqual([]);
+      expect(await collect(fixture.serve.client().ListUsers({}, fixture.serve.auth()))).toEqual([]);
     });
   });
 
   describe('every other service of the server', () => {
     it('monitoring.v1: a StreamLogs component and a Chat sender', async () => {
-      const logs = raw.makeServerStreamRequest('/monitoring.v1.MonitoringService/StreamLogs', asIs, asIs, field(2, invalid('gr', 'pc')), serve.auth());
+      const logs = raw.makeServerStreamRequest('/monitoring.v1.MonitoringService/StreamLogs', asIs, asIs, field(2, invalid('gr', 'pc')), fixture.serve.auth());
       expect(await failure(collect(logs))).toEqual({ code: 'INVALID_ARGUMENT', details: 'components[0] is not valid UTF-8' });
-      const chat = await rawBidi('/monitoring.v1.MonitoringService/Chat', [message(field(1, invalid('op', '')), field(2, 'hello'))], serve.auth(), { close: false });
+      const chat = await rawBidi('/monitoring.v1.MonitoringService/Chat', [message(field(1, invalid('op', '')), field(2, 'hello'))], fixture.serve.auth(), { close: false });
       expect(chat.status).toEqual({ code: 'INVALID_ARGUMENT', details: 'sender is not valid UTF-8' });
     });
 

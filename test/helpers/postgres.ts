@@ -4,7 +4,7 @@
  * running in parallel never share state.
  */
 import { randomBytes } from 'node:crypto';
-import { afterAll, beforeAll, inject } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, inject } from 'vitest';
 import { adminSql, type AdminSql } from './pg-admin.js';
 import type { StoreLocation } from '../../src/store/store.js';
 
@@ -82,6 +82,24 @@ export function useFileDatabase(): FileDatabase {
     },
     get admin() {
       return made(admin);
+    },
+  };
+}
+
+/** A fresh, empty database for each test of the file (or describe block) it is called in, dropped after the test. */
+export function useTestDatabase(): { readonly url: string } {
+  let database: TestDatabase | undefined;
+  beforeEach(async () => {
+    database = await createTestDatabase();
+  });
+  afterEach(async () => {
+    await database?.drop();
+    database = undefined;
+  });
+  return {
+    get url() {
+      if (!database) throw new Error('useTestDatabase: used outside a test');
+      return database.url;
     },
   };
 }

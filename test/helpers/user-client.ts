@@ -1,9 +1,12 @@
 /** grpc-js clients of `miniapp serve`'s user service for tests: one connection each, closed by `closeAll`. */
+import { afterEach, beforeEach } from 'vitest';
 import * as grpc from '@grpc/grpc-js';
 import { userServiceDefinition } from '../../src/users/proto.js';
 import { startTestServe } from './serve.js';
 import type { RunningServe } from '../../src/server/serve.js';
 import type { StoreLocation } from '../../src/store/store.js';
+import { useBackendStore } from './backend-store.js';
+import type { Backend } from './postgres.js';
 
 export type AnyClient = grpc.Client & Record<string, any>;
 
@@ -90,4 +93,23 @@ export async function login(running: RunningServe, username: string, password = 
   const body = (await response.json()) as { access_token?: string };
   if (!response.ok || !body.access_token) throw new Error(`login of ${username} failed: ${response.status} ${JSON.stringify(body)}`);
   return body.access_token;
+}
+
+/** serve on `backend`'s store for each test of the describe block it is called in (UserClients.start), closed after it. */
+export function useUserClients(backend: Backend): { readonly serve: UserClients } {
+  const store = useBackendStore(backend);
+  let serve: UserClients | undefined;
+  beforeEach(async () => {
+    serve = await UserClients.start(store.location());
+  });
+  afterEach(async () => {
+    await serve?.close();
+    serve = undefined;
+  });
+  return {
+    get serve() {
+      if (!serve) throw new Error('useUserClients: used outside a test');
+      return serve;
+    },
+  };
 }

@@ -3,41 +3,29 @@
  * 127.0.0.1:0: the acceptance points of the issue, checked against the
  * sandbox's data and its request counter.
  */
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Sandbox, plain } from '../helpers/cli.js';
+import { plain } from '../helpers/cli.js';
 import { SandboxClock } from '../../src/sandbox/clock.js';
 import { MAIN_ACCOUNT_ID, SANDBOX_GRAPH_TOKENS, SECOND_ACCOUNT_ID } from '../../src/sandbox/graph/data.js';
 import { DEFAULT_MEDIA_FIELDS } from '../../src/insights/media.js';
-import { NOW, parseCsv, startGraphSandbox, type GraphSandbox } from './graph-sandbox.js';
+import { NOW, parseCsv, useGraphCli } from './graph-sandbox.js';
 
 const DAY = 86_400_000;
 const TODAY = Math.floor(NOW / DAY) * DAY;
 const TOKEN = SANDBOX_GRAPH_TOKENS.page;
 
-let sb: Sandbox;
-let graph: GraphSandbox | undefined;
-beforeEach(() => {
-  sb = new Sandbox();
-});
-afterEach(async () => {
-  await graph?.close();
-  graph = undefined;
-  sb.dispose();
-});
+const cli = useGraphCli();
 
-async function start(...args: Parameters<typeof startGraphSandbox>): Promise<GraphSandbox> {
-  graph = await startGraphSandbox(...args);
-  return graph;
-}
+const start = cli.start;
 
 function run(argv: string[], env: Record<string, string> = {}, tty = false) {
-  return sb.run(['insights', ...argv], {
-    env: { MINIAPP_GRAPH_URL: graph!.url, MINIAPP_GRAPH_TOKEN: TOKEN, ...env },
+  return cli.sb.run(['insights', ...argv], {
+    env: { MINIAPP_GRAPH_URL: cli.graph.url, MINIAPP_GRAPH_TOKEN: TOKEN, ...env },
     now: new Date(NOW),
     tty,
   });
@@ -61,14 +49,14 @@ describe('miniapp insights media', () => {
     expect(result.code).toBe(0);
     const [header, ...records] = parseCsv(result.stdout);
     expect(header).toEqual([...DEFAULT_MEDIA_FIELDS, 'reach']);
-    const media = graph!.data.account(MAIN_ACCOUNT_ID)!.media;
+    const media = cli.graph.data.account(MAIN_ACCOUNT_ID)!.media;
     expect(records).toHaveLength(250);
     records.forEach((record, i) => {
       const item = media[i]!;
       expect(record).toEqual([...DEFAULT_MEDIA_FIELDS.map((f) => cell(item.fields[f])), String(item.insights.reach)]);
     });
     // The account lookup and three pages of 100.
-    expect(await graph!.graphCalls()).toBe(4);
+    expect(await cli.graph.graphCalls()).toBe(4);
   });
 
   it('quotes captions with commas, quotes and line breaks (RFC 4180, CRLF records)', async () => {
@@ -80,7 +68,7 @@ describe('miniapp insights media', () => {
     expect(result.stdout).toContain('"Line one of 3\nline two, with a comma"');
     expect(result.stdout).toContain('"Menu: coffee, cake, ""the usual""\r\nOpen 9-5 (6)"');
     const records = parseCsv(result.stdout).slice(1);
-    const media = graph!.data.account(MAIN_ACCOUNT_ID)!.media;
+    const media = cli.graph.data.account(MAIN_ACCOUNT_ID)!.media;
     expect(records).toEqual(media.map((m) => [m.id, cell(m.fields.caption)]));
     expect(records.some(([, caption]) => caption === '')).toBe(true);
   });
@@ -96,7 +84,7 @@ describe('miniapp insights media', () => {
     const rows = JSON.parse(result.stdout) as { id: string; media_type: string; insights: Record<string, number | null> }[];
     expect(rows).toHaveLength(20);
     for (const row of rows) {
-      const item = graph!.data.media(row.id)!;
+      const item = cli.graph.data.media(row.id)!;
       expect(row.insights).toEqual({ reach: item.insights.reach, video_views: item.kind === 'VIDEO' ? item.insights.video_views : null });
     }
   });
@@ -107,7 +95,7 @@ describe('miniapp insights media', () => {
     expect(piped.code).toBe(0);
     const lines = piped.stdout.trimEnd().split('\n');
     expect(lines).toHaveLength(25);
-    const first = graph!.data.account(MAIN_ACCOUNT_ID)!.media[0]!;
+    const first = cli.graph.data.account(MAIN_ACCOUNT_ID)!.media[0]!;
     expect(lines[0]!.split('\t')).toEqual([...DEFAULT_MEDIA_FIELDS.map((f) => cell(first.fields[f])), ...['reach', 'saved', 'shares'].map((m) => String(first.insights[m]))]);
 
     const tty = await run(['media', '--account', MAIN_ACCOUNT_ID, '--limit', '3'], {}, true);
@@ -119,23 +107,23 @@ describe('miniapp insights media', () => {
 
   it('writes --output atomically with a note on stderr, and leaves nothing behind on failure', async () => {
     await start({ media: 30 });
-    const file = join(sb.root, 'media.csv');
+    const file = join(cli.sb.root, 'media.csv');
     const result = await run(['media', '--all', '--output', file, '--account', MAIN_ACCOUNT_ID]);
     expect(result.code).toBe(0);
     expect(result.stdout).toBe('');
     expect(result.stderr).toBe(`wrote 30 media rows to ${file}\n`);
     expect(parseCsv(readFileSync(file, 'utf8'))).toHaveLength(31);
-    expect(readdirSync(sb.root).filter((name) => name.endsWith('.tmp'))).toEqual([]);
+    expect(readdirSync(cli.sb.root).filter((name) => name.endsWith('.tmp'))).toEqual([]);
 
-    const json = join(sb.root, 'media.json');
+    const json = join(cli.sb.root, 'media.json');
     expect((await run(['media', '--limit', '2', '--output', json, '--account', MAIN_ACCOUNT_ID])).code).toBe(0);
     expect(JSON.parse(readFileSync(json, 'utf8'))).toHaveLength(2);
 
-    const missingDir = join(sb.root, 'nope', 'media.csv');
+    const missingDir = join(cli.sb.root, 'nope', 'media.csv');
     const failed = await run(['media', '--output', missingDir, '--account', MAIN_ACCOUNT_ID]);
     expect(failed.code).toBe(1);
     expect(failed.stderr).toContain(`cannot write ${missingDir}`);
-    expect(existsSync(join(sb.root, 'nope'))).toBe(false);
+    expect(existsSync(join(cli.sb.root, 'nope'))).toBe(false);
 
     const table = await run(['media', '--format', 'table', '--output', file]);
     expect(table.code).toBe(2);
@@ -168,13 +156,13 @@ describe('miniapp insights media', () => {
     });
     expect(result.code, result.stderr).toBe(0);
     const rows = JSON.parse(result.stdout) as { id: string; insights: { reach: number } }[];
-    const media = graph!.data.account(MAIN_ACCOUNT_ID)!.media;
+    const media = cli.graph.data.account(MAIN_ACCOUNT_ID)!.media;
     expect(rows.map((r) => r.id)).toEqual(media.map((m) => m.id));
     expect(rows.every((r, i) => r.insights.reach === media[i]!.insights.reach)).toBe(true);
     expect(result.stderr).toContain('warning: graph API usage is at 80% of the rate limit');
     expect(result.stderr).toMatch(/warning: rate limited by the graph API \(code 17\); retry 1 of 3 in \d+ms/);
     // Ten pages, plus the calls refused with error 17.
-    expect(await graph!.graphCalls()).toBeGreaterThan(10);
+    expect(await cli.graph.graphCalls()).toBeGreaterThan(10);
   });
 });
 
@@ -222,7 +210,7 @@ describe('miniapp insights errors', () => {
     const rows = JSON.parse(result.stdout) as { insights: Record<string, number | null> }[];
     expect(rows.every((r) => r.insights.impressions === null && typeof r.insights.reach === 'number')).toBe(true);
 
-    const only = await run(['post', graph!.data.account(MAIN_ACCOUNT_ID)!.media[0]!.id, '--metrics', 'impressions'], { MINIAPP_GRAPH_VERSION: 'v22.0' });
+    const only = await run(['post', cli.graph.data.account(MAIN_ACCOUNT_ID)!.media[0]!.id, '--metrics', 'impressions'], { MINIAPP_GRAPH_VERSION: 'v22.0' });
     expect(only.code).toBe(2);
     expect(only.stderr).toContain('error: the graph API rejected the metric impressions');
     expect(only.stderr).toContain('ask for the successors instead: impressions -> views');
@@ -230,11 +218,11 @@ describe('miniapp insights errors', () => {
 
   it('asks for the token when none is set, and times out on a silent API', async () => {
     await start({ media: 1 });
-    const none = await sb.run(['insights', 'accounts'], { env: { MINIAPP_GRAPH_URL: graph!.url } });
+    const none = await cli.sb.run(['insights', 'accounts'], { env: { MINIAPP_GRAPH_URL: cli.graph.url } });
     expect(none.code).toBe(4);
     expect(none.stderr).toContain('graph-token is not set');
     expect(none.stderr).toContain('MINIAPP_GRAPH_TOKEN');
-    const unreachable = await sb.run(['insights', 'accounts'], { env: { MINIAPP_GRAPH_URL: 'http://127.0.0.1:9/graph', MINIAPP_GRAPH_TOKEN: TOKEN } });
+    const unreachable = await cli.sb.run(['insights', 'accounts'], { env: { MINIAPP_GRAPH_URL: 'http://127.0.0.1:9/graph', MINIAPP_GRAPH_TOKEN: TOKEN } });
     expect(unreachable.code).toBe(5);
     expectNoToken(unreachable.stderr);
   });
@@ -244,7 +232,7 @@ describe('miniapp insights account', () => {
   it('walks 90 days back in three windows and prints 90 dated rows', async () => {
     await start({ media: 1 });
     for (const since of ['90d', new Date(TODAY - 90 * DAY).toISOString().slice(0, 10)]) {
-      const before = await graph!.graphCalls();
+      const before = await cli.graph.graphCalls();
       const result = await run(['account', '--metrics', 'reach,follower_count', '--since', since]);
       expect(result.stderr).toBe('');
       expect(result.code).toBe(0);
@@ -254,12 +242,12 @@ describe('miniapp insights account', () => {
         const day = TODAY - (90 - i) * DAY;
         expect(line.split('\t')).toEqual([
           new Date(day).toISOString().slice(0, 10),
-          String(graph!.data.daily(MAIN_ACCOUNT_ID, 'reach', day)),
-          String(graph!.data.daily(MAIN_ACCOUNT_ID, 'follower_count', day)),
+          String(cli.graph.data.daily(MAIN_ACCOUNT_ID, 'reach', day)),
+          String(cli.graph.data.daily(MAIN_ACCOUNT_ID, 'follower_count', day)),
         ]);
       });
       // The account lookup and one call per 30-day window.
-      expect((await graph!.graphCalls()) - before).toBe(4);
+      expect((await cli.graph.graphCalls()) - before).toBe(4);
     }
   });
 
@@ -274,12 +262,12 @@ describe('miniapp insights account', () => {
     const body = JSON.parse(json.stdout);
     expect(body).toMatchObject({ account: MAIN_ACCOUNT_ID, period: 'day', since: '2026-11-14', until: '2026-11-20' });
     expect(body.days).toHaveLength(7);
-    expect(body.days[6]).toEqual({ date: '2026-11-20', reach: graph!.data.daily(MAIN_ACCOUNT_ID, 'reach', TODAY - DAY) });
+    expect(body.days[6]).toEqual({ date: '2026-11-20', reach: cli.graph.data.daily(MAIN_ACCOUNT_ID, 'reach', TODAY - DAY) });
   });
 
   it('prints audience distributions as sorted top-N tables and as key/value rows in CSV', async () => {
     await start({ media: 1 });
-    const country = Object.entries(graph!.data.audience(MAIN_ACCOUNT_ID, 'audience_country')).sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0]));
+    const country = Object.entries(cli.graph.data.audience(MAIN_ACCOUNT_ID, 'audience_country')).sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0]));
     const tty = await run(['account', '--account', MAIN_ACCOUNT_ID, '--metrics', 'audience_country', '--top', '3'], {}, true);
     expect(tty.code).toBe(0);
     const text = plain(tty.stdout);
@@ -306,16 +294,16 @@ describe('miniapp insights account', () => {
 describe('miniapp insights post|story|reel|media-item', () => {
   it('reads one object with the spec defaults, narrowed to what a post type answers', async () => {
     await start({ media: 12 });
-    const account = graph!.data.account(MAIN_ACCOUNT_ID)!;
+    const account = cli.graph.data.account(MAIN_ACCOUNT_ID)!;
     const image = account.media.find((m) => m.kind === 'IMAGE')!;
-    const before = await graph!.graphCalls();
+    const before = await cli.graph.graphCalls();
     const post = await run(['post', image.id, '--json']);
     expect(post.code).toBe(0);
     expect(JSON.parse(post.stdout)).toEqual({
       id: image.id,
       insights: Object.fromEntries(['impressions', 'reach', 'saved', 'shares', 'engagement', 'likes', 'comments'].map((m) => [m, image.insights[m]])),
     });
-    expect((await graph!.graphCalls()) - before).toBe(2);
+    expect((await cli.graph.graphCalls()) - before).toBe(2);
 
     const story = account.stories[0]!;
     const storyResult = await run(['story', story.id]);

@@ -7,6 +7,8 @@ import type { AddressInfo } from 'node:net';
 import { buildSandbox, type GraphSandboxOptions, type Sandbox as SandboxServer } from '../../src/sandbox/server.js';
 import { SandboxClock } from '../../src/sandbox/clock.js';
 import { createGraphData, type GraphData } from '../../src/sandbox/graph/data.js';
+import { afterEach, beforeEach } from 'vitest';
+import { Sandbox } from '../helpers/cli.js';
 
 /** The instant the fixed sandbox clock and the CLI's fixed clock share. */
 export const NOW = Date.parse('2026-11-21T12:00:00Z');
@@ -69,4 +71,41 @@ export function parseCsv(text: string): string[][] {
     rows.push(row);
   }
   return rows;
+}
+
+export interface GraphCli {
+  /** The CLI's temp home of the running test. */
+  readonly sb: Sandbox;
+  /** The graph sandbox the running test started. */
+  readonly graph: GraphSandbox;
+  /** Starts the test's graph sandbox (closed after the test). */
+  start(...args: Parameters<typeof startGraphSandbox>): Promise<GraphSandbox>;
+}
+
+/** What the insights CLI suites share: a CLI sandbox for each test, and the graph sandbox it starts, closed after it. */
+export function useGraphCli(): GraphCli {
+  let sb: Sandbox | undefined;
+  let graph: GraphSandbox | undefined;
+  beforeEach(() => {
+    sb = new Sandbox();
+  });
+  afterEach(async () => {
+    await graph?.close();
+    graph = undefined;
+    sb?.dispose();
+  });
+  return {
+    get sb() {
+      if (!sb) throw new Error('useGraphCli: used outside a test');
+      return sb;
+    },
+    get graph() {
+      if (!graph) throw new Error('useGraphCli: the test has not started its graph sandbox');
+      return graph;
+    },
+    async start(...args) {
+      graph = await startGraphSandbox(...args);
+      return graph;
+    },
+  };
 }

@@ -4,25 +4,16 @@
  * the calls, and a throttled wait's countdown in place of the rate; nothing
  * of it on stdout, under --json or when piped.
  */
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { Sandbox, plain } from '../helpers/cli.js';
+import { describe, expect, it } from 'vitest';
+import { plain } from '../helpers/cli.js';
 import { MAIN_ACCOUNT_ID, SANDBOX_GRAPH_TOKENS } from '../../src/sandbox/graph/data.js';
-import { NOW, startGraphSandbox, type GraphSandbox } from './graph-sandbox.js';
+import { NOW, useGraphCli } from './graph-sandbox.js';
 
-let sb: Sandbox;
-let graph: GraphSandbox | undefined;
-beforeEach(() => {
-  sb = new Sandbox();
-});
-afterEach(async () => {
-  await graph?.close();
-  graph = undefined;
-  sb.dispose();
-});
+const cli = useGraphCli();
 
 function run(argv: string[], options: { tty: boolean; env?: Record<string, string> }) {
-  return sb.run(['insights', ...argv, '--no-color'], {
-    env: { MINIAPP_GRAPH_URL: graph!.url, MINIAPP_GRAPH_TOKEN: SANDBOX_GRAPH_TOKENS.page, ...options.env },
+  return cli.sb.run(['insights', ...argv, '--no-color'], {
+    env: { MINIAPP_GRAPH_URL: cli.graph.url, MINIAPP_GRAPH_TOKEN: SANDBOX_GRAPH_TOKENS.page, ...options.env },
     now: new Date(NOW),
     tty: options.tty,
     columns: 160,
@@ -41,7 +32,7 @@ function drawn(stderr: string): string[] {
 
 describe('insights media --all on a terminal', () => {
   it('shows pages read of the total (from media_count), the media and the calls, then clears the line', async () => {
-    graph = await startGraphSandbox({ media: 250 });
+    await cli.start({ media: 250 });
     const result = await run(['media', '--all', '--metrics', 'reach', '--account', MAIN_ACCOUNT_ID], { tty: true });
     expect(result.code, result.stderr).toBe(0);
     const lines = drawn(result.stderr);
@@ -52,12 +43,12 @@ describe('insights media --all on a terminal', () => {
     expect(plain(result.stdout)).not.toContain('reading media');
     expect(plain(result.stdout).split('\n').filter((l) => l.startsWith('│ 1790')).length).toBe(250);
     // media_count, then three pages of 100.
-    expect(await graph.graphCalls()).toBe(4);
+    expect(await cli.graph.graphCalls()).toBe(4);
   });
 
   it('counts a throttled wait down in the progress line, in place of the rate', async () => {
     // A fixed sandbox clock: five calls an hour, so the sixth call (the fifth page) is throttled and stays so.
-    graph = await startGraphSandbox({ media: 1000, rateLimit: { calls: 5, windowMs: 3_600_000 } });
+    await cli.start({ media: 1000, rateLimit: { calls: 5, windowMs: 3_600_000 } });
     const result = await run(['media', '--all', '--fields', 'id', '--metrics', 'reach', '--account', MAIN_ACCOUNT_ID, '--max-retries', '1'], {
       tty: true,
       env: { MINIAPP_GRAPH_BACKOFF_MS: '1' },
@@ -72,7 +63,7 @@ describe('insights media --all on a terminal', () => {
   });
 
   it('draws nothing under --json or when piped, and spends no call on the total', async () => {
-    graph = await startGraphSandbox({ media: 250 });
+    await cli.start({ media: 250 });
     const json = await run(['media', '--all', '--metrics', 'reach', '--account', MAIN_ACCOUNT_ID, '--json'], { tty: true });
     expect(json.code).toBe(0);
     expect(json.stderr).toBe('');
@@ -80,13 +71,13 @@ describe('insights media --all on a terminal', () => {
     const piped = await run(['media', '--all', '--metrics', 'reach', '--account', MAIN_ACCOUNT_ID, '--format', 'csv'], { tty: false });
     expect(piped.code).toBe(0);
     expect(piped.stderr).toBe('');
-    expect(await graph.graphCalls()).toBe(6);
+    expect(await cli.graph.graphCalls()).toBe(6);
   });
 });
 
 describe('insights account on a terminal', () => {
   it('shows the 30-day windows read of the total', async () => {
-    graph = await startGraphSandbox({ media: 1 });
+    await cli.start({ media: 1 });
     const result = await run(['account', '--metrics', 'reach', '--since', '90d', '--account', MAIN_ACCOUNT_ID], { tty: true });
     expect(result.code, result.stderr).toBe(0);
     expect(drawn(result.stderr)[0]).toBe('reading account insights · windows 0/3 (0%)');

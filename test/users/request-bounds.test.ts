@@ -4,23 +4,17 @@
  * field and the bound, never INTERNAL and never stored. Through the real
  * gRPC port with grpc-js clients.
  */
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { beforeEach, describe, expect, it } from 'vitest';
 import type * as grpc from '@grpc/grpc-js';
-import { collect, failure, newUser, unary, UserClients, type AnyClient } from '../helpers/user-client.js';
+import { collect, failure, newUser, unary, type AnyClient, useUserClients } from '../helpers/user-client.js';
 import { BACKENDS } from '../helpers/postgres.js';
-import { useBackendStore } from '../helpers/backend-store.js';
 
 describe.each(BACKENDS)('on %s', (backend) => {
-  let serve: UserClients;
   let c: AnyClient;
-  const store = useBackendStore(backend);
+  const fixture = useUserClients(backend);
 
   beforeEach(async () => {
-    serve = await UserClients.start(store.location());
-    c = serve.client();
-  });
-  afterEach(async () => {
-    await serve.close();
+    c = fixture.serve.client();
   });
 
   /** The status a stream ends with, after reading everything it sent. */
@@ -31,14 +25,14 @@ describe.each(BACKENDS)('on %s', (backend) => {
   describe('ListUsers filter', () => {
     it('answers INVALID_ARGUMENT naming filter and its bound for a 49,999-character filter, where SQLite would fail', async () => {
       await unary(c, 'CreateUser', newUser(1));
-      expect(await streamEnd(c.ListUsers({ filter: 'x'.repeat(49_999) }, serve.auth()))).toEqual({
+      expect(await streamEnd(c.ListUsers({ filter: 'x'.repeat(49_999) }, fixture.serve.auth()))).toEqual({
         code: 'INVALID_ARGUMENT',
         details: expect.stringMatching(/filter must be at most 200 characters/),
       });
-      expect(await streamEnd(c.ListUsers({ filter: '%'.repeat(201) }, serve.auth()))).toMatchObject({ code: 'INVALID_ARGUMENT' });
+      expect(await streamEnd(c.ListUsers({ filter: '%'.repeat(201) }, fixture.serve.auth()))).toMatchObject({ code: 'INVALID_ARGUMENT' });
       // At the bound it is an ordinary search, escaped wildcards and all.
-      expect(await collect(c.ListUsers({ filter: '%'.repeat(200) }, serve.auth()))).toEqual([]);
-      expect((await collect(c.ListUsers({ filter: `user1${' '.repeat(195)}` }, serve.auth()))).map((u) => u.username)).toEqual(['user1']);
+      expect(await collect(c.ListUsers({ filter: '%'.repeat(200) }, fixture.serve.auth()))).toEqual([]);
+      expect((await collect(c.ListUsers({ filter: `user1${' '.repeat(195)}` }, fixture.serve.auth()))).map((u) => u.username)).toEqual(['user1']);
     });
   });
 
@@ -46,7 +40,7 @@ describe.each(BACKENDS)('on %s', (backend) => {
     it('refuses a 3.9 MB full_name without authentication and stores nothing', async () => {
       const error = await failure(unary(c, 'CreateUser', newUser(1, { full_name: 'x'.repeat(3_900_000) })));
       expect(error).toEqual({ code: 'INVALID_ARGUMENT', details: expect.stringContaining('full_name must be at most 200 characters') });
-      expect(await collect(c.ListUsers({}, serve.auth()))).toEqual([]);
+      expect(await collect(c.ListUsers({}, fixture.serve.auth()))).toEqual([]);
     });
 
     it('names each field over its bound: username, email, password, full_name', async () => {
@@ -71,16 +65,16 @@ describe.each(BACKENDS)('on %s', (backend) => {
       ] as const) {
         expect(await failure(unary(c, 'CreateUser', newUser(9, fields)))).toEqual({ code: 'INVALID_ARGUMENT', details: expect.stringContaining(field) });
       }
-      expect(await streamEnd(c.ListUsers({ filter: 'a\u0000' }, serve.auth()))).toEqual({
+      expect(await streamEnd(c.ListUsers({ filter: 'a\u0000' }, fixture.serve.auth()))).toEqual({
         code: 'INVALID_ARGUMENT',
         details: expect.stringContaining('filter must not contain NUL (U+0000)'),
       });
-      expect(await collect(c.ListUsers({}, serve.auth()))).toEqual([]);
+      expect(await collect(c.ListUsers({}, fixture.serve.auth()))).toEqual([]);
     });
 
     it('reports a bulk row over a bound by index and creates the others', async () => {
       const response = await new Promise<any>((resolve, reject) => {
-        const call = c.BulkCreateUsers(serve.auth(), (error: grpc.ServiceError | null, res: unknown) => (error ? reject(error) : resolve(res)));
+        const call = c.BulkCreateUsers(fixture.serve.auth(), (error: grpc.ServiceError | null, res: unknown) => (error ? reject(error) : resolve(res)));
         call.write(newUser(1));
         call.write(newUser(2, { full_name: 'x'.repeat(201) }));
         call.write(newUser(3));
@@ -98,17 +92,17 @@ describe.each(BACKENDS)('on %s', (backend) => {
       const user = (await unary(c, 'CreateUser', newUser(1))).user;
       const roles = (n: number) => Array.from({ length: n }, (_, i) => `role${i}`);
       for (const n of [10_000, 21]) {
-        const error = await failure(unary(c, 'UpdateUser', { user_id: user.id, user: { roles: roles(n) }, update_mask: { paths: ['roles'] } }, serve.auth()));
+        const error = await failure(unary(c, 'UpdateUser', { user_id: user.id, user: { roles: roles(n) }, update_mask: { paths: ['roles'] } }, fixture.serve.auth()));
         expect(error).toEqual({ code: 'INVALID_ARGUMENT', details: `roles takes at most 20 entries; it has ${n}` });
       }
-      expect((await unary(c, 'GetUser', { user_id: user.id }, serve.auth())).roles).toEqual([]);
-      const updated = await unary(c, 'UpdateUser', { user_id: user.id, user: { roles: roles(20) }, update_mask: { paths: ['roles'] } }, serve.auth());
+      expect((await unary(c, 'GetUser', { user_id: user.id }, fixture.serve.auth())).roles).toEqual([]);
+      const updated = await unary(c, 'UpdateUser', { user_id: user.id, user: { roles: roles(20) }, update_mask: { paths: ['roles'] } }, fixture.serve.auth());
       expect(updated.roles).toHaveLength(20);
     });
 
     it('refuses a long role, a long full_name and more than 5 mask paths', async () => {
       const user = (await unary(c, 'CreateUser', newUser(1))).user;
-      const update = (request: object) => failure(unary(c, 'UpdateUser', { user_id: user.id, ...request }, serve.auth()));
+      const update = (request: object) => failure(unary(c, 'UpdateUser', { user_id: user.id, ...request }, fixture.serve.auth()));
       expect(await update({ user: { roles: ['r'.repeat(33)] }, update_mask: { paths: ['roles'] } })).toEqual({
         code: 'INVALID_ARGUMENT',
         details: expect.stringContaining('(at most 32 characters)'),
@@ -126,7 +120,7 @@ describe.each(BACKENDS)('on %s', (backend) => {
 
   describe('streams', () => {
     it('WatchUserChanges refuses more than 3 types', async () => {
-      const call = c.WatchUserChanges({ types: ['CREATED', 'UPDATED', 'DELETED', 'CREATED'] }, serve.auth());
+      const call = c.WatchUserChanges({ types: ['CREATED', 'UPDATED', 'DELETED', 'CREATED'] }, fixture.serve.auth());
       expect(await streamEnd(call)).toEqual({ code: 'INVALID_ARGUMENT', details: 'types takes at most 3 entries; it has 4' });
     });
 
@@ -136,16 +130,16 @@ describe.each(BACKENDS)('on %s', (backend) => {
         [{ room: 'lobby', sender: 's'.repeat(65), text: 'hi' }, 'sender must be at most 64 characters'],
         [{ room: 'lobby', text: 't'.repeat(4097) }, 'text must be at most 4096 characters'],
       ] as const) {
-        const call = c.UserChat(serve.auth());
+        const call = c.UserChat(fixture.serve.auth());
         const ended = streamEnd(call);
         call.write(message);
         expect(await ended).toEqual({ code: 'INVALID_ARGUMENT', details: expect.stringContaining(text) });
       }
-      expect(serve.running.users.chatParticipantCount()).toBe(0);
+      expect(fixture.serve.running.users.chatParticipantCount()).toBe(0);
     });
 
     it('SyncUsers answers a client_ref over 128 characters with a failure in place, and a long password too', async () => {
-      const call = c.SyncUsers(serve.auth());
+      const call = c.SyncUsers(fixture.serve.auth());
       const answers = collect(call);
       call.write({ client_ref: 'r'.repeat(129), delete_user_id: '1' });
       call.write({ client_ref: 'ok', upsert: { user: newUser(1), password: 'p'.repeat(1025) } });
