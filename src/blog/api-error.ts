@@ -21,7 +21,6 @@ export class ApiError extends Error {
 export const unauthorized = (detail: string) =>
   new ApiError(401, 'UNAUTHORIZED', 'Unauthorized', detail, { 'www-authenticate': 'Bearer' });
 
-
 const FASTIFY_ERRORS: Record<string, [number, string, string]> = {
   FST_ERR_CTP_BODY_TOO_LARGE: [413, 'PAYLOAD_TOO_LARGE', 'Payload Too Large'],
   FST_ERR_CTP_INVALID_MEDIA_TYPE: [415, 'UNSUPPORTED_MEDIA_TYPE', 'Unsupported Media Type'],
