@@ -21,7 +21,7 @@ const root = fileURLToPath(new URL('../../..', import.meta.url));
 const bin = join(root, 'bin', 'miniapp.cjs');
 
 beforeAll(() => {
-  if (!existsSync(join(root, 'dist', 'cli', 'commands', 'users.js'))) throw new Error('dist/ is missing users.js: run `npm run build` (npm test does)');
+  if (!existsSync(join(root, 'dist', 'cli', 'commands', 'users', 'index.js'))) throw new Error('dist/ is missing the users commands: run `npm run build` (npm test does)');
 });
 
 let sb: Sandbox;
