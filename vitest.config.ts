@@ -1,5 +1,6 @@
 import { availableParallelism } from 'node:os';
 import { defineConfig } from 'vitest/config';
+import LongestFirst from './test/sequencer.js';
 
 export default defineConfig({
   test: {
@@ -17,5 +18,7 @@ export default defineConfig({
     // A worker runs its files one after another in one module graph, rather than re-importing every module of
     // src/ for each file: no suite keeps state between files (each builds its own servers, stores and sandboxes).
     isolate: false,
+    // The longest suites start first, also in a fresh clone that has no timings cached (test/sequencer.ts).
+    sequence: { sequencer: LongestFirst },
   },
 });
