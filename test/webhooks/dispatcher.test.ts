@@ -42,7 +42,7 @@ interface Received {
 }
 
 /** What a test receiver does with one request: answer a status, never answer, or drop the connection. */
-type Behaviour = number | 'hang' | 'drop' | { status: number; delayMs: number };
+type Behaviour = number | 'hang' | 'drop' | { status: number; delayMs: number } | { status: number; after: Promise<unknown> };
 
 class Receiver {
   readonly received: Received[] = [];
@@ -75,7 +75,9 @@ class Receiver {
         } else if (typeof behaviour === 'number') {
           res.writeHead(behaviour, behaviour >= 300 && behaviour < 400 ? { location: '/elsewhere' } : {}).end('ok');
         } else {
-          setTimeout(() => res.writeHead(behaviour.status).end(), behaviour.delayMs);
+          const answer = () => res.writeHead(behaviour.status).end();
+          if ('after' in behaviour) void behaviour.after.then(answer);
+          else setTimeout(answer, behaviour.delayMs);
         }
       });
     });
@@ -423,13 +425,20 @@ describe('the loop', () => {
   });
 
   it('stop() waits for the attempt in flight to be recorded', async () => {
-    receiver.script.push({ status: 200, delayMs: 150 });
+    // The receiver answers when the test says so, however slow the machine: the attempt is in flight until then.
+    let answer!: () => void;
+    receiver.script.push({ status: 200, after: new Promise<void>((resolve) => (answer = resolve)) });
     const hooks = dispatcher({ now: () => new Date() });
     const [id] = await hooks.outbox.enqueue(POST_CREATED, POST, [receiver.url]);
     hooks.start();
     await until(() => receiver.received.length === 1, 'the request to arrive');
     expect((await hooks.outbox.get(id!))!.state).toBe('pending');
-    await hooks.stop();
+    let stopped = false;
+    const stopping = hooks.stop().then(() => (stopped = true));
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(stopped).toBe(false);
+    answer();
+    await stopping;
     expect(await hooks.outbox.get(id!)).toMatchObject({ state: 'delivered', attemptCount: 1 });
   });
 
