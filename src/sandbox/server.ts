@@ -4,6 +4,7 @@
  * app unstarted, so tests can `inject()` or listen on port 0.
  */
 import Fastify, { type FastifyInstance } from 'fastify';
+import { compilersFactory } from '../http/schema-compilers.js';
 import { SandboxClock } from './clock.js';
 import { PartnerState } from './partner/state.js';
 import { partnerRoutes, type ErrorShape } from './partner/routes.js';
@@ -61,6 +62,7 @@ export async function buildSandbox(options: SandboxOptions): Promise<Sandbox> {
   const callback = { current: options.callback };
   const app = Fastify({
     logger: options.logger ?? false,
+    schemaController: { compilersFactory },
     ...(options.tls
       ? { https: { cert: options.tls.cert, key: options.tls.key, ca: options.tls.ca, requestCert: true, rejectUnauthorized: true } }
       : {}),

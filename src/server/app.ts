@@ -7,6 +7,7 @@
 import Fastify, { type FastifyInstance } from 'fastify';
 import cors from '@fastify/cors';
 import { clientErrorHandler, frameworkErrorHandler, installErrorHandling } from '../http/errors.js';
+import { compilersFactory } from '../http/schema-compilers.js';
 import { relayRoutes, type RelayOptions } from '../relay/routes.js';
 import { instrumentHttp } from './http-metrics.js';
 import type { Metrics } from './metrics.js';
@@ -70,6 +71,8 @@ export async function buildServer(options: ServerOptions): Promise<FastifyInstan
     // Requests Node or Fastify refuse before any route runs get the same error body as the rest.
     clientErrorHandler,
     frameworkErrors: frameworkErrorHandler,
+    // Schemas compiled once per process, not once per mount and per start (http/schema-compilers.ts).
+    schemaController: { compilersFactory },
   }) as unknown as FastifyInstance;
   if (options.metrics) instrumentHttp(app, options.metrics);
   installErrorHandling(app);

@@ -1,0 +1,62 @@
+/**
+ * The shared schema compilers (src/http/schema-compilers.ts): a schema is
+ * compiled once per process and context, and an app that uses them answers
+ * exactly as an app on Fastify's own compilers does.
+ */
+import { describe, expect, it } from 'vitest';
+import Fastify, { type FastifyInstance } from 'fastify';
+import { compilersFactory } from '../../src/http/schema-compilers.js';
+
+const BODY = {
+  type: 'object',
+  required: ['title', 'tags'],
+  additionalProperties: false,
+  properties: { title: { type: 'string', minLength: 1 }, tags: { type: 'array', items: { type: 'string' } }, draft: { type: 'boolean', default: false } },
+} as const;
+const QUERY = { type: 'object', properties: { page: { type: 'integer', minimum: 1 }, tag: { type: 'array', items: { type: 'string' } } } } as const;
+const REPLY = { 200: { type: 'object', properties: { title: { type: 'string' }, tags: { type: 'array', items: { type: 'string' } }, draft: { type: 'boolean' }, page: { type: 'integer' } } } } as const;
+
+function app(shared: boolean): FastifyInstance {
+  const made = Fastify(shared ? { schemaController: { compilersFactory } } : {});
+  made.post('/posts', { schema: { body: BODY, querystring: QUERY, response: REPLY } }, async (request) => ({
+    ...(request.body as object),
+    page: (request.query as { page?: number }).page,
+    secret: 'not in the schema, so never sent',
+  }));
+  return made as unknown as FastifyInstance;
+}
+
+describe('the shared schema compilers', () => {
+  it('answer every request as Fastify\'s own compilers do: coercion, defaults, extra fields, errors', async () => {
+    const requests = [
+      { url: '/posts?page=2&tag=a', payload: { title: 'Hi', tags: ['x'], extra: 1 } },
+      { url: '/posts?page=0', payload: { title: 'Hi', tags: [] } },
+      { url: '/posts?page=abc', payload: { title: 'Hi', tags: [] } },
+      { url: '/posts', payload: { title: '', tags: [] } },
+      { url: '/posts', payload: { tags: 'x' } },
+      { url: '/posts', payload: { title: 'Hi', tags: [1], draft: 'true' } },
+    ];
+    const own = app(false);
+    const shared = app(true);
+    for (const request of requests) {
+      const [expected, got] = await Promise.all([own, shared].map((a) => a.inject({ method: 'POST', ...request })));
+      expect({ status: got!.statusCode, body: got!.body }, request.url).toEqual({ status: expected!.statusCode, body: expected!.body });
+    }
+    await Promise.all([own.close(), shared.close()]);
+  });
+
+  it('compile a schema once for every app and mount that uses it, and apart for another part, status or shared schemas', () => {
+    const validators = compilersFactory.buildValidator({}, { customOptions: {} } as never);
+    const again = compilersFactory.buildValidator({}, { customOptions: {} } as never);
+    const withShared = compilersFactory.buildValidator({ tag: { $id: 'tag', type: 'string' } }, { customOptions: {} } as never);
+    const body = validators({ schema: BODY, method: 'POST', url: '/a', httpPart: 'body' } as never);
+    expect(again({ schema: structuredClone(BODY), method: 'POST', url: '/b', httpPart: 'body' } as never)).toBe(body);
+    expect(validators({ schema: structuredClone(BODY), method: 'POST', url: '/a', httpPart: 'querystring' } as never)).not.toBe(body);
+    expect(withShared({ schema: structuredClone(BODY), method: 'POST', url: '/a', httpPart: 'body' } as never)).not.toBe(body);
+
+    const serializers = compilersFactory.buildSerializer({}, {} as never);
+    const ok = serializers({ schema: REPLY[200], method: 'POST', url: '/a', httpStatus: '200' } as never);
+    expect(serializers({ schema: structuredClone(REPLY[200]), method: 'GET', url: '/b', httpStatus: '200' } as never)).toBe(ok);
+    expect(serializers({ schema: REPLY[200], method: 'POST', url: '/a', httpStatus: '201' } as never)).not.toBe(ok);
+  });
+});
