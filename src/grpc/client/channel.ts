@@ -54,6 +54,8 @@ export class ServiceConnection {
   readonly context: ErrorContext;
   readonly #options: ConnectOptions;
   readonly #clients: grpc.Client[] = [];
+  /** Made once: with --ca, reading the CA file is I/O that every client of the connection would repeat. */
+  #credentials: grpc.ChannelCredentials | undefined;
 
   /** `service` names what the address serves, in messages (default: the user service). */
   constructor(options: ConnectOptions, service?: string) {
@@ -67,9 +69,10 @@ export class ServiceConnection {
   client<T extends grpc.Client>(name: ServiceName): T {
     const { Client } = serviceDefinition(name);
     const first = this.#clients[0];
+    const credentials = (this.#credentials ??= credentialsOf(this.#options));
     const client = first
-      ? new Client(this.address, credentialsOf(this.#options), { channelOverride: first.getChannel() })
-      : new Client(this.address, credentialsOf(this.#options), CHANNEL_OPTIONS);
+      ? new Client(this.address, credentials, { channelOverride: first.getChannel() })
+      : new Client(this.address, credentials, CHANNEL_OPTIONS);
     this.#clients.push(client);
     return client as unknown as T;
   }
