@@ -7,7 +7,7 @@
  * reading import and sync files and running them is src/users/.
  */
 import type { Command } from 'commander';
-import type { Bind } from '../../command.js';
+import type { Bind, Handler } from '../../command.js';
 import { withConnection } from '../../connect/grpc-connection.js';
 import { DEFAULT_PAGE_SIZE } from './shared.js';
 
@@ -17,6 +17,9 @@ Connection: --addr, else MINIAPP_GRPC_ADDR, else the profile's grpc-addr
 the profile's grpc-token (\`miniapp serve\` stores its admin token there).
 Exit codes: 4 UNAUTHENTICATED; 5 UNAVAILABLE or DEADLINE_EXCEEDED; 1 any
 other status, printed with its name (e.g. "NOT_FOUND: no user with id 9").`;
+
+/** A command's action, its file loaded when it runs (so that the group's help loads none of them). */
+const lazy = (bind: Bind, load: () => Promise<Handler>) => bind(async (cc, command) => (await load())(cc, command));
 
 export function registerUsers(program: Command, bind: Bind): void {
   const users = program
@@ -44,9 +47,9 @@ export function registerUsers(program: Command, bind: Bind): void {
         '  miniapp users create --username bob --email bob@example.com --password "s3cret-pw" --full-name "Bob B" --json\n' +
         '\nWithout a terminal, or with CI set, nothing is asked: give --password, or --password - with the password piped.',
     )
-    .action(bind(async (cc, command) => (await import('./create.js')).runCreate(cc, command)));
+    .action(lazy(bind, () => import('./create.js').then((m) => m.runCreate)));
 
-  withConnection(users.command('get').description('show one user').argument('<id>', 'user id')).action(bind(async (cc, command) => (await import('./get.js')).runGet(cc, command)));
+  withConnection(users.command('get').description('show one user').argument('<id>', 'user id')).action(lazy(bind, () => import('./get.js').then((m) => m.runGet)));
 
   withConnection(
     users
@@ -61,9 +64,9 @@ export function registerUsers(program: Command, bind: Bind): void {
       .option('--roles <a,b>', 'replace the roles, comma-separated ("" removes all; admin only)'),
   )
     .addHelpText('after', '\nExamples:\n  miniapp users update 3 --full-name "Alice Liddell"\n  miniapp users update 3 --active false --roles editor,viewer')
-    .action(bind(async (cc, command) => (await import('./update.js')).runUpdate(cc, command)));
+    .action(lazy(bind, () => import('./update.js').then((m) => m.runUpdate)));
 
-  withConnection(users.command('delete').description('delete a user').argument('<id>', 'user id')).action(bind(async (cc, command) => (await import('./delete.js')).runDelete(cc, command)));
+  withConnection(users.command('delete').description('delete a user').argument('<id>', 'user id')).action(lazy(bind, () => import('./delete.js').then((m) => m.runDelete)));
 
   withConnection(
     users
@@ -83,7 +86,7 @@ export function registerUsers(program: Command, bind: Bind): void {
       '\nExamples:\n  miniapp users list\n  miniapp users list --page 2\n  miniapp users list --all\n' +
         '  miniapp users list --filter example.com --page 2 --page-size 20 --json\n  miniapp users list | wc -l',
     )
-    .action(bind(async (cc, command) => (await import('./list.js')).runList(cc, command)));
+    .action(lazy(bind, () => import('./list.js').then((m) => m.runList)));
 
   withConnection(
     users
@@ -107,7 +110,7 @@ export function registerUsers(program: Command, bind: Bind): void {
         'The server keeps changes for an hour: resuming after an older one fails (exit 1, OUT_OF_RANGE); start a new watch then.\n' +
         'MINIAPP_GRPC_RECONNECT_MS sets the first wait (a test aid).',
     )
-    .action(bind(async (cc, command) => (await import('./watch.js')).runWatch(cc, command)));
+    .action(lazy(bind, () => import('./watch.js').then((m) => m.runWatch)));
 
   withConnection(
     users
@@ -123,7 +126,7 @@ export function registerUsers(program: Command, bind: Bind): void {
       .argument('<file>', 'the input file, or - for stdin'),
   )
     .addHelpText('after', '\nExamples:\n  miniapp users bulk-create users.jsonl\n  miniapp users bulk-create users.csv --json\n  generate-users | miniapp users bulk-create -')
-    .action(bind(async (cc, command) => (await import('./bulk-create.js')).runBulkCreate(cc, command)));
+    .action(lazy(bind, () => import('./bulk-create.js').then((m) => m.runBulkCreate)));
 
   withConnection(
     users
@@ -146,7 +149,7 @@ export function registerUsers(program: Command, bind: Bind): void {
         '  {"ref":"r3","delete":9}\n' +
         '\nExample:\n  miniapp users sync changes.jsonl --json',
     )
-    .action(bind(async (cc, command) => (await import('./sync.js')).runSync(cc, command)));
+    .action(lazy(bind, () => import('./sync.js').then((m) => m.runSync)));
 
   withConnection(
     users
@@ -156,5 +159,5 @@ export function registerUsers(program: Command, bind: Bind): void {
       .option('--room <name>', 'the room', 'general'),
   )
     .addHelpText('after', '\nExamples:\n  miniapp users chat --room ops\n  echo "deploy done" | miniapp users chat --room ops')
-    .action(bind(async (cc, command) => (await import('./chat.js')).runChat(cc, command)));
+    .action(lazy(bind, () => import('./chat.js').then((m) => m.runChat)));
 }
