@@ -4,6 +4,10 @@
  * without breaking old hashes. Verification compares in constant time.
  */
 import { randomBytes, scrypt, timingSafeEqual } from 'node:crypto';
+import { channel } from 'node:diagnostics_channel';
+
+/** Each scrypt derivation's cost (`{ cost }`, log2 N) as it starts: what a login costs, observable without a clock. */
+export const scryptChannel = channel('miniapp:password-scrypt');
 
 /** log2 of scrypt's N. 14 is Node's own default (16 MiB, about 30 ms here); tests lower it. */
 export const DEFAULT_HASH_COST = 14;
@@ -12,6 +16,7 @@ const P = 1;
 const KEY_BYTES = 32;
 
 function derive(password: string, salt: Buffer, log2N: number, r: number, p: number): Promise<Buffer> {
+  if (scryptChannel.hasSubscribers) scryptChannel.publish({ cost: log2N });
   return new Promise((resolve, reject) => {
     scrypt(password, salt, KEY_BYTES, { N: 2 ** log2N, r, p, maxmem: 256 * 2 ** log2N * r + 1024 * 1024 }, (error, key) =>
       error ? reject(error) : resolve(key),

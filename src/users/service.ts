@@ -8,6 +8,7 @@
  * instances share it: changes reach the watchers through the change log
  * (change-log.ts, change-feed.ts), chat messages through the chat hub.
  */
+import { randomBytes } from 'node:crypto';
 import { once } from 'node:events';
 import * as grpc from '@grpc/grpc-js';
 import { hashPassword, verifyPassword } from '../auth/passwords.js';
@@ -128,6 +129,11 @@ export class UserServiceImpl {
   readonly #rooms: ChatHub<ChatMessage>;
   /** Streams that never end by themselves; ended by `endStreams` at shutdown. */
   readonly #open = new Set<{ end(): void }>();
+  /**
+   * A hash of a random password at this service's cost, checked in place of an unknown login's, so that a login
+   * takes as long whether or not the account exists (a fixed hash at another cost would tell them apart by time).
+   */
+  #decoyHash: Promise<string> | undefined;
 
   constructor(private readonly options: UserServiceOptions) {
     this.#rooms = options.chat ?? new ChatHub<ChatMessage>();
@@ -179,9 +185,11 @@ export class UserServiceImpl {
 
   /** The user whose login (username or e-mail) and password match, if any, and active. */
   async checkCredentials(field: 'username' | 'email', login: string, password: string): Promise<UserRecord | undefined> {
+    // Made at the first login of either kind, so that not even the first one tells them apart.
+    this.#decoyHash ??= hashPassword(randomBytes(16).toString('base64'), this.options.hashCost);
     const user = await this.options.users.findByLogin(field, login);
     // Hash anyway when there is no such user, so the answer takes as long either way.
-    const ok = await verifyPassword(password, user?.passwordHash ?? DUMMY_HASH);
+    const ok = await verifyPassword(password, user?.passwordHash ?? (await this.#decoyHash));
     if (!user || !ok || !user.isActive) return undefined;
     const { passwordHash: _hash, ...record } = user;
     return record;
@@ -572,9 +580,6 @@ function checkChatMessage(message: ChatMessage): void {
 function failStream(call: { emit(event: 'error', error: grpc.ServerErrorResponse): boolean }, error: unknown): void {
   endStream(call, toStatus(error));
 }
-
-// A valid hash of a random password at the default cost, for logins of unknown users.
-const DUMMY_HASH = 'scrypt$14$8$1$c2FsdHNhbHRzYWx0c2FsdA==$0dF6qo0xq5X3h2VpQm1s3b0f9S8nq7r2bZyZkqW2v0Y=';
 
 const ANONYMOUS: Principal = { kind: 'user', userId: null, username: null, roles: [], isAdmin: false };
 
