@@ -24,7 +24,7 @@ export function useBackendStore(backend: Backend, sqlite: () => StoreLocation = 
   let database: TestDatabase | undefined;
   if (backend === 'postgres') {
     beforeAll(async () => {
-      database = await createTestDatabase();
+      database = await createTestDatabase({ migrated: true });
     });
     afterAll(async () => {
       await database?.drop();

@@ -7,7 +7,7 @@ import { startServe, type RunningServe, type ServeOptions } from '../../src/serv
 import { createTestDatabase, type Backend } from './postgres.js';
 
 export async function startTestServe(overrides: Partial<ServeOptions> = {}, backend: Backend = 'sqlite'): Promise<RunningServe> {
-  const database = backend === 'postgres' && !overrides.store ? await createTestDatabase() : undefined;
+  const database = backend === 'postgres' && !overrides.store ? await createTestDatabase({ migrated: true }) : undefined;
   const running = await startServe({
     host: '127.0.0.1',
     port: 0,

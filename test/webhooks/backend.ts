@@ -61,7 +61,7 @@ export async function webhookDatabase(backend: Backend): Promise<WebhookTestData
       },
     };
   }
-  const database = await createTestDatabase();
+  const database = await createTestDatabase({ migrated: true });
   location = { kind: 'postgres', url: database.url, poolSize: 5 };
   return {
     location,
