@@ -8,7 +8,7 @@
  * the suite's own beforeEach starts serve on it.
  */
 import { afterAll, beforeAll, beforeEach } from 'vitest';
-import { adminSql } from './pg-admin.js';
+import { adminSql, type AdminSql } from './pg-admin.js';
 import type { StoreLocation } from '../../src/store/store.js';
 import { createTestDatabase, type Backend, type TestDatabase } from './postgres.js';
 
@@ -22,15 +22,20 @@ export interface BackendStore {
 
 export function useBackendStore(backend: Backend, sqlite: () => StoreLocation = () => ({ kind: 'memory' })): BackendStore {
   let database: TestDatabase | undefined;
+  // One connection empties the database before each test of the block: a new one each time costs PostgreSQL a
+  // backend start (tens of ms of CPU), as much as the emptying itself.
+  let admin: AdminSql | undefined;
   if (backend === 'postgres') {
     beforeAll(async () => {
       database = await createTestDatabase({ migrated: true });
+      admin = adminSql(database.url);
     });
     afterAll(async () => {
+      await admin?.end();
       await database?.drop();
     });
     beforeEach(async () => {
-      await emptyDatabase(database!.url);
+      await emptyDatabase(admin!);
     });
   }
   return {
@@ -49,8 +54,8 @@ export function useBackendStore(backend: Backend, sqlite: () => StoreLocation = 
  * index), and this runs before every test of the suites on PostgreSQL. Foreign keys are not checked meanwhile
  * (session_replication_role), so the tables may be emptied in any order.
  */
-export async function emptyDatabase(url: string): Promise<void> {
-  const admin = adminSql(url);
+export async function emptyDatabase(database: string | AdminSql): Promise<void> {
+  const admin = typeof database === 'string' ? adminSql(database) : database;
   try {
     const tables = await admin<{ tablename: string }>`
       SELECT tablename FROM pg_tables WHERE schemaname = 'public' AND tablename NOT IN ('schema_migrations', 'counters')`;
@@ -67,6 +72,6 @@ export async function emptyDatabase(url: string): Promise<void> {
       ].join(';\n'),
     );
   } finally {
-    await admin.end();
+    if (typeof database === 'string') await admin.end();
   }
 }
