@@ -25,13 +25,39 @@ export function descriptorFiles(path = DESCRIPTOR_SET): Map<string, Uint8Array> 
   return files;
 }
 
+/** The services (v1 and v1alpha) a ReflectionService adds to a server, by the path of their one method. */
+function servicesOf(reflection: ReflectionService): Map<string, { definition: grpc.ServiceDefinition; implementation: grpc.UntypedServiceImplementation }> {
+  const added = new Map<string, { definition: grpc.ServiceDefinition; implementation: grpc.UntypedServiceImplementation }>();
+  reflection.addToServer({
+    addService: (definition, implementation) => void added.set(Object.values(definition)[0]!.path, { definition, implementation }),
+  });
+  return added;
+}
+
 /**
  * Adds reflection for `services` (full names) to the server. Every file of
  * the descriptor set is available by name and by symbol; list_services
  * answers exactly the given services.
+ *
+ * The index of every file and symbol is built at the first reflection call,
+ * not at start-up (about 150 ms of CPU that most runs of serve never need):
+ * the server is given the protocol's services at once, each handing its
+ * streams to the indexed service once there is one.
  */
 export function addReflection(server: grpc.Server, services: readonly string[], path = DESCRIPTOR_SET): void {
-  // The shape @grpc/reflection reads from a package definition: entries carrying fileDescriptorProtos.
-  const definition = Object.fromEntries([...descriptorFiles(path)].map(([name, bytes]) => [name, { fileDescriptorProtos: [bytes] }]));
-  new ReflectionService(definition as never, { services: [...services] }).addToServer(server);
+  let indexed: ReturnType<typeof servicesOf> | undefined;
+  const index = () => {
+    // The shape @grpc/reflection reads from a package definition: entries carrying fileDescriptorProtos.
+    const definition = Object.fromEntries([...descriptorFiles(path)].map(([name, bytes]) => [name, { fileDescriptorProtos: [bytes] }]));
+    return servicesOf(new ReflectionService(definition as never, { services: [...services] }));
+  };
+  // An empty package gives the protocol's service definitions without indexing anything.
+  for (const [method, { definition }] of servicesOf(new ReflectionService({}, { services: [] }))) {
+    server.addService(definition, {
+      ServerReflectionInfo: (stream: grpc.ServerDuplexStream<unknown, unknown>) => {
+        const handler = (indexed ??= index()).get(method)!.implementation.ServerReflectionInfo as (stream: grpc.ServerDuplexStream<unknown, unknown>) => void;
+        handler(stream);
+      },
+    });
+  }
 }
