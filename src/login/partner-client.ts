@@ -3,7 +3,7 @@
  * a 10 s time-out on every call, JSON bodies, mutual TLS when a client
  * certificate is configured, and every failure as a typed error.
  */
-import { Agent, type Dispatcher } from 'undici';
+import type { Agent, Dispatcher } from 'undici';
 import { UpstreamError } from '../errors.js';
 import { explainTlsFailure, transportError } from '../transport-error.js';
 import { readFailure, unwrapEnvelope, type PartnerOperation } from './envelope.js';
@@ -63,8 +63,9 @@ const TRANSPORT_OUTCOMES: Readonly<Record<string, PartnerCallOutcome>> = {
   UPSTREAM_TLS: 'tls',
 };
 
-/** An undici Agent with the client certificate and CA, and our time-outs. */
-export function partnerAgent(tls: ClientTls | undefined, timeoutMs: number, connections?: number): Agent {
+/** An undici Agent with the client certificate and CA, and our time-outs (undici loaded on first use: 150 ms of start-up that serve does not need before its first partner call). */
+export async function partnerAgent(tls: ClientTls | undefined, timeoutMs: number, connections?: number): Promise<Agent> {
+  const { Agent } = await import('undici');
   return new Agent({
     connect: {
       ...(tls?.cert ? { cert: tls.cert } : {}),
@@ -83,7 +84,9 @@ export class PartnerClient {
   readonly baseUrl: string;
   readonly pathPrefix: string;
   readonly timeoutMs: number;
-  readonly #dispatcher: Dispatcher;
+  /** Given, or made at the first call (#making until then). */
+  #dispatcher: Dispatcher | undefined;
+  #making: Promise<Dispatcher> | undefined;
   readonly #ownsDispatcher: boolean;
   readonly #clientCertificate: boolean;
   readonly #tls: ClientTls;
@@ -103,7 +106,7 @@ export class PartnerClient {
     this.#basePath = basePath.endsWith(this.pathPrefix) || PARTNER_PATH_END.test(basePath) ? basePath : `${basePath}${this.pathPrefix}`;
     this.#clientCertificate = Boolean(this.#tls.cert && this.#tls.key);
     this.#ownsDispatcher = !options.dispatcher;
-    this.#dispatcher = options.dispatcher ?? partnerAgent(options.tls, this.timeoutMs);
+    this.#dispatcher = options.dispatcher;
     this.#observe = options.observe;
   }
 
@@ -146,7 +149,11 @@ export class PartnerClient {
   }
 
   async close(): Promise<void> {
-    if (this.#ownsDispatcher) await this.#dispatcher.close();
+    if (this.#ownsDispatcher) await (this.#dispatcher ?? (await this.#making))?.close();
+  }
+
+  #agent(): Promise<Dispatcher> {
+    return (this.#making ??= partnerAgent(this.#tls, this.timeoutMs).then((agent) => (this.#dispatcher = agent)));
   }
 
   /** The partner API's URL: the base URL with the path prefix (added only when the base URL lacks it). */
@@ -198,7 +205,8 @@ export class PartnerClient {
     let status: number;
     let text: string;
     try {
-      const response = await this.#dispatcher.request({
+      const dispatcher = this.#dispatcher ?? (await this.#agent());
+      const response = await dispatcher.request({
         origin: this.#origin,
         path: `${this.#basePath}${path}`,
         method,

@@ -216,7 +216,7 @@ async function adminCall(cc: CommandContext, command: Command, path: string, bod
     import('../../login/envelope.js'),
   ]);
   const tls = await partnerTls(cc);
-  const agent = partnerAgent(tls, 10_000);
+  const agent = await partnerAgent(tls, 10_000);
   try {
     const response = await request(`${base}/__sandbox${path}`, {
       method: 'POST',

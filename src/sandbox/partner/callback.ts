@@ -3,7 +3,6 @@
  * "Removal callback"): POST with a JSON body or GET with query parameters,
  * with an optional Basic-Auth header given as `id:password`.
  */
-import { request } from 'undici';
 
 export interface CallbackTarget {
   url: string;
@@ -36,6 +35,8 @@ export async function sendUnlinkCallback(
     payload = JSON.stringify(event);
   }
   try {
+    // undici on first use: the embedded sandbox starts with every serve, and most never send a callback.
+    const { request } = await import('undici');
     const response = await request(url, {
       method: target.method,
       headers,
