@@ -16,7 +16,8 @@ export interface AdminSql {
 }
 
 export function adminSql(url: string): AdminSql {
-  const pool = new pg.Pool({ connectionString: url, max: 1 });
+  // allowExitOnIdle: an idle connection does not keep the process alive.
+  const pool = new pg.Pool({ connectionString: url, max: 1, allowExitOnIdle: true });
   pool.on('error', () => undefined);
   pool.on('connect', (client) => client.on('notice', () => undefined));
   const unsafe = async <T>(text: string, values?: unknown[]): Promise<T[]> => (await pool.query(text, values)).rows as T[];

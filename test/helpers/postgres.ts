@@ -26,26 +26,26 @@ export interface TestDatabase {
  * first thing anyway).
  */
 export async function createTestDatabase({ migrated = false }: { migrated?: boolean } = {}): Promise<TestDatabase> {
-  const admin = adminSql(serverUrl());
   const name = `t_${randomBytes(6).toString('hex')}`;
-  try {
-    await admin.unsafe(`CREATE DATABASE ${name}${migrated ? ` TEMPLATE ${inject('postgresMigratedTemplate')}` : ''}`);
-  } finally {
-    await admin.end();
-  }
+  await serverAdmin().unsafe(`CREATE DATABASE ${name}${migrated ? ` TEMPLATE ${inject('postgresMigratedTemplate')}` : ''}`);
   const url = new URL(serverUrl());
   url.pathname = `/${name}`;
   return {
     url: url.href,
     drop: async () => {
-      const dropper = adminSql(serverUrl());
-      try {
-        await dropper.unsafe(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-      } finally {
-        await dropper.end();
-      }
+      await serverAdmin().unsafe(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
     },
   };
+}
+
+/**
+ * The worker's connection to the server's own database, for CREATE and DROP DATABASE: kept between files rather than
+ * made for each (a backend start costs PostgreSQL tens of ms of CPU, and the run makes hundreds of databases). An
+ * idle connection holds no worker open at the end.
+ */
+let admin: AdminSql | undefined;
+function serverAdmin(): AdminSql {
+  return (admin ??= adminSql(serverUrl()));
 }
 
 /** Where a test's store lives for a backend: memory for SQLite, a fresh database for PostgreSQL. */
