@@ -16,6 +16,7 @@ import { MAX_IMAGE_BYTES, MAX_IMAGES, type ImageStore, type StoredImage } from '
 import { ListCache } from './list-cache.js';
 import { withPage } from './page-links.js';
 import type { Sql } from '../store/sql.js';
+import { LoginLocked, type LoginLimiter } from '../auth/login-limits.js';
 import { ApiError, toApiError, unauthorized } from './api-error.js';
 import { bearer, ContentSchema, errors, ImageSchema, NO_NUL, PostIdParams, PostSchema, PUBLIC, TagsSchema, TitleSchema, UserProfileSchema } from './schemas.js';
 
@@ -64,6 +65,8 @@ export interface BlogOptions {
    * relative (`/api/v2/blog/posts?page=2`), never built from the request's Host.
    */
   publicUrl?: string | undefined;
+  /** Counts wrong passwords and locks guessing out (auth/login-limits.ts); none when absent. */
+  loginLimiter?: LoginLimiter | undefined;
 }
 
 /** The end of a v2 list's body, after its results. */
@@ -456,14 +459,32 @@ export async function blogApi(app: FastifyInstance, options: BlogOptions): Promi
             properties: { access_token: { type: 'string' }, token_type: { type: 'string' }, expires_in: { type: 'integer' } },
             required: ['access_token', 'token_type', 'expires_in'],
           },
-          ...errors(400, 401, 413, 415),
+          ...errors(400, 401, 413, 415, 429),
         },
       } as FastifySchema,
     },
     async (request) => {
       const body = request.body as Record<string, string>;
+      const account = `${loginField}:${body[loginField]!}`;
+      const limiter = options.loginLimiter;
+      try {
+        await limiter?.check(account, request.ip);
+      } catch (error) {
+        if (!(error instanceof LoginLocked)) throw error;
+        throw new ApiError(
+          429,
+          'TOO_MANY_ATTEMPTS',
+          'Too Many Requests',
+          `too many failed logins for this ${loginField} from this address: try again in ${error.retryAfterSeconds} s`,
+          { 'retry-after': String(error.retryAfterSeconds) },
+        );
+      }
       const user = await users.checkCredentials(loginField, body[loginField]!, body.password!);
-      if (!user) throw new ApiError(401, 'INVALID_CREDENTIALS', 'Unauthorized', `wrong ${loginField} or password`);
+      if (!user) {
+        await limiter?.failed(account, request.ip);
+        throw new ApiError(401, 'INVALID_CREDENTIALS', 'Unauthorized', `wrong ${loginField} or password`);
+      }
+      await limiter?.succeeded(account, request.ip);
       const { token, expiresIn } = await tokens.issueUserToken(user.id, LOGIN_TOKEN_TTL_SECONDS);
       return { access_token: token, token_type: 'bearer', expires_in: expiresIn };
     },

@@ -70,18 +70,26 @@ const ERROR_DESCRIPTIONS: Record<number, string> = {
   404: 'Not Found: no such resource (NOT_FOUND)',
   413: 'Payload Too Large: the body is over the route\'s limit, or an image over 5 MB (PAYLOAD_TOO_LARGE)',
   415: 'Unsupported Media Type: a Content-Type the route does not take, or a file that is not a JPEG, PNG or WebP image (UNSUPPORTED_MEDIA_TYPE)',
+  429: 'Too Many Requests: too many wrong passwords for this account from this address, or from this address; try again after Retry-After seconds (TOO_MANY_ATTEMPTS)',
   500: 'Internal Server Error: an unexpected failure, logged on the server (INTERNAL_ERROR)',
   503: 'Service Unavailable: the database cannot be reached now; try again after Retry-After seconds (SERVICE_UNAVAILABLE)',
 };
 const RETRY_AFTER_HEADER = {
   'Retry-After': { type: 'integer', description: `Seconds to wait before trying again (${RETRY_AFTER_SECONDS})` },
 } as const;
+const LOCKED_FOR_HEADER = {
+  'Retry-After': { type: 'integer', description: 'Seconds until the lock ends: it doubles with each further wrong password' },
+} as const;
 /** Every operation may meet an unexpected failure (500) and a database that cannot be reached (503). */
 export const errors = (...statuses: number[]) =>
   Object.fromEntries(
     [...statuses, 500, 503].map((status) => [
       status,
-      { ...ErrorSchema, description: ERROR_DESCRIPTIONS[status], ...(status === 503 ? { headers: RETRY_AFTER_HEADER } : {}) },
+      {
+        ...ErrorSchema,
+        description: ERROR_DESCRIPTIONS[status],
+        ...(status === 503 ? { headers: RETRY_AFTER_HEADER } : status === 429 ? { headers: LOCKED_FOR_HEADER } : {}),
+      },
     ]),
   );
 export const bearer = [{ bearerAuth: [] }];

@@ -28,6 +28,7 @@ import { LogHub } from '../monitoring/log-hub.js';
 import { MonitoringServiceImpl, type ChatMessage as OperatorsChatMessage } from '../monitoring/service.js';
 import type { ChatMessage as UserChatMessage } from '../users/proto.js';
 import { DEFAULT_HASH_COST } from '../auth/passwords.js';
+import { DEFAULT_LOGIN_LIMITS, LoginLimiter, type LoginLimits } from '../auth/login-limits.js';
 import { PostStore, type Post } from '../blog/posts.js';
 import { openImageStore } from '../blog/uploads.js';
 import { Commerce } from '../commerce/commerce.js';
@@ -56,6 +57,8 @@ export interface ServeOptions {
   grpc: { host: string; port: number; tls?: { cert: string; key: string } | undefined } | false;
   /** log2 of scrypt's N for password hashes (default 14). */
   hashCost?: number;
+  /** Limits on wrong passwords at the blog's login (default DEFAULT_LOGIN_LIMITS); false: none. */
+  loginLimits?: LoginLimits | false | undefined;
   /** How long a graceful shutdown waits for running calls. */
   shutdownDeadlineMs?: number;
   /** Publish the blog API's docs pages and OpenAPI descriptions (default true). */
@@ -284,6 +287,7 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
 
     const images = openImageStore(store, options.now);
     cleanups.push(() => images.close());
+    const loginLimits = options.loginLimits === undefined ? DEFAULT_LOGIN_LIMITS : options.loginLimits;
     const blog = {
       posts: new PostStore(store.sql, options.now),
       users,
@@ -291,6 +295,7 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
       images,
       docs: options.docs ?? true,
       publicUrl: options.publicUrl,
+      loginLimiter: loginLimits ? new LoginLimiter(store.sql, loginLimits, options.now) : undefined,
       // In the transaction that writes the post (tx): both commit or neither (see publish above).
       onPublished: (post: Post, tx: Sql) => publish(POST_CREATED, post, tx),
     };

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { ConfigError } from '../errors.js';
 import { commerceSchema } from './commerce-schema.js';
-import { WEBHOOK_CLAIMS } from './shared-migrations.js';
+import { LOGIN_FAILURES, WEBHOOK_CLAIMS } from './shared-migrations.js';
 
 export type Db = Database.Database;
 
@@ -188,6 +188,10 @@ export const MIGRATIONS: readonly Migration[] = [
     version: 8,
     description: 'the commerce services: products and their stock ledger, reservations, orders, payments, refunds, idempotency keys, the sandbox provider\'s books',
     sql: commerceSchema('sqlite'),
+  },
+  {
+    version: 9,
+    ...LOGIN_FAILURES,
   },
 ];
 

@@ -11,7 +11,7 @@
  * flight between instances, and secrets every instance must agree on.
  */
 import { commerceSchema } from './commerce-schema.js';
-import { WEBHOOK_CLAIMS } from './shared-migrations.js';
+import { LOGIN_FAILURES, WEBHOOK_CLAIMS } from './shared-migrations.js';
 
 export interface PostgresMigration {
   version: number;
@@ -166,5 +166,9 @@ export const POSTGRES_MIGRATIONS: readonly PostgresMigration[] = [
     version: 4,
     description: 'the commerce services: products and their stock ledger, reservations, orders, payments, refunds, idempotency keys, the sandbox provider\'s books',
     sql: commerceSchema('postgres'),
+  },
+  {
+    version: 5,
+    ...LOGIN_FAILURES,
   },
 ];

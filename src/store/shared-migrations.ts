@@ -22,3 +22,20 @@ export const WEBHOOK_CLAIMS = {
       );
     `,
 };
+
+/**
+ * Failed logins (SQLite 9, PostgreSQL 5), counted per account and address and per address (auth/login-limits.ts):
+ * shared by every instance on the database, so that a limit holds across them.
+ */
+export const LOGIN_FAILURES = {
+  description: 'failed logins counted per account and address, shared by every instance, for the login limits',
+  sql: `
+      CREATE TABLE login_failures (
+        key TEXT PRIMARY KEY,
+        failures INTEGER NOT NULL,
+        last_at TEXT NOT NULL,
+        locked_until TEXT
+      );
+      CREATE INDEX login_failures_last_at ON login_failures (last_at);
+    `,
+};

@@ -6,6 +6,7 @@ import { partnerTls, timeoutMs } from '../connect/profile.js';
 import { parsePort, parseWholeNumber } from '../flags.js';
 import { parseDuration } from '../../duration.js';
 import { checkMetricsPrefix, DEFAULT_METRICS_PREFIX } from '../../server/metric-prefix.js';
+import { DEFAULT_LOGIN_LIMITS, describeLoginLimits } from '../../auth/login-limits.js';
 
 interface ServeFlags {
   host: string;
@@ -28,6 +29,7 @@ interface ServeFlags {
   grpcTlsCert?: string;
   grpcTlsKey?: string;
   passwordHashCost: string;
+  loginAttempts: string;
   docs: boolean;
   webhookUrl: string[];
   webhookSecret?: string;
@@ -74,6 +76,11 @@ export function registerServe(program: Command, bind: Bind): void {
     .option('--metrics-prefix <prefix>', 'name prefix of every /metrics series; "" for the bare names of the spec and go-grpc-prometheus', DEFAULT_METRICS_PREFIX)
     .addOption(
       new Option('--password-hash-cost <log2N>', 'scrypt cost of new password hashes, as log2 of N (10 to 20)').default('14'),
+    )
+    .option(
+      '--login-attempts <n>',
+      'wrong passwords allowed per account and address at the blog\'s login (and 10 times as many, at least 50, per address) before the back-off: locked for 1 s, doubling to 15 min, answered 429; 0 turns the limits off',
+      String(DEFAULT_LOGIN_LIMITS.perAccount),
     )
     .addHelpText('after', '\nExamples:\n  miniapp serve\n  miniapp serve --port 8080 --cors-origin https://app.example.com --callback-auth partner:s3cret\n  miniapp serve --database postgres://miniapp:secret@db.internal:5432/miniapp --webhook-url https://hooks.example.com/miniapp')
     .action(bind(runServe));
@@ -143,6 +150,9 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
   const hashCost = /^\d+$/.test(flags.passwordHashCost) ? Number(flags.passwordHashCost) : NaN;
   if (!(hashCost >= 10 && hashCost <= 20)) throw new UsageError(`--password-hash-cost must be a whole number from 10 to 20; got "${flags.passwordHashCost}"`);
   if (Boolean(flags.grpcTlsCert) !== Boolean(flags.grpcTlsKey)) throw new UsageError('--grpc-tls-cert and --grpc-tls-key go together');
+  if (!/^\d{1,6}$/.test(flags.loginAttempts)) throw new UsageError(`--login-attempts must be a whole number (0 turns the limits off); got "${flags.loginAttempts}"`);
+  const attempts = Number(flags.loginAttempts);
+  const loginLimits = attempts === 0 ? false : { ...DEFAULT_LOGIN_LIMITS, perAccount: attempts, perAddress: Math.max(DEFAULT_LOGIN_LIMITS.perAddress, 10 * attempts) };
   const { checkWebhookUrl } = await import('../../webhooks/delivery.js');
   const webhookUrls = flags.webhookUrl.map((url) => {
     try {
@@ -177,6 +187,7 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
       now: cc.now,
       grpc: flags.grpc ? { host: flags.grpcHost, port: grpcPort, tls: grpcTls } : false,
       hashCost,
+      loginLimits,
       docs: flags.docs,
       webhooks: webhookSecret ? { urls: webhookUrls, secret: webhookSecret } : undefined,
       publicUrl,
@@ -247,6 +258,7 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
       `  data      ${databaseUrl ? `PostgreSQL ${running.database} (pool ${databasePool}; readiness GET ${running.url}/health/ready)` : running.databaseFile ?? 'in memory (--store memory): nothing is kept after exit'}`,
       `  CORS      ${flags.corsOrigin ?? 'no browser origin allowed (--cors-origin ORIGIN)'}`,
       `  links     ${publicUrl ? `absolute under ${publicUrl}` : 'relative (set --public-url for absolute ones)'}`,
+      `  limits    logins: ${describeLoginLimits(loginLimits)}${loginLimits ? ' (--login-attempts)' : ''}`,
     ];
     if (running.sandbox) {
       const sb = running.sandbox;
