@@ -4,9 +4,11 @@
  * address across accounts. Past a few free failures, each further one
  * locks that key for twice as long as the last (1 s, 2 s, 4 s ... up to a
  * ceiling); while a key is locked, attempts are answered 429 with
- * Retry-After and no password is checked. A right password clears its own
- * account-and-address count only: it does not lift another address's lock,
- * and another address is never locked out by someone else's guesses.
+ * Retry-After and no password is checked. An attempt is counted before its
+ * password is checked, so guesses sent all at once are held to the same
+ * limit, and a right password gives its attempt back and clears its own
+ * account-and-address count: it does not lift another address's lock, and
+ * another address is never locked out by someone else's guesses.
  * Unknown accounts count as known ones do, so a lock tells nothing of
  * whether an account exists.
  *
@@ -62,53 +64,73 @@ export class LoginLimiter {
     private readonly now: () => Date = () => new Date(),
   ) {}
 
-  static keys(account: string, address: string): { account: string; address: string } {
-    return { account: `account:${address}:${account.trim().toLowerCase()}`, address: `address:${address}` };
-  }
-
-  /** Throws LoginLocked while the account at this address, or the address, is locked. */
-  async check(account: string, address: string): Promise<void> {
-    const keys = LoginLimiter.keys(account, address);
+  /**
+   * Counts a login attempt before its password is checked, or throws LoginLocked (counting nothing) while the
+   * account at this address, or the address, is locked. Counting first is what makes the limit hold for guesses
+   * sent all at once: each attempt takes its keys' rows (on PostgreSQL locked until COMMIT, across instances; SQLite
+   * runs one transaction at a time), so the attempts after the one that locks see the lock. A right password gives
+   * its count back (`succeeded`).
+   */
+  async attempt(account: string, address: string): Promise<void> {
     const now = this.now();
-    const row = await this.sql.one<{ locked_until: string | null }>(
-      'SELECT MAX(locked_until) AS locked_until FROM login_failures WHERE key IN ($1, $2) AND locked_until > $3',
-      [keys.account, keys.address, now.toISOString()],
-    );
-    if (row?.locked_until) throw new LoginLocked(Math.max(1, Math.ceil((Date.parse(row.locked_until) - now.getTime()) / 1000)));
-  }
-
-  /** Counts a wrong password (or an unknown account), locking what is past its free failures. */
-  async failed(account: string, address: string): Promise<void> {
-    const keys = LoginLimiter.keys(account, address);
-    const now = this.now();
+    const at = now.toISOString();
     const stale = new Date(now.getTime() - this.limits.windowMs).toISOString();
+    const keys = [
+      [accountKey(account, address), this.limits.perAccount],
+      [addressKey(address), this.limits.perAddress],
+    ] as const;
     await this.sql.transaction(async (tx) => {
-      for (const [key, free] of [
-        [keys.account, this.limits.perAccount],
-        [keys.address, this.limits.perAddress],
-      ] as const) {
-        // One statement, so that failures counted by several instances at once are all counted.
-        const row = await tx.one<{ failures: number }>(
-          `INSERT INTO login_failures (key, failures, last_at) VALUES ($1, 1, $2)
-           ON CONFLICT (key) DO UPDATE SET
-             failures = CASE WHEN login_failures.last_at < $3 THEN 1 ELSE login_failures.failures + 1 END,
-             last_at = $2
-           RETURNING failures`,
-          [key, now.toISOString(), stale],
+      const rows = [];
+      // Always the account's row first, then the address's: attempts take their rows in one order, never in a circle.
+      for (const [key] of keys) {
+        // Made, or taken as it is (the update changes nothing): either way this transaction holds the row.
+        const row = await tx.one<{ failures: number; last_at: string; locked_until: string | null }>(
+          `INSERT INTO login_failures (key, failures, last_at) VALUES ($1, 0, $2)
+           ON CONFLICT (key) DO UPDATE SET key = excluded.key
+           RETURNING failures, last_at, locked_until`,
+          [key, at],
         );
-        const over = Number(row!.failures) - free;
-        if (over > 0) {
-          const lockMs = Math.min(this.limits.maxLockMs, this.limits.firstLockMs * 2 ** Math.min(over - 1, 30));
-          await tx.run('UPDATE login_failures SET locked_until = $1 WHERE key = $2', [new Date(now.getTime() + lockMs).toISOString(), key]);
-        }
+        rows.push(row!);
       }
-      // Counts nobody has added to for a whole window are forgotten.
-      await tx.run('DELETE FROM login_failures WHERE last_at < $1', [stale]);
+      const lockedUntil = Math.max(...rows.map((row) => (row.locked_until ? Date.parse(row.locked_until) : 0)));
+      if (lockedUntil > now.getTime()) throw new LoginLocked(Math.max(1, Math.ceil((lockedUntil - now.getTime()) / 1000)));
+      for (const [i, [key, free]] of keys.entries()) {
+        // A count nobody has added to for a whole window starts again.
+        const failures = rows[i]!.last_at < stale ? 1 : Number(rows[i]!.failures) + 1;
+        const over = failures - free;
+        const lockMs = Math.min(this.limits.maxLockMs, this.limits.firstLockMs * 2 ** Math.min(over - 1, 30));
+        await tx.run('UPDATE login_failures SET failures = $1, last_at = $2, locked_until = $3 WHERE key = $4', [
+          failures,
+          at,
+          over > 0 ? new Date(now.getTime() + lockMs).toISOString() : null,
+          key,
+        ]);
+      }
+    });
+    // Counts nobody has added to for a whole window are forgotten; rows other attempts hold are left for later.
+    await this.sql.run(
+      this.sql.dialect === 'postgres'
+        ? 'DELETE FROM login_failures WHERE key IN (SELECT key FROM login_failures WHERE last_at < $1 FOR UPDATE SKIP LOCKED)'
+        : 'DELETE FROM login_failures WHERE last_at < $1',
+      [stale],
+    );
+  }
+
+  /**
+   * A right password: this account's count at this address starts again, and the address gets back the attempt
+   * counted against it (with the lock that attempt may have set, unless the address is over its limit without it).
+   */
+  async succeeded(account: string, address: string): Promise<void> {
+    await this.sql.transaction(async (tx) => {
+      await tx.run('DELETE FROM login_failures WHERE key = $1', [accountKey(account, address)]);
+      await tx.run(
+        `UPDATE login_failures SET failures = failures - 1, locked_until = CASE WHEN failures - 1 <= $2 THEN NULL ELSE locked_until END
+         WHERE key = $1 AND failures > 0`,
+        [addressKey(address), this.limits.perAddress],
+      );
     });
   }
-
-  /** A right password: this account's count at this address starts again. */
-  async succeeded(account: string, address: string): Promise<void> {
-    await this.sql.run('DELETE FROM login_failures WHERE key = $1', [LoginLimiter.keys(account, address).account]);
-  }
 }
+
+const accountKey = (account: string, address: string) => `account:${address}:${account.trim().toLowerCase()}`;
+const addressKey = (address: string) => `address:${address}`;

@@ -468,7 +468,7 @@ export async function blogApi(app: FastifyInstance, options: BlogOptions): Promi
       const account = `${loginField}:${body[loginField]!}`;
       const limiter = options.loginLimiter;
       try {
-        await limiter?.check(account, request.ip);
+        await limiter?.attempt(account, request.ip);
       } catch (error) {
         if (!(error instanceof LoginLocked)) throw error;
         throw new ApiError(
@@ -480,10 +480,8 @@ export async function blogApi(app: FastifyInstance, options: BlogOptions): Promi
         );
       }
       const user = await users.checkCredentials(loginField, body[loginField]!, body.password!);
-      if (!user) {
-        await limiter?.failed(account, request.ip);
-        throw new ApiError(401, 'INVALID_CREDENTIALS', 'Unauthorized', `wrong ${loginField} or password`);
-      }
+      // A wrong password is counted already (attempt); a right one is given back.
+      if (!user) throw new ApiError(401, 'INVALID_CREDENTIALS', 'Unauthorized', `wrong ${loginField} or password`);
       await limiter?.succeeded(account, request.ip);
       const { token, expiresIn } = await tokens.issueUserToken(user.id, LOGIN_TOKEN_TTL_SECONDS);
       return { access_token: token, token_type: 'bearer', expires_in: expiresIn };

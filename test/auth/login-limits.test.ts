@@ -95,6 +95,19 @@ describe.each(BACKENDS)('login limits on %s', (backend) => {
     for (let i = 0; i < 5; i++) expect((await login(running, ALICE.email, `wrong-after-${i}`)).status).toBe(401);
   });
 
+  it('counts guesses sent all at once as it counts them one by one: no more are checked than the limit lets through', async () => {
+    await signUp(running, { username: 'bob', email: 'bob@example.com', password: 'bob-password-1' });
+    const answers = await Promise.all(Array.from({ length: 12 }, (_, i) => login(running, 'bob@example.com', `parallel-${i}`)));
+    const statuses = answers.map((answer) => answer.status).sort();
+    expect(statuses).toEqual([...Array(6).fill(401), ...Array(6).fill(429)]);
+    // The right password from this address waits for the lock like any other attempt; it ends, and the count with it.
+    expect((await login(running, 'bob@example.com', 'bob-password-1')).status).toBe(429);
+    clock.advance(1_000);
+    expect((await login(running, 'bob@example.com', 'bob-password-1')).status).toBe(200);
+    for (let i = 0; i < 5; i++) expect((await login(running, 'bob@example.com', `again-${i}`)).status).toBe(401);
+    clock.advance(60 * 60_000);
+  });
+
   it('locks an address that guesses across many accounts, known or not, and counts the versions of the API together', async () => {
     // From 127.0.0.2, whose count of the test before is one right password (nothing counted against it).
     const statuses: number[] = [];
@@ -112,8 +125,7 @@ describe.each(BACKENDS)('login limits on %s', (backend) => {
       const document = (await (await request(`${running.url}${mount}/openapi.json`)).body.json()) as any;
       const answer = document.paths['/auth/login'].post.responses['429'];
       expect(answer.description, mount).toMatch(/TOO_MANY_ATTEMPTS/);
-      expect(answer.headers['Retry-After'].schema ?? answer.headers['Retry-After'], mount).toMatchObject({});
-      expect(JSON.stringify(answer.headers), mount).toContain('Retry-After');
+      expect(answer.headers['Retry-After'], mount).toMatchObject({ schema: { type: 'integer' }, description: expect.stringMatching(/lock/) });
     }
   });
 });
