@@ -287,7 +287,7 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
 
     const images = openImageStore(store, options.now);
     cleanups.push(() => images.close());
-    const loginLimits = options.loginLimits === undefined ? DEFAULT_LOGIN_LIMITS : options.loginLimits;
+    const loginLimits = options.loginLimits ?? DEFAULT_LOGIN_LIMITS;
     const blog = {
       posts: new PostStore(store.sql, options.now),
       users,
