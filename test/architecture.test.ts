@@ -22,6 +22,7 @@ const FLOORS: readonly (readonly string[])[] = [
   ['relay/', 'grpc/', 'config/', 'sandbox/'],
   ['webhooks/', 'http/', 'login/', 'auth/', 'insights/'],
   ['store/', 'transport-error.ts', 'duration.ts'],
+  ['telemetry/'],
   ['errors.ts', 'lines.ts', 'csv-records.ts'],
 ];
 

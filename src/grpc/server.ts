@@ -12,6 +12,8 @@ import { serviceDefinition, type ServiceName } from './protos.js';
 import { addReflection } from './reflection.js';
 import { RequestCheckingServer, type CallObserver, type ObserveCall } from './request-check.js';
 import { goCodeName, rpcType, statusName } from './status.js';
+import { tracingInterceptor } from './tracing.js';
+import type { Telemetry } from '../telemetry/telemetry.js';
 
 export type GrpcLabel = 'grpc_type' | 'grpc_service' | 'grpc_method';
 
@@ -55,6 +57,8 @@ export interface GrpcServerOptions {
   onShutdown?: () => void;
   /** Where each finished call is logged (method, status, duration; never metadata or messages). */
   log?: CallLog | undefined;
+  /** A span for every call (tracing.ts); none when tracing is off. */
+  telemetry?: Telemetry | undefined;
 }
 
 export interface CallLog {
@@ -201,6 +205,7 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
     // channelz (metrics are prom-client's), so they were bookkeeping on every call that no one could read.
     'grpc.enable_channelz': 0,
     observe: new CallObservations(options.metrics, options.log).observe,
+    ...(options.telemetry ? { interceptors: [tracingInterceptor(options.telemetry)] } : {}),
   });
   for (const service of options.services) server.addService(serviceDefinition(service.name).service, service.handlers);
   const names = options.services.map((service) => service.name);

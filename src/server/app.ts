@@ -13,6 +13,8 @@ import { instrumentHttp } from './http-metrics.js';
 import type { Metrics } from './metrics.js';
 import { blogApi, type BlogOptions } from '../blog/api.js';
 import { imageRoute } from '../blog/image-route.js';
+import type { Telemetry } from '../telemetry/telemetry.js';
+import { traceHttp, tracedLoggerOptions } from './http-tracing.js';
 
 /** Bodies of every route but those that set their own (the blog's posts take up to 1 MiB). */
 export const DEFAULT_BODY_LIMIT = 64 * 1024;
@@ -38,6 +40,8 @@ export interface ServerOptions {
   metrics?: Metrics | undefined;
   /** The blog API at /api/v1, /api/v2 and /api (the latest), and its images at /uploads/. */
   blog?: Omit<BlogOptions, 'version'> | undefined;
+  /** A span for every request, its ids on the request's log lines (http-tracing.ts); none when tracing is off. */
+  telemetry?: Telemetry | undefined;
 }
 
 /** Each mount of the blog API and the version it serves; /api follows the latest. */
@@ -73,7 +77,9 @@ export async function buildServer(options: ServerOptions): Promise<FastifyInstan
     frameworkErrors: frameworkErrorHandler,
     // Schemas compiled once per process, not once per mount and per start (http/schema-compilers.ts).
     schemaController: { compilersFactory },
+    ...(options.telemetry && options.logger ? tracedLoggerOptions(options.telemetry) : {}),
   }) as unknown as FastifyInstance;
+  if (options.telemetry) traceHttp(app, options.telemetry);
   if (options.metrics) instrumentHttp(app, options.metrics);
   installErrorHandling(app);
   // A request in flight when the server starts closing gets its answer, and then its keep-alive connection goes

@@ -10,7 +10,7 @@ import { ConfigError } from '../errors.js';
 import { parseAad, parseKey } from '../login/key-material.js';
 import { PartnerClient, type ClientTls } from '../login/partner-client.js';
 import { databasePath } from '../store/database.js';
-import { connectionBudget, DEFAULT_POOL_SIZE, openStore, serveApplicationName, type StoreLocation } from '../store/store.js';
+import { connectionBudget, DEFAULT_POOL_SIZE, openStore, serveApplicationName, type Store, type StoreLocation } from '../store/store.js';
 import { type Sql } from '../store/sql.js';
 import { Readiness } from './readiness.js';
 import { UnlinkEventStore } from '../store/unlink-events.js';
@@ -37,6 +37,11 @@ import { POST_CREATED } from '../blog/posts.js';
 import { WebhookDispatcher, type WebhookLog as ComponentLog } from '../webhooks/dispatcher.js';
 import { WebhookOutbox } from '../webhooks/outbox.js';
 import type { SendWebhook } from '../webhooks/sender.js';
+import type { TracingConfig } from '../telemetry/config.js';
+import { SPAN_KIND, type Telemetry } from '../telemetry/telemetry.js';
+import { TracedSql } from '../store/traced-sql.js';
+import { SandboxProvider } from '../commerce/payment/provider.js';
+import { tracedProvider } from '../commerce/payment/traced-provider.js';
 
 export interface ServeOptions {
   host: string;
@@ -77,6 +82,8 @@ export interface ServeOptions {
   reservationTtlMs?: number | undefined;
   /** How often expired reservations and stale payments are swept (default 30 s; 0: only at start). */
   commerceSweepMs?: number | undefined;
+  /** OpenTelemetry traces: where they go (telemetry/config.ts, from OTEL_* and --otlp-endpoint); undefined: off, and nothing of tracing loaded. */
+  tracing?: TracingConfig | undefined;
 }
 
 export interface EmbeddedSandbox {
@@ -109,6 +116,8 @@ export interface RunningServe {
   commerce: Commerce;
   /** What an operator should know at start-up (e.g. pools that add up past PostgreSQL's connection limit); also logged. */
   warnings: string[];
+  /** Where traces go, for the banner; undefined when tracing is off. */
+  tracing: string | undefined;
   close(): Promise<void>;
 }
 
@@ -130,7 +139,19 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
     const instance = randomBytes(4).toString('hex');
     // Parts that log before the HTTP app (and its logger) exist write through this, once it does.
     let appLog: FastifyBaseLogger | undefined;
-    const store = await openStore(
+    // Started first, so that it stops last: spans of the whole shutdown are sent.
+    let telemetry: Telemetry | undefined;
+    if (options.tracing) {
+      const { startTelemetry } = await import('../telemetry/otel.js');
+      telemetry = await startTelemetry({
+        config: options.tracing,
+        version: options.version,
+        instance,
+        warn: (message) => appLog?.warn({ component: 'tracing' }, message),
+      });
+      cleanups.push(() => telemetry!.shutdown());
+    }
+    const opened = await openStore(
       options.store.kind === 'postgres'
         ? {
             ...options.store,
@@ -139,7 +160,9 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
           }
         : options.store,
     );
-    cleanups.push(() => store.close(options.shutdownDeadlineMs));
+    cleanups.push(() => opened.close(options.shutdownDeadlineMs));
+    // Every repository gets the store through this: with tracing on, each statement and transaction is a span.
+    const store: Store = telemetry ? { ...opened, sql: new TracedSql(opened.sql, telemetry) } : opened;
     if (options.store.kind === 'postgres') {
       const budget = await connectionBudget(store.sql, { instance, poolSize: options.store.poolSize ?? DEFAULT_POOL_SIZE });
       if (budget.warning) warnings.push(budget.warning);
@@ -187,10 +210,12 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
     cleanups.push(() => client.close());
 
     const logs = new LogHub();
+    // With tracing on, a line logged inside a traced call carries its trace_id and span_id.
+    const traceFields = telemetry ? () => telemetry!.logFields() : () => undefined;
     const logAs = (component: string): ComponentLog => ({
-      info: (fields, message) => appLog?.info({ component, ...fields }, message),
-      warn: (fields, message) => appLog?.warn({ component, ...fields }, message),
-      error: (fields, message) => appLog?.error({ component, ...fields }, message),
+      info: (fields, message) => appLog?.info({ component, ...traceFields(), ...fields }, message),
+      warn: (fields, message) => appLog?.warn({ component, ...traceFields(), ...fields }, message),
+      error: (fields, message) => appLog?.error({ component, ...traceFields(), ...fields }, message),
     });
     // One user store and one token module for the gRPC service and the blog API.
     const changeLog = new UserChangeLog(store.sql, store.signals, options.now);
@@ -238,6 +263,7 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
           send: options.webhookSend,
           log: logAs('webhooks'),
           observe: metrics.observeWebhook,
+          telemetry,
         })
       : undefined;
     // order.paid, order.cancelled and payment.refunded go out as post.created does: written in the transaction that
@@ -245,14 +271,23 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
     // `data` may be a function: it is then called only when there are URLs to send to.
     const publish = async (event: string, data: unknown, tx: Sql) => {
       if (!dispatcher || !webhooks || webhooks.urls.length === 0) return;
-      await dispatcher.outbox.enqueue(event, typeof data === 'function' ? await (data as () => Promise<unknown>)() : data, webhooks.urls, tx);
-      tx.afterCommit(() => dispatcher.notify());
+      const enqueue = async () => {
+        const payload = typeof data === 'function' ? await (data as () => Promise<unknown>)() : data;
+        // The outbox span's traceparent is kept with the deliveries: their attempts' spans link back to it.
+        await dispatcher.outbox.enqueue(event, payload, webhooks.urls, tx, telemetry?.traceparent());
+        tx.afterCommit(() => dispatcher.notify());
+      };
+      if (!telemetry) return enqueue();
+      const attributes = { 'messaging.system': 'webhook', 'messaging.operation.type': 'create', 'messaging.destination.name': event, 'messaging.batch.message_count': webhooks.urls.length };
+      return telemetry.inSpan(`webhook enqueue ${event}`, { kind: SPAN_KIND.PRODUCER, requireParent: true, attributes }, enqueue);
     };
     commerce = new Commerce({
       sql: store.sql,
       now: options.now,
       authenticate: (metadata) => users.authenticate(metadata),
-      provider: options.paymentProvider?.(store.sql),
+      provider: telemetry
+        ? tracedProvider(options.paymentProvider?.(store.sql) ?? new SandboxProvider(store.sql, options.now), telemetry)
+        : options.paymentProvider?.(store.sql),
       publish,
       observe: metrics.observeCommerce,
       reservationTtlMs: options.reservationTtlMs,
@@ -276,6 +311,7 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
         ],
         metrics: metrics.grpc,
         log: grpcLog,
+        telemetry,
         onShutdown: () => {
           users.endStreams();
           monitoring.endStreams();
@@ -316,6 +352,7 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
       },
       metrics,
       blog,
+      telemetry,
     });
     cleanups.push(() => app.close());
     appLog = app.log;
@@ -347,6 +384,7 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
       webhooks: dispatcher,
       commerce,
       warnings,
+      tracing: telemetry?.description,
       close: closeAll,
     };
   } catch (error) {

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { ConfigError } from '../errors.js';
 import { commerceSchema } from './commerce-schema.js';
-import { LOGIN_FAILURES, WEBHOOK_CLAIMS } from './shared-migrations.js';
+import { LOGIN_FAILURES, WEBHOOK_CLAIMS, WEBHOOK_TRACE_CONTEXT } from './shared-migrations.js';
 
 export type Db = Database.Database;
 
@@ -192,6 +192,10 @@ export const MIGRATIONS: readonly Migration[] = [
   {
     version: 9,
     ...LOGIN_FAILURES,
+  },
+  {
+    version: 10,
+    ...WEBHOOK_TRACE_CONTEXT,
   },
 ];
 

@@ -11,7 +11,7 @@
  * flight between instances, and secrets every instance must agree on.
  */
 import { commerceSchema } from './commerce-schema.js';
-import { LOGIN_FAILURES, WEBHOOK_CLAIMS } from './shared-migrations.js';
+import { LOGIN_FAILURES, WEBHOOK_CLAIMS, WEBHOOK_TRACE_CONTEXT } from './shared-migrations.js';
 
 export interface PostgresMigration {
   version: number;
@@ -170,5 +170,9 @@ export const POSTGRES_MIGRATIONS: readonly PostgresMigration[] = [
   {
     version: 5,
     ...LOGIN_FAILURES,
+  },
+  {
+    version: 6,
+    ...WEBHOOK_TRACE_CONTEXT,
   },
 ];

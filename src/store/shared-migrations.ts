@@ -39,3 +39,14 @@ export const LOGIN_FAILURES = {
       CREATE INDEX login_failures_last_at ON login_failures (last_at);
     `,
 };
+
+/**
+ * The trace a webhook delivery was made in (SQLite 10, PostgreSQL 6): the W3C `traceparent` of the span that
+ * enqueued it, when tracing was on, so that each delivery attempt's span links back to the request that caused it.
+ */
+export const WEBHOOK_TRACE_CONTEXT = {
+  description: 'a webhook delivery remembers the trace it was made in, for its attempts\' spans to link to',
+  sql: `
+      ALTER TABLE webhook_deliveries ADD COLUMN traceparent TEXT;
+    `,
+};

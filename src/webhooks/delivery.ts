@@ -100,4 +100,6 @@ export interface Outcome {
 export interface Claim {
   delivery: Delivery;
   claim: number;
+  /** The trace the delivery was made in (when tracing was on), for the attempt's span to link to. */
+  traceparent?: string | null | undefined;
 }

@@ -9,6 +9,7 @@ import { deliveryKey, type Claim, type Delivery, type DeliveryState } from './de
 import { SENDER_TTL_MS, WebhookOutbox, afterAttempt, type OutboxStore } from './outbox.js';
 import { DEFAULT_SEND_TIMEOUT_MS, describeSendError, undiciSender, type SendWebhook } from './sender.js';
 import { signBody } from './signature.js';
+import { SPAN_KIND, type Telemetry } from '../telemetry/telemetry.js';
 
 /** The longest the loop sleeps before it looks at the outbox again. */
 export const DEFAULT_MAX_SLEEP_MS = 30_000;
@@ -84,6 +85,8 @@ export interface DispatcherOptions {
   log?: WebhookLog;
   /** Told about every recorded attempt (serve counts them). */
   observe?: WebhookAttemptObserver | undefined;
+  /** A span for every delivery attempt, linked to the span that made the event; none when tracing is off. */
+  telemetry?: Telemetry | undefined;
 }
 
 const quiet: WebhookLog = { info() {}, warn() {}, error() {} };
@@ -122,6 +125,7 @@ export class WebhookDispatcher {
   readonly #timers: Timers;
   readonly #maxSleepMs: number;
   readonly #leaseMs: number;
+  readonly #telemetry: Telemetry | undefined;
   readonly #concurrency: number;
   readonly #timeoutMs: number;
   readonly #userAgent: string;
@@ -163,6 +167,7 @@ export class WebhookDispatcher {
     this.#log = options.log ?? quiet;
     this.#observe = options.observe;
     this.#urls = options.urls === undefined ? undefined : [...new Set(options.urls)];
+    this.#telemetry = options.telemetry;
   }
 
   /** The headers of one delivery: its event, its signature over the stored body, its id. */
@@ -252,7 +257,39 @@ export class WebhookDispatcher {
     }
   }
 
-  async #attempt({ delivery, claim }: Claim): Promise<void> {
+  #attempt(claimed: Claim): Promise<unknown> {
+    const telemetry = this.#telemetry;
+    if (!telemetry) return this.#attemptOnce(claimed);
+    const { delivery } = claimed;
+    // A trace of its own (the dispatcher's loop has none), linked to the one that made the event; the POST's client
+    // span nests below it and carries its traceparent to the receiver. The URL's host only: a path may hold a secret.
+    const url = new URL(delivery.url);
+    return telemetry.inSpan(
+      `webhook deliver ${delivery.event}`,
+      {
+        kind: SPAN_KIND.PRODUCER,
+        links: telemetry.linkTo(claimed.traceparent),
+        attributes: {
+          'messaging.system': 'webhook',
+          'messaging.operation.type': 'send',
+          'messaging.destination.name': delivery.event,
+          'messaging.message.id': String(deliveryKey(delivery)),
+          'webhook.attempt': delivery.attemptCount + 1,
+          'server.address': url.hostname,
+          ...(url.port ? { 'server.port': Number(url.port) } : {}),
+        },
+      },
+      async (span) => {
+        const state = await this.#attemptOnce(claimed);
+        if (span) {
+          span.setAttribute('webhook.state', state);
+          if (state !== 'delivered') telemetry.fail(span, state === 'pending' ? 'retry' : state);
+        }
+      },
+    );
+  }
+
+  async #attemptOnce({ delivery, claim }: Claim): Promise<DeliveryState> {
     const started = this.#now();
     let statusCode: number | null = null;
     let error: string | null = null;
@@ -275,6 +312,7 @@ export class WebhookDispatcher {
     else if (state === 'failed') this.#log.error(fields, `webhook failed after ${attemptsMade} attempts; giving up`);
     else if (state === 'pending') this.#log.warn({ ...fields, nextAttemptAt: next.nextAttemptAt }, 'webhook attempt failed; will retry');
     else this.#log.warn(fields, `webhook attempt failed; the delivery was ${state} meanwhile, so no retry`);
+    return state;
   }
 
   /** Whether the loop is running. */

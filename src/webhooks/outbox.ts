@@ -113,19 +113,23 @@ export class WebhookOutbox {
    * bytes. All rows or none (one statement); with `tx`, the caller's
    * transaction (the post's write), so a post is never committed without
    * its deliveries. The dispatchers of every instance are told once it
-   * commits.
+   * commits. `traceparent`, the span that made the event (when tracing is
+   * on), is kept for the attempts' spans to link to.
    */
-  async enqueue(event: string, data: unknown, urls: readonly string[], tx?: Sql): Promise<number[]> {
+  async enqueue(event: string, data: unknown, urls: readonly string[], tx?: Sql, traceparent?: string): Promise<number[]> {
     if (urls.length === 0) return [];
     const sql = tx ?? this.sql;
     const at = this.now().toISOString();
     const payload: WebhookPayload = { event, timestamp: at, data };
     // JSON.stringify escapes lone surrogates, so the text is valid UTF-8 and round-trips through either database exactly.
     const body = JSON.stringify(payload);
-    const values = urls.map((_, i) => `($1, $${i + 4}, $2, 'pending', 0, $3, $3, $3)`).join(', ');
+    // The trace column only when there is a trace: without one the statement is the one every schema since 1 takes.
+    const traced = traceparent !== undefined;
+    const first = traced ? 5 : 4;
+    const values = urls.map((_, i) => `($1, $${i + first}, $2, 'pending', 0, $3, $3, $3${traced ? ', $4' : ''})`).join(', ');
     const rows = await sql.all<{ id: number }>(
-      `INSERT INTO webhook_deliveries (event, url, body, state, attempts, next_attempt_at, created_at, updated_at) VALUES ${values} RETURNING id`,
-      [event, body, at, ...urls],
+      `INSERT INTO webhook_deliveries (event, url, body, state, attempts, next_attempt_at, created_at, updated_at${traced ? ', traceparent' : ''}) VALUES ${values} RETURNING id`,
+      traced ? [event, body, at, traceparent, ...urls] : [event, body, at, ...urls],
     );
     await this.#tell('enqueued', tx);
     // Ids follow the order of the VALUES, so sorted they follow `urls`.
@@ -214,7 +218,7 @@ export class WebhookOutbox {
    */
   async claim(now: Date, until: Date, urls?: readonly string[]): Promise<Claim | undefined> {
     const only = urls === undefined ? '' : ` AND url IN (SELECT value FROM ${jsonValues(this.sql, '$3', 'wanted')})`;
-    const row = await this.sql.one<DeliveryRow & { claims: number }>(
+    const row = await this.sql.one<DeliveryRow & { claims: number; traceparent: string | null }>(
       `WITH picked AS MATERIALIZED (SELECT id FROM webhook_deliveries WHERE state = 'pending' AND next_attempt_at <= $2${only}
                                     ORDER BY next_attempt_at, id LIMIT 1${lockClause(this.sql, 'skip')})
        UPDATE webhook_deliveries SET next_attempt_at = $1, updated_at = $2, claims = claims + 1
@@ -223,7 +227,7 @@ export class WebhookOutbox {
       urls === undefined ? [until.toISOString(), now.toISOString()] : [until.toISOString(), now.toISOString(), JSON.stringify(urls)],
     );
     if (!row) return undefined;
-    return { delivery: (await this.#withAttempts([row]))[0]!, claim: Number(row.claims) };
+    return { delivery: (await this.#withAttempts([row]))[0]!, claim: Number(row.claims), traceparent: row.traceparent };
   }
 
   /**

@@ -7,6 +7,7 @@ import { parsePort, parseWholeNumber } from '../flags.js';
 import { parseDuration } from '../../duration.js';
 import { checkMetricsPrefix, DEFAULT_METRICS_PREFIX } from '../../server/metric-prefix.js';
 import { DEFAULT_LOGIN_LIMITS, describeLoginLimits } from '../../auth/login-limits.js';
+import { describeTracing, resolveTracing } from '../../telemetry/config.js';
 
 interface ServeFlags {
   host: string;
@@ -30,6 +31,7 @@ interface ServeFlags {
   grpcTlsKey?: string;
   passwordHashCost: string;
   loginAttempts: string;
+  otlpEndpoint?: string;
   docs: boolean;
   webhookUrl: string[];
   webhookSecret?: string;
@@ -82,6 +84,7 @@ export function registerServe(program: Command, bind: Bind): void {
       'wrong passwords allowed per account and address at the blog\'s login (and 10 times as many, at least 50, per address) before the back-off: locked for 1 s, doubling to 15 min, answered 429; 0 turns the limits off',
       String(DEFAULT_LOGIN_LIMITS.perAccount),
     )
+    .option('--otlp-endpoint <url>', 'send OpenTelemetry traces over OTLP to this collector (e.g. http://127.0.0.1:4318); the standard OTEL_* variables (OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_SERVICE_NAME, OTEL_TRACES_SAMPLER, ...) work too; default: off')
     .addHelpText('after', '\nExamples:\n  miniapp serve\n  miniapp serve --port 8080 --cors-origin https://app.example.com --callback-auth partner:s3cret\n  miniapp serve --database postgres://miniapp:secret@db.internal:5432/miniapp --webhook-url https://hooks.example.com/miniapp')
     .action(bind(runServe));
 }
@@ -153,6 +156,7 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
   if (!/^\d{1,6}$/.test(flags.loginAttempts)) throw new UsageError(`--login-attempts must be a whole number from 0 (the limits off) to 999999; got "${flags.loginAttempts}"`);
   const attempts = Number(flags.loginAttempts);
   const loginLimits = attempts === 0 ? false : { ...DEFAULT_LOGIN_LIMITS, perAccount: attempts, perAddress: Math.max(DEFAULT_LOGIN_LIMITS.perAddress, 10 * attempts) };
+  const tracing = resolveTracing(cc.env, { otlpEndpoint: flags.otlpEndpoint });
   const { checkWebhookUrl } = await import('../../webhooks/delivery.js');
   const webhookUrls = flags.webhookUrl.map((url) => {
     try {
@@ -192,6 +196,7 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
       webhooks: webhookSecret ? { urls: webhookUrls, secret: webhookSecret } : undefined,
       publicUrl,
       metricsPrefix: flags.metricsPrefix,
+      tracing,
     });
   } catch (error) {
     logSink.open();
@@ -230,6 +235,7 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
     corsOrigin: flags.corsOrigin ?? null,
     publicUrl: publicUrl ?? null,
     sandbox: running.sandbox ?? null,
+    tracing: running.tracing ?? null,
   };
   // Listening for Ctrl-C before saying "listening": whoever reads that line may stop us at once, gracefully.
   const shutdown = cc.waitForShutdown();
@@ -259,6 +265,7 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
       `  CORS      ${flags.corsOrigin ?? 'no browser origin allowed (--cors-origin ORIGIN)'}`,
       `  links     ${publicUrl ? `absolute under ${publicUrl}` : 'relative (set --public-url for absolute ones)'}`,
       `  limits    logins: ${describeLoginLimits(loginLimits)}${loginLimits ? ' (--login-attempts)' : ''}`,
+      `  traces    ${describeTracing(tracing)}`,
     ];
     if (running.sandbox) {
       const sb = running.sandbox;

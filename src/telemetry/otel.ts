@@ -1,0 +1,219 @@
+/**
+ * The Telemetry of telemetry.ts over OpenTelemetry's Node SDK: a tracer
+ * provider with the W3C trace-context propagator and an AsyncLocalStorage
+ * context manager, a batch span processor, and the OTLP exporter of the
+ * configured protocol (or the console's). Sampling, batching and the OTLP
+ * headers and time-outs follow the standard OTEL_* variables, read by the
+ * SDK. undici's requests (the partner API, the graph API, webhook
+ * deliveries) are traced by OpenTelemetry's undici instrumentation, which
+ * listens on undici's diagnostics channels: a client span below the active
+ * span, and its `traceparent` on the request.
+ *
+ * Loaded only when tracing is on (`startTelemetry`).
+ */
+import {
+  context,
+  diag,
+  DiagLogLevel,
+  propagation,
+  ROOT_CONTEXT,
+  SpanStatusCode,
+  trace,
+  TraceFlags,
+  type Context,
+  type DiagLogger,
+  type Link,
+  type Span,
+} from '@opentelemetry/api';
+import { BatchSpanProcessor, ConsoleSpanExporter, NodeTracerProvider, type SpanExporter } from '@opentelemetry/sdk-trace-node';
+import { defaultResource, detectResources, envDetector, resourceFromAttributes } from '@opentelemetry/resources';
+import { UndiciInstrumentation } from '@opentelemetry/instrumentation-undici';
+import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
+import { CompositePropagator, W3CBaggagePropagator, W3CTraceContextPropagator } from '@opentelemetry/core';
+import { describeTracing, type TracingConfig } from './config.js';
+import type { SpanStart, Telemetry, TraceLogFields } from './telemetry.js';
+
+export interface TelemetryOptions {
+  config: TracingConfig;
+  /** service.version and service.instance.id of the resource. */
+  version: string;
+  instance?: string | undefined;
+  /** Where the SDK's own warnings go (an unreachable collector, a refused export). */
+  warn?: ((message: string) => void) | undefined;
+  /** Test aid: the exporter to use in place of the configured one. */
+  exporter?: SpanExporter | undefined;
+}
+
+const TRACEPARENT = /^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/;
+
+/**
+ * A URL with its query's values replaced: a query may carry a token (the
+ * graph API takes `access_token` there), and no span attribute may.
+ */
+export function redactQuery(url: string): string {
+  const mark = url.indexOf('?');
+  if (mark < 0) return url;
+  const hash = url.indexOf('#', mark);
+  const query = url.slice(mark + 1, hash < 0 ? undefined : hash);
+  const keys = query
+    .split('&')
+    .filter(Boolean)
+    .map((pair) => `${pair.split('=')[0]}=REDACTED`);
+  return `${url.slice(0, mark)}?${keys.join('&')}`;
+}
+
+async function exporterFor(config: TracingConfig): Promise<SpanExporter> {
+  if (config.exporter === 'console') return new ConsoleSpanExporter();
+  if (config.protocol === 'grpc') {
+    const { OTLPTraceExporter } = await import('@opentelemetry/exporter-trace-otlp-grpc');
+    return new OTLPTraceExporter({ url: config.url });
+  }
+  if (config.protocol === 'http/json') {
+    const { OTLPTraceExporter } = await import('@opentelemetry/exporter-trace-otlp-http');
+    return new OTLPTraceExporter({ url: config.url });
+  }
+  const { OTLPTraceExporter } = await import('@opentelemetry/exporter-trace-otlp-proto');
+  return new OTLPTraceExporter({ url: config.url });
+}
+
+function errorType(error: unknown): string {
+  if (error && typeof error === 'object') {
+    const code = (error as { code?: unknown }).code;
+    if (typeof code === 'string' && /^[A-Z0-9_]{2,40}$/.test(code)) return code;
+    const name = (error as { constructor?: { name?: string } }).constructor?.name;
+    if (name) return name;
+  }
+  return 'Error';
+}
+
+class OtelTelemetry implements Telemetry {
+  constructor(
+    readonly description: string,
+    readonly provider: NodeTracerProvider,
+    readonly undici: UndiciInstrumentation,
+    readonly tracer = provider.getTracer('miniapp'),
+  ) {}
+
+  startSpan(name: string, start: SpanStart = {}): Span | undefined {
+    const parent = start.parent ?? context.active();
+    if (start.requireParent && !trace.getSpan(parent)) return undefined;
+    return this.tracer.startSpan(name, { kind: start.kind ?? 0, attributes: start.attributes, links: start.links }, parent);
+  }
+
+  async inSpan<T>(name: string, start: SpanStart, work: (span: Span | undefined) => Promise<T>): Promise<T> {
+    const span = this.startSpan(name, start);
+    if (!span) return work(undefined);
+    return context.with(trace.setSpan(start.parent ?? context.active(), span), async () => {
+      try {
+        return await work(span);
+      } catch (error) {
+        this.fail(span, errorType(error));
+        throw error;
+      } finally {
+        span.end();
+      }
+    });
+  }
+
+  withSpan<T>(span: Span, fn: () => T): T {
+    return context.with(trace.setSpan(context.active(), span), fn);
+  }
+
+  withContext<T>(active: Context, fn: () => T): T {
+    return context.with(active, fn);
+  }
+
+  extract(traceparent: string | undefined, tracestate?: string | undefined): Context {
+    if (!traceparent) return ROOT_CONTEXT;
+    return propagation.extract(ROOT_CONTEXT, tracestate ? { traceparent, tracestate } : { traceparent });
+  }
+
+  traceparent(span: Span | undefined = trace.getActiveSpan()): string | undefined {
+    if (!span) return undefined;
+    const { traceId, spanId, traceFlags } = span.spanContext();
+    if (!trace.isSpanContextValid(span.spanContext())) return undefined;
+    return `00-${traceId}-${spanId}-${(traceFlags & 0xff).toString(16).padStart(2, '0')}`;
+  }
+
+  linkTo(traceparent: string | null | undefined): Link[] {
+    const match = traceparent ? TRACEPARENT.exec(traceparent) : null;
+    if (!match) return [];
+    const spanContext = { traceId: match[1]!, spanId: match[2]!, traceFlags: parseInt(match[3]!, 16) & TraceFlags.SAMPLED, isRemote: true };
+    return trace.isSpanContextValid(spanContext) ? [{ context: spanContext }] : [];
+  }
+
+  logFields(span: Span | undefined = trace.getActiveSpan()): TraceLogFields {
+    if (!span) return {};
+    const { traceId, spanId } = span.spanContext();
+    return { trace_id: traceId, span_id: spanId };
+  }
+
+  fail(span: Span, description: string): void {
+    span.setAttribute('error.type', description);
+    span.setStatus({ code: SpanStatusCode.ERROR, message: description });
+  }
+
+  async shutdown(): Promise<void> {
+    this.undici.disable();
+    await this.provider.shutdown();
+    releaseGlobals();
+  }
+}
+
+/**
+ * The process-wide parts (the context manager, the propagator, the SDK's
+ * diagnostics), installed by the first running Telemetry and removed with
+ * the last: several serve instances may share a process (tests do), and
+ * once none traces, nothing of tracing stays (an enabled AsyncLocalStorage
+ * costs every asynchronous operation of the process).
+ */
+let users = 0;
+
+function holdGlobals(warn: ((message: string) => void) | undefined): void {
+  if (users++ > 0) return;
+  context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
+  propagation.setGlobalPropagator(new CompositePropagator({ propagators: [new W3CTraceContextPropagator(), new W3CBaggagePropagator()] }));
+  if (warn) diag.setLogger(diagLogger(warn), { logLevel: DiagLogLevel.WARN, suppressOverrideMessage: true });
+}
+
+function releaseGlobals(): void {
+  if (--users > 0) return;
+  context.disable();
+  propagation.disable();
+  diag.disable();
+}
+
+function diagLogger(warn: (message: string) => void): DiagLogger {
+  const say = (message: string) => warn(`tracing: ${message}`);
+  const quiet = () => undefined;
+  return { error: say, warn: say, info: quiet, debug: quiet, verbose: quiet };
+}
+
+/** Starts tracing as `config` says; the returned Telemetry is also the process's global tracer provider. */
+export async function startTelemetry(options: TelemetryOptions): Promise<Telemetry> {
+  const { config } = options;
+  const ours = resourceFromAttributes({
+    'service.name': config.serviceName,
+    'service.version': options.version,
+    ...(options.instance ? { 'service.instance.id': options.instance } : {}),
+  });
+  // OTEL_RESOURCE_ATTRIBUTES adds to the resource; OTEL_SERVICE_NAME (in config.serviceName) names the service.
+  const resource = defaultResource().merge(detectResources({ detectors: [envDetector] })).merge(ours);
+  const exporter = options.exporter ?? (await exporterFor(config));
+  const provider = new NodeTracerProvider({ resource, spanProcessors: [new BatchSpanProcessor(exporter)] });
+  // Not registered as the global tracer provider: every span here comes from this provider's tracer (and the undici
+  // instrumentation is given it), so that two instances in one process each send to their own collector.
+  holdGlobals(options.warn);
+  const undici = new UndiciInstrumentation({
+    // A request made outside any traced work (a background poll) is not a trace of its own.
+    requireParentforSpans: true,
+    requestHook: (span, request) => {
+      if (!request.path.includes('?')) return;
+      const path = redactQuery(request.path);
+      span.setAttribute('url.full', `${request.origin}${path}`);
+      span.setAttribute('url.query', path.slice(path.indexOf('?')));
+    },
+  });
+  undici.setTracerProvider(provider);
+  return new OtelTelemetry(describeTracing(config), provider, undici);
+}
