@@ -8,6 +8,7 @@ import { homedir } from 'node:os';
 import type { Settings } from '../config/settings.js';
 import type { Output } from './render/output.js';
 import type { Io } from './render/streams.js';
+import type { Telemetry } from '../telemetry/telemetry.js';
 
 export interface Context {
   io: Io;
@@ -17,6 +18,8 @@ export interface Context {
   version: string;
   /** Resolves with the signal's name when the process is asked to stop (SIGINT, SIGTERM). */
   waitForShutdown: () => Promise<string>;
+  /** Traces of this command's calls, when OTEL_* asks for them (main.ts); undefined: off. */
+  telemetry?: Telemetry | undefined;
 }
 
 /** What a command's action receives: the context plus what the global flags decided. */

@@ -4,7 +4,7 @@
  * `runCli` is what the launcher calls for everything the quick path
  * (quick.ts) does not serve, and what tests call in-process.
  */
-import { GROUP_SUMMARIES, registerCompletion, runProgram, type Loaders } from './program.js';
+import { GROUP_SUMMARIES, groupNameOf, registerCompletion, runProgram, type Loaders } from './program.js';
 import type { Register } from './command.js';
 import { processContext, type Context } from './context.js';
 import type { ExitCode } from '../errors.js';
@@ -39,9 +39,48 @@ export const GROUPS: readonly { name: string; summary: string; load: () => Promi
   return { ...group, load };
 });
 
-/** Runs the CLI with `argv` (without node and script) and returns the exit code. */
-export function runCli(argv: readonly string[], ctx: Context): Promise<ExitCode> {
-  return runProgram(argv, ctx, LOADERS);
+/** Commands that serve rather than call: `serve` traces its own requests (its --otlp-endpoint), the sandbox none. */
+const UNTRACED_GROUPS = new Set(['serve', 'sandbox', 'completion', 'config']);
+
+/** How long a traced command waits, once done, for its spans to be sent (an unreachable collector costs no more). */
+const FLUSH_MS = 2_000;
+
+/**
+ * Runs the CLI with `argv` (without node and script) and returns the exit code.
+ *
+ * With OTEL_* set (telemetry/config.ts), a client command is traced: one
+ * span for the command ("miniapp users get"), a client span for each gRPC
+ * call below it whose traceparent serve continues, and the partner and
+ * graph API calls; sent before the process exits.
+ */
+export async function runCli(argv: readonly string[], ctx: Context): Promise<ExitCode> {
+  const group = groupNameOf(argv);
+  if (group === undefined || UNTRACED_GROUPS.has(group) || !Object.keys(ctx.env).some((name) => name.startsWith('OTEL_'))) {
+    return runProgram(argv, ctx, LOADERS);
+  }
+  const { resolveTracing } = await import('../telemetry/config.js');
+  let tracing;
+  try {
+    tracing = resolveTracing(ctx.env, { defaultServiceName: 'miniapp-cli' });
+  } catch (error) {
+    // A variable meant for another program must not stop this one: said once, and the command runs untraced.
+    ctx.io.stderr.write(`warning: not tracing: ${(error as Error).message}\n`);
+  }
+  if (!tracing) return runProgram(argv, ctx, LOADERS);
+  const [{ startTelemetry }, { SPAN_KIND }] = await Promise.all([import('../telemetry/otel.js'), import('../telemetry/telemetry.js')]);
+  const telemetry = await startTelemetry({ config: tracing, version: ctx.version, warn: (message) => ctx.io.stderr.write(`warning: ${message}\n`) });
+  try {
+    return await telemetry.inSpan('miniapp', { kind: SPAN_KIND.INTERNAL }, async (span) => {
+      const code = await runProgram(argv, { ...ctx, telemetry }, LOADERS, (path) => span?.updateName(path));
+      span?.setAttribute('process.exit.code', code);
+      if (code !== 0) telemetry.fail(span!, `exit ${code}`);
+      return code;
+    });
+  } finally {
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([telemetry.shutdown(), new Promise<void>((resolve) => (timer = setTimeout(resolve, FLUSH_MS).unref()))]);
+    clearTimeout(timer);
+  }
 }
 
 /** The full CLI on the real process: what bin/miniapp.cjs runs for every command line the quick path does not serve. */

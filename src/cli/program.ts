@@ -279,7 +279,7 @@ async function runComplete(words: readonly string[], ctx: Context, loaders: Load
  * Runs the CLI with `argv` (without node and script) and the groups that
  * `loaders` can register, and returns the exit code.
  */
-export async function runProgram(argv: readonly string[], ctx: Context, loaders: Loaders): Promise<Code> {
+export async function runProgram(argv: readonly string[], ctx: Context, loaders: Loaders, onCommand?: (path: string) => void): Promise<Code> {
   if (argv[0] === '__complete') return runComplete(argv.slice(1), ctx, loaders);
   let active: { cc: CommandContext; command: Command } | undefined;
   let program: MiniappCommand | undefined;
@@ -290,6 +290,7 @@ export async function runProgram(argv: readonly string[], ctx: Context, loaders:
       args,
       (cc, command) => {
         active = { cc, command };
+        onCommand?.(commandPath(command));
       },
       { loaders },
     )) as MiniappCommand;

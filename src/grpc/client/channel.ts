@@ -11,6 +11,8 @@
  * the server is often a local plaintext `miniapp serve`).
  */
 import * as grpc from '@grpc/grpc-js';
+import type { Telemetry } from '../../telemetry/telemetry.js';
+import { clientTracingInterceptor } from './tracing.js';
 import { readPem } from '../../login/pem.js';
 import { serviceDefinition, type ServiceName } from '../protos.js';
 import { serviceCallError, type ErrorContext } from './errors.js';
@@ -35,6 +37,8 @@ export interface ConnectOptions {
   ca?: string | undefined;
   /** Time limit of each unary call and list; for the other streams, of connecting. */
   deadlineMs?: number | undefined;
+  /** A client span for every call, its traceparent sent along (tracing.ts); none when tracing is off. */
+  telemetry?: Telemetry | undefined;
 }
 
 export function credentialsOf(options: ConnectOptions): grpc.ChannelCredentials {
@@ -70,9 +74,11 @@ export class ServiceConnection {
     const { Client } = serviceDefinition(name);
     const first = this.#clients[0];
     const credentials = (this.#credentials ??= credentialsOf(this.#options));
+    const telemetry = this.#options.telemetry;
+    const traced = telemetry ? { interceptors: [clientTracingInterceptor(telemetry)] } : {};
     const client = first
-      ? new Client(this.address, credentials, { channelOverride: first.getChannel() })
-      : new Client(this.address, credentials, CHANNEL_OPTIONS);
+      ? new Client(this.address, credentials, { channelOverride: first.getChannel(), ...traced })
+      : new Client(this.address, credentials, { ...CHANNEL_OPTIONS, ...traced });
     this.#clients.push(client);
     return client as unknown as T;
   }

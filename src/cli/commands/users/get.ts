@@ -22,7 +22,8 @@ export async function runGet(cc: CommandContext, command: Command): Promise<void
  */
 async function quickGetUser(cc: CommandContext, flags: ConnectionFlags, id: string): Promise<UserMessage | undefined> {
   const connection = await connectionOf(cc, flags);
-  if (connection.tls) return undefined;
+  // TLS and traced calls go through grpc-js (its credentials, its interceptors).
+  if (connection.tls || connection.telemetry) return undefined;
   const [{ unaryCall }, { decodeUser, encodeGetUserRequest }, { serviceCallError }] = await Promise.all([
     import('../../../grpc/client/unary-call.js'),
     import('../../../users/user-wire.js'),

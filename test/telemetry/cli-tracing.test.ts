@@ -1,0 +1,77 @@
+/**
+ * Tracing from the command line: `miniapp users get` with OTEL_* set sends
+ * its command span and a client span per call, and serve (exporting over
+ * OTLP/gRPC here, the other protocol) continues the same trace; `serve`
+ * says in its banner where traces go, and refuses a malformed endpoint
+ * with a usage error; a stray OTEL_* meant for another program does not
+ * stop a command.
+ */
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { Sandbox } from '../helpers/cli.js';
+import { startTestServe } from '../helpers/serve.js';
+import { startOtlpReceiver, type OtlpReceiver } from '../helpers/otlp-receiver.js';
+import { resolveTracing } from '../../src/telemetry/config.js';
+import type { RunningServe } from '../../src/server/serve.js';
+
+describe('tracing from the CLI', () => {
+  let collector: OtlpReceiver;
+  let running: RunningServe;
+  const sb = new Sandbox();
+
+  beforeAll(async () => {
+    // serve sends its spans every 100 ms rather than every 5 s (read when it starts).
+    vi.stubEnv('OTEL_BSP_SCHEDULE_DELAY', '100');
+    collector = await startOtlpReceiver();
+    running = await startTestServe({
+      grpc: { host: '127.0.0.1', port: 0 },
+      tracing: resolveTracing({ OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc', OTEL_EXPORTER_OTLP_ENDPOINT: collector.grpcUrl, OTEL_SERVICE_NAME: 'serve-a' }),
+    });
+  });
+  afterAll(async () => {
+    await running?.close();
+    await collector?.close();
+    sb.dispose();
+  });
+
+  it('a traced `users get` is one trace: the command, its call, and serve\'s span of that call', async () => {
+    const env = { OTEL_EXPORTER_OTLP_ENDPOINT: collector.url, MINIAPP_GRPC_TOKEN: running.adminToken };
+    const created = await sb.run(['users', 'create', '--username', 'dana', '--email', 'dana@example.com', '--password', 'dana-password-1', '--addr', running.grpc!.address, '--json'], { env });
+    expect(created.code, created.stderr).toBe(0);
+    const id = String(JSON.parse(created.stdout).id);
+    const got = await sb.run(['users', 'get', id, '--addr', running.grpc!.address, '--json'], { env });
+    expect(got.code, got.stderr).toBe(0);
+    expect(JSON.parse(got.stdout).username).toBe('dana');
+
+    // The CLI has sent its spans before returning; serve's come over gRPC in their batch.
+    const spans = await collector.waitFor((all) => all.some((s) => s.name === 'user.v1.UserService/GetUser' && s.kind === 'SPAN_KIND_SERVER'));
+    const command = spans.find((s) => s.name === 'miniapp users get')!;
+    expect(command.resource['service.name']).toBe('miniapp-cli');
+    expect(command.attributes['process.exit.code']).toBe(0);
+    const call = spans.find((s) => s.traceId === command.traceId && s.kind === 'SPAN_KIND_CLIENT')!;
+    expect(call).toMatchObject({ name: 'user.v1.UserService/GetUser', parentSpanId: command.spanId });
+    const server = spans.find((s) => s.traceId === command.traceId && s.kind === 'SPAN_KIND_SERVER')!;
+    expect(server).toMatchObject({ name: 'user.v1.UserService/GetUser', parentSpanId: call.spanId });
+    expect(server.resource['service.name']).toBe('serve-a');
+    // The password given to `users create` is nowhere in what was exported.
+    expect(collector.raw.join('\n')).not.toContain('dana-password-1');
+  });
+
+  it('a malformed OTEL_* is a warning for a client command, which runs untraced', async () => {
+    const got = await sb.run(['users', 'list', '--addr', running.grpc!.address, '--json'], {
+      env: { OTEL_TRACES_EXPORTER: 'zipkin', MINIAPP_GRPC_TOKEN: running.adminToken },
+    });
+    expect(got.code).toBe(0);
+    expect(got.stderr).toBe("warning: not tracing: OTEL_TRACES_EXPORTER 'zipkin' is not supported; use otlp, console or none\n");
+  });
+
+  it('serve names where traces go in its banner, and refuses an endpoint that is no URL', async () => {
+    const started = await sb.run(['serve', '--port', '0', '--no-grpc', '--store', 'memory', '--otlp-endpoint', collector.url], { shutdown: Promise.resolve('SIGTERM') });
+    expect(started.code, started.stderr).toBe(0);
+    expect(started.stdout).toContain(`  traces    OTLP http/protobuf to ${collector.url}/v1/traces as service miniapp, sampler parentbased_always_on\n`);
+    const off = await sb.run(['serve', '--port', '0', '--no-grpc', '--store', 'memory'], { shutdown: Promise.resolve('SIGTERM') });
+    expect(off.stdout).toContain('  traces    off (set OTEL_EXPORTER_OTLP_ENDPOINT or --otlp-endpoint)\n');
+    const bad = await sb.run(['serve', '--port', '0', '--no-grpc', '--store', 'memory', '--otlp-endpoint', 'collector:4318']);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain("error: --otlp-endpoint must be an http:// or https:// URL such as http://127.0.0.1:4318; got 'collector:4318'");
+  });
+});
