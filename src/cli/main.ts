@@ -68,7 +68,12 @@ export async function runCli(argv: readonly string[], ctx: Context): Promise<Exi
   }
   if (!tracing) return runProgram(argv, ctx, LOADERS);
   const [{ startTelemetry }, { SPAN_KIND }] = await Promise.all([import('../telemetry/otel.js'), import('../telemetry/telemetry.js')]);
-  const telemetry = await startTelemetry({ config: tracing, version: ctx.version, warn: (message) => ctx.io.stderr.write(`warning: ${message}\n`) });
+  const telemetry = await startTelemetry({
+    config: tracing,
+    version: ctx.version,
+    warn: (message) => ctx.io.stderr.write(`warning: ${message}\n`),
+    console: (line) => ctx.io.stderr.write(line),
+  });
   try {
     return await telemetry.inSpan('miniapp', { kind: SPAN_KIND.INTERNAL }, async (span) => {
       const code = await runProgram(argv, { ...ctx, telemetry }, LOADERS, (path) => span?.updateName(path));

@@ -84,6 +84,8 @@ export interface ServeOptions {
   commerceSweepMs?: number | undefined;
   /** OpenTelemetry traces: where they go (telemetry/config.ts, from OTEL_* and --otlp-endpoint); undefined: off, and nothing of tracing loaded. */
   tracing?: TracingConfig | undefined;
+  /** Where OTEL_TRACES_EXPORTER=console writes its span lines (the CLI: standard error). */
+  spanLines?: ((line: string) => void) | undefined;
 }
 
 export interface EmbeddedSandbox {
@@ -148,6 +150,7 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
         version: options.version,
         instance,
         warn: (message) => appLog?.warn({ component: 'tracing' }, message),
+        console: options.spanLines,
       });
       cleanups.push(() => telemetry!.shutdown());
     }

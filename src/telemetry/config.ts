@@ -22,7 +22,7 @@ export interface TracingConfig {
   /**
    * Where spans are sent, as the exporter is given it: the traces URL of an
    * HTTP protocol (`.../v1/traces`) or the gRPC target (by default the
-   * collector on localhost); "standard output" for the console.
+   * collector on localhost); "standard error" for the console.
    */
   url: string;
   serviceName: string;
@@ -88,7 +88,7 @@ export function resolveTracing(env: Env, flags: { otlpEndpoint?: string | undefi
   const samplerArg = env.OTEL_TRACES_SAMPLER_ARG?.trim();
   const sampler = `${env.OTEL_TRACES_SAMPLER?.trim() || 'parentbased_always_on'}${samplerArg ? ` (${samplerArg})` : ''}`;
   if (exporters.length > 0 && !exporters.includes('otlp') && flagEndpoint === undefined) {
-    return { exporter: 'console', protocol, url: 'standard output', serviceName, sampler };
+    return { exporter: 'console', protocol, url: 'standard error', serviceName, sampler };
   }
   // The flag is a convenience for OTEL_EXPORTER_OTLP_ENDPOINT: a base URL, to which HTTP adds /v1/traces.
   // A traces endpoint from the environment is used as it is, as the specification says.
@@ -105,6 +105,6 @@ export function resolveTracing(env: Env, flags: { otlpEndpoint?: string | undefi
 /** One line for serve's banner and the log: where traces go. */
 export function describeTracing(config: TracingConfig | undefined): string {
   if (!config) return 'off (set OTEL_EXPORTER_OTLP_ENDPOINT or --otlp-endpoint)';
-  if (config.exporter === 'console') return `to standard output as service ${config.serviceName}, sampler ${config.sampler}`;
+  if (config.exporter === 'console') return `as JSON lines on standard error as service ${config.serviceName}, sampler ${config.sampler}`;
   return `OTLP ${config.protocol} to ${config.url} as service ${config.serviceName}, sampler ${config.sampler}`;
 }

@@ -25,7 +25,7 @@ import {
   type Link,
   type Span,
 } from '@opentelemetry/api';
-import { BatchSpanProcessor, ConsoleSpanExporter, NodeTracerProvider, type SpanExporter } from '@opentelemetry/sdk-trace-node';
+import { BatchSpanProcessor, NodeTracerProvider, type ReadableSpan, type SpanExporter } from '@opentelemetry/sdk-trace-node';
 import { defaultResource, detectResources, envDetector, resourceFromAttributes } from '@opentelemetry/resources';
 import { UndiciInstrumentation } from '@opentelemetry/instrumentation-undici';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
@@ -40,8 +40,42 @@ export interface TelemetryOptions {
   instance?: string | undefined;
   /** Where the SDK's own warnings go (an unreachable collector, a refused export). */
   warn?: ((message: string) => void) | undefined;
-  /** Test aid: the exporter to use in place of the configured one. */
-  exporter?: SpanExporter | undefined;
+  /** Where the console exporter (OTEL_TRACES_EXPORTER=console) writes its lines; standard error by default. */
+  console?: ((line: string) => void) | undefined;
+}
+
+const KINDS = ['internal', 'server', 'client', 'producer', 'consumer'];
+
+/**
+ * OTEL_TRACES_EXPORTER=console: each span as one JSON line (ids, parent,
+ * name, kind, duration, status, attributes), written where the caller
+ * says: never on standard output, which is a command's answer.
+ */
+class JsonLinesExporter implements SpanExporter {
+  constructor(readonly write: (line: string) => void) {}
+
+  export(spans: ReadableSpan[], done: (result: { code: number }) => void): void {
+    for (const span of spans) {
+      const { traceId, spanId } = span.spanContext();
+      const [seconds, nanos] = span.duration;
+      this.write(
+        `${JSON.stringify({
+          traceId,
+          spanId,
+          parentSpanId: span.parentSpanContext?.spanId ?? null,
+          name: span.name,
+          kind: KINDS[span.kind] ?? String(span.kind),
+          durationMs: Math.round((seconds * 1e3 + nanos / 1e6) * 1000) / 1000,
+          status: span.status.code === SpanStatusCode.ERROR ? 'error' : 'ok',
+          attributes: span.attributes,
+          service: span.resource.attributes['service.name'],
+        })}\n`,
+      );
+    }
+    done({ code: 0 });
+  }
+
+  async shutdown(): Promise<void> {}
 }
 
 const TRACEPARENT = /^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/;
@@ -62,8 +96,8 @@ export function redactQuery(url: string): string {
   return `${url.slice(0, mark)}?${keys.join('&')}`;
 }
 
-async function exporterFor(config: TracingConfig): Promise<SpanExporter> {
-  if (config.exporter === 'console') return new ConsoleSpanExporter();
+async function exporterFor(config: TracingConfig, console: ((line: string) => void) | undefined): Promise<SpanExporter> {
+  if (config.exporter === 'console') return new JsonLinesExporter(console ?? ((line) => process.stderr.write(line)));
   if (config.protocol === 'grpc') {
     const { OTLPTraceExporter } = await import('@opentelemetry/exporter-trace-otlp-grpc');
     return new OTLPTraceExporter({ url: config.url });
@@ -199,7 +233,7 @@ export async function startTelemetry(options: TelemetryOptions): Promise<Telemet
   });
   // OTEL_RESOURCE_ATTRIBUTES adds to the resource; OTEL_SERVICE_NAME (in config.serviceName) names the service.
   const resource = defaultResource().merge(detectResources({ detectors: [envDetector] })).merge(ours);
-  const exporter = options.exporter ?? (await exporterFor(config));
+  const exporter = await exporterFor(config, options.console);
   const provider = new NodeTracerProvider({ resource, spanProcessors: [new BatchSpanProcessor(exporter)] });
   // Not registered as the global tracer provider: every span here comes from this provider's tracer (and the undici
   // instrumentation is given it), so that two instances in one process each send to their own collector.

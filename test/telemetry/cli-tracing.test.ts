@@ -56,6 +56,18 @@ describe('tracing from the CLI', () => {
     expect(collector.raw.join('\n')).not.toContain('dana-password-1');
   });
 
+  it('OTEL_TRACES_EXPORTER=console writes each span as a JSON line on stderr, leaving stdout the answer', async () => {
+    const got = await sb.run(['users', 'list', '--addr', running.grpc!.address, '--json'], {
+      env: { OTEL_TRACES_EXPORTER: 'console', MINIAPP_GRPC_TOKEN: running.adminToken },
+    });
+    expect(got.code, got.stderr).toBe(0);
+    expect(() => JSON.parse(got.stdout)).not.toThrow();
+    const spans = got.stderr.trim().split('\n').map((line) => JSON.parse(line));
+    const command = spans.find((span) => span.name === 'miniapp users list');
+    expect(command).toMatchObject({ kind: 'internal', parentSpanId: null, status: 'ok', service: 'miniapp-cli' });
+    expect(spans.find((span) => span.name === 'user.v1.UserService/ListUsers')).toMatchObject({ kind: 'client', parentSpanId: command.spanId, traceId: command.traceId });
+  });
+
   it('a malformed OTEL_* is a warning for a client command, which runs untraced', async () => {
     const got = await sb.run(['users', 'list', '--addr', running.grpc!.address, '--json'], {
       env: { OTEL_TRACES_EXPORTER: 'zipkin', MINIAPP_GRPC_TOKEN: running.adminToken },

@@ -197,6 +197,7 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
       publicUrl,
       metricsPrefix: flags.metricsPrefix,
       tracing,
+      spanLines: (line) => cc.io.stderr.write(line),
     });
   } catch (error) {
     logSink.open();
