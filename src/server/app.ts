@@ -7,6 +7,7 @@
 import Fastify, { type FastifyInstance } from 'fastify';
 import cors from '@fastify/cors';
 import { clientErrorHandler, frameworkErrorHandler, installErrorHandling } from '../http/errors.js';
+import { installSecurityHeaders } from '../http/security-headers.js';
 import { compilersFactory } from '../http/schema-compilers.js';
 import { relayRoutes, type RelayOptions } from '../relay/routes.js';
 import { instrumentHttp } from './http-metrics.js';
@@ -74,6 +75,7 @@ export async function buildServer(options: ServerOptions): Promise<FastifyInstan
     // Schemas compiled once per process, not once per mount and per start (http/schema-compilers.ts).
     schemaController: { compilersFactory },
   }) as unknown as FastifyInstance;
+  installSecurityHeaders(app);
   if (options.metrics) instrumentHttp(app, options.metrics);
   installErrorHandling(app);
   // A request in flight when the server starts closing gets its answer, and then its keep-alive connection goes
