@@ -12,6 +12,7 @@ import { serviceDefinition, type ServiceName } from './protos.js';
 import { addReflection } from './reflection.js';
 import { RequestCheckingServer, type CallObserver, type ObserveCall } from './request-check.js';
 import { goCodeName, rpcType, statusName } from './status.js';
+import type { RequestRates } from '../auth/request-rates.js';
 
 export type GrpcLabel = 'grpc_type' | 'grpc_service' | 'grpc_method';
 
@@ -55,6 +56,8 @@ export interface GrpcServerOptions {
   onShutdown?: () => void;
   /** Where each finished call is logged (method, status, duration; never metadata or messages). */
   log?: CallLog | undefined;
+  /** Request rates per token or address on every service but health and reflection; none when absent. */
+  rates?: RequestRates | undefined;
 }
 
 export interface CallLog {
@@ -201,6 +204,7 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
     // channelz (metrics are prom-client's), so they were bookkeeping on every call that no one could read.
     'grpc.enable_channelz': 0,
     observe: new CallObservations(options.metrics, options.log).observe,
+    rates: options.rates,
   });
   for (const service of options.services) server.addService(serviceDefinition(service.name).service, service.handlers);
   const names = options.services.map((service) => service.name);

@@ -11,6 +11,8 @@ import { installSecurityHeaders } from '../http/security-headers.js';
 import { compilersFactory } from '../http/schema-compilers.js';
 import { relayRoutes, type RelayOptions } from '../relay/routes.js';
 import { instrumentHttp } from './http-metrics.js';
+import { installRequestRates } from './request-rates-hook.js';
+import type { RequestRates } from '../auth/request-rates.js';
 import type { Metrics } from './metrics.js';
 import { blogApi, type BlogOptions } from '../blog/api.js';
 import { imageRoute } from '../blog/image-route.js';
@@ -39,6 +41,8 @@ export interface ServerOptions {
   metrics?: Metrics | undefined;
   /** The blog API at /api/v1, /api/v2 and /api (the latest), and its images at /uploads/. */
   blog?: Omit<BlogOptions, 'version'> | undefined;
+  /** Request rates per token or address on the blog API, its images and the relay (request-rates-hook.ts); none when absent. */
+  requestRates?: RequestRates | undefined;
 }
 
 /** Each mount of the blog API and the version it serves; /api follows the latest. */
@@ -76,6 +80,7 @@ export async function buildServer(options: ServerOptions): Promise<FastifyInstan
     schemaController: { compilersFactory },
   }) as unknown as FastifyInstance;
   installSecurityHeaders(app);
+  if (options.requestRates) installRequestRates(app, options.requestRates);
   if (options.metrics) instrumentHttp(app, options.metrics);
   installErrorHandling(app);
   // A request in flight when the server starts closing gets its answer, and then its keep-alive connection goes

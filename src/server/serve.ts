@@ -29,6 +29,7 @@ import { MonitoringServiceImpl, type ChatMessage as OperatorsChatMessage } from 
 import type { ChatMessage as UserChatMessage } from '../users/proto.js';
 import { DEFAULT_HASH_COST } from '../auth/passwords.js';
 import { DEFAULT_LOGIN_LIMITS, LoginLimiter, type LoginLimits } from '../auth/login-limits.js';
+import { DEFAULT_REQUEST_RATES, RequestRates, type RequestRateLimits } from '../auth/request-rates.js';
 import { PostStore, type Post } from '../blog/posts.js';
 import { openImageStore } from '../blog/uploads.js';
 import { Commerce } from '../commerce/commerce.js';
@@ -59,6 +60,11 @@ export interface ServeOptions {
   hashCost?: number;
   /** Limits on wrong passwords at the blog's login (default DEFAULT_LOGIN_LIMITS); false: none. */
   loginLimits?: LoginLimits | false | undefined;
+  /**
+   * Request rates per token or address on the HTTP APIs and the gRPC services, one budget per token over both
+   * (default DEFAULT_REQUEST_RATES); false: none. Counted in this instance's memory.
+   */
+  requestRates?: RequestRateLimits | false | undefined;
   /** How long a graceful shutdown waits for running calls. */
   shutdownDeadlineMs?: number;
   /** Publish the blog API's docs pages and OpenAPI descriptions (default true). */
@@ -263,6 +269,8 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
     // Payments a stopped process left in progress are settled before any call is taken.
     await commerce.start();
     cleanups.push(() => commerce!.stop());
+    const requestRateLimits = options.requestRates ?? DEFAULT_REQUEST_RATES;
+    const requestRates = requestRateLimits ? new RequestRates(requestRateLimits, () => options.now().getTime()) : undefined;
     let grpcServer: RunningGrpcServer | undefined;
     if (options.grpc) {
       grpcServer = await startGrpcServer({
@@ -276,6 +284,7 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
         ],
         metrics: metrics.grpc,
         log: grpcLog,
+        rates: requestRates,
         onShutdown: () => {
           users.endStreams();
           monitoring.endStreams();
@@ -316,6 +325,7 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
       },
       metrics,
       blog,
+      requestRates,
     });
     cleanups.push(() => app.close());
     appLog = app.log;

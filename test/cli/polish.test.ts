@@ -241,6 +241,11 @@ describe('usage errors, for every group', () => {
     const cases: [string[], string, string][] = [
       [['users', 'get', 'abc'], 'ID must be a positive whole number; got "abc"', 'miniapp users get'],
       [['serve', '--port', 'abc'], '--port must be a number from 0 to 65535; got "abc"', 'miniapp serve'],
+      [['serve', '--rate-limit', '1.5'], '--rate-limit must be a whole number of requests per second from 0 (no limit) to 1000000; got "1.5"', 'miniapp serve'],
+      [['serve', '--rate-limit', '2000000'], '--rate-limit must be a whole number of requests per second from 0 (no limit) to 1000000; got "2000000"', 'miniapp serve'],
+      [['serve', '--rate-burst', '0'], '--rate-burst must be a whole number of requests from 1 to 2000000; got "0"', 'miniapp serve'],
+      [['serve', '--rate-limit', '0', '--rate-burst', '10'], '--rate-burst needs a --rate-limit above 0', 'miniapp serve'],
+      [['serve', '--login-attempts', '-1'], '--login-attempts must be a whole number from 0 (the limits off) to 999999; got "-1"', 'miniapp serve'],
       [['serv'], "unknown command 'serv' (did you mean 'serve'?)", 'miniapp'],
       [['sandbox', 'logn'], "unknown command 'logn' for 'miniapp sandbox' (did you mean 'login'?)", 'miniapp sandbox'],
       [['webhooks', 'lsit'], "unknown command 'lsit' (did you mean 'list'?)", 'miniapp webhooks'],

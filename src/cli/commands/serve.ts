@@ -7,6 +7,7 @@ import { parsePort, parseWholeNumber } from '../flags.js';
 import { parseDuration } from '../../duration.js';
 import { checkMetricsPrefix, DEFAULT_METRICS_PREFIX } from '../../server/metric-prefix.js';
 import { DEFAULT_LOGIN_LIMITS, describeLoginLimits } from '../../auth/login-limits.js';
+import { DEFAULT_REQUEST_RATES } from '../../auth/request-rates.js';
 
 interface ServeFlags {
   host: string;
@@ -30,6 +31,8 @@ interface ServeFlags {
   grpcTlsKey?: string;
   passwordHashCost: string;
   loginAttempts: string;
+  rateLimit: string;
+  rateBurst?: string;
   docs: boolean;
   webhookUrl: string[];
   webhookSecret?: string;
@@ -82,6 +85,12 @@ export function registerServe(program: Command, bind: Bind): void {
       'wrong passwords allowed per account and address at the blog\'s login (and 10 times as many, at least 50, per address) before the back-off: locked for 1 s, doubling to 15 min, answered 429; 0 turns the limits off',
       String(DEFAULT_LOGIN_LIMITS.perAccount),
     )
+    .option(
+      '--rate-limit <n>',
+      'requests per second allowed per access token (per client address without one) on the blog API, the relay and the gRPC services, counted by each instance; over it: 429 or RESOURCE_EXHAUSTED; 0 turns the limit off',
+      String(DEFAULT_REQUEST_RATES.perSecond),
+    )
+    .option('--rate-burst <n>', 'requests a token or address may send at once after a quiet spell (default: twice --rate-limit)')
     .addHelpText('after', '\nExamples:\n  miniapp serve\n  miniapp serve --port 8080 --cors-origin https://app.example.com --callback-auth partner:s3cret\n  miniapp serve --database postgres://miniapp:secret@db.internal:5432/miniapp --webhook-url https://hooks.example.com/miniapp')
     .action(bind(runServe));
 }
@@ -98,6 +107,22 @@ function checkPublicUrl(text: string): string {
     throw new UsageError(`--public-url must be an absolute http or https URL without query, such as https://blog.example.com; got "${text}"`);
   }
   return `${url.origin}${url.pathname.replace(/\/+$/, '')}`;
+}
+
+/** --rate-limit and --rate-burst as serve's request rates; false when the limit is 0. */
+function parseRequestRates(rate: string, burst: string | undefined): { perSecond: number; burst: number } | false {
+  if (!/^\d{1,7}$/.test(rate) || Number(rate) > 1_000_000) {
+    throw new UsageError(`--rate-limit must be a whole number of requests per second from 0 (no limit) to 1000000; got "${rate}"`);
+  }
+  if (burst !== undefined && (!/^\d{1,7}$/.test(burst) || Number(burst) < 1 || Number(burst) > 2_000_000)) {
+    throw new UsageError(`--rate-burst must be a whole number of requests from 1 to 2000000; got "${burst}"`);
+  }
+  const perSecond = Number(rate);
+  if (perSecond === 0) {
+    if (burst !== undefined) throw new UsageError('--rate-burst needs a --rate-limit above 0');
+    return false;
+  }
+  return { perSecond, burst: burst === undefined ? 2 * perSecond : Number(burst) };
 }
 
 async function runServe(cc: CommandContext, command: Command): Promise<void> {
@@ -153,6 +178,7 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
   if (!/^\d{1,6}$/.test(flags.loginAttempts)) throw new UsageError(`--login-attempts must be a whole number from 0 (the limits off) to 999999; got "${flags.loginAttempts}"`);
   const attempts = Number(flags.loginAttempts);
   const loginLimits = attempts === 0 ? false : { ...DEFAULT_LOGIN_LIMITS, perAccount: attempts, perAddress: Math.max(DEFAULT_LOGIN_LIMITS.perAddress, 10 * attempts) };
+  const requestRates = parseRequestRates(flags.rateLimit, flags.rateBurst);
   const { checkWebhookUrl } = await import('../../webhooks/delivery.js');
   const webhookUrls = flags.webhookUrl.map((url) => {
     try {
@@ -188,6 +214,7 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
       grpc: flags.grpc ? { host: flags.grpcHost, port: grpcPort, tls: grpcTls } : false,
       hashCost,
       loginLimits,
+      requestRates,
       docs: flags.docs,
       webhooks: webhookSecret ? { urls: webhookUrls, secret: webhookSecret } : undefined,
       publicUrl,
