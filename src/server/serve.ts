@@ -297,6 +297,8 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
     const images = openImageStore(store, options.now);
     cleanups.push(() => images.close());
     const loginLimits = options.loginLimits ?? DEFAULT_LOGIN_LIMITS;
+    // The blog's logins and the relay's code exchanges and refreshes, each in a key space of its own.
+    const loginLimiter = loginLimits ? new LoginLimiter(store.sql, loginLimits, options.now) : undefined;
     const blog = {
       posts: new PostStore(store.sql, options.now),
       users,
@@ -304,7 +306,7 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
       images,
       docs: options.docs ?? true,
       publicUrl: options.publicUrl,
-      loginLimiter: loginLimits ? new LoginLimiter(store.sql, loginLimits, options.now) : undefined,
+      loginLimiter,
       // In the transaction that writes the post (tx): both commit or neither (see publish above).
       onPublished: (post: Post, tx: Sql) => publish(POST_CREATED, post, tx),
     };
@@ -322,6 +324,7 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
         version: options.version,
         now: options.now,
         ready: async () => ({ ready: await readiness.check(), reason: readiness.reason }),
+        grantLimiter: loginLimiter,
       },
       metrics,
       blog,

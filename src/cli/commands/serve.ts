@@ -82,7 +82,7 @@ export function registerServe(program: Command, bind: Bind): void {
     )
     .option(
       '--login-attempts <n>',
-      'wrong passwords allowed per account and address at the blog\'s login (and 10 times as many, at least 50, per address) before the back-off: locked for 1 s, doubling to 15 min, answered 429; 0 turns the limits off',
+      'wrong passwords allowed per account and address at the blog\'s login (and 10 times as many, at least 50, per address; the same per address for codes and refresh tokens the partner API refuses at the relay) before the back-off: locked for 1 s, doubling to 15 min, answered 429; 0 turns the limits off',
       String(DEFAULT_LOGIN_LIMITS.perAccount),
     )
     .option(
