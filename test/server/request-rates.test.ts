@@ -109,6 +109,19 @@ describe('request rates over HTTP', () => {
     }
   });
 
+  it('documents 429 RATE_LIMITED with Retry-After on every operation of every mount', async () => {
+    for (const mount of ['/api/v1', '/api/v2', '/api']) {
+      const document = (await get(`${mount}/openapi.json`)).body;
+      for (const [path, operations] of Object.entries(document.paths as Record<string, Record<string, any>>)) {
+        for (const [method, operation] of Object.entries(operations)) {
+          const answer = operation.responses['429'];
+          expect(answer?.description, `${mount} ${method} ${path}`).toMatch(/RATE_LIMITED/);
+          expect(answer.headers['Retry-After'].schema, `${mount} ${method} ${path}`).toEqual({ type: 'integer' });
+        }
+      }
+    }
+  });
+
   it('counts a bearer token apart from its address, and never shows the token', async () => {
     for (let i = 0; i < 3; i++) expect((await get('/api/v2/blog/posts')).status).toBe(200);
     expect((await get('/api/v2/blog/posts')).status).toBe(429);

@@ -7,7 +7,7 @@ import { parsePort, parseWholeNumber } from '../flags.js';
 import { parseDuration } from '../../duration.js';
 import { checkMetricsPrefix, DEFAULT_METRICS_PREFIX } from '../../server/metric-prefix.js';
 import { DEFAULT_LOGIN_LIMITS, describeLoginLimits } from '../../auth/login-limits.js';
-import { DEFAULT_REQUEST_RATES } from '../../auth/request-rates.js';
+import { DEFAULT_REQUEST_RATES, describeRequestRates } from '../../auth/request-rates.js';
 
 interface ServeFlags {
   host: string;
@@ -286,6 +286,8 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
       `  CORS      ${flags.corsOrigin ?? 'no browser origin allowed (--cors-origin ORIGIN)'}`,
       `  links     ${publicUrl ? `absolute under ${publicUrl}` : 'relative (set --public-url for absolute ones)'}`,
       `  limits    logins: ${describeLoginLimits(loginLimits)}${loginLimits ? ' (--login-attempts)' : ''}`,
+      `            relay codes and refresh tokens refused: ${loginLimits ? `${loginLimits.perAddress} per address, then the same back-off` : 'off'}`,
+      `            requests: ${describeRequestRates(requestRates)}${requestRates ? ' (--rate-limit, --rate-burst)' : ''}`,
     ];
     if (running.sandbox) {
       const sb = running.sandbox;
