@@ -49,7 +49,7 @@
 import { cpus } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { median, quantile, envNumber, closeRoles } from './lib.js';
+import { median, quantile, envNumber, closeRoles, UNREACHED_REQUEST_RATES } from './lib.js';
 import { runRoleIfWorker, spawnRole } from './worker-roles.js';
 
 const ROOT = dirname(dirname(fileURLToPath(import.meta.url)));
@@ -73,6 +73,7 @@ async function startReal() {
     store: { kind: 'memory' },
     decrypt: {},
     logger: false,
+    requestRates: UNREACHED_REQUEST_RATES,
     version: 'bench',
     now: () => new Date(),
     grpc: false,

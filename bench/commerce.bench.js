@@ -28,7 +28,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { envNumber, median, quantile } from './lib.js';
+import { envNumber, median, quantile, UNREACHED_REQUEST_RATES } from './lib.js';
 import { runRoleIfWorker, spawnRole } from './worker-roles.js';
 import { startEmbeddedPostgres } from '../test/helpers/embedded-postgres.js';
 
@@ -49,6 +49,7 @@ async function startServeRole({ store }) {
     store,
     decrypt: {},
     logger: false,
+    requestRates: UNREACHED_REQUEST_RATES,
     version: 'bench',
     now: () => new Date(),
   });

@@ -39,7 +39,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { closeRoles, envNumber, median } from './lib.js';
+import { closeRoles, envNumber, median, UNREACHED_REQUEST_RATES } from './lib.js';
 import { runRoleIfWorker, spawnRole } from './worker-roles.js';
 import { startEmbeddedPostgres } from '../test/helpers/embedded-postgres.js';
 import { bulkRows, loadGetUser } from './users.bench.js';
@@ -65,6 +65,7 @@ async function startInstance({ store }) {
     store,
     decrypt: {},
     logger: false,
+    requestRates: UNREACHED_REQUEST_RATES,
     version: 'bench',
     now: () => new Date(),
     docs: false,

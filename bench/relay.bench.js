@@ -36,7 +36,7 @@ import { createServer } from 'node:http';
 import { cpus } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { median, quantile, envNumber, closeRoles } from './lib.js';
+import { median, quantile, envNumber, closeRoles, UNREACHED_REQUEST_RATES } from './lib.js';
 
 const ROOT = dirname(dirname(fileURLToPath(import.meta.url)));
 const dist = (path) => import(pathToFileURL(join(ROOT, 'dist', path)).href);
@@ -70,6 +70,7 @@ async function startRelay({ key, aad, sandboxUrl }) {
     upstream: { baseUrl: sandboxUrl, pathPrefix: PREFIX, tls: {} },
     decrypt: { key, aad },
     logger: false,
+    requestRates: UNREACHED_REQUEST_RATES,
     version: 'bench',
     now: () => new Date(),
   });

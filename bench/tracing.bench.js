@@ -23,7 +23,7 @@ import { cpus } from 'node:os';
 import { createServer } from 'node:http';
 import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { median, envNumber } from './lib.js';
+import { median, envNumber, UNREACHED_REQUEST_RATES } from './lib.js';
 import { runRoleIfWorker, spawnRole } from './worker-roles.js';
 import { loadGetUser } from './users.bench.js';
 import { authorTokens, fetchPage, load, pathOf, seed } from './blog.bench.js';
@@ -61,6 +61,7 @@ async function startSide(traced) {
     version: 'bench',
     now: () => new Date(),
     loginLimits: false,
+    requestRates: UNREACHED_REQUEST_RATES,
     tracing: sink ? resolveTracing({}, { otlpEndpoint: sink.url }) : undefined,
   });
   return {

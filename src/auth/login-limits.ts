@@ -72,13 +72,36 @@ export class LoginLimiter {
    * its count back (`succeeded`).
    */
   async attempt(account: string, address: string): Promise<void> {
+    await this.#count([
+      [accountKey(account, address), this.limits.perAccount],
+      [addressKey(address), this.limits.perAddress],
+    ]);
+  }
+
+  /**
+   * Counts an attempt of another kind than a password (`scope`: the relay's code exchanges and refreshes) from an
+   * address alone, in a key space of its own, with the per-address allowance and the same back-off; throws
+   * LoginLocked while the address is locked for that scope. An attempt that turns out not to be a failure is given
+   * back (`givenBack`).
+   */
+  async attemptFrom(scope: string, address: string): Promise<void> {
+    await this.#count([[scopedKey(scope, address), this.limits.perAddress]]);
+  }
+
+  /** Gives back an attempt counted by attemptFrom, with the lock it may have set unless the address is over its allowance without it. */
+  async givenBack(scope: string, address: string): Promise<void> {
+    await this.sql.run(
+      `UPDATE login_failures SET failures = failures - 1, locked_until = CASE WHEN failures - 1 <= $2 THEN NULL ELSE locked_until END
+       WHERE key = $1 AND failures > 0`,
+      [scopedKey(scope, address), this.limits.perAddress],
+    );
+  }
+
+  /** Counts one attempt under each key (with its free allowance), or throws LoginLocked while any is locked. */
+  async #count(keys: readonly (readonly [string, number])[]): Promise<void> {
     const now = this.now();
     const at = now.toISOString();
     const stale = new Date(now.getTime() - this.limits.windowMs).toISOString();
-    const keys = [
-      [accountKey(account, address), this.limits.perAccount],
-      [addressKey(address), this.limits.perAddress],
-    ] as const;
     await this.sql.transaction(async (tx) => {
       const rows = [];
       // Always the account's row first, then the address's: attempts take their rows in one order, never in a circle.
@@ -134,3 +157,4 @@ export class LoginLimiter {
 
 const accountKey = (account: string, address: string) => `account:${address}:${account.trim().toLowerCase()}`;
 const addressKey = (address: string) => `address:${address}`;
+const scopedKey = (scope: string, address: string) => `${scope}:address:${address}`;

@@ -17,6 +17,7 @@ import { ListCache } from './list-cache.js';
 import { withPage } from './page-links.js';
 import type { Sql } from '../store/sql.js';
 import { LoginLocked, type LoginLimiter } from '../auth/login-limits.js';
+import { docsCsp } from '../http/security-headers.js';
 import { ApiError, toApiError, unauthorized } from './api-error.js';
 import { bearer, ContentSchema, errors, ImageSchema, NO_NUL, PostIdParams, PostSchema, PUBLIC, TagsSchema, TitleSchema, UserProfileSchema } from './schemas.js';
 
@@ -191,6 +192,8 @@ export async function blogApi(app: FastifyInstance, options: BlogOptions): Promi
       indexPrefix: mount,
       uiConfig: { docExpansion: 'list', deepLinking: true },
       theme: { title: `miniapp blog API v${version}: docs` },
+      // The page's own policy in place of the API's (which allows nothing): http/security-headers.ts.
+      staticCSP: docsCsp(options.publicUrl ? [new URL(options.publicUrl).origin] : []),
     });
     app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
   }

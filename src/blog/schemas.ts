@@ -78,17 +78,25 @@ const RETRY_AFTER_HEADER = {
   'Retry-After': { type: 'integer', description: `Seconds to wait before trying again (${RETRY_AFTER_SECONDS})` },
 } as const;
 const LOCKED_FOR_HEADER = {
-  'Retry-After': { type: 'integer', description: 'Seconds until the lock ends: it doubles with each further wrong password' },
+  'Retry-After': { type: 'integer', description: 'Seconds until the lock ends: it doubles with each further wrong password (or, over the request rate, until another request is allowed)' },
 } as const;
-/** Every operation may meet an unexpected failure (500) and a database that cannot be reached (503). */
+const RATE_LIMITED = 'more requests than serve\'s request rate allows from this access token, or from this address without one (RATE_LIMITED)';
+const RATE_LIMITED_HEADER = {
+  'Retry-After': { type: 'integer', description: 'Seconds until the token or address may send another request' },
+} as const;
+/**
+ * Every operation may meet an unexpected failure (500), a database that cannot be reached (503) and the request
+ * rate of serve --rate-limit (429).
+ */
 export const errors = (...statuses: number[]) =>
   Object.fromEntries(
-    [...statuses, 500, 503].map((status) => [
+    [...statuses, ...(statuses.includes(429) ? [] : [429]), 500, 503].map((status) => [
       status,
       {
         ...ErrorSchema,
-        description: ERROR_DESCRIPTIONS[status],
-        ...(status === 503 ? { headers: RETRY_AFTER_HEADER } : status === 429 ? { headers: LOCKED_FOR_HEADER } : {}),
+        description:
+          status !== 429 ? ERROR_DESCRIPTIONS[status] : statuses.includes(429) ? `${ERROR_DESCRIPTIONS[429]}; or ${RATE_LIMITED}` : `Too Many Requests: ${RATE_LIMITED}; try again after Retry-After seconds`,
+        ...(status === 503 ? { headers: RETRY_AFTER_HEADER } : status === 429 ? { headers: statuses.includes(429) ? LOCKED_FOR_HEADER : RATE_LIMITED_HEADER } : {}),
       },
     ]),
   );

@@ -19,6 +19,8 @@ import * as grpc from '@grpc/grpc-js';
 import type { DescMessage, FileRegistry } from '@bufbuild/protobuf';
 import { descriptorRegistry } from './descriptor-set.js';
 import { invalidUtf8Field, MalformedMessageError } from './wire-utf8.js';
+import { addressRateKey, isTokenKey, tokenRateKey, type RequestRates } from '../auth/request-rates.js';
+import { resourceExhausted } from './retry-info.js';
 
 /**
  * Request metadata the server reads, counted as HTTP/2 counts a header list
@@ -110,10 +112,17 @@ export type ObserveCall = (method: grpc.ServerMethodDefinition<unknown, unknown>
  * the checked deserializer rejected ends it with INVALID_ARGUMENT. Both
  * statuses are sent through this layer, so the observer sees them as any
  * other; a refused message still counts as received.
+ *
+ * With `rates`, each call of our services takes one request from its
+ * token's (or, without one, its address's) bucket when its metadata
+ * arrives, so a stream counts once, at its start; over the rate, the call
+ * ends with RESOURCE_EXHAUSTED and a RetryInfo (retry-info.ts). Health
+ * and reflection (the grpc.* services) are never limited.
  */
-export function requestCheckInterceptor(maxBytes = MAX_METADATA_BYTES, observe?: ObserveCall): grpc.ServerInterceptor {
+export function requestCheckInterceptor(maxBytes = MAX_METADATA_BYTES, observe?: ObserveCall, rates?: RequestRates): grpc.ServerInterceptor {
   return (method, call) => {
     const observer = observe?.(method);
+    const limited = rates !== undefined && !method.path.startsWith('/grpc.');
     // grpc-js reports a cancellation after the status too (the stream closes): the first end is the call's.
     let ended = false;
     const finish = (code: grpc.status) => {
@@ -126,8 +135,20 @@ export function requestCheckInterceptor(maxBytes = MAX_METADATA_BYTES, observe?:
         next({
           onReceiveMetadata: (metadata, pass) => {
             const bytes = metadataBytes(metadata);
-            if (bytes <= maxBytes) pass(metadata);
-            else intercepting.sendStatus({ code: grpc.status.RESOURCE_EXHAUSTED, details: `request metadata is ${bytes} bytes; the limit is ${maxBytes}` });
+            if (bytes > maxBytes) {
+              intercepting.sendStatus({ code: grpc.status.RESOURCE_EXHAUSTED, details: `request metadata is ${bytes} bytes; the limit is ${maxBytes}` });
+              return;
+            }
+            if (limited) {
+              const authorization = metadata.get('authorization')[0];
+              const key = tokenRateKey(typeof authorization === 'string' ? authorization : undefined) ?? addressRateKey(addressOf(call.getPeer()));
+              const waitMs = rates.take(key);
+              if (waitMs > 0) {
+                intercepting.sendStatus(resourceExhausted(rateMessage(rates, key, waitMs), waitMs));
+                return;
+              }
+            }
+            pass(metadata);
           },
           onReceiveMessage: (message, pass) => {
             observer?.received();
@@ -154,9 +175,22 @@ export function requestCheckInterceptor(maxBytes = MAX_METADATA_BYTES, observe?:
   };
 }
 
+/** The address of a peer such as `127.0.0.1:50312` or `[::1]:50312` (grpc-js's getPeer), without its port. */
+function addressOf(peer: string): string {
+  const colon = peer.lastIndexOf(':');
+  return colon > 0 && peer.indexOf(':') === colon ? peer.slice(0, colon) : peer.startsWith('[') ? peer.slice(1, peer.indexOf(']')) : peer;
+}
+
+function rateMessage(rates: RequestRates, key: string, waitMs: number): string {
+  const { perSecond, burst } = rates.limits;
+  return `more than ${perSecond} calls a second (bursts of ${burst}) with this ${isTokenKey(key) ? 'token' : 'address'}: retry in ${waitMs} ms`;
+}
+
 export interface RequestCheckingServerOptions extends grpc.ServerOptions {
   /** What each call reports to (metrics, logs), from the same layer as the checks. */
   observe?: ObserveCall | undefined;
+  /** Request rates per token or address (auth/request-rates.ts), checked in the same layer; none when absent. */
+  rates?: RequestRates | undefined;
 }
 
 /**
@@ -166,8 +200,8 @@ export interface RequestCheckingServerOptions extends grpc.ServerOptions {
  * observer (metrics, logs) and through any other interceptors given.
  */
 export class RequestCheckingServer extends grpc.Server {
-  constructor({ observe, ...options }: RequestCheckingServerOptions = {}) {
-    super({ ...options, interceptors: [...(options.interceptors ?? []), requestCheckInterceptor(MAX_METADATA_BYTES, observe)] });
+  constructor({ observe, rates, ...options }: RequestCheckingServerOptions = {}) {
+    super({ ...options, interceptors: [...(options.interceptors ?? []), requestCheckInterceptor(MAX_METADATA_BYTES, observe, rates)] });
   }
 
   override addService(service: grpc.ServiceDefinition, implementation: grpc.UntypedServiceImplementation): void {

@@ -14,6 +14,7 @@ import { RequestCheckingServer, type CallObserver, type ObserveCall } from './re
 import { goCodeName, rpcType, statusName } from './status.js';
 import { tracingInterceptor } from './tracing.js';
 import type { Telemetry } from '../telemetry/telemetry.js';
+import type { RequestRates } from '../auth/request-rates.js';
 
 export type GrpcLabel = 'grpc_type' | 'grpc_service' | 'grpc_method';
 
@@ -59,6 +60,8 @@ export interface GrpcServerOptions {
   log?: CallLog | undefined;
   /** A span for every call (tracing.ts); none when tracing is off. */
   telemetry?: Telemetry | undefined;
+  /** Request rates per token or address on every service but health and reflection; none when absent. */
+  rates?: RequestRates | undefined;
 }
 
 export interface CallLog {
@@ -206,6 +209,7 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
     'grpc.enable_channelz': 0,
     observe: new CallObservations(options.metrics, options.log).observe,
     ...(options.telemetry ? { interceptors: [tracingInterceptor(options.telemetry)] } : {}),
+    rates: options.rates,
   });
   for (const service of options.services) server.addService(serviceDefinition(service.name).service, service.handlers);
   const names = options.services.map((service) => service.name);

@@ -5,7 +5,8 @@
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { UsageError } from '../errors.js';
+import { AuthError, UsageError } from '../errors.js';
+import { LoginLocked, type LoginLimiter } from '../auth/login-limits.js';
 import type { PartnerClient } from '../login/partner-client.js';
 import { normalizeReferrer } from '../login/referrer.js';
 import { decryptUserInfo, decryptionError } from '../login/user-info.js';
@@ -27,7 +28,15 @@ export interface RelayOptions {
   now: () => Date;
   /** Readiness for /health/ready: whether the database answers now. */
   ready?: () => Promise<{ ready: boolean; reason?: string | undefined }>;
+  /**
+   * Counts authorization codes and refresh tokens the partner API refuses, per client address, and locks an
+   * address that guesses (auth/login-limits.ts, in the store); none when absent.
+   */
+  grantLimiter?: LoginLimiter | undefined;
 }
+
+/** The key space of the relay's counts in login_failures, apart from the blog's logins. */
+export const RELAY_GRANT_SCOPE = 'relay-grant';
 
 function jsonObject(request: FastifyRequest, expected: string): Record<string, unknown> {
   const body = request.body;
@@ -71,6 +80,34 @@ function sameSecret(given: string, expected: string): boolean {
 export async function relayRoutes(app: FastifyInstance, options: RelayOptions): Promise<void> {
   const { client } = options;
 
+  /**
+   * Exchanges a code or a refresh token with the partner API under the address's limit: the attempt is counted
+   * before the call (so guesses sent at once are held to the limit too) and given back unless the partner API
+   * refused the grant (an AuthError: invalid_grant, an unknown user, rejected credentials). An outage, a time-out
+   * or a bad answer is not the client's guess and does not count.
+   */
+  const limitedGrant = async <T>(request: FastifyRequest, exchange: () => Promise<T>): Promise<T> => {
+    const limiter = options.grantLimiter;
+    if (!limiter) return exchange();
+    try {
+      await limiter.attemptFrom(RELAY_GRANT_SCOPE, request.ip);
+    } catch (error) {
+      if (!(error instanceof LoginLocked)) throw error;
+      throw new HttpError(
+        429,
+        'TOO_MANY_ATTEMPTS',
+        `too many refused authorization codes or refresh tokens from this address: try again in ${error.retryAfterSeconds} s`,
+        { 'retry-after': String(error.retryAfterSeconds) },
+      );
+    }
+    try {
+      return await exchange();
+    } catch (error) {
+      if (!(error instanceof AuthError)) await limiter.givenBack(RELAY_GRANT_SCOPE, request.ip);
+      throw error;
+    }
+  };
+
   app.get('/health', async () => ({
     status: 'ok',
     timestamp: options.now().toISOString(),
@@ -97,12 +134,13 @@ export async function relayRoutes(app: FastifyInstance, options: RelayOptions): 
           if (error instanceof UsageError) throw new HttpError(400, 'INVALID_FIELD', 'referrer must be DEFAULT or sandbox');
           throw error;
         }
-        return client.generateToken(code, referrer);
+        return limitedGrant(request, () => client.generateToken(code, referrer));
       });
 
       auth.post('/refresh', async (request) => {
         const body = jsonObject(request, 'refreshToken');
-        return client.refreshToken(requiredString(body, 'refreshToken'));
+        const refreshToken = requiredString(body, 'refreshToken');
+        return limitedGrant(request, () => client.refreshToken(refreshToken));
       });
 
       auth.get('/me', async (request) => {

@@ -7,9 +7,12 @@
 import Fastify, { type FastifyInstance } from 'fastify';
 import cors from '@fastify/cors';
 import { clientErrorHandler, frameworkErrorHandler, installErrorHandling } from '../http/errors.js';
+import { installSecurityHeaders } from '../http/security-headers.js';
 import { compilersFactory } from '../http/schema-compilers.js';
 import { relayRoutes, type RelayOptions } from '../relay/routes.js';
 import { instrumentHttp } from './http-metrics.js';
+import { installRequestRates } from './request-rates-hook.js';
+import type { RequestRates } from '../auth/request-rates.js';
 import type { Metrics } from './metrics.js';
 import { blogApi, type BlogOptions } from '../blog/api.js';
 import { imageRoute } from '../blog/image-route.js';
@@ -42,6 +45,8 @@ export interface ServerOptions {
   blog?: Omit<BlogOptions, 'version'> | undefined;
   /** A span for every request, its ids on the request's log lines (http-tracing.ts); none when tracing is off. */
   telemetry?: Telemetry | undefined;
+  /** Request rates per token or address on the blog API, its images and the relay (request-rates-hook.ts); none when absent. */
+  requestRates?: RequestRates | undefined;
 }
 
 /** Each mount of the blog API and the version it serves; /api follows the latest. */
@@ -80,6 +85,8 @@ export async function buildServer(options: ServerOptions): Promise<FastifyInstan
     ...(options.telemetry && options.logger ? tracedLoggerOptions(options.telemetry) : {}),
   }) as unknown as FastifyInstance;
   if (options.telemetry) traceHttp(app, options.telemetry);
+  installSecurityHeaders(app);
+  if (options.requestRates) installRequestRates(app, options.requestRates);
   if (options.metrics) instrumentHttp(app, options.metrics);
   installErrorHandling(app);
   // A request in flight when the server starts closing gets its answer, and then its keep-alive connection goes

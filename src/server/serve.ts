@@ -29,6 +29,7 @@ import { MonitoringServiceImpl, type ChatMessage as OperatorsChatMessage } from 
 import type { ChatMessage as UserChatMessage } from '../users/proto.js';
 import { DEFAULT_HASH_COST } from '../auth/passwords.js';
 import { DEFAULT_LOGIN_LIMITS, LoginLimiter, type LoginLimits } from '../auth/login-limits.js';
+import { DEFAULT_REQUEST_RATES, RequestRates, type RequestRateLimits } from '../auth/request-rates.js';
 import { PostStore, type Post } from '../blog/posts.js';
 import { openImageStore } from '../blog/uploads.js';
 import { Commerce } from '../commerce/commerce.js';
@@ -64,6 +65,11 @@ export interface ServeOptions {
   hashCost?: number;
   /** Limits on wrong passwords at the blog's login (default DEFAULT_LOGIN_LIMITS); false: none. */
   loginLimits?: LoginLimits | false | undefined;
+  /**
+   * Request rates per token or address on the HTTP APIs and the gRPC services, one budget per token over both
+   * (default DEFAULT_REQUEST_RATES); false: none. Counted in this instance's memory.
+   */
+  requestRates?: RequestRateLimits | false | undefined;
   /** How long a graceful shutdown waits for running calls. */
   shutdownDeadlineMs?: number;
   /** Publish the blog API's docs pages and OpenAPI descriptions (default true). */
@@ -301,6 +307,8 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
     // Payments a stopped process left in progress are settled before any call is taken.
     await commerce.start();
     cleanups.push(() => commerce!.stop());
+    const requestRateLimits = options.requestRates ?? DEFAULT_REQUEST_RATES;
+    const requestRates = requestRateLimits ? new RequestRates(requestRateLimits, () => options.now().getTime()) : undefined;
     let grpcServer: RunningGrpcServer | undefined;
     if (options.grpc) {
       grpcServer = await startGrpcServer({
@@ -315,6 +323,7 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
         metrics: metrics.grpc,
         log: grpcLog,
         telemetry,
+        rates: requestRates,
         onShutdown: () => {
           users.endStreams();
           monitoring.endStreams();
@@ -327,6 +336,8 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
     const images = openImageStore(store, options.now);
     cleanups.push(() => images.close());
     const loginLimits = options.loginLimits ?? DEFAULT_LOGIN_LIMITS;
+    // The blog's logins and the relay's code exchanges and refreshes, each in a key space of its own.
+    const loginLimiter = loginLimits ? new LoginLimiter(store.sql, loginLimits, options.now) : undefined;
     const blog = {
       posts: new PostStore(store.sql, options.now),
       users,
@@ -334,7 +345,7 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
       images,
       docs: options.docs ?? true,
       publicUrl: options.publicUrl,
-      loginLimiter: loginLimits ? new LoginLimiter(store.sql, loginLimits, options.now) : undefined,
+      loginLimiter,
       // In the transaction that writes the post (tx): both commit or neither (see publish above).
       onPublished: (post: Post, tx: Sql) => publish(POST_CREATED, post, tx),
     };
@@ -352,10 +363,12 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
         version: options.version,
         now: options.now,
         ready: async () => ({ ready: await readiness.check(), reason: readiness.reason }),
+        grantLimiter: loginLimiter,
       },
       metrics,
       blog,
       telemetry,
+      requestRates,
     });
     cleanups.push(() => app.close());
     appLog = app.log;

@@ -196,6 +196,35 @@ describe('serve --data-dir', () => {
   });
 });
 
+describe('serve banner', () => {
+  it('says which limits are in force, and that 0 turns them off', async () => {
+    const cases: [string[], string[]][] = [
+      [
+        [],
+        [
+          '  limits    logins: 5 wrong passwords per account and address, 50 per address, then locked for 1 s doubling up to 15 min (--login-attempts)',
+          '            relay codes and refresh tokens refused: 50 per address, then the same back-off',
+          '            requests: 200 per second per token or address (bursts of 400), per instance (--rate-limit, --rate-burst)',
+        ],
+      ],
+      [
+        ['--login-attempts', '8', '--rate-limit', '50', '--rate-burst', '60'],
+        [
+          '  limits    logins: 8 wrong passwords per account and address, 80 per address, then locked for 1 s doubling up to 15 min (--login-attempts)',
+          '            relay codes and refresh tokens refused: 80 per address, then the same back-off',
+          '            requests: 50 per second per token or address (bursts of 60), per instance (--rate-limit, --rate-burst)',
+        ],
+      ],
+      [['--login-attempts', '0', '--rate-limit', '0'], ['  limits    logins: off', '            relay codes and refresh tokens refused: off', '            requests: off']],
+    ];
+    for (const [args, lines] of cases) {
+      const result = await sb.run(['serve', '--port', '0', '--no-grpc', '--store', 'memory', ...args], { shutdown: Promise.resolve('SIGTERM') });
+      expect(result.code, result.stderr).toBe(0);
+      expect(plain(result.stdout), args.join(' ')).toContain(lines.join('\n'));
+    }
+  });
+});
+
 describe('serve logs', () => {
   it('are one pretty line per request on a terminal, JSON when piped, and come after the banner', async () => {
     for (const [tty, format] of [
@@ -241,6 +270,11 @@ describe('usage errors, for every group', () => {
     const cases: [string[], string, string][] = [
       [['users', 'get', 'abc'], 'ID must be a positive whole number; got "abc"', 'miniapp users get'],
       [['serve', '--port', 'abc'], '--port must be a number from 0 to 65535; got "abc"', 'miniapp serve'],
+      [['serve', '--rate-limit', '1.5'], '--rate-limit must be a whole number of requests per second from 0 (no limit) to 1000000; got "1.5"', 'miniapp serve'],
+      [['serve', '--rate-limit', '2000000'], '--rate-limit must be a whole number of requests per second from 0 (no limit) to 1000000; got "2000000"', 'miniapp serve'],
+      [['serve', '--rate-burst', '0'], '--rate-burst must be a whole number of requests from 1 to 2000000; got "0"', 'miniapp serve'],
+      [['serve', '--rate-limit', '0', '--rate-burst', '10'], '--rate-burst needs a --rate-limit above 0', 'miniapp serve'],
+      [['serve', '--login-attempts', '-1'], '--login-attempts must be a whole number from 0 (the limits off) to 999999; got "-1"', 'miniapp serve'],
       [['serv'], "unknown command 'serv' (did you mean 'serve'?)", 'miniapp'],
       [['sandbox', 'logn'], "unknown command 'logn' for 'miniapp sandbox' (did you mean 'login'?)", 'miniapp sandbox'],
       [['webhooks', 'lsit'], "unknown command 'lsit' (did you mean 'list'?)", 'miniapp webhooks'],

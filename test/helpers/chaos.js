@@ -48,6 +48,8 @@ export async function startServeProcess({ databaseUrl, timeoutMs = 5_000, poolSi
   const args = [
     BIN, 'serve', '--json', '--port', String(port), '--grpc-port', String(grpcPort), '--log-format', 'json', '--log-level', 'warn',
     '--password-hash-cost', '10',
+    // A load test: its workers send hundreds of requests a second from one address and with one admin token.
+    '--rate-limit', '0',
     ...(databaseUrl ? ['--database', databaseUrl, '--database-timeout', `${timeoutMs}ms`, '--database-pool', String(poolSize)] : []),
     ...extraArgs,
   ];

@@ -20,6 +20,9 @@ export async function startTestServe(overrides: Partial<ServeOptions> = {}, back
     // scrypt at log2 N = 4: 0.06 ms of CPU a hash instead of 1.7 ms at 10 (the least `serve --password-hash-cost`
     // allows); the suites create and log in thousands of users. Stored hashes name their cost, so nothing else differs.
     hashCost: 4,
+    // Suites drive serve at machine speed (thousands of requests a second with one token or from one address), far
+    // past any default request rate; test/server/request-rates.test.ts turns them on.
+    requestRates: false,
     ...overrides,
   }).catch(async (error: unknown) => {
     await database?.drop();

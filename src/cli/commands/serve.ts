@@ -8,6 +8,7 @@ import { parseDuration } from '../../duration.js';
 import { checkMetricsPrefix, DEFAULT_METRICS_PREFIX } from '../../server/metric-prefix.js';
 import { DEFAULT_LOGIN_LIMITS, describeLoginLimits } from '../../auth/login-limits.js';
 import { describeTracing, resolveTracing } from '../../telemetry/config.js';
+import { DEFAULT_REQUEST_RATES, describeRequestRates } from '../../auth/request-rates.js';
 
 interface ServeFlags {
   host: string;
@@ -32,6 +33,8 @@ interface ServeFlags {
   passwordHashCost: string;
   loginAttempts: string;
   otlpEndpoint?: string;
+  rateLimit: string;
+  rateBurst?: string;
   docs: boolean;
   webhookUrl: string[];
   webhookSecret?: string;
@@ -81,10 +84,16 @@ export function registerServe(program: Command, bind: Bind): void {
     )
     .option(
       '--login-attempts <n>',
-      'wrong passwords allowed per account and address at the blog\'s login (and 10 times as many, at least 50, per address) before the back-off: locked for 1 s, doubling to 15 min, answered 429; 0 turns the limits off',
+      'wrong passwords allowed per account and address at the blog\'s login (and 10 times as many, at least 50, per address; the same per address for codes and refresh tokens the partner API refuses at the relay) before the back-off: locked for 1 s, doubling to 15 min, answered 429; 0 turns the limits off',
       String(DEFAULT_LOGIN_LIMITS.perAccount),
     )
     .option('--otlp-endpoint <url>', 'send OpenTelemetry traces over OTLP to this collector (e.g. http://127.0.0.1:4318); the standard OTEL_* variables (OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_SERVICE_NAME, OTEL_TRACES_SAMPLER, ...) work too; default: off')
+    .option(
+      '--rate-limit <n>',
+      'requests per second allowed per access token (per client address without one) on the blog API, the relay and the gRPC services, counted by each instance; over it: 429 or RESOURCE_EXHAUSTED; 0 turns the limit off',
+      String(DEFAULT_REQUEST_RATES.perSecond),
+    )
+    .option('--rate-burst <n>', 'requests a token or address may send at once after a quiet spell (default: twice --rate-limit)')
     .addHelpText('after', '\nExamples:\n  miniapp serve\n  miniapp serve --port 8080 --cors-origin https://app.example.com --callback-auth partner:s3cret\n  miniapp serve --database postgres://miniapp:secret@db.internal:5432/miniapp --webhook-url https://hooks.example.com/miniapp')
     .action(bind(runServe));
 }
@@ -101,6 +110,22 @@ function checkPublicUrl(text: string): string {
     throw new UsageError(`--public-url must be an absolute http or https URL without query, such as https://blog.example.com; got "${text}"`);
   }
   return `${url.origin}${url.pathname.replace(/\/+$/, '')}`;
+}
+
+/** --rate-limit and --rate-burst as serve's request rates; false when the limit is 0. */
+function parseRequestRates(rate: string, burst: string | undefined): { perSecond: number; burst: number } | false {
+  if (!/^\d{1,7}$/.test(rate) || Number(rate) > 1_000_000) {
+    throw new UsageError(`--rate-limit must be a whole number of requests per second from 0 (no limit) to 1000000; got "${rate}"`);
+  }
+  if (burst !== undefined && (!/^\d{1,7}$/.test(burst) || Number(burst) < 1 || Number(burst) > 2_000_000)) {
+    throw new UsageError(`--rate-burst must be a whole number of requests from 1 to 2000000; got "${burst}"`);
+  }
+  const perSecond = Number(rate);
+  if (perSecond === 0) {
+    if (burst !== undefined) throw new UsageError('--rate-burst needs a --rate-limit above 0');
+    return false;
+  }
+  return { perSecond, burst: burst === undefined ? 2 * perSecond : Number(burst) };
 }
 
 async function runServe(cc: CommandContext, command: Command): Promise<void> {
@@ -157,6 +182,7 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
   const attempts = Number(flags.loginAttempts);
   const loginLimits = attempts === 0 ? false : { ...DEFAULT_LOGIN_LIMITS, perAccount: attempts, perAddress: Math.max(DEFAULT_LOGIN_LIMITS.perAddress, 10 * attempts) };
   const tracing = resolveTracing(cc.env, { otlpEndpoint: flags.otlpEndpoint });
+  const requestRates = parseRequestRates(flags.rateLimit, flags.rateBurst);
   const { checkWebhookUrl } = await import('../../webhooks/delivery.js');
   const webhookUrls = flags.webhookUrl.map((url) => {
     try {
@@ -192,6 +218,7 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
       grpc: flags.grpc ? { host: flags.grpcHost, port: grpcPort, tls: grpcTls } : false,
       hashCost,
       loginLimits,
+      requestRates,
       docs: flags.docs,
       webhooks: webhookSecret ? { urls: webhookUrls, secret: webhookSecret } : undefined,
       publicUrl,
@@ -266,6 +293,8 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
       `  CORS      ${flags.corsOrigin ?? 'no browser origin allowed (--cors-origin ORIGIN)'}`,
       `  links     ${publicUrl ? `absolute under ${publicUrl}` : 'relative (set --public-url for absolute ones)'}`,
       `  limits    logins: ${describeLoginLimits(loginLimits)}${loginLimits ? ' (--login-attempts)' : ''}`,
+      `            relay codes and refresh tokens refused: ${loginLimits ? `${loginLimits.perAddress} per address, then the same back-off` : 'off'}`,
+      `            requests: ${describeRequestRates(requestRates)}${requestRates ? ' (--rate-limit, --rate-burst)' : ''}`,
       `  traces    ${describeTracing(tracing)}`,
     ];
     if (running.sandbox) {

@@ -1,0 +1,54 @@
+/**
+ * Request rates on serve's HTTP APIs (auth/request-rates.ts): every route
+ * of the blog API (/api/v1, /api/v2, /api), its images (/uploads/) and the
+ * relay (/api/auth/*) takes from its client's bucket before anything else
+ * runs; /health, /metrics and the docs pages (with their assets and
+ * OpenAPI descriptions) are never limited. Which routes are limited is
+ * decided once, as each route is added, not per request.
+ *
+ * Every limited answer carries the RateLimit headers (the IETF httpapi
+ * draft's RateLimit-Limit, -Remaining, -Reset and -Policy); a request over
+ * the limit is answered 429 with Retry-After and the usual error body.
+ */
+import type { FastifyInstance, onRequestHookHandler, RouteOptions } from 'fastify';
+import { isTokenKey, rateKey, type RequestRates } from '../auth/request-rates.js';
+import type { ErrorBody } from '../http/errors.js';
+
+export const RATE_LIMITED = 'RATE_LIMITED';
+
+/** Whether a route (its full URL pattern) takes from the buckets. */
+export function isRateLimited(url: string): boolean {
+  if (!url.startsWith('/api/') && !url.startsWith('/uploads/')) return false;
+  return !/\/docs(\/|$)/.test(url) && !url.endsWith('/openapi.json');
+}
+
+/** Call before registering any route: the hook is attached to each limited route as it is added. */
+export function installRequestRates(app: FastifyInstance, rates: RequestRates): void {
+  const { perSecond, burst } = rates.limits;
+  const limit = String(burst);
+  const policy = `${burst};w=${Math.max(1, Math.round(burst / perSecond))}`;
+  const hook: onRequestHookHandler = (request, reply, done) => {
+    const key = rateKey(request.headers.authorization, request.ip);
+    const waitMs = rates.take(key);
+    void reply
+      .header('ratelimit-limit', limit)
+      .header('ratelimit-remaining', String(rates.left))
+      .header('ratelimit-reset', String(rates.resetSeconds()))
+      .header('ratelimit-policy', policy);
+    if (waitMs === 0) {
+      done();
+      return;
+    }
+    const seconds = Math.ceil(waitMs / 1000);
+    const detail = `more than ${perSecond} requests a second (bursts of ${burst}) from this ${isTokenKey(key) ? 'access token' : 'address'}: try again in ${seconds} s`;
+    void reply
+      .code(429)
+      .header('retry-after', String(seconds))
+      .send({ error: 'Too Many Requests', detail, code: RATE_LIMITED } satisfies ErrorBody);
+  };
+  app.addHook('onRoute', (route: RouteOptions) => {
+    if (!isRateLimited(route.url)) return;
+    const own = route.onRequest;
+    route.onRequest = own === undefined ? [hook] : [hook, ...(Array.isArray(own) ? own : [own])];
+  });
+}
