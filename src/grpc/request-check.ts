@@ -183,7 +183,7 @@ function addressOf(peer: string): string {
 
 function rateMessage(rates: RequestRates, key: string, waitMs: number): string {
   const { perSecond, burst } = rates.limits;
-  return `more than ${perSecond} calls a second (bursts of ${burst}) with this ${isTokenKey(key) ? 'token' : 'address'}: retry in ${waitMs} ms`;
+  return `more than ${perSecond} call${perSecond === 1 ? '' : 's'} a second (bursts of ${burst}) with this ${isTokenKey(key) ? 'token' : 'address'}: retry in ${waitMs} ms`;
 }
 
 export interface RequestCheckingServerOptions extends grpc.ServerOptions {

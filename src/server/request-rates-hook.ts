@@ -40,7 +40,7 @@ export function installRequestRates(app: FastifyInstance, rates: RequestRates): 
       return;
     }
     const seconds = Math.ceil(waitMs / 1000);
-    const detail = `more than ${perSecond} requests a second (bursts of ${burst}) from this ${isTokenKey(key) ? 'access token' : 'address'}: try again in ${seconds} s`;
+    const detail = `more than ${perSecond} request${perSecond === 1 ? '' : 's'} a second (bursts of ${burst}) from this ${isTokenKey(key) ? 'access token' : 'address'}: try again in ${seconds} s`;
     void reply
       .code(429)
       .header('retry-after', String(seconds))
