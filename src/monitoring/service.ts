@@ -140,14 +140,16 @@ function checkList(values: readonly string[] | undefined, field: string, most: n
 export class MonitoringServiceImpl {
   readonly #chat: ChatHub<ChatMessage>;
   /** Streams that never end by themselves; ended by `endStreams` at shutdown. */
-  readonly #open = new Set<{ end(): void }>();
+  readonly #open = new Set<{ emit(event: 'error', error: grpc.ServerErrorResponse): boolean }>();
 
   constructor(private readonly options: MonitoringOptions) {
     this.#chat = options.chat ?? new ChatHub<ChatMessage>();
   }
 
   endStreams(): void {
-    for (const call of this.#open) call.end();
+    // UNAVAILABLE, not OK: the stream did not end by itself, and clients retry UNAVAILABLE (on another instance).
+    const status = { code: grpc.status.UNAVAILABLE, details: 'the server is shutting down; reconnect to resume' };
+    for (const call of this.#open) failStream(call, status);
     this.#open.clear();
   }
 

@@ -109,7 +109,29 @@ export interface RunningServe {
   commerce: Commerce;
   /** What an operator should know at start-up (e.g. pools that add up past PostgreSQL's connection limit); also logged. */
   warnings: string[];
+  /**
+   * Begins the drain before a stop: from now on /health/ready answers 503
+   * and the gRPC health service NOT_SERVING (for '' and every service), so
+   * that load balancers take this instance out, while every call is still
+   * answered as before; HTTP answers carry `Connection: close`, so that
+   * keep-alive clients reconnect elsewhere. `close` ends it.
+   */
+  drain(): void;
+  /**
+   * Stops: both servers stop accepting and the webhook dispatcher stops
+   * claiming, at once; calls in flight finish (gRPC until the shutdown
+   * deadline), streams that never end by themselves (watch, chats,
+   * StreamMetrics, StreamLogs) end with UNAVAILABLE, so clients reconnect,
+   * and webhook deliveries not sent by then are released for another
+   * instance; then the rest closes.
+   */
   close(): Promise<void>;
+}
+
+/** Runs `stop` the first time it is called; later calls share that run (a step of `close` that the cleanups repeat). */
+function once(stop: () => Promise<void>): () => Promise<void> {
+  let running: Promise<void> | undefined;
+  return () => (running ??= stop());
 }
 
 function urlOf(app: FastifyInstance, host: string, scheme = 'http'): string {
@@ -264,6 +286,7 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
     await commerce.start();
     cleanups.push(() => commerce!.stop());
     let grpcServer: RunningGrpcServer | undefined;
+    let stopGrpc: (() => Promise<void>) | undefined;
     if (options.grpc) {
       grpcServer = await startGrpcServer({
         ...options.grpc,
@@ -281,7 +304,8 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
           monitoring.endStreams();
         },
       });
-      cleanups.push(() => grpcServer!.shutdown(options.shutdownDeadlineMs));
+      stopGrpc = once(() => grpcServer!.shutdown(options.shutdownDeadlineMs));
+      cleanups.push(stopGrpc);
       grpcHealth = (serving) => grpcServer!.setServing(serving);
     }
 
@@ -316,18 +340,22 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
       },
       metrics,
       blog,
+      draining: () => readiness.draining,
     });
-    cleanups.push(() => app.close());
+    const stopHttp = once(() => app.close());
+    cleanups.push(stopHttp);
     appLog = app.log;
     for (const warning of warnings) appLog.warn({ component: 'store' }, warning);
     await app.listen({ host: options.host, port: options.port });
     readiness.start();
     const url = urlOf(app, options.host);
     serviceName = `miniapp ${url}`;
+    let stopWebhooks: (() => Promise<void>) | undefined;
     if (dispatcher) {
       await dispatcher.start();
       // Registered after the database, so it stops first: the attempt in flight is recorded before the close.
-      cleanups.push(() => dispatcher.stop());
+      stopWebhooks = once(() => dispatcher.stop({ deadlineMs: options.shutdownDeadlineMs }));
+      cleanups.push(stopWebhooks);
     }
     sandbox?.setCallback({ url: `${url}/api/auth/unlink-callback`, method: 'POST', basicAuth: options.callbackAuth });
 
@@ -347,7 +375,13 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
       webhooks: dispatcher,
       commerce,
       warnings,
-      close: closeAll,
+      drain: () => readiness.drain(),
+      close: async () => {
+        // Nothing new is taken anywhere while what is in flight finishes; then the parts below close in order.
+        const stopped = await Promise.allSettled([stopHttp(), stopGrpc?.(), stopWebhooks?.()]);
+        await closeAll();
+        for (const result of stopped) if (result.status === 'rejected') throw result.reason;
+      },
     };
   } catch (error) {
     await closeAll();
