@@ -49,6 +49,8 @@ export async function startServeProcess({ databaseUrl, timeoutMs = 5_000, poolSi
     BIN, 'serve', '--json', '--port', String(port), '--grpc-port', String(grpcPort), '--log-format', 'json', '--log-level', 'warn',
     '--password-hash-cost', '10',
     ...(databaseUrl ? ['--database', databaseUrl, '--database-timeout', `${timeoutMs}ms`, '--database-pool', String(poolSize)] : []),
+    // No drain period unless asked for: these tests stop serve to test the stop, not a load balancer's view of it.
+    ...(extraArgs.includes('--drain') ? [] : ['--drain', '0']),
     ...extraArgs,
   ];
   const child = spawn(process.execPath, args, {
