@@ -7,7 +7,7 @@ import type { Registry } from 'prom-client';
 import type { Principal } from '../auth/tokens.js';
 import { ChatHub } from '../grpc/chat-hub.js';
 import { toTimestamp, type Timestamp } from '../grpc/protos.js';
-import { failStream, RpcError, unavailableStatus } from '../grpc/status.js';
+import { failStream, RpcError, SHUTTING_DOWN, unavailableStatus } from '../grpc/status.js';
 import { LOG_LEVELS, matches, type LogFilter, type LogHub, type LogRecord } from './log-hub.js';
 
 const { status: Status } = grpc;
@@ -148,8 +148,7 @@ export class MonitoringServiceImpl {
 
   endStreams(): void {
     // UNAVAILABLE, not OK: the stream did not end by itself, and clients retry UNAVAILABLE (on another instance).
-    const status = { code: grpc.status.UNAVAILABLE, details: 'the server is shutting down; reconnect to resume' };
-    for (const call of this.#open) failStream(call, status);
+    for (const call of this.#open) failStream(call, SHUTTING_DOWN);
     this.#open.clear();
   }
 

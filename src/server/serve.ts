@@ -354,7 +354,9 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
     if (dispatcher) {
       await dispatcher.start();
       // Registered after the database, so it stops first: the attempt in flight is recorded before the close.
-      stopWebhooks = once(() => dispatcher.stop({ deadlineMs: options.shutdownDeadlineMs }));
+      // The deadline of the gRPC calls in flight (5 s unless given) holds for a webhook attempt too; what is cut
+      // short is released for another instance.
+      stopWebhooks = once(() => dispatcher.stop({ deadlineMs: options.shutdownDeadlineMs ?? 5_000 }));
       cleanups.push(stopWebhooks);
     }
     sandbox?.setCallback({ url: `${url}/api/auth/unlink-callback`, method: 'POST', basicAuth: options.callbackAuth });

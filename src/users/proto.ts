@@ -63,6 +63,12 @@ export const LIST_PAGE_SIZE_HEADER = 'x-page-size';
  */
 export const WATCH_POSITION_HEADER = 'miniapp-watch-after';
 
+export function watchPositionHeaders(after: number): grpc.Metadata {
+  const headers = new grpc.Metadata();
+  headers.set(WATCH_POSITION_HEADER, String(after));
+  return headers;
+}
+
 /** The update_mask paths UpdateUser knows (AIP-134); "*" stands for all of them. */
 export const UPDATE_PATHS = ['username', 'email', 'full_name', 'is_active', 'roles'] as const;
 export type UpdatePath = (typeof UPDATE_PATHS)[number];

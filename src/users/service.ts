@@ -13,12 +13,12 @@ import { once } from 'node:events';
 import * as grpc from '@grpc/grpc-js';
 import { hashPassword, verifyPassword } from '../auth/passwords.js';
 import { MAX_BEARER_HEADER_LENGTH, TokenService, type Principal } from '../auth/tokens.js';
-import { failStream as endStream, RpcError, statusName, unavailableStatus } from '../grpc/status.js';
+import { failStream as endStream, RpcError, SHUTTING_DOWN, statusName, unavailableStatus } from '../grpc/status.js';
 import { ChatHub } from '../grpc/chat-hub.js';
 import { createFromStream, type RowStream } from './batch-create.js';
 import type { UserChange } from './change-log.js';
 import { ResumeOutOfRange, type UserChangeFeed } from './change-feed.js';
-import { LIST_PAGE_SIZE_HEADER, LIST_TOTAL_HEADER, toTimestamp, WATCH_POSITION_HEADER, UPDATE_PATHS, type BulkCreateFailure, type ChatMessage, type CreateUserRequest, type EventTypeName, type UserMessage } from './proto.js';
+import { LIST_PAGE_SIZE_HEADER, LIST_TOTAL_HEADER, toTimestamp, watchPositionHeaders, UPDATE_PATHS, type BulkCreateFailure, type ChatMessage, type CreateUserRequest, type EventTypeName, type UserMessage } from './proto.js';
 import {
   characters,
   checkEmail,
@@ -152,8 +152,7 @@ export class UserServiceImpl {
   /** Ends the open watch and chat streams, so that a graceful shutdown can finish. */
   endStreams(): void {
     // UNAVAILABLE, not OK: the stream did not end by itself, and clients retry UNAVAILABLE (on another instance).
-    const status = { code: grpc.status.UNAVAILABLE, details: 'the server is shutting down; reconnect to resume' };
-    for (const call of this.#open) endStream(call, status);
+    for (const call of this.#open) endStream(call, SHUTTING_DOWN);
     this.#open.clear();
   }
 
@@ -358,10 +357,9 @@ export class UserServiceImpl {
     const listener = (change: UserChange) => {
       if (userId && change.user.id !== userId) return;
       if (types.size > 0 && !types.has(change.type)) return;
-      if (!call.writableEnded && !call.destroyed) {
-        wrote = true;
-        call.write(eventMessage(change));
-      }
+      if (call.writableEnded || call.destroyed) return;
+      wrote = true;
+      call.write(eventMessage(change));
     };
     if (call.cancelled) return;
     const watcher = this.options.changes.watch(listener, { after });
@@ -376,13 +374,8 @@ export class UserServiceImpl {
     call.once('finish', release);
     try {
       const position = await watcher.live;
-      // Where the watch starts, in its response headers at once: a client that sees no change before the stream
-      // breaks still resumes without a gap (after this number). One that has a change already resumes after that.
-      if (!wrote && !call.writableEnded && !call.destroyed && !call.cancelled) {
-        const headers = new grpc.Metadata();
-        headers.set(WATCH_POSITION_HEADER, String(position));
-        call.sendMetadata(headers);
-      }
+      // Where the watch starts, at once: a client whose stream breaks before its first change resumes after it.
+      if (!wrote && !call.writableEnded && !call.destroyed && !call.cancelled) call.sendMetadata(watchPositionHeaders(position));
     } catch (error) {
       release();
       failStream(call, error instanceof ResumeOutOfRange ? new RpcError(Status.OUT_OF_RANGE, error.message) : error);

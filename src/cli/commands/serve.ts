@@ -315,11 +315,12 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
   // SIGTERM is a process manager or an orchestrator (rolling restarts): drain. Ctrl-C is a person who wants it to stop
   // now, and a closed stdout has nobody to drain for: no wait (still finishing what is in flight).
   const wait = signal === 'SIGTERM' ? drainMs : 0;
+  // A second signal during the wait skips the rest of it (listened for at once: unheard, it would kill the process).
+  const skip = wait > 0 ? cc.waitForShutdown() : undefined;
   const { drainAndClose } = await import('../../server/drain.js');
   await drainAndClose(running, {
     drainMs: wait,
-    // A second signal during the wait skips the rest of it.
-    skip: wait > 0 ? cc.waitForShutdown() : undefined,
+    skip,
     onStep: (step) => {
       if (step.step === 'draining') {
         cc.out.info(`${signal}: draining for ${formatDrain(step.ms)}: not ready (/health/ready 503, gRPC NOT_SERVING), still answering; a second signal stops at once`);
