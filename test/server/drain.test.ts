@@ -291,3 +291,55 @@ describe('miniapp monitor across a restart of serve', () => {
     for (const line of lines()) expect(JSON.parse(line)).toMatchObject({ service: expect.stringContaining('miniapp'), metrics: expect.any(Object) });
   });
 });
+
+describe('miniapp monitor logs -f across a restart of serve', () => {
+  it('reconnects and shows the new instance\'s lines written after the last one shown, none twice', async () => {
+    const { createServer } = await import('node:net');
+    const { spawn } = await import('node:child_process');
+    const { BIN } = await import('../helpers/launcher.js');
+    const probe = createServer();
+    await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
+    const port = (probe.address() as { port: number }).port;
+    await new Promise<void>((resolve) => probe.close(() => resolve()));
+    const dataDir = mkdtempSync(join(tmpdir(), 'miniapp-drain-logs-'));
+    cleanups.push(() => rmSync(dataDir, { recursive: true, force: true }));
+    const start = () =>
+      startTestServe({ store: { kind: 'sqlite', dataDir }, grpc: { host: '127.0.0.1', port }, shutdownDeadlineMs: 2_000, logger: { level: 'info', stream: { write: () => true } } });
+    const first = await start();
+    let firstClosed = false;
+    cleanups.push(() => (firstClosed ? undefined : first.close()));
+    await (await request(`${first.url}/api/v2/blog/posts?search=before-restart`)).body.dump();
+
+    const home = mkdtempSync(join(tmpdir(), 'miniapp-drain-logs-home-'));
+    cleanups.push(() => rmSync(home, { recursive: true, force: true }));
+    const child = spawn(process.execPath, [BIN, 'monitor', 'logs', '-f', '--json', '--component', 'http'], {
+      env: { PATH: process.env.PATH, HOME: home, MINIAPP_CONFIG_DIR: home, MINIAPP_GRPC_ADDR: first.grpc!.address, MINIAPP_GRPC_TOKEN: first.adminToken },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    cleanups.push(() => void child.kill('SIGKILL'));
+    let stdout = '';
+    let stderr = '';
+    child.stdout!.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
+    child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+    const lines = () => stdout.split('\n').filter(Boolean).map((line) => JSON.parse(line) as { time: string; message: string; fields: { req?: { url?: string } } });
+    const urls = () => lines().map((line) => line.fields.req?.url ?? '');
+    await until(() => urls().some((url) => url.includes('before-restart')), 'the kept line of the first instance');
+
+    await drainAndClose(first, { drainMs: 0 });
+    firstClosed = true;
+    await until(() => stderr.includes('reconnecting'), 'the monitor to notice');
+    const second = await start();
+    cleanups.push(() => second.close());
+    await until(() => stderr.includes('reconnected'), 'the monitor to reconnect');
+    await (await request(`${second.url}/api/v2/blog/posts?search=after-restart`)).body.dump();
+    await until(() => urls().some((url) => url.includes('after-restart')), 'the new instance\'s line');
+    child.kill('SIGINT');
+    expect(await exited).toBe(0);
+
+    const shown = stdout.split('\n').filter(Boolean);
+    expect(new Set(shown).size).toBe(shown.length);
+    expect(urls().filter((url) => url.includes('before-restart')).length).toBeGreaterThan(0);
+    expect(lines().map((line) => line.time)).toEqual(lines().map((line) => line.time).sort());
+  });
+});
