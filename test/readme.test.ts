@@ -126,7 +126,8 @@ describe('the README examples', () => {
         // (`npx miniapp serve &` runs the npx function in a subshell whose child is serve: killing the subshell alone
         // would leave serve running).
         'set -m',
-        'stop_jobs() { for job in $(jobs -p); do kill -- "-$job" 2>/dev/null || true; done; wait 2>/dev/null || true; }',
+        // SIGINT, as Ctrl-C: serve stops without its drain period (SIGTERM would keep it answering for --drain first).
+        'stop_jobs() { for job in $(jobs -p); do kill -INT -- "-$job" 2>/dev/null || true; done; wait 2>/dev/null || true; }',
         // Background servers the examples start end with the script.
         "trap 'stop_jobs' EXIT",
         // `npx miniapp` finds the project's own bin, as `miniapp` on PATH does, without npm's start-up.

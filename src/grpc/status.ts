@@ -26,6 +26,9 @@ export function failStream(call: { emit(event: 'error', error: grpc.ServerErrorR
   call.emit('error', Object.assign(new Error(status.details), status));
 }
 
+/** How serve ends the streams that never end by themselves when it stops: a status clients retry, elsewhere. */
+export const SHUTTING_DOWN = { code: grpc.status.UNAVAILABLE, details: 'the server is shutting down; reconnect to resume' } as const;
+
 export type RpcType = 'unary' | 'client_stream' | 'server_stream' | 'bidi_stream';
 
 /** The kind of a method, in go-grpc-prometheus's words. */

@@ -69,6 +69,23 @@ export class MonitoringClient {
     await reading;
   }
 
+  /** Resolves once connected; UNAVAILABLE as soon as an attempt fails, DEADLINE_EXCEEDED after `timeoutMs`. */
+  ready(timeoutMs: number): Promise<void> {
+    const channel = this.#raw.getChannel();
+    const deadline = Date.now() + timeoutMs;
+    const State = grpc.connectivityState;
+    const failure = (code: grpc.status, details: string) => this.#connection.error(Object.assign(new Error(details), { code, details, metadata: new grpc.Metadata() }));
+    return new Promise((resolve, reject) => {
+      const check = () => {
+        const state = channel.getConnectivityState(true);
+        if (state === State.READY) return resolve();
+        if (state === State.TRANSIENT_FAILURE || state === State.SHUTDOWN) return reject(failure(grpc.status.UNAVAILABLE, 'cannot connect'));
+        channel.watchConnectivityState(state, deadline, (error) => (error ? reject(failure(grpc.status.DEADLINE_EXCEEDED, 'could not connect in time')) : check()));
+      };
+      check();
+    });
+  }
+
   close(): void {
     this.#connection.close();
   }

@@ -7,7 +7,7 @@ import type { Registry } from 'prom-client';
 import type { Principal } from '../auth/tokens.js';
 import { ChatHub } from '../grpc/chat-hub.js';
 import { toTimestamp, type Timestamp } from '../grpc/protos.js';
-import { failStream, RpcError, unavailableStatus } from '../grpc/status.js';
+import { failStream, RpcError, SHUTTING_DOWN, unavailableStatus } from '../grpc/status.js';
 import { LOG_LEVELS, matches, type LogFilter, type LogHub, type LogRecord } from './log-hub.js';
 
 const { status: Status } = grpc;
@@ -140,14 +140,15 @@ function checkList(values: readonly string[] | undefined, field: string, most: n
 export class MonitoringServiceImpl {
   readonly #chat: ChatHub<ChatMessage>;
   /** Streams that never end by themselves; ended by `endStreams` at shutdown. */
-  readonly #open = new Set<{ end(): void }>();
+  readonly #open = new Set<{ emit(event: 'error', error: grpc.ServerErrorResponse): boolean }>();
 
   constructor(private readonly options: MonitoringOptions) {
     this.#chat = options.chat ?? new ChatHub<ChatMessage>();
   }
 
   endStreams(): void {
-    for (const call of this.#open) call.end();
+    // UNAVAILABLE, not OK: the stream did not end by itself, and clients retry UNAVAILABLE (on another instance).
+    for (const call of this.#open) failStream(call, SHUTTING_DOWN);
     this.#open.clear();
   }
 

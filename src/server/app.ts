@@ -47,6 +47,8 @@ export interface ServerOptions {
   telemetry?: Telemetry | undefined;
   /** Request rates per token or address on the blog API, its images and the relay (request-rates-hook.ts); none when absent. */
   requestRates?: RequestRates | undefined;
+  /** True while serve drains before stopping: every answer then closes its connection (`Connection: close`). */
+  draining?: () => boolean;
 }
 
 /** Each mount of the blog API and the version it serves; /api follows the latest. */
@@ -97,6 +99,15 @@ export async function buildServer(options: ServerOptions): Promise<FastifyInstan
     app.server.once('close', () => clearInterval(sweep));
     done();
   });
+  // While serve drains, each answer closes its keep-alive connection, so that clients reconnect through their load
+  // balancer (to a ready instance) instead of holding a connection to one that is about to stop.
+  const draining = options.draining;
+  if (draining) {
+    app.addHook('onRequest', (_request, reply, done) => {
+      if (draining()) void reply.header('connection', 'close');
+      done();
+    });
+  }
   if (options.corsOrigin) {
     const allowed = options.corsOrigin;
     await app.register(cors, {

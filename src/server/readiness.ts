@@ -23,6 +23,7 @@ export class Readiness {
   #timer: NodeJS.Timeout | undefined;
   #stopped = false;
   #reason: string | undefined;
+  #draining = false;
 
   constructor(private readonly options: ReadinessOptions) {}
 
@@ -35,8 +36,25 @@ export class Readiness {
     return this.#reason;
   }
 
+  /** Whether the instance is shutting down (see `drain`). */
+  get draining(): boolean {
+    return this.#draining;
+  }
+
+  /**
+   * The instance is shutting down: not ready from now on, whatever the
+   * database says, so that load balancers move traffic away while it still
+   * answers what reaches it (serve's drain period).
+   */
+  drain(): void {
+    if (this.#draining) return;
+    this.#set(false, 'draining: this instance is shutting down');
+    this.#draining = true;
+  }
+
   /** Asks the database now, records the answer and returns it. */
   async check(): Promise<boolean> {
+    if (this.#draining) return false;
     const timeoutMs = this.options.checkTimeoutMs ?? 2_000;
     let timer: NodeJS.Timeout | undefined;
     try {
@@ -74,6 +92,8 @@ export class Readiness {
   }
 
   #set(ready: boolean, reason: string | undefined): void {
+    // A check that was under way when the drain began says nothing any more.
+    if (this.#draining) return;
     this.#reason = reason;
     if (ready === this.#ready) return;
     this.#ready = ready;

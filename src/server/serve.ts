@@ -126,7 +126,29 @@ export interface RunningServe {
   warnings: string[];
   /** Where traces go, for the banner; undefined when tracing is off. */
   tracing: string | undefined;
+  /**
+   * Begins the drain before a stop: from now on /health/ready answers 503
+   * and the gRPC health service NOT_SERVING (for '' and every service), so
+   * that load balancers take this instance out, while every call is still
+   * answered as before; HTTP answers carry `Connection: close`, so that
+   * keep-alive clients reconnect elsewhere. `close` ends it.
+   */
+  drain(): void;
+  /**
+   * Stops: both servers stop accepting and the webhook dispatcher stops
+   * claiming, at once; calls in flight finish (gRPC until the shutdown
+   * deadline), streams that never end by themselves (watch, chats,
+   * StreamMetrics, StreamLogs) end with UNAVAILABLE, so clients reconnect,
+   * and webhook deliveries not sent by then are released for another
+   * instance; then the rest closes.
+   */
   close(): Promise<void>;
+}
+
+/** Runs `stop` the first time it is called; later calls share that run (a step of `close` that the cleanups repeat). */
+function once(stop: () => Promise<void>): () => Promise<void> {
+  let running: Promise<void> | undefined;
+  return () => (running ??= stop());
 }
 
 function urlOf(app: FastifyInstance, host: string, scheme = 'http'): string {
@@ -310,6 +332,7 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
     const requestRateLimits = options.requestRates ?? DEFAULT_REQUEST_RATES;
     const requestRates = requestRateLimits ? new RequestRates(requestRateLimits, () => options.now().getTime()) : undefined;
     let grpcServer: RunningGrpcServer | undefined;
+    let stopGrpc: (() => Promise<void>) | undefined;
     if (options.grpc) {
       grpcServer = await startGrpcServer({
         ...options.grpc,
@@ -329,7 +352,8 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
           monitoring.endStreams();
         },
       });
-      cleanups.push(() => grpcServer!.shutdown(options.shutdownDeadlineMs));
+      stopGrpc = once(() => grpcServer!.shutdown(options.shutdownDeadlineMs));
+      cleanups.push(stopGrpc);
       grpcHealth = (serving) => grpcServer!.setServing(serving);
     }
 
@@ -369,18 +393,24 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
       blog,
       telemetry,
       requestRates,
+      draining: () => readiness.draining,
     });
-    cleanups.push(() => app.close());
+    const stopHttp = once(() => app.close());
+    cleanups.push(stopHttp);
     appLog = app.log;
     for (const warning of warnings) appLog.warn({ component: 'store' }, warning);
     await app.listen({ host: options.host, port: options.port });
     readiness.start();
     const url = urlOf(app, options.host);
     serviceName = `miniapp ${url}`;
+    let stopWebhooks: (() => Promise<void>) | undefined;
     if (dispatcher) {
       await dispatcher.start();
       // Registered after the database, so it stops first: the attempt in flight is recorded before the close.
-      cleanups.push(() => dispatcher.stop());
+      // The deadline of the gRPC calls in flight (5 s unless given) holds for a webhook attempt too; what is cut
+      // short is released for another instance.
+      stopWebhooks = once(() => dispatcher.stop({ deadlineMs: options.shutdownDeadlineMs ?? 5_000 }));
+      cleanups.push(stopWebhooks);
     }
     sandbox?.setCallback({ url: `${url}/api/auth/unlink-callback`, method: 'POST', basicAuth: options.callbackAuth });
 
@@ -401,7 +431,13 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
       commerce,
       warnings,
       tracing: telemetry?.description,
-      close: closeAll,
+      drain: () => readiness.drain(),
+      close: async () => {
+        // Nothing new is taken anywhere while what is in flight finishes; then the parts below close in order.
+        const stopped = await Promise.allSettled([stopHttp(), stopGrpc?.(), stopWebhooks?.()]);
+        await closeAll();
+        for (const result of stopped) if (result.status === 'rejected') throw result.reason;
+      },
     };
   } catch (error) {
     await closeAll();

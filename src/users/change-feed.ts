@@ -51,7 +51,7 @@ interface Joiner {
   listener: (change: UserChange) => void;
   /** Resume after this number (a catch-up from the log first); undefined: from now on. */
   after: number | undefined;
-  resolve: () => void;
+  resolve: (position: number) => void;
   reject: (error: unknown) => void;
   cancelled: boolean;
   /** The function registered on `events` (the listener itself, or the resuming watcher's buffering one). */
@@ -119,13 +119,15 @@ export class UserChangeFeed {
   /**
    * Calls `listener` with every change committed from now on, or with
    * `after`, every change numbered above it (see the class comment).
-   * Resolves once the watcher is live and caught up; rejects when it cannot
+   * Resolves once the watcher is live and caught up, with the number it
+   * delivers changes after (the log's head when it joined, or `after`), which
+   * is where a watcher that saw nothing yet resumes; rejects when it cannot
    * be (ResumeOutOfRange, or the log could not be read); `release` (any
    * time, also before) ends it.
    */
-  watch(listener: (change: UserChange) => void, options: { after?: number | undefined } = {}): { live: Promise<void>; release: () => void } {
+  watch(listener: (change: UserChange) => void, options: { after?: number | undefined } = {}): { live: Promise<number>; release: () => void } {
     let joiner: Joiner | undefined;
-    const live = new Promise<void>((resolve, reject) => {
+    const live = new Promise<number>((resolve, reject) => {
       joiner = { listener, after: options.after, resolve, reject, cancelled: false, registered: undefined };
     });
     if (this.#stopped) {
@@ -204,7 +206,7 @@ export class UserChangeFeed {
       if (joiner.after === undefined) {
         joiner.registered = joiner.listener;
         this.events.on('event', joiner.listener);
-        joiner.resolve();
+        joiner.resolve(this.#last);
       } else {
         this.#resume(joiner, joiner.after, this.#last);
       }
@@ -248,7 +250,7 @@ export class UserChangeFeed {
       () => {
         caughtUp = true;
         for (const change of waiting.splice(0)) if (!joiner.cancelled) joiner.listener(change);
-        joiner.resolve();
+        joiner.resolve(after);
       },
       (error: unknown) => {
         this.events.off('event', live);

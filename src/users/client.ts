@@ -20,6 +20,7 @@ import { ServiceConnection, type ConnectOptions } from '../grpc/client/channel.j
 import {
   LIST_PAGE_SIZE_HEADER,
   LIST_TOTAL_HEADER,
+  WATCH_POSITION_HEADER,
   type BulkCreateFailure,
   type ChatMessage,
   type CreateUserRequest,
@@ -256,10 +257,18 @@ export class UserServiceClient {
    * stream (resolves) or fails it (rejects), or `signal` aborts (resolves,
    * the call cancelled).
    */
-  async watch(request: WatchUserRequest, handlers: { onEvent: (event: UserEvent) => void; signal?: AbortSignal | undefined }): Promise<void> {
+  async watch(
+    request: WatchUserRequest,
+    handlers: { onEvent: (event: UserEvent) => void; signal?: AbortSignal | undefined; onPosition?: ((after: number) => void) | undefined },
+  ): Promise<void> {
     const { signal } = handlers;
     if (signal?.aborted) return;
     const call = this.#raw.WatchUserChanges(request, this.#metadata(), {});
+    // The server says where the watch starts (see WATCH_POSITION_HEADER); an older server says nothing.
+    call.once('metadata', (headers: grpc.Metadata) => {
+      const value = Number(headers.get(WATCH_POSITION_HEADER)[0]);
+      if (Number.isSafeInteger(value) && value >= 0) handlers.onPosition?.(value);
+    });
     const cancel = () => call.cancel();
     signal?.addEventListener('abort', cancel, { once: true });
     try {
@@ -516,8 +525,9 @@ function abortable<T>(promise: Promise<T>, signal: AbortSignal): Promise<T | und
  * wrong address fails at once, exit 5); after that, a stream the server
  * ends (a restart ends watches gracefully) or an UNAVAILABLE connection is
  * retried with exponential back-off, reset after each successful
- * connection. Changes made while disconnected are not replayed: the
- * protocol has no cursor.
+ * connection. Each reconnection resumes after the last change seen (or,
+ * before any, where the server said the watch started), so no change is
+ * missed or seen twice, whichever instance of a shared database answers.
  */
 export async function watchUserChanges(options: WatchLoopOptions): Promise<void> {
   const base = options.baseDelayMs ?? 250;
@@ -544,7 +554,8 @@ export async function watchUserChanges(options: WatchLoopOptions): Promise<void>
       delay = base;
       attempt = 0;
       const request = last === undefined ? options.request : { ...options.request, resume_after: String(last) };
-      await client.watch(request, { onEvent, signal });
+      // A watch that has seen no change yet resumes where the server says it started: nothing made meanwhile is lost.
+      await client.watch(request, { onEvent, signal, onPosition: (after) => (last ??= after) });
       if (signal.aborted) return;
       reason = 'the server ended the stream';
     } catch (error) {

@@ -56,6 +56,18 @@ export interface BulkCreateFailure {
 /** ListUsers' initial metadata: the users matching the filter on all pages, and the page size applied (0 = all). */
 export const LIST_TOTAL_HEADER = 'x-total-count';
 export const LIST_PAGE_SIZE_HEADER = 'x-page-size';
+/**
+ * The response header of WatchUserChanges, sent as the watch goes live:
+ * the sequence it delivers changes after, so that a client that sees no
+ * change before the stream breaks still resumes without a gap.
+ */
+export const WATCH_POSITION_HEADER = 'miniapp-watch-after';
+
+export function watchPositionHeaders(after: number): grpc.Metadata {
+  const headers = new grpc.Metadata();
+  headers.set(WATCH_POSITION_HEADER, String(after));
+  return headers;
+}
 
 /** The update_mask paths UpdateUser knows (AIP-134); "*" stands for all of them. */
 export const UPDATE_PATHS = ['username', 'email', 'full_name', 'is_active', 'roles'] as const;

@@ -13,12 +13,12 @@ import { once } from 'node:events';
 import * as grpc from '@grpc/grpc-js';
 import { hashPassword, verifyPassword } from '../auth/passwords.js';
 import { MAX_BEARER_HEADER_LENGTH, TokenService, type Principal } from '../auth/tokens.js';
-import { failStream as endStream, RpcError, statusName, unavailableStatus } from '../grpc/status.js';
+import { failStream as endStream, RpcError, SHUTTING_DOWN, statusName, unavailableStatus } from '../grpc/status.js';
 import { ChatHub } from '../grpc/chat-hub.js';
 import { createFromStream, type RowStream } from './batch-create.js';
 import type { UserChange } from './change-log.js';
 import { ResumeOutOfRange, type UserChangeFeed } from './change-feed.js';
-import { LIST_PAGE_SIZE_HEADER, LIST_TOTAL_HEADER, toTimestamp, UPDATE_PATHS, type BulkCreateFailure, type ChatMessage, type CreateUserRequest, type EventTypeName, type UserMessage } from './proto.js';
+import { LIST_PAGE_SIZE_HEADER, LIST_TOTAL_HEADER, toTimestamp, watchPositionHeaders, UPDATE_PATHS, type BulkCreateFailure, type ChatMessage, type CreateUserRequest, type EventTypeName, type UserMessage } from './proto.js';
 import {
   characters,
   checkEmail,
@@ -128,7 +128,7 @@ function userIdOf(value: string | number | undefined, field = 'user_id'): number
 export class UserServiceImpl {
   readonly #rooms: ChatHub<ChatMessage>;
   /** Streams that never end by themselves; ended by `endStreams` at shutdown. */
-  readonly #open = new Set<{ end(): void }>();
+  readonly #open = new Set<{ emit(event: 'error', error: grpc.ServerErrorResponse): boolean }>();
   /**
    * A hash of a random password at this service's cost, checked in place of an unknown login's, so that a login
    * takes as long whether or not the account exists (a fixed hash at another cost would tell them apart by time).
@@ -151,7 +151,8 @@ export class UserServiceImpl {
 
   /** Ends the open watch and chat streams, so that a graceful shutdown can finish. */
   endStreams(): void {
-    for (const call of this.#open) call.end();
+    // UNAVAILABLE, not OK: the stream did not end by itself, and clients retry UNAVAILABLE (on another instance).
+    for (const call of this.#open) endStream(call, SHUTTING_DOWN);
     this.#open.clear();
   }
 
@@ -352,10 +353,13 @@ export class UserServiceImpl {
     }
     const userId = Number(call.request.user_id || 0);
     const types = new Set(call.request.types ?? []);
+    let wrote = false;
     const listener = (change: UserChange) => {
       if (userId && change.user.id !== userId) return;
       if (types.size > 0 && !types.has(change.type)) return;
-      if (!call.writableEnded && !call.destroyed) call.write(eventMessage(change));
+      if (call.writableEnded || call.destroyed) return;
+      wrote = true;
+      call.write(eventMessage(change));
     };
     if (call.cancelled) return;
     const watcher = this.options.changes.watch(listener, { after });
@@ -369,7 +373,9 @@ export class UserServiceImpl {
     call.once('error', release);
     call.once('finish', release);
     try {
-      await watcher.live;
+      const position = await watcher.live;
+      // Where the watch starts, at once: a client whose stream breaks before its first change resumes after it.
+      if (!wrote && !call.writableEnded && !call.destroyed && !call.cancelled) call.sendMetadata(watchPositionHeaders(position));
     } catch (error) {
       release();
       failStream(call, error instanceof ResumeOutOfRange ? new RpcError(Status.OUT_OF_RANGE, error.message) : error);

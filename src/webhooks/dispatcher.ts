@@ -143,6 +143,10 @@ export class WebhookDispatcher {
   #listening: Promise<void> | undefined;
   #unlisten: (() => Promise<void>) | undefined;
   #stopping = false;
+  /** Set while `stop` runs: no new claims (a later `runDue` of its own claims again). */
+  #closing = false;
+  /** The attempts being sent now, each with what cuts it short (stop, past its deadline). */
+  readonly #sending = new Set<AbortController>();
   /** Set by notify(): look again before sleeping. */
   #poked = false;
   #wake: (() => void) | undefined;
@@ -207,7 +211,8 @@ export class WebhookDispatcher {
     const failures: unknown[] = [];
     const hands = new Set<Promise<void>>();
     const work = async (): Promise<void> => {
-      while (!drained) {
+      // A stopping dispatcher claims nothing more: what is left is for the other instances, or the next start.
+      while (!drained && !this.#closing) {
         const claimed = await this.#claim();
         if (!claimed) {
           drained = true;
@@ -289,16 +294,29 @@ export class WebhookDispatcher {
     );
   }
 
-  async #attemptOnce({ delivery, claim }: Claim): Promise<DeliveryState> {
+  /** One attempt; the delivery's state after it, or 'released' when the stop cut it short. */
+  async #attemptOnce({ delivery, claim }: Claim): Promise<DeliveryState | 'released'> {
     const started = this.#now();
     let statusCode: number | null = null;
     let error: string | null = null;
     // A monotonic clock for the duration: `now` may be a test's fixed or stepped clock.
     const sendStarted = performance.now();
+    const cut = new AbortController();
+    this.#sending.add(cut);
     try {
-      statusCode = (await this.#send(delivery.url, this.headersFor(delivery), delivery.body)).status;
+      statusCode = (await this.#send(delivery.url, this.headersFor(delivery), delivery.body, cut.signal)).status;
     } catch (problem) {
       error = describeSendError(problem, this.#timeoutMs);
+    } finally {
+      this.#sending.delete(cut);
+    }
+    if (cut.signal.aborted) {
+      // Cut short by stop: not the receiver's failure, so no attempt is counted; the claim goes back at once, so that
+      // another instance sends it now rather than when the lease ends (the receiver may have had it: it deduplicates
+      // by X-Webhook-Delivery, as after a crash).
+      const released = await this.outbox.release({ id: delivery.id, claim }).catch(() => false);
+      this.#log.warn({ deliveryId: delivery.id, event: delivery.event, url: delivery.url, released }, 'webhook attempt cut short by the stop; released for another instance');
+      return 'released';
     }
     const seconds = (performance.now() - sendStarted) / 1000;
     const finished = this.#now();
@@ -350,12 +368,30 @@ export class WebhookDispatcher {
     this.#wake?.();
   }
 
-  /** Stops the loop, waits for the attempts in flight to be recorded, and leaves the senders. */
-  async stop(): Promise<void> {
+  /**
+   * Stops the loop: nothing more is claimed; the attempts in flight are
+   * recorded when they end, and those still running after `deadlineMs`
+   * (default: no limit but the send time-out) are cut short and their
+   * claims released for another instance (see `WebhookOutbox.release`).
+   * Then it leaves the senders.
+   */
+  async stop(options: { deadlineMs?: number | undefined } = {}): Promise<void> {
     this.#stopping = true;
+    this.#closing = true;
     this.#wake?.();
-    await this.#loop;
-    await this.#run?.catch(() => 0);
+    let deadline: unknown;
+    if (options.deadlineMs !== undefined) {
+      deadline = this.#timers.setTimeout(() => {
+        for (const cut of this.#sending) cut.abort();
+      }, options.deadlineMs);
+    }
+    try {
+      await this.#loop;
+      await this.#run?.catch(() => 0);
+    } finally {
+      this.#closing = false;
+      if (deadline !== undefined) this.#timers.clearTimeout(deadline);
+    }
     const unlisten = this.#unlisten;
     this.#unlisten = undefined;
     await unlisten?.();

@@ -147,7 +147,7 @@ export class WebhookOutbox {
   }
 
   /** Tells the dispatchers, when `tx` commits (at once without one). */
-  async #tell(what: 'enqueued' | 'resent' | 'cancelled', tx: Sql | undefined): Promise<void> {
+  async #tell(what: 'enqueued' | 'resent' | 'cancelled' | 'released', tx: Sql | undefined): Promise<void> {
     if (!this.#signals) return;
     if (tx) {
       await this.#signals.publish(OUTBOX_CHANNEL, what, tx);
@@ -228,6 +228,24 @@ export class WebhookOutbox {
     );
     if (!row) return undefined;
     return { delivery: (await this.#withAttempts([row]))[0]!, claim: Number(row.claims), traceparent: row.traceparent };
+  }
+
+  /**
+   * Gives back a claim before its lease ends, with no attempt recorded: the
+   * delivery is due now, for any dispatcher (another instance's, told at
+   * once) to send, instead of waiting out the lease. A dispatcher that
+   * stops does this with the deliveries whose attempt it cut short. Only
+   * while the claim is the delivery's latest and the delivery pending;
+   * says whether it was.
+   */
+  async release(claim: { id: number; claim: number }): Promise<boolean> {
+    const at = this.now().toISOString();
+    const row = await this.sql.one<{ id: number }>(
+      `UPDATE webhook_deliveries SET next_attempt_at = $1, updated_at = $1 WHERE id = $2 AND claims = $3 AND state = 'pending' RETURNING id`,
+      [at, claim.id, claim.claim],
+    );
+    if (row) await this.#tell('released', undefined);
+    return Boolean(row);
   }
 
   /**

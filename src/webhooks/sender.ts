@@ -5,11 +5,12 @@
  */
 export const DEFAULT_SEND_TIMEOUT_MS = 10_000;
 
-export type SendWebhook = (url: string, headers: Record<string, string>, body: string) => Promise<{ status: number }>;
+/** `signal`, when given, cuts the request short (a dispatcher that stops past its deadline). */
+export type SendWebhook = (url: string, headers: Record<string, string>, body: string, signal?: AbortSignal) => Promise<{ status: number }>;
 
 /** The default sender: undici, the body as given, no redirects followed, `timeoutMs` for the whole exchange. */
 export function undiciSender(timeoutMs = DEFAULT_SEND_TIMEOUT_MS): SendWebhook {
-  return async (url, headers, body) => {
+  return async (url, headers, body, signal) => {
     const { request } = await import('undici');
     const response = await request(url, {
       method: 'POST',
@@ -17,7 +18,7 @@ export function undiciSender(timeoutMs = DEFAULT_SEND_TIMEOUT_MS): SendWebhook {
       body: Buffer.from(body, 'utf8'),
       headersTimeout: timeoutMs,
       bodyTimeout: timeoutMs,
-      signal: AbortSignal.timeout(timeoutMs),
+      signal: signal ? AbortSignal.any([signal, AbortSignal.timeout(timeoutMs)]) : AbortSignal.timeout(timeoutMs),
     });
     // The receiver's answer is not used; read (a bounded part of) it so the connection can be reused.
     await response.body.dump({ limit: 64 * 1024 }).catch(() => undefined);

@@ -20,7 +20,7 @@ describe.each(BACKENDS)('miniapp inventory | orders | payments against serve on 
   beforeEach(async () => {
     sb = new Sandbox();
     database = backend === 'postgres' ? await createTestDatabase() : undefined;
-    const args = [bin, 'serve', '--port', '0', '--grpc-port', '0', '--json', '--log-level', 'warn', ...(database ? ['--database', database.url] : [])];
+    const args = [bin, 'serve', '--port', '0', '--grpc-port', '0', '--json', '--log-level', 'warn', '--drain', '0', ...(database ? ['--database', database.url] : [])];
     child = spawn(process.execPath, args, { env: { PATH: process.env.PATH, HOME: sb.root, ...sb.env } as NodeJS.ProcessEnv, stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
     let err = '';

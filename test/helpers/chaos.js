@@ -51,6 +51,8 @@ export async function startServeProcess({ databaseUrl, timeoutMs = 5_000, poolSi
     // A load test: its workers send hundreds of requests a second from one address and with one admin token.
     '--rate-limit', '0',
     ...(databaseUrl ? ['--database', databaseUrl, '--database-timeout', `${timeoutMs}ms`, '--database-pool', String(poolSize)] : []),
+    // No drain period unless asked for: these tests stop serve to test the stop, not a load balancer's view of it.
+    ...(extraArgs.includes('--drain') ? [] : ['--drain', '0']),
     ...extraArgs,
   ];
   const child = spawn(process.execPath, args, {

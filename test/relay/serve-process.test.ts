@@ -14,6 +14,8 @@ const bin = fileURLToPath(new URL('../../bin/miniapp.cjs', import.meta.url));
 const home = mkdtempSync(join(tmpdir(), 'miniapp-serve-'));
 const env = { PATH: process.env.PATH, HOME: home, XDG_CONFIG_HOME: join(home, '.config'), XDG_DATA_HOME: join(home, '.local', 'share') };
 let child: ChildProcess | undefined;
+/** What the current serve wrote to stderr. */
+let stderr = '';
 
 afterEach(() => {
   child?.kill('SIGKILL');
@@ -31,7 +33,11 @@ function serve(args: string[] = []): Promise<ServeInfo> {
   child = spawn(process.execPath, [bin, 'serve', '--port', '0', '--grpc-port', '0', '--json', '--log-level', 'warn', ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   let err = '';
-  child.stderr!.on('data', (chunk) => (err += chunk));
+  stderr = '';
+  child.stderr!.on('data', (chunk) => {
+    err += chunk;
+    stderr += chunk;
+  });
   return new Promise((resolve, reject) => {
     child!.stdout!.on('data', (chunk) => {
       out += chunk;
@@ -77,9 +83,25 @@ describe('miniapp serve on its embedded defaults', () => {
     const listed = JSON.parse(miniapp(['callbacks', 'list', '--json']).stdout);
     expect(listed).toMatchObject([{ userKey: 1001, referrer: 'WITHDRAWAL_TERMS', method: 'POST' }]);
 
+    // SIGTERM with the default --drain: not ready at once, still answering, each answer closing its connection.
     const stopped = new Promise((resolve) => child!.once('exit', resolve));
     child!.kill('SIGTERM');
+    const started = Date.now();
+    while (!stderr.includes('SIGTERM: draining for 5s') && Date.now() - started < 10_000) await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(stderr).toContain('SIGTERM: draining for 5s');
+    const ready = await request(`${info.url}/health/ready`);
+    expect(ready.statusCode).toBe(503);
+    expect(ready.headers.connection).toBe('close');
+    expect(await ready.body.json()).toMatchObject({ status: 'unavailable', detail: expect.stringContaining('draining') });
+    const live = await request(`${info.url}/health`);
+    expect(live.statusCode).toBe(200);
+    expect(live.headers.connection).toBe('close');
+    await live.body.dump();
+    // A second signal skips the rest of the wait.
+    child!.kill('SIGTERM');
     expect(await stopped).toBe(0);
+    expect(stderr).toContain('second signal: drain cut short');
+    expect(stderr).toMatch(/drained: no new calls; finishing calls in flight, then stopping\n[^]*stopped/);
 
     const again = await serve();
     expect(again.database).toBe(info.database);
@@ -87,7 +109,7 @@ describe('miniapp serve on its embedded defaults', () => {
     expect(JSON.parse(miniapp(['callbacks', 'list', '--user-key', '7', '--json']).stdout)).toEqual([]);
     expect(JSON.parse(miniapp(['callbacks', 'list', '--since', '2h', '--json']).stdout)).toHaveLength(1);
     expect(miniapp(['callbacks', 'list', '--since', 'yesterday-ish']).status).toBe(2);
-  });
+  }, 60_000);
 
   it('refuses bad flags with exit 2', () => {
     for (const args of [['--store', 'redis'], ['--port', '-1'], ['--cors-origin', 'app.example.com'], ['--log-level', 'loud'], ['--callback-auth', 'nocolon']]) {

@@ -76,6 +76,47 @@ async function connect(cc: CommandContext, flags: ConnectionFlags): Promise<Moni
   return new MonitoringClient(connection);
 }
 
+/**
+ * Follows a stream across restarts of serve (or another instance behind the
+ * same address): on UNAVAILABLE or a lost connection, a fresh connection
+ * after a back-off, `run` again (it knows what it has seen), and a note on
+ * stderr. Until the stream is done, or Ctrl-C / SIGTERM (a normal end, exit 0).
+ */
+async function following(
+  cc: CommandContext,
+  flags: ConnectionFlags,
+  run: (client: MonitoringClient, signal: AbortSignal, reconnected: boolean) => Promise<'done' | 'again'>,
+): Promise<void> {
+  const connection = await connectionOf(cc, flags, { service: SERVICE });
+  const [{ MonitoringClient }, { quietGrpcLogs }, { withReconnects }] = await Promise.all([
+    import('../../monitoring/client.js'),
+    import('../connect/grpc-logging.js'),
+    import('../../grpc/client/reconnect.js'),
+  ]);
+  await quietGrpcLogs(cc.env);
+  const controller = new AbortController();
+  void cc.waitForShutdown().then(() => controller.abort());
+  let reconnected = false;
+  try {
+    await withReconnects({
+      signal: controller.signal,
+      connect: () => {
+        const client = new MonitoringClient(connection);
+        return { client, ready: () => client.ready(connection.deadlineMs ?? 10_000), close: () => client.close() };
+      },
+      run: ({ client }, signal) => run(client, signal, reconnected),
+      onConnected: (info) => {
+        reconnected = info.reconnected;
+        if (info.reconnected) cc.out.info(`reconnected to ${connection.address}`);
+      },
+      onRetry: ({ attempt, delayMs, reason }) =>
+        cc.out.warn(attempt === 1 ? `stream lost (${reason}); reconnecting in ${delayMs} ms` : `still not connected (${reason}); trying again in ${delayMs} ms (attempt ${attempt})`),
+    });
+  } finally {
+    controller.abort();
+  }
+}
+
 /** Runs a streaming command until it ends or Ctrl-C / SIGTERM (which is a normal end, exit 0). */
 async function untilStopped(cc: CommandContext, client: MonitoringClient, run: (signal: AbortSignal) => Promise<void>): Promise<void> {
   const controller = new AbortController();
@@ -103,12 +144,14 @@ async function runMetrics(cc: CommandContext, command: Command): Promise<void> {
   const interval = parseDuration(flags.interval, '--interval');
   if (interval < 100 || interval > 3_600_000) throw new UsageError(`--interval must be from 100ms to 1h; got "${flags.interval}"`);
   const snapshots = flags.count === undefined ? undefined : parseWholeNumber(flags.count, '--count', 1);
-  const client = await connect(cc, flags);
   let previous: { at: number; metrics: Record<string, number> } | undefined;
-  await untilStopped(cc, client, (signal) =>
-    client.metrics(
-      { name_prefixes: flags.name, interval_ms: interval, count: snapshots ?? 0 },
+  let received = 0;
+  // Across reconnections, --count counts every snapshot shown; a stream the server ends before then is followed again.
+  await following(cc, flags, async (client, signal) => {
+    await client.metrics(
+      { name_prefixes: flags.name, interval_ms: interval, count: snapshots === undefined ? 0 : snapshots - received },
       (data) => {
+        received++;
         if (!cc.out.human) {
           cc.out.line(JSON.stringify({ service: data.service_name, timestamp: iso(data.timestamp), metrics: data.metrics }));
           return;
@@ -118,8 +161,9 @@ async function runMetrics(cc: CommandContext, command: Command): Promise<void> {
         previous = { at, metrics: data.metrics };
       },
       signal,
-    ),
-  );
+    );
+    return snapshots !== undefined && received >= snapshots ? 'done' : 'again';
+  });
 }
 
 function drawMetrics(cc: CommandContext, data: MetricData, previous: { at: number; metrics: Record<string, number> } | undefined, interval: number, buckets: boolean): void {
@@ -169,13 +213,18 @@ async function runLogs(cc: CommandContext, command: Command): Promise<void> {
   const level = flags.level.toLowerCase() as Level;
   if (!LEVELS.includes(level)) throw new UsageError(`--level must be one of ${LEVELS.join(', ')}; got "${flags.level}"`);
   const tail = flags.tail === undefined ? 1000 : parseWholeNumber(flags.tail, '--tail', 0);
-  const client = await connect(cc, flags);
   const { LogFormatter } = await import('../render/log-format.js');
   const formatter = new LogFormatter({ color: cc.out.color, fullTime: true });
-  await untilStopped(cc, client, (signal) =>
-    client.logs(
-      { min_level: LEVEL_ENUM[level], components: flags.component, tail, follow: Boolean(flags.follow) },
+  // The time of the last line shown. With -f, a reconnection (to serve restarted, or another instance) asks for every
+  // kept line and shows those written after it: the lines logged while disconnected, none twice.
+  let lastShown = -Infinity;
+  await following(cc, flags, async (client, signal, reconnected) => {
+    await client.logs(
+      { min_level: LEVEL_ENUM[level], components: flags.component, tail: reconnected ? 1000 : tail, follow: Boolean(flags.follow) },
       (entry) => {
+        const at = Date.parse(iso(entry.time));
+        if (reconnected && !(at > lastShown)) return;
+        if (at > lastShown) lastShown = at;
         const fields = safeFields(entry.fields_json);
         if (cc.out.json) {
           cc.out.line(JSON.stringify({ sequence: Number(entry.sequence), time: iso(entry.time), level: levelOf(entry), component: entry.component, message: entry.message, fields }));
@@ -193,8 +242,9 @@ async function runLogs(cc: CommandContext, command: Command): Promise<void> {
         if (text !== undefined) cc.out.line(text);
       },
       signal,
-    ),
-  );
+    );
+    return flags.follow ? 'again' : 'done';
+  });
 }
 
 function safeFields(text: string): Record<string, unknown> {

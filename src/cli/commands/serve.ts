@@ -9,6 +9,7 @@ import { checkMetricsPrefix, DEFAULT_METRICS_PREFIX } from '../../server/metric-
 import { DEFAULT_LOGIN_LIMITS, describeLoginLimits } from '../../auth/login-limits.js';
 import { describeTracing, resolveTracing } from '../../telemetry/config.js';
 import { DEFAULT_REQUEST_RATES, describeRequestRates } from '../../auth/request-rates.js';
+import { DEFAULT_DRAIN_MS, MAX_DRAIN_MS } from '../../server/drain.js';
 
 interface ServeFlags {
   host: string;
@@ -40,6 +41,7 @@ interface ServeFlags {
   webhookSecret?: string;
   publicUrl?: string;
   metricsPrefix: string;
+  drain: string;
 }
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
@@ -53,7 +55,10 @@ export function registerServe(program: Command, bind: Bind): void {
         'order.v1, payment.v1) and the monitoring service (monitoring.v1), with health and reflection. Webhooks go out ' +
         'to --webhook-url. Everything is kept in SQLite in the data dir, or in the PostgreSQL of --database, which any ' +
         'number of instances may share. The upstream partner API is --upstream, else the profile\'s base-url, else a ' +
-        'sandbox started in the same process. Stops cleanly on Ctrl-C or SIGTERM, finishing the requests in flight.',
+        'sandbox started in the same process. On SIGTERM it drains: not ready at once (/health/ready 503, gRPC health ' +
+        'NOT_SERVING) but still answering for --drain, so load balancers move away; then it stops accepting, finishes ' +
+        'the calls in flight, ends streams with UNAVAILABLE (clients reconnect and resume elsewhere) and releases its ' +
+        'webhook deliveries to the other instances. Ctrl-C (SIGINT), or a second signal, skips the drain\'s wait.',
     )
     .option('--host <host>', 'address to bind', '127.0.0.1')
     .option('--port <port>', 'HTTP port (0 picks a free one)', '3000')
@@ -78,6 +83,11 @@ export function registerServe(program: Command, bind: Bind): void {
     .option('--no-docs', 'do not publish the blog API\'s docs pages and OpenAPI descriptions')
     .option('--webhook-url <url>', 'send post.created, order.paid, order.cancelled and payment.refunded to this URL (repeatable)', (value: string, all: string[]) => [...all, value], [] as string[])
     .option('--webhook-secret <secret>', 'HMAC-SHA256 key of X-Webhook-Signature (or MINIAPP_WEBHOOK_SECRET)')
+    .option(
+      '--drain <duration>',
+      'on SIGTERM, how long to keep answering while not ready before stopping (0 to 10m; 0 stops at once); keep it above your load balancer\'s health-check interval times its failure threshold',
+      `${DEFAULT_DRAIN_MS / 1000}s`,
+    )
     .option('--metrics-prefix <prefix>', 'name prefix of every /metrics series; "" for the bare names of the spec and go-grpc-prometheus', DEFAULT_METRICS_PREFIX)
     .addOption(
       new Option('--password-hash-cost <log2N>', 'scrypt cost of new password hashes, as log2 of N (10 to 20)').default('14'),
@@ -96,6 +106,17 @@ export function registerServe(program: Command, bind: Bind): void {
     .option('--rate-burst <n>', 'requests a token or address may send at once after a quiet spell (default: twice --rate-limit)')
     .addHelpText('after', '\nExamples:\n  miniapp serve\n  miniapp serve --port 8080 --cors-origin https://app.example.com --callback-auth partner:s3cret\n  miniapp serve --database postgres://miniapp:secret@db.internal:5432/miniapp --webhook-url https://hooks.example.com/miniapp')
     .action(bind(runServe));
+}
+
+function formatDrain(ms: number): string {
+  return ms % 1000 === 0 ? `${ms / 1000}s` : `${ms}ms`;
+}
+
+/** `--drain`: a duration such as 5s or 500ms, or 0; at most 10 minutes. */
+function parseDrain(text: string): number {
+  const ms = text.trim() === '0' ? 0 : parseDuration(text, '--drain');
+  if (ms > MAX_DRAIN_MS) throw new UsageError(`--drain must be from 0 to 10m; got "${text}"`);
+  return Math.round(ms);
 }
 
 /** An absolute http(s) URL without query or fragment, without its trailing slash. */
@@ -154,6 +175,7 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
     }
   }
   const publicUrl = flags.publicUrl === undefined ? undefined : checkPublicUrl(flags.publicUrl);
+  const drainMs = parseDrain(flags.drain);
   const [{ startServe }, { dataDir }, { readPem }, { settingSpec }, { quietGrpcLogs }] = await Promise.all([
     import('../../server/serve.js'),
     import('../../config/paths.js'),
@@ -327,7 +349,25 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
       : () => undefined;
   const signal = await shutdown;
   forget();
-  cc.out.info(`${signal}: finishing requests in flight, then stopping`);
-  await running.close();
-  cc.out.info('stopped');
+  // SIGTERM is a process manager or an orchestrator (rolling restarts): drain. Ctrl-C is a person who wants it to stop
+  // now, and a closed stdout has nobody to drain for: no wait (still finishing what is in flight).
+  const wait = signal === 'SIGTERM' ? drainMs : 0;
+  // A second signal during the wait skips the rest of it (listened for at once: unheard, it would kill the process).
+  const skip = wait > 0 ? cc.waitForShutdown() : undefined;
+  const { drainAndClose } = await import('../../server/drain.js');
+  await drainAndClose(running, {
+    drainMs: wait,
+    skip,
+    onStep: (step) => {
+      if (step.step === 'draining') {
+        cc.out.info(`${signal}: draining for ${formatDrain(step.ms)}: not ready (/health/ready 503, gRPC NOT_SERVING), still answering; a second signal stops at once`);
+      } else if (step.step === 'drain-skipped') {
+        cc.out.info('second signal: drain cut short');
+      } else if (step.step === 'stopping') {
+        cc.out.info(wait > 0 ? 'drained: no new calls; finishing calls in flight, then stopping' : `${signal}: finishing requests in flight, then stopping`);
+      } else {
+        cc.out.info('stopped');
+      }
+    },
+  });
 }
