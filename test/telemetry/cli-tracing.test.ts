@@ -47,7 +47,8 @@ describe('tracing from the CLI', () => {
     const command = spans.find((s) => s.name === 'miniapp users get')!;
     expect(command.resource['service.name']).toBe('miniapp-cli');
     expect(command.attributes['process.exit.code']).toBe(0);
-    const call = spans.find((s) => s.traceId === command.traceId && s.kind === 'SPAN_KIND_CLIENT')!;
+    // The call's client span (serve's statements below it are client spans of the same trace too).
+    const call = spans.find((s) => s.traceId === command.traceId && s.kind === 'SPAN_KIND_CLIENT' && s.attributes['rpc.system'] === 'grpc')!;
     expect(call).toMatchObject({ name: 'user.v1.UserService/GetUser', parentSpanId: command.spanId });
     const server = spans.find((s) => s.traceId === command.traceId && s.kind === 'SPAN_KIND_SERVER')!;
     expect(server).toMatchObject({ name: 'user.v1.UserService/GetUser', parentSpanId: call.spanId });
