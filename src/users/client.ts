@@ -15,8 +15,9 @@ import { once } from 'node:events';
 import * as grpc from '@grpc/grpc-js';
 import { UpstreamError } from '../errors.js';
 import { formatDuration } from '../duration.js';
-import { answersInPlainText, isServiceError, notTlsError, NOT_REACHED_HINT, statusOf, unreachableHint, type ErrorContext } from '../grpc/client/errors.js';
+import { answersInPlainText, isServiceError, notTlsError, NOT_REACHED_HINT, unreachableHint, type ErrorContext } from '../grpc/client/errors.js';
 import { ServiceConnection, type ConnectOptions } from '../grpc/client/channel.js';
+import { withReconnects } from '../grpc/client/reconnect.js';
 import {
   LIST_PAGE_SIZE_HEADER,
   LIST_TOTAL_HEADER,
@@ -464,9 +465,6 @@ export class UserServiceClient {
 
 // ------------------------------------------------------------------ watch with reconnects
 
-/** Statuses after which a watch that was connected tries again. */
-const RETRYABLE = new Set(['UNAVAILABLE', 'DEADLINE_EXCEEDED', 'CANCELLED']);
-
 export interface WatchLoopOptions {
   /** A fresh client per attempt, so that only this loop's back-off applies (not the channel's own). */
   connect: () => UserServiceClient;
@@ -489,37 +487,6 @@ export interface WatchLoopOptions {
   connectTimeoutMs: number;
 }
 
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal.aborted) return resolve();
-    const done = () => {
-      clearTimeout(timer);
-      signal.removeEventListener('abort', done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    signal.addEventListener('abort', done, { once: true });
-  });
-}
-
-function abortable<T>(promise: Promise<T>, signal: AbortSignal): Promise<T | undefined> {
-  if (signal.aborted) return Promise.resolve(undefined);
-  return new Promise<T | undefined>((resolve, reject) => {
-    const onAbort = () => resolve(undefined);
-    signal.addEventListener('abort', onAbort, { once: true });
-    promise.then(
-      (value) => {
-        signal.removeEventListener('abort', onAbort);
-        resolve(value);
-      },
-      (error: unknown) => {
-        signal.removeEventListener('abort', onAbort);
-        reject(error);
-      },
-    );
-  });
-}
-
 /**
  * Watches until `signal` aborts. The first connection must succeed (a
  * wrong address fails at once, exit 5); after that, a stream the server
@@ -530,12 +497,6 @@ function abortable<T>(promise: Promise<T>, signal: AbortSignal): Promise<T | und
  * missed or seen twice, whichever instance of a shared database answers.
  */
 export async function watchUserChanges(options: WatchLoopOptions): Promise<void> {
-  const base = options.baseDelayMs ?? 250;
-  const max = Math.max(base, options.maxDelayMs ?? 10_000);
-  const { signal } = options;
-  let connectedBefore = false;
-  let delay = base;
-  let attempt = 0;
   // The last change seen (from the request's resume_after, then each event's sequence): each reconnection resumes after it.
   let last = options.request.resume_after === undefined ? undefined : Number(options.request.resume_after);
   const onEvent = (event: UserEvent) => {
@@ -543,32 +504,21 @@ export async function watchUserChanges(options: WatchLoopOptions): Promise<void>
     if (sequence > 0) last = sequence;
     options.onEvent(event);
   };
-  while (!signal.aborted) {
-    const client = options.connect();
-    let reason: string;
-    try {
-      await abortable(client.ready(options.connectTimeoutMs), signal);
-      if (signal.aborted) return;
-      options.onConnected?.({ reconnected: connectedBefore, resumedAfter: last });
-      connectedBefore = true;
-      delay = base;
-      attempt = 0;
+  await withReconnects({
+    signal: options.signal,
+    connect: () => {
+      const client = options.connect();
+      return { client, ready: () => client.ready(options.connectTimeoutMs), close: () => client.close() };
+    },
+    run: async ({ client }, signal) => {
       const request = last === undefined ? options.request : { ...options.request, resume_after: String(last) };
       // A watch that has seen no change yet resumes where the server says it started: nothing made meanwhile is lost.
       await client.watch(request, { onEvent, signal, onPosition: (after) => (last ??= after) });
-      if (signal.aborted) return;
-      reason = 'the server ended the stream';
-    } catch (error) {
-      if (signal.aborted) return;
-      const status = statusOf(error);
-      if (!connectedBefore || status === undefined || !RETRYABLE.has(status)) throw error;
-      reason = error instanceof Error ? error.message : String(error);
-    } finally {
-      client.close();
-    }
-    attempt++;
-    options.onRetry?.({ attempt, delayMs: delay, reason });
-    await sleep(delay, signal);
-    delay = Math.min(delay * 2, max);
-  }
+      return 'again';
+    },
+    onConnected: ({ reconnected }) => options.onConnected?.({ reconnected, resumedAfter: last }),
+    onRetry: options.onRetry,
+    baseDelayMs: options.baseDelayMs,
+    maxDelayMs: options.maxDelayMs,
+  });
 }

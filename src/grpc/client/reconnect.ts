@@ -49,6 +49,25 @@ function sleep(ms: number, signal: AbortSignal): Promise<void> {
   });
 }
 
+/** `promise`, or undefined as soon as `signal` aborts (a Ctrl-C while connecting ends the wait at once). */
+function abortable<T>(promise: Promise<T>, signal: AbortSignal): Promise<T | undefined> {
+  if (signal.aborted) return Promise.resolve(undefined);
+  return new Promise<T | undefined>((resolve, reject) => {
+    const onAbort = () => resolve(undefined);
+    signal.addEventListener('abort', onAbort, { once: true });
+    promise.then(
+      (value) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(value);
+      },
+      (error: unknown) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(error);
+      },
+    );
+  });
+}
+
 /** Runs the stream until it is done or `signal` aborts, reconnecting as the file comment says. */
 export async function withReconnects<Client extends Reconnectable>(options: ReconnectOptions<Client>): Promise<void> {
   const base = options.baseDelayMs ?? 250;
@@ -61,7 +80,7 @@ export async function withReconnects<Client extends Reconnectable>(options: Reco
     const client = options.connect();
     let reason: string;
     try {
-      await client.ready();
+      await abortable(client.ready(), signal);
       if (signal.aborted) return;
       options.onConnected?.({ reconnected: connectedBefore });
       connectedBefore = true;
