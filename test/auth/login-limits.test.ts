@@ -9,37 +9,13 @@
  * loopback).
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { request as httpRequest } from 'node:http';
 import { request } from 'undici';
 import type { RunningServe } from '../../src/server/serve.js';
 import { startTestServe } from '../helpers/serve.js';
+import { FROM_B, postFrom, testClock } from '../helpers/post-from.js';
 import { BACKENDS, createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 
 const ALICE = { username: 'alice', email: 'alice@example.com', password: 'alice-password-1' };
-/** The other client address (node:http, whose localAddress is honoured). */
-const FROM_B = '127.0.0.2';
-
-/** POSTs JSON from `from`; the status, Retry-After and JSON body. */
-function post(url: string, body: unknown, from?: string): Promise<{ status: number; retryAfter: string | undefined; body: Record<string, unknown> }> {
-  return new Promise((resolve, reject) => {
-    const sent = httpRequest(url, { method: 'POST', headers: { 'content-type': 'application/json' }, ...(from ? { localAddress: from } : {}) }, (response) => {
-      let text = '';
-      response.setEncoding('utf8').on('data', (chunk: string) => (text += chunk));
-      response.on('end', () => {
-        const retryAfter = response.headers['retry-after'];
-        resolve({ status: response.statusCode!, retryAfter: Array.isArray(retryAfter) ? retryAfter[0] : retryAfter, body: JSON.parse(text) });
-      });
-    });
-    sent.on('error', reject);
-    sent.end(JSON.stringify(body));
-  });
-}
-
-/** A clock the test moves. */
-function testClock() {
-  let now = Date.parse('2026-11-25T12:00:00.000Z');
-  return { now: () => new Date(now), advance: (ms: number) => void (now += ms) };
-}
 
 async function signUp(running: RunningServe, user = ALICE): Promise<void> {
   const created = await request(`${running.url}/api/users`, {
@@ -51,7 +27,7 @@ async function signUp(running: RunningServe, user = ALICE): Promise<void> {
 }
 
 function login(running: RunningServe, email: string, password: string, from?: string) {
-  return post(`${running.url}/api/v2/auth/login`, { email, password }, from);
+  return postFrom(`${running.url}/api/v2/auth/login`, { email, password }, from);
 }
 
 describe.each(BACKENDS)('login limits on %s', (backend) => {
@@ -114,7 +90,7 @@ describe.each(BACKENDS)('login limits on %s', (backend) => {
     for (let i = 0; i < 50; i++) statuses.push((await login(running, `nobody-${i}@example.com`, 'guess', FROM_B)).status);
     expect(statuses).toEqual(Array(50).fill(401));
     // The 51st failure of the address locks it, for every account: Alice's right password included.
-    expect((await post(`${running.url}/api/v1/auth/login`, { username: 'nobody', password: 'guess' }, FROM_B)).status).toBe(401);
+    expect((await postFrom(`${running.url}/api/v1/auth/login`, { username: 'nobody', password: 'guess' }, FROM_B)).status).toBe(401);
     const after = await login(running, ALICE.email, ALICE.password, FROM_B);
     expect(after.status).toBe(429);
     expect(after.body.detail).toBe('too many failed logins for this email from this address: try again in 1 s');

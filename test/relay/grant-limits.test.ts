@@ -8,39 +8,18 @@
  * sandbox; the second client address is 127.0.0.2.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { request as httpRequest } from 'node:http';
 import { createServer } from 'node:net';
 import type { RunningServe } from '../../src/server/serve.js';
 import { DEFAULT_LOGIN_LIMITS } from '../../src/auth/login-limits.js';
 import { startTestServe } from '../helpers/serve.js';
+import { FROM_B, postFrom, testClock } from '../helpers/post-from.js';
 import { startSandbox, type RunningSandbox } from '../helpers/partner-sandbox.js';
 import { BACKENDS } from '../helpers/postgres.js';
 import { AAD_HEX, KEY_HEX } from '../helpers/vectors.js';
 
 const PREFIX = '/api-partner/v1/miniapp/user/oauth2';
-const FROM_B = '127.0.0.2';
 /** Three refused grants per address are free; the fourth locks. */
 const LIMITS = { ...DEFAULT_LOGIN_LIMITS, perAddress: 3 };
-
-function post(url: string, body: unknown, from?: string): Promise<{ status: number; retryAfter: string | undefined; body: Record<string, unknown> }> {
-  return new Promise((resolve, reject) => {
-    const sent = httpRequest(url, { method: 'POST', headers: { 'content-type': 'application/json' }, ...(from ? { localAddress: from } : {}) }, (response) => {
-      let text = '';
-      response.setEncoding('utf8').on('data', (chunk: string) => (text += chunk));
-      response.on('end', () => {
-        const retryAfter = response.headers['retry-after'];
-        resolve({ status: response.statusCode!, retryAfter: Array.isArray(retryAfter) ? retryAfter[0] : retryAfter, body: JSON.parse(text) });
-      });
-    });
-    sent.on('error', reject);
-    sent.end(JSON.stringify(body));
-  });
-}
-
-function testClock() {
-  let now = Date.parse('2026-11-25T12:00:00.000Z');
-  return { now: () => new Date(now), advance: (ms: number) => void (now += ms) };
-}
 
 describe.each(BACKENDS)('relay grant limits on %s', (backend) => {
   const clock = testClock();
@@ -63,8 +42,8 @@ describe.each(BACKENDS)('relay grant limits on %s', (backend) => {
     await sandbox?.close();
   });
 
-  const exchange = (authorizationCode: string, from?: string) => post(`${running.url}/api/auth/token`, { authorizationCode, referrer: 'sandbox' }, from);
-  const refresh = (refreshToken: string, from?: string) => post(`${running.url}/api/auth/refresh`, { refreshToken }, from);
+  const exchange = (authorizationCode: string, from?: string) => postFrom(`${running.url}/api/auth/token`, { authorizationCode, referrer: 'sandbox' }, from);
+  const refresh = (refreshToken: string, from?: string) => postFrom(`${running.url}/api/auth/refresh`, { refreshToken }, from);
 
   it('locks an address that sends refused codes and refresh tokens, with 429, Retry-After and the relay error body', async () => {
     const statuses: number[] = [];
@@ -98,7 +77,7 @@ describe.each(BACKENDS)('relay grant limits on %s', (backend) => {
   it('counts the relay apart from the blog\'s logins', async () => {
     for (let i = 0; i < 4; i++) await exchange(`apart-${i}`);
     expect((await exchange('apart-locked')).status).toBe(429);
-    const login = await post(`${running.url}/api/v2/auth/login`, { email: 'nobody@example.com', password: 'guess' });
+    const login = await postFrom(`${running.url}/api/v2/auth/login`, { email: 'nobody@example.com', password: 'guess' });
     expect(login.status).toBe(401);
     clock.advance(60 * 60_000);
   });
@@ -125,7 +104,7 @@ describe('relay grant limits when the partner API is down', () => {
   it('does not count calls the partner API could not answer', async () => {
     const statuses = new Set<number>();
     for (let i = 0; i < 10; i++) {
-      const answer = await post(`${running.url}/api/auth/${i % 2 ? 'refresh' : 'token'}`, i % 2 ? { refreshToken: 'rt' } : { authorizationCode: 'code', referrer: 'sandbox' });
+      const answer = await postFrom(`${running.url}/api/auth/${i % 2 ? 'refresh' : 'token'}`, i % 2 ? { refreshToken: 'rt' } : { authorizationCode: 'code', referrer: 'sandbox' });
       statuses.add(answer.status);
       expect(answer.body.code).toBe('UPSTREAM_UNREACHABLE');
     }
