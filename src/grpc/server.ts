@@ -130,7 +130,9 @@ class ObservedCall implements CallObserver {
     metrics.duration.observe(of.method, seconds);
     if (log) {
       const fields = { method: this.path, type: of.labels.grpc_type, code: statusName(code), durationMs: Math.round(seconds * 10_000) / 10 };
-      if (SERVER_FAULTS.has(code)) log.warn(fields, 'grpc call failed');
+      // A stream that the shutdown ends with UNAVAILABLE (for its client to reconnect elsewhere) is the plan, not a fault.
+      if (code === grpc.status.UNAVAILABLE && this.observations.stopping) log.info(fields, 'grpc call ended by the shutdown');
+      else if (SERVER_FAULTS.has(code)) log.warn(fields, 'grpc call failed');
       else log.info(fields, 'grpc call');
     }
   }
@@ -153,6 +155,8 @@ class CallObservations {
   // more than prom-client's update (about 2.5 us against 0.3 us). Only registered
   // methods reach interceptors, so the map stays small.
   readonly #series = new Map<string, MethodSeries>();
+  /** Set when the server's shutdown starts: the streams it ends from then on end by plan. */
+  stopping = false;
 
   constructor(
     readonly metrics: GrpcMetrics,
@@ -202,12 +206,13 @@ class CallObservations {
 }
 
 export async function startGrpcServer(options: GrpcServerOptions): Promise<RunningGrpcServer> {
+  const observations = new CallObservations(options.metrics, options.log);
   const server = new RequestCheckingServer({
     'grpc.max_receive_message_length': MAX_RECEIVE_BYTES,
     // grpc-js keeps channelz statistics of every call and session unless told not to; nothing here serves
     // channelz (metrics are prom-client's), so they were bookkeeping on every call that no one could read.
     'grpc.enable_channelz': 0,
-    observe: new CallObservations(options.metrics, options.log).observe,
+    observe: observations.observe,
     ...(options.telemetry ? { interceptors: [tracingInterceptor(options.telemetry)] } : {}),
     rates: options.rates,
   });
@@ -240,6 +245,7 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
       new Promise<void>((resolve) => {
         health.setStatus('', 'NOT_SERVING');
         for (const name of names) health.setStatus(name, 'NOT_SERVING');
+        observations.stopping = true;
         options.onShutdown?.();
         const force = setTimeout(() => {
           server.forceShutdown();

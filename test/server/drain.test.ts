@@ -69,7 +69,12 @@ function heldWait() {
 
 describe('the drain of serve', () => {
   it('is not ready at once, answers everything until the wait ends, then ends streams with UNAVAILABLE while a call in flight finishes', async () => {
-    const running = await startTestServe({ grpc: { host: '127.0.0.1', port: 0 }, shutdownDeadlineMs: 10_000 });
+    const logged: Record<string, any>[] = [];
+    const running = await startTestServe({
+      grpc: { host: '127.0.0.1', port: 0 },
+      shutdownDeadlineMs: 10_000,
+      logger: { level: 'info', stream: { write: (line: string) => void logged.push(JSON.parse(line)) } },
+    });
     let closed = false;
     cleanups.push(() => (closed ? undefined : running.close()));
     const { users, metadata, status, create } = clientsOf(running);
@@ -133,6 +138,9 @@ describe('the drain of serve', () => {
     closed = true;
     expect(steps).toEqual(['draining', 'stopping', 'stopped']);
     await expect(request(`${running.url}/health`)).rejects.toThrow();
+    // The log says the watch was ended by the shutdown (info), not that a call failed (a warning an operator chases).
+    const ended = logged.filter((line) => line.method === '/user.v1.UserService/WatchUserChanges');
+    expect(ended).toMatchObject([{ level: 30, msg: 'grpc call ended by the shutdown', code: 'UNAVAILABLE' }]);
   });
 
   it('with 0 stops without waiting, and a skip cuts the wait short', async () => {
