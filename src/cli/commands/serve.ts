@@ -58,7 +58,9 @@ export function registerServe(program: Command, bind: Bind): void {
         'sandbox started in the same process. On SIGTERM it drains: not ready at once (/health/ready 503, gRPC health ' +
         'NOT_SERVING) but still answering for --drain, so load balancers move away; then it stops accepting, finishes ' +
         'the calls in flight, ends streams with UNAVAILABLE (clients reconnect and resume elsewhere) and releases its ' +
-        'webhook deliveries to the other instances. Ctrl-C (SIGINT), or a second signal, skips the drain\'s wait.',
+        'webhook deliveries to the other instances. Ctrl-C (SIGINT), or a second signal, skips the drain\'s wait. ' +
+        'Limits against abuse are on by default (--login-attempts, --rate-limit); OpenTelemetry traces are off until ' +
+        '--otlp-endpoint or OTEL_EXPORTER_OTLP_ENDPOINT names a collector.',
     )
     .option('--host <host>', 'address to bind', '127.0.0.1')
     .option('--port <port>', 'HTTP port (0 picks a free one)', '3000')
