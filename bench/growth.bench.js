@@ -277,7 +277,7 @@ function batches(start, rows) {
 }
 
 /** Seeds a SQLite data dir the store has migrated; { seedMs, extraMs }. */
-async function seedSqlite(dataDir, n, passwordHash) {
+export async function seedSqlite(dataDir, n, passwordHash) {
   const [{ default: Database }, { databasePath }] = await Promise.all([import('better-sqlite3'), dist('store/database.js')]);
   const db = new Database(databasePath(dataDir));
   try {
@@ -298,7 +298,7 @@ async function seedSqlite(dataDir, n, passwordHash) {
 }
 
 /** Seeds a PostgreSQL database the store has migrated; { seedMs, extraMs }. */
-async function seedPostgres(url, n, passwordHash) {
+export async function seedPostgres(url, n, passwordHash) {
   const { default: pg } = await import('pg');
   const client = new pg.Client({ connectionString: url });
   await client.connect();
@@ -324,7 +324,7 @@ async function seedPostgres(url, n, passwordHash) {
 // ---------------------------------------------------------------- main thread
 
 /** CREATE DATABASE on the server of `adminUrl`. */
-async function createDatabase(adminUrl, name) {
+export async function createDatabase(adminUrl, name) {
   const { default: pg } = await import('pg');
   const client = new pg.Client({ connectionString: adminUrl });
   await client.connect();
@@ -336,7 +336,7 @@ async function createDatabase(adminUrl, name) {
 }
 
 /** The store's migrations make the schema: openStore and close. */
-async function migrate(store) {
+export async function migrate(store) {
   const { openStore } = await dist('store/store.js');
   const opened = await openStore(store);
   await opened.close();
