@@ -28,7 +28,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { envNumber, median, quantile, UNREACHED_REQUEST_RATES } from './lib.js';
+import { createDatabase, envNumber, median, quantile, UNREACHED_REQUEST_RATES } from './lib.js';
 import { runRoleIfWorker, spawnRole } from './worker-roles.js';
 import { startEmbeddedPostgres } from '../test/helpers/embedded-postgres.js';
 
@@ -63,7 +63,7 @@ await runRoleIfWorker(ROLE_FLAG, { serve: startServeRole });
 /** A PostgreSQL server (default settings) with an empty database `bench`; `stop` removes it. */
 async function startPostgres() {
   const postgres = await startEmbeddedPostgres({ prefix: 'miniapp-bench-pg-', password: 'miniapp-bench' });
-  await postgres.server.createDatabase('bench');
+  await createDatabase(postgres.url('postgres'), 'bench');
   return { url: postgres.url('bench'), stop: () => postgres.stop() };
 }
 

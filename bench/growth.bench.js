@@ -79,7 +79,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { closeRoles, envNumber, quantile, UNREACHED_REQUEST_RATES } from './lib.js';
+import { closeRoles, createDatabase, envNumber, quantile, UNREACHED_REQUEST_RATES } from './lib.js';
 import { runRoleIfWorker, spawnRole } from './worker-roles.js';
 import { startEmbeddedPostgres } from '../test/helpers/embedded-postgres.js';
 
@@ -322,18 +322,6 @@ export async function seedPostgres(url, n, passwordHash) {
 }
 
 // ---------------------------------------------------------------- main thread
-
-/** CREATE DATABASE on the server of `adminUrl`. */
-export async function createDatabase(adminUrl, name) {
-  const { default: pg } = await import('pg');
-  const client = new pg.Client({ connectionString: adminUrl });
-  await client.connect();
-  try {
-    await client.query(`CREATE DATABASE ${name}`);
-  } finally {
-    await client.end();
-  }
-}
 
 /** The store's migrations make the schema: openStore and close. */
 export async function migrate(store) {

@@ -134,3 +134,16 @@ export async function closeRoles(roles, log) {
   }
   if (errors.length > 0) log(`closing: ${errors.map((error) => error.message).join('; ')}`);
 }
+
+/** CREATE DATABASE `name` on the server of `adminUrl` (an embedded PostgreSQL's `url()`), through its own connection. */
+export async function createDatabase(adminUrl, name) {
+  if (!/^[a-z_][a-z0-9_]*$/.test(name)) throw new Error(`not a plain database name: ${name}`);
+  const { default: pg } = await import('pg');
+  const client = new pg.Client({ connectionString: adminUrl });
+  await client.connect();
+  try {
+    await client.query(`CREATE DATABASE ${name}`);
+  } finally {
+    await client.end();
+  }
+}

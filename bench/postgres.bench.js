@@ -39,7 +39,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { closeRoles, envNumber, median, UNREACHED_REQUEST_RATES } from './lib.js';
+import { closeRoles, createDatabase, envNumber, median, UNREACHED_REQUEST_RATES } from './lib.js';
 import { runRoleIfWorker, spawnRole } from './worker-roles.js';
 import { startEmbeddedPostgres } from '../test/helpers/embedded-postgres.js';
 import { bulkRows, loadGetUser } from './users.bench.js';
@@ -84,7 +84,7 @@ async function startPostgres() {
   return {
     database: async () => {
       const name = `bench_${++n}`;
-      await postgres.server.createDatabase(name);
+      await createDatabase(postgres.url('postgres'), name);
       return postgres.url(name);
     },
     stop: () => postgres.stop(),
