@@ -178,6 +178,7 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
         version: options.version,
         instance,
         warn: (message) => appLog?.warn({ component: 'tracing' }, message),
+        info: (message) => appLog?.info({ component: 'tracing' }, message),
         console: options.spanLines,
       });
       cleanups.push(() => telemetry!.shutdown());

@@ -29,7 +29,7 @@ import { BatchSpanProcessor, NodeTracerProvider, type ReadableSpan, type SpanExp
 import { defaultResource, detectResources, envDetector, resourceFromAttributes } from '@opentelemetry/resources';
 import { UndiciInstrumentation } from '@opentelemetry/instrumentation-undici';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
-import { CompositePropagator, W3CBaggagePropagator, W3CTraceContextPropagator } from '@opentelemetry/core';
+import { CompositePropagator, ExportResultCode, loggingErrorHandler, setGlobalErrorHandler, W3CBaggagePropagator, W3CTraceContextPropagator } from '@opentelemetry/core';
 import { describeTracing, type TracingConfig } from './config.js';
 import type { SpanStart, Telemetry, TraceLogFields } from './telemetry.js';
 
@@ -42,6 +42,52 @@ export interface TelemetryOptions {
   warn?: ((message: string) => void) | undefined;
   /** Where the console exporter (OTEL_TRACES_EXPORTER=console) writes its lines; standard error by default. */
   console?: ((line: string) => void) | undefined;
+  /** Where the SDK's news that is no warning goes (spans reach the collector again). */
+  info?: ((message: string) => void) | undefined;
+}
+
+/** The first line of an error's message, without its stack: what an operator needs in one log line. */
+function reason(error: unknown): string {
+  const text = error instanceof Error ? error.message || error.name : typeof error === 'string' ? error : JSON.stringify(error);
+  return (text ?? 'unknown error').split('\n')[0]!.slice(0, 300);
+}
+
+/**
+ * The configured exporter, saying when spans stop reaching the collector
+ * and when they reach it again: once each, not once per batch (a batch
+ * goes out every few seconds, and a collector that is down would fill the
+ * log). Failed batches are dropped, as the SDK drops them.
+ */
+class ReportingExporter implements SpanExporter {
+  failing = false;
+
+  constructor(
+    readonly inner: SpanExporter,
+    readonly url: string,
+    readonly warn: (message: string) => void,
+    readonly info: (message: string) => void,
+  ) {}
+
+  export(spans: ReadableSpan[], done: (result: { code: number; error?: Error }) => void): void {
+    this.inner.export(spans, (result) => {
+      if (result.code === ExportResultCode.SUCCESS) {
+        if (this.failing) this.info(`tracing: spans reach ${this.url} again`);
+        this.failing = false;
+      } else if (!this.failing) {
+        this.failing = true;
+        this.warn(`tracing: cannot send spans to ${this.url}: ${reason(result.error)}; they are dropped until it answers`);
+      }
+      done(result);
+    });
+  }
+
+  forceFlush(): Promise<void> {
+    return this.inner.forceFlush?.() ?? Promise.resolve();
+  }
+
+  shutdown(): Promise<void> {
+    return this.inner.shutdown();
+  }
 }
 
 const KINDS = ['internal', 'server', 'client', 'producer', 'consumer'];
@@ -203,11 +249,16 @@ class OtelTelemetry implements Telemetry {
  */
 let users = 0;
 
-function holdGlobals(warn: ((message: string) => void) | undefined): void {
+function holdGlobals(warn: ((message: string) => void) | undefined, exporter: ReportingExporter | undefined): void {
   if (users++ > 0) return;
   context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
   propagation.setGlobalPropagator(new CompositePropagator({ propagators: [new W3CTraceContextPropagator(), new W3CBaggagePropagator()] }));
-  if (warn) diag.setLogger(diagLogger(warn), { logLevel: DiagLogLevel.WARN, suppressOverrideMessage: true });
+  if (!warn) return;
+  diag.setLogger(diagLogger(warn), { logLevel: DiagLogLevel.WARN, suppressOverrideMessage: true });
+  // The SDK reports every failed batch here; the exporter has said so once already (ReportingExporter).
+  setGlobalErrorHandler((error) => {
+    if (!exporter?.failing) warn(`tracing: ${reason(error)}`);
+  });
 }
 
 function releaseGlobals(): void {
@@ -215,6 +266,7 @@ function releaseGlobals(): void {
   context.disable();
   propagation.disable();
   diag.disable();
+  setGlobalErrorHandler(loggingErrorHandler());
 }
 
 function diagLogger(warn: (message: string) => void): DiagLogger {
@@ -233,11 +285,13 @@ export async function startTelemetry(options: TelemetryOptions): Promise<Telemet
   });
   // OTEL_RESOURCE_ATTRIBUTES adds to the resource; OTEL_SERVICE_NAME (in config.serviceName) names the service.
   const resource = defaultResource().merge(detectResources({ detectors: [envDetector] })).merge(ours);
-  const exporter = await exporterFor(config, options.console);
+  const configured = await exporterFor(config, options.console);
+  const exporter =
+    options.warn && config.exporter === 'otlp' ? new ReportingExporter(configured, config.url, options.warn, options.info ?? (() => undefined)) : configured;
   const provider = new NodeTracerProvider({ resource, spanProcessors: [new BatchSpanProcessor(exporter)] });
   // Not registered as the global tracer provider: every span here comes from this provider's tracer (and the undici
   // instrumentation is given it), so that two instances in one process each send to their own collector.
-  holdGlobals(options.warn);
+  holdGlobals(options.warn, exporter instanceof ReportingExporter ? exporter : undefined);
   const undici = new UndiciInstrumentation({
     // A request made outside any traced work (a background poll) is not a trace of its own.
     requireParentforSpans: true,

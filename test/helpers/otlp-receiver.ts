@@ -128,7 +128,8 @@ function fromJson(body: any): any {
   };
 }
 
-export async function startOtlpReceiver(): Promise<OtlpReceiver> {
+/** `port`: the HTTP port (default: a free one). */
+export async function startOtlpReceiver(port = 0): Promise<OtlpReceiver> {
   const spans: ReceivedSpan[] = [];
   const raw: string[] = [];
   const http: Server = createServer((req, res) => {
@@ -148,7 +149,7 @@ export async function startOtlpReceiver(): Promise<OtlpReceiver> {
       res.writeHead(200, { 'content-type': json ? 'application/json' : 'application/x-protobuf' }).end(answer);
     });
   });
-  await new Promise<void>((resolve) => http.listen(0, '127.0.0.1', resolve));
+  await new Promise<void>((resolve) => http.listen(port, '127.0.0.1', resolve));
   const server = new grpc.Server();
   server.addService(SERVICE, {
     Export: (call: grpc.ServerUnaryCall<any, any>, callback: grpc.sendUnaryData<any>) => {

@@ -20,6 +20,7 @@ import { BACKENDS } from '../helpers/postgres.js';
 import { CommerceClients } from '../helpers/commerce-client.js';
 import { unary } from '../helpers/user-client.js';
 import { startOtlpReceiver, type OtlpReceiver, type ReceivedSpan } from '../helpers/otlp-receiver.js';
+import { freePort } from '../helpers/embedded-postgres.js';
 import { startWebhookReceiver, type WebhookReceiver } from '../helpers/webhook-receiver.js';
 import { resolveTracing } from '../../src/telemetry/config.js';
 import type { RunningServe } from '../../src/server/serve.js';
@@ -201,6 +202,36 @@ describe.each(BACKENDS)('traces of serve on %s', (backend) => {
     for (const secret of secrets) {
       expect(exported.includes(secret), `a secret (${secret.slice(0, 3)}...) was exported`).toBe(false);
       expect(everything.includes(secret)).toBe(false);
+    }
+  });
+});
+
+describe('a collector that does not answer', () => {
+  it('is said once in the log (not once per batch), spans are dropped meanwhile, and its return is said too', async () => {
+    vi.stubEnv('OTEL_BSP_SCHEDULE_DELAY', '50');
+    vi.stubEnv('OTEL_EXPORTER_OTLP_TIMEOUT', '500');
+    const port = await freePort();
+    const log = new Lines();
+    const running = await startTestServe({ tracing: resolveTracing({}, { otlpEndpoint: `http://127.0.0.1:${port}` }), logger: { level: 'info', stream: log } });
+    let collector: OtlpReceiver | undefined;
+    try {
+      const tracingLines = () => log.lines.filter((line) => line.component === 'tracing');
+      const get = async () => (await request(`${running.url}/api/v2/blog/posts`)).body.dump();
+      // Batches fail one after another while nothing listens: one warning for them all.
+      for (let i = 0; i < 3; i++) {
+        await get();
+        await new Promise((resolve) => setTimeout(resolve, 700));
+      }
+      await vi.waitFor(() => expect(tracingLines().length).toBeGreaterThan(0), { timeout: 10_000 });
+      expect(tracingLines()).toMatchObject([{ level: 40, msg: expect.stringMatching(new RegExp(`^tracing: cannot send spans to http://127.0.0.1:${port}/v1/traces: .*ECONNREFUSED.*; they are dropped until it answers$`)) }]);
+      collector = await startOtlpReceiver(port);
+      await get();
+      await collector.waitFor((spans) => spans.some((span) => span.name === 'GET /api/v2/blog/posts'));
+      await vi.waitFor(() => expect(tracingLines().length).toBe(2), { timeout: 10_000 });
+      expect(tracingLines()[1]).toMatchObject({ level: 30, msg: `tracing: spans reach http://127.0.0.1:${port}/v1/traces again` });
+    } finally {
+      await running.close();
+      await collector?.close();
     }
   });
 });
