@@ -82,8 +82,8 @@ export async function relayRoutes(app: FastifyInstance, options: RelayOptions): 
 
   /**
    * Exchanges a code or a refresh token with the partner API under the address's limit: the attempt is counted
-   * before the call (so guesses sent at once are held to the limit too) and given back unless the partner API
-   * refused the grant (an AuthError: invalid_grant, an unknown user, rejected credentials). An outage, a time-out
+   * before the call (so guesses sent at once are held to the limit too) and given back, on success too, unless the
+   * partner API refused the grant (an AuthError: invalid_grant, an unknown user, rejected credentials). An outage, a time-out
    * or a bad answer is not the client's guess and does not count.
    */
   const limitedGrant = async <T>(request: FastifyRequest, exchange: () => Promise<T>): Promise<T> => {
@@ -100,12 +100,18 @@ export async function relayRoutes(app: FastifyInstance, options: RelayOptions): 
         { 'retry-after': String(error.retryAfterSeconds) },
       );
     }
+    // Only a refused grant is a guess: an accepted one, an outage or a time-out gives its attempt back. Giving back
+    // is best effort: the partner API has already spent the code, so its tokens go to the caller whatever the store says.
+    const giveBack = () => limiter.givenBack(RELAY_GRANT_SCOPE, request.ip).catch(() => undefined);
+    let granted: T;
     try {
-      return await exchange();
+      granted = await exchange();
     } catch (error) {
-      if (!(error instanceof AuthError)) await limiter.givenBack(RELAY_GRANT_SCOPE, request.ip);
+      if (!(error instanceof AuthError)) await giveBack();
       throw error;
     }
+    await giveBack();
+    return granted;
   };
 
   app.get('/health', async () => ({

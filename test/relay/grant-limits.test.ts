@@ -74,6 +74,21 @@ describe.each(BACKENDS)('relay grant limits on %s', (backend) => {
     clock.advance(60 * 60_000);
   });
 
+  it('never counts a grant the partner API accepts: an address that exchanges and refreshes often is not locked', async () => {
+    // Ten times the free allowance of three, each accepted: none may count towards a lock.
+    for (let i = 0; i < 30; i++) {
+      const tokens = await exchange(sandbox.state.login(2000 + i).authorizationCode);
+      expect(tokens.status).toBe(200);
+      expect((await refresh(String(tokens.body.refreshToken))).status).toBe(200);
+    }
+    // The allowance is whole: three refusals are still free, the fourth locks.
+    const statuses: number[] = [];
+    for (let i = 0; i < 4; i++) statuses.push((await exchange(`after-good-${i}`)).status);
+    expect(statuses).toEqual([400, 400, 400, 400]);
+    expect((await exchange('after-good-locked')).status).toBe(429);
+    clock.advance(60 * 60_000);
+  });
+
   it('counts the relay apart from the blog\'s logins', async () => {
     for (let i = 0; i < 4; i++) await exchange(`apart-${i}`);
     expect((await exchange('apart-locked')).status).toBe(429);
