@@ -90,10 +90,15 @@ export class LoginLimiter {
 
   /** Gives back an attempt counted by attemptFrom, with the lock it may have set unless the address is over its allowance without it. */
   async givenBack(scope: string, address: string): Promise<void> {
-    await this.sql.run(
+    await this.#giveBack(this.sql, scopedKey(scope, address));
+  }
+
+  /** One attempt back to an address's key, and the lock it may have set, unless the key is over its allowance without it. */
+  async #giveBack(sql: Sql, key: string): Promise<void> {
+    await sql.run(
       `UPDATE login_failures SET failures = failures - 1, locked_until = CASE WHEN failures - 1 <= $2 THEN NULL ELSE locked_until END
        WHERE key = $1 AND failures > 0`,
-      [scopedKey(scope, address), this.limits.perAddress],
+      [key, this.limits.perAddress],
     );
   }
 
@@ -146,11 +151,7 @@ export class LoginLimiter {
   async succeeded(account: string, address: string): Promise<void> {
     await this.sql.transaction(async (tx) => {
       await tx.run('DELETE FROM login_failures WHERE key = $1', [accountKey(account, address)]);
-      await tx.run(
-        `UPDATE login_failures SET failures = failures - 1, locked_until = CASE WHEN failures - 1 <= $2 THEN NULL ELSE locked_until END
-         WHERE key = $1 AND failures > 0`,
-        [addressKey(address), this.limits.perAddress],
-      );
+      await this.#giveBack(tx, addressKey(address));
     });
   }
 }
