@@ -17,6 +17,8 @@ import { OrderServiceImpl } from './order/service.js';
 import { Payments, type CommerceObserver, type Publish } from './payment/payments.js';
 import { SandboxProvider, type PaymentProvider } from './payment/provider.js';
 import { PaymentServiceImpl } from './payment/service.js';
+import { tracedProvider } from './payment/traced-provider.js';
+import type { Telemetry } from '../telemetry/telemetry.js';
 import type { Authenticate, InternalLog } from './kernel/grpc.js';
 
 export const DEFAULT_SWEEP_MS = 30_000;
@@ -34,6 +36,8 @@ export interface CommerceOptions {
   sweepMs?: number | undefined;
   log?: InternalLog | undefined;
   warn?: InternalLog | undefined;
+  /** A span for each of the provider's charges and refunds (payment/traced-provider.ts); none when tracing is off. */
+  telemetry?: Telemetry | undefined;
 }
 
 export class Commerce {
@@ -56,7 +60,15 @@ export class Commerce {
     const publish = options.publish ?? (async () => undefined);
     this.keys = new IdempotencyKeys(sql, now);
     this.inventory = new Inventory(sql, now);
-    this.payments = new Payments({ sql, now, provider: options.provider ?? new SandboxProvider(sql, now), keys: this.keys, publish, observe: options.observe });
+    const provider = options.provider ?? new SandboxProvider(sql, now);
+    this.payments = new Payments({
+      sql,
+      now,
+      provider: options.telemetry ? tracedProvider(provider, options.telemetry) : provider,
+      keys: this.keys,
+      publish,
+      observe: options.observe,
+    });
     this.orders = new Orders({ sql, now, inventory: this.inventory, payments: this.payments, keys: this.keys, publish, observe: options.observe, reservationTtlMs: options.reservationTtlMs });
     const common = { authenticate: options.authenticate, log: options.log };
     this.inventoryService = new InventoryServiceImpl({ ...common, inventory: this.inventory, sql, expireDue: () => this.orders.expireDue() });

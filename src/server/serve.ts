@@ -41,8 +41,6 @@ import type { SendWebhook } from '../webhooks/sender.js';
 import type { TracingConfig } from '../telemetry/config.js';
 import { SPAN_KIND, type Telemetry } from '../telemetry/telemetry.js';
 import { TracedSql } from '../store/traced-sql.js';
-import { SandboxProvider } from '../commerce/payment/provider.js';
-import { tracedProvider } from '../commerce/payment/traced-provider.js';
 
 export interface ServeOptions {
   host: string;
@@ -317,9 +315,8 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
       sql: store.sql,
       now: options.now,
       authenticate: (metadata) => users.authenticate(metadata),
-      provider: telemetry
-        ? tracedProvider(options.paymentProvider?.(store.sql) ?? new SandboxProvider(store.sql, options.now), telemetry)
-        : options.paymentProvider?.(store.sql),
+      provider: options.paymentProvider?.(store.sql),
+      telemetry,
       publish,
       observe: metrics.observeCommerce,
       reservationTtlMs: options.reservationTtlMs,
