@@ -4,7 +4,7 @@
  * Streams report through callbacks; nothing here prints.
  */
 import * as grpc from '@grpc/grpc-js';
-import { ServiceConnection, type ConnectOptions } from '../grpc/client/channel.js';
+import { channelReady, ServiceConnection, type ConnectOptions } from '../grpc/client/channel.js';
 import type { ChatMessage, LogEntry, LogRequest, MetricData, MetricsRequest } from './service.js';
 
 export type { ChatMessage, LogEntry, LogLevelEnum, MetricData } from './service.js';
@@ -70,20 +70,11 @@ export class MonitoringClient {
   }
 
   /** Resolves once connected; UNAVAILABLE as soon as an attempt fails, DEADLINE_EXCEEDED after `timeoutMs`. */
-  ready(timeoutMs: number): Promise<void> {
-    const channel = this.#raw.getChannel();
-    const deadline = Date.now() + timeoutMs;
-    const State = grpc.connectivityState;
-    const failure = (code: grpc.status, details: string) => this.#connection.error(Object.assign(new Error(details), { code, details, metadata: new grpc.Metadata() }));
-    return new Promise((resolve, reject) => {
-      const check = () => {
-        const state = channel.getConnectivityState(true);
-        if (state === State.READY) return resolve();
-        if (state === State.TRANSIENT_FAILURE || state === State.SHUTDOWN) return reject(failure(grpc.status.UNAVAILABLE, 'cannot connect'));
-        channel.watchConnectivityState(state, deadline, (error) => (error ? reject(failure(grpc.status.DEADLINE_EXCEEDED, 'could not connect in time')) : check()));
-      };
-      check();
-    });
+  async ready(timeoutMs: number): Promise<void> {
+    const outcome = await channelReady(this.#raw.getChannel(), Date.now() + timeoutMs);
+    if (outcome === 'ready') return;
+    const [code, details] = outcome === 'timeout' ? [grpc.status.DEADLINE_EXCEEDED, 'could not connect in time'] : [grpc.status.UNAVAILABLE, 'cannot connect'];
+    throw this.#connection.error(Object.assign(new Error(details), { code, details, metadata: new grpc.Metadata() }));
   }
 
   close(): void {

@@ -16,7 +16,7 @@ import * as grpc from '@grpc/grpc-js';
 import { UpstreamError } from '../errors.js';
 import { formatDuration } from '../duration.js';
 import { answersInPlainText, isServiceError, notTlsError, NOT_REACHED_HINT, unreachableHint, type ErrorContext } from '../grpc/client/errors.js';
-import { ServiceConnection, type ConnectOptions } from '../grpc/client/channel.js';
+import { channelReady, ServiceConnection, type ConnectOptions } from '../grpc/client/channel.js';
 import { withReconnects } from '../grpc/client/reconnect.js';
 import {
   LIST_PAGE_SIZE_HEADER,
@@ -188,37 +188,19 @@ export class UserServiceClient {
    * Resolves once the channel is connected; UNAVAILABLE as soon as the
    * first attempt fails, DEADLINE_EXCEEDED after `timeoutMs` without an answer.
    */
-  ready(timeoutMs = this.deadlineMs): Promise<void> {
-    const channel = this.#raw.getChannel();
+  async ready(timeoutMs = this.deadlineMs): Promise<void> {
     const deadline = Date.now() + timeoutMs;
-    const State = grpc.connectivityState;
-    return new Promise((resolve, reject) => {
-      const check = () => {
-        const state = channel.getConnectivityState(true);
-        if (state === State.READY) return resolve();
-        if (state === State.TRANSIENT_FAILURE || state === State.SHUTDOWN) {
-          const unreachable = new UpstreamError(`UNAVAILABLE: cannot connect to the user service at ${this.address}`, {
-            code: 'UNAVAILABLE',
-            hint: unreachableHint(this.#context.tls),
-          });
-          if (!this.#context.tls) return reject(unreachable);
-          void answersInPlainText(this.address, Math.max(deadline - Date.now(), 1)).then((plain) =>
-            reject(plain ? notTlsError(this.#context) : unreachable),
-          );
-          return;
-        }
-        channel.watchConnectivityState(state, deadline, (error) => {
-          if (!error) return check();
-          reject(
-            new UpstreamError(`DEADLINE_EXCEEDED: could not connect to the user service at ${this.address} within ${formatDuration(timeoutMs)}`, {
-              code: 'DEADLINE_EXCEEDED',
-              hint: `${NOT_REACHED_HINT}; or raise --deadline`,
-            }),
-          );
-        });
-      };
-      check();
-    });
+    const outcome = await channelReady(this.#raw.getChannel(), deadline);
+    if (outcome === 'ready') return;
+    if (outcome === 'timeout') {
+      throw new UpstreamError(`DEADLINE_EXCEEDED: could not connect to the user service at ${this.address} within ${formatDuration(timeoutMs)}`, {
+        code: 'DEADLINE_EXCEEDED',
+        hint: `${NOT_REACHED_HINT}; or raise --deadline`,
+      });
+    }
+    // Over TLS, a server that answers in plain text is told apart from one that is not there.
+    if (this.#context.tls && (await answersInPlainText(this.address, Math.max(deadline - Date.now(), 1)))) throw notTlsError(this.#context);
+    throw new UpstreamError(`UNAVAILABLE: cannot connect to the user service at ${this.address}`, { code: 'UNAVAILABLE', hint: unreachableHint(this.#context.tls) });
   }
 
   async createUser(request: CreateUserRequest): Promise<CreateUserResponse> {

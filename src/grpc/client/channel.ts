@@ -48,6 +48,25 @@ export function credentialsOf(options: ConnectOptions): grpc.ChannelCredentials 
 }
 
 /**
+ * Waits for `channel` to connect: 'ready'; 'unreachable' as soon as an
+ * attempt fails (no waiting out the channel's back-off); 'timeout' once
+ * `deadline` (ms since the epoch) passes without either. Each client words
+ * the outcome for its service.
+ */
+export function channelReady(channel: ReturnType<grpc.Client['getChannel']>, deadline: number): Promise<'ready' | 'unreachable' | 'timeout'> {
+  const State = grpc.connectivityState;
+  return new Promise((resolve) => {
+    const check = () => {
+      const state = channel.getConnectivityState(true);
+      if (state === State.READY) return resolve('ready');
+      if (state === State.TRANSIENT_FAILURE || state === State.SHUTDOWN) return resolve('unreachable');
+      channel.watchConnectivityState(state, deadline, (error) => (error ? resolve('timeout') : check()));
+    };
+    check();
+  });
+}
+
+/**
  * One connection to serve's gRPC port, for the clients of its services: it
  * opens a service's client (the second and later ride on the first one's
  * channel), gives each call its metadata and deadline, and words failures.
