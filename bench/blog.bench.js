@@ -47,13 +47,9 @@
  * BENCH_BLOG_POSTS (default 10000).
  */
 import { cpus } from 'node:os';
-import { dirname, join } from 'node:path';
-import { fileURLToPath, pathToFileURL } from 'node:url';
-import { median, quantile, envNumber, closeRoles, UNREACHED_REQUEST_RATES } from './lib.js';
+import { benchServe, closeRoles, envNumber, median, quantile } from './lib.js';
 import { runRoleIfWorker, spawnRole } from './worker-roles.js';
 
-const ROOT = dirname(dirname(fileURLToPath(import.meta.url)));
-const dist = (path) => import(pathToFileURL(join(ROOT, 'dist', path)).href);
 
 const ROLE_FLAG = 'miniappBlogBench';
 const LIST = '/api/v2/blog/posts';
@@ -66,16 +62,8 @@ const PASSWORD = 'correct-horse-battery';
 
 /** `miniapp serve` as the CLI starts it, memory store, no gRPC, no docs pages. */
 async function startReal() {
-  const { startServe } = await dist('server/serve.js');
-  const running = await startServe({
-    host: '127.0.0.1',
-    port: 0,
+  const running = await benchServe({
     store: { kind: 'memory' },
-    decrypt: {},
-    logger: false,
-    requestRates: UNREACHED_REQUEST_RATES,
-    version: 'bench',
-    now: () => new Date(),
     grpc: false,
     hashCost: 10,
     docs: false,

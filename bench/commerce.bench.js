@@ -28,7 +28,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { createDatabase, envNumber, median, quantile, UNREACHED_REQUEST_RATES } from './lib.js';
+import { benchServe, createDatabase, envNumber, median, quantile } from './lib.js';
 import { runRoleIfWorker, spawnRole } from './worker-roles.js';
 import { startEmbeddedPostgres } from '../test/helpers/embedded-postgres.js';
 
@@ -40,18 +40,10 @@ const SKU = 'BENCH';
 // ---------------------------------------------------------------- worker
 
 async function startServeRole({ store }) {
-  const { startServe } = await dist('server/serve.js');
-  const running = await startServe({
-    host: '127.0.0.1',
-    port: 0,
+  const running = await benchServe({
     grpc: { host: '127.0.0.1', port: 0 },
     hashCost: 10,
     store,
-    decrypt: {},
-    logger: false,
-    requestRates: UNREACHED_REQUEST_RATES,
-    version: 'bench',
-    now: () => new Date(),
   });
   return { info: { address: running.grpc.address, token: running.adminToken }, close: () => running.close() };
 }

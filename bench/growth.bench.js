@@ -79,7 +79,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { closeRoles, createDatabase, envNumber, quantile, UNREACHED_REQUEST_RATES } from './lib.js';
+import { benchServe, closeRoles, createDatabase, envNumber, quantile } from './lib.js';
 import { runRoleIfWorker, spawnRole } from './worker-roles.js';
 import { startEmbeddedPostgres } from '../test/helpers/embedded-postgres.js';
 
@@ -106,19 +106,11 @@ const CONTENT =
 
 /** `miniapp serve` on the store in workerData, gRPC and HTTP on 127.0.0.1:0. */
 async function startInstance({ store }) {
-  const { startServe } = await dist('server/serve.js');
-  const running = await startServe({
-    host: '127.0.0.1',
-    port: 0,
+  const running = await benchServe({
     grpc: { host: '127.0.0.1', port: 0 },
     hashCost: HASH_COST,
     store,
-    decrypt: {},
-    logger: false,
-    requestRates: UNREACHED_REQUEST_RATES,
     loginLimits: false,
-    version: 'bench',
-    now: () => new Date(),
     docs: false,
   });
   return { info: { address: running.grpc.address, url: running.url, token: running.adminToken }, close: () => running.close() };
@@ -591,7 +583,8 @@ export default async function growth(ctx) {
   const budget = envNumber('BENCH_GROWTH_SECONDS', 12);
   const backends = (process.env.BENCH_GROWTH_BACKENDS || 'sqlite,postgres').split(',').map((b) => b.trim());
   for (const backend of backends) if (!['sqlite', 'postgres'].includes(backend)) throw new Error(`BENCH_GROWTH_BACKENDS: unknown backend "${backend}"`);
-  if (small < 1000 || large <= small) throw new Error(`BENCH_GROWTH_SMALL must be at least 1000 and below BENCH_GROWTH_LARGE (${small}, ${large})`);
+  // The rows that match 1% (a filter, a tag) must fill a page of PAGE_SIZE at the small size too.
+  if (small < 100 * PAGE_SIZE || large <= small) throw new Error(`BENCH_GROWTH_SMALL must be at least ${100 * PAGE_SIZE} and below BENCH_GROWTH_LARGE (${small}, ${large})`);
   const { hashPassword } = await dist('auth/passwords.js');
   const passwordHash = await hashPassword(PASSWORD, HASH_COST);
 

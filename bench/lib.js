@@ -3,6 +3,10 @@
  * statistics the reports need. Node built-ins only.
  */
 import { spawn } from 'node:child_process';
+import { dirname, join } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+
+const ROOT = dirname(dirname(fileURLToPath(import.meta.url)));
 
 /** Keep at most this much of a child's stderr for the error message. */
 const STDERR_LIMIT = 64 * 1024;
@@ -114,6 +118,26 @@ export async function pairedRuns({ a, b, runs = 30, warmup = 3 }) {
  * what is measured, where `false` would leave it out.
  */
 export const UNREACHED_REQUEST_RATES = { perSecond: 1e9, burst: 1e9 };
+
+/**
+ * `miniapp serve` from dist/ in this thread, as the benchmarks run it: on
+ * 127.0.0.1 with free ports, no log, the request rates out of reach (every
+ * benchmark sends thousands of requests a second with one token);
+ * `options` adds what the benchmark needs (store, gRPC, upstream, ...).
+ */
+export async function benchServe(options) {
+  const { startServe } = await import(pathToFileURL(join(ROOT, 'dist', 'server', 'serve.js')).href);
+  return startServe({
+    host: '127.0.0.1',
+    port: 0,
+    decrypt: {},
+    logger: false,
+    requestRates: UNREACHED_REQUEST_RATES,
+    version: 'bench',
+    now: () => new Date(),
+    ...options,
+  });
+}
 
 export function envNumber(name, fallback) {
   const text = process.env[name];

@@ -39,7 +39,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { closeRoles, createDatabase, envNumber, median, UNREACHED_REQUEST_RATES } from './lib.js';
+import { benchServe, closeRoles, createDatabase, envNumber, median } from './lib.js';
 import { runRoleIfWorker, spawnRole } from './worker-roles.js';
 import { startEmbeddedPostgres } from '../test/helpers/embedded-postgres.js';
 import { bulkRows, loadGetUser } from './users.bench.js';
@@ -56,18 +56,10 @@ const PASSWORD = 'correct-horse-battery';
 
 /** `miniapp serve` on the store in workerData, gRPC and HTTP on 127.0.0.1:0. */
 async function startInstance({ store }) {
-  const { startServe } = await dist('server/serve.js');
-  const running = await startServe({
-    host: '127.0.0.1',
-    port: 0,
+  const running = await benchServe({
     grpc: { host: '127.0.0.1', port: 0 },
     hashCost: HASH_COST,
     store,
-    decrypt: {},
-    logger: false,
-    requestRates: UNREACHED_REQUEST_RATES,
-    version: 'bench',
-    now: () => new Date(),
     docs: false,
   });
   return { info: { address: running.grpc.address, url: running.url, token: running.adminToken }, close: () => running.close() };

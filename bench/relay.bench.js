@@ -36,7 +36,7 @@ import { createServer } from 'node:http';
 import { cpus } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { median, quantile, envNumber, closeRoles, UNREACHED_REQUEST_RATES } from './lib.js';
+import { benchServe, closeRoles, envNumber, median, quantile } from './lib.js';
 
 const ROOT = dirname(dirname(fileURLToPath(import.meta.url)));
 const dist = (path) => import(pathToFileURL(join(ROOT, 'dist', path)).href);
@@ -62,17 +62,10 @@ async function startSandbox({ key, aad }) {
 
 /** The real relay, as `miniapp serve` starts it, in front of the sandbox. */
 async function startRelay({ key, aad, sandboxUrl }) {
-  const { startServe } = await dist('server/serve.js');
-  const running = await startServe({
-    host: '127.0.0.1',
-    port: 0,
+  const running = await benchServe({
     store: { kind: 'memory' },
     upstream: { baseUrl: sandboxUrl, pathPrefix: PREFIX, tls: {} },
     decrypt: { key, aad },
-    logger: false,
-    requestRates: UNREACHED_REQUEST_RATES,
-    version: 'bench',
-    now: () => new Date(),
   });
   return { info: { url: running.url }, close: () => running.close() };
 }

@@ -23,7 +23,7 @@ import { cpus } from 'node:os';
 import { createServer } from 'node:http';
 import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { median, envNumber, UNREACHED_REQUEST_RATES } from './lib.js';
+import { benchServe, envNumber, median } from './lib.js';
 import { runRoleIfWorker, spawnRole } from './worker-roles.js';
 import { loadGetUser } from './users.bench.js';
 import { authorTokens, fetchPage, load, pathOf, seed } from './blog.bench.js';
@@ -50,20 +50,13 @@ async function startSink() {
 }
 
 async function startSide(traced) {
-  const [{ startServe }, { resolveTracing }] = await Promise.all([dist('server/serve.js'), dist('telemetry/config.js')]);
+  const { resolveTracing } = await dist('telemetry/config.js');
   const sink = traced ? await startSink() : undefined;
-  const running = await startServe({
-    host: '127.0.0.1',
-    port: 0,
+  const running = await benchServe({
     grpc: { host: '127.0.0.1', port: 0 },
     hashCost: 10,
     store: { kind: 'memory' },
-    decrypt: {},
-    logger: false,
-    version: 'bench',
-    now: () => new Date(),
     loginLimits: false,
-    requestRates: UNREACHED_REQUEST_RATES,
     tracing: sink ? resolveTracing({}, { otlpEndpoint: sink.url }) : undefined,
   });
   return {

@@ -34,7 +34,7 @@
 import { cpus } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { median, envNumber, UNREACHED_REQUEST_RATES } from './lib.js';
+import { benchServe, envNumber, median } from './lib.js';
 import { runRoleIfWorker, spawnRole } from './worker-roles.js';
 
 const ROOT = dirname(dirname(fileURLToPath(import.meta.url)));
@@ -58,18 +58,10 @@ const CONSTANT_USER = {
 
 /** `miniapp serve` as the CLI starts it, gRPC on 127.0.0.1:0, memory store. */
 async function startReal() {
-  const { startServe } = await dist('server/serve.js');
-  const running = await startServe({
-    host: '127.0.0.1',
-    port: 0,
+  const running = await benchServe({
     grpc: { host: '127.0.0.1', port: 0 },
     hashCost: HASH_COST,
     store: { kind: 'memory' },
-    decrypt: {},
-    logger: false,
-    requestRates: UNREACHED_REQUEST_RATES,
-    version: 'bench',
-    now: () => new Date(),
   });
   return { info: { address: running.grpc.address, token: running.adminToken }, close: () => running.close() };
 }
