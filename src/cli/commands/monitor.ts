@@ -8,7 +8,7 @@ import type { Bind } from '../command.js';
 import type { CommandContext } from '../context.js';
 import { UsageError } from '../../errors.js';
 import { parseDuration, formatDuration } from '../../duration.js';
-import { connectionOf, withConnection, type ConnectionFlags } from '../connect/grpc-connection.js';
+import { connectionOf, reconnectNotice, withConnection, type ConnectionFlags } from '../connect/grpc-connection.js';
 import { destroyInput, linesOf } from '../terminal/input.js';
 import { parseWholeNumber } from '../flags.js';
 import type { ChatMessage, LogEntry, LogLevelEnum, MetricData, MonitoringClient } from '../../monitoring/client.js';
@@ -109,8 +109,7 @@ async function following(
         reconnected = info.reconnected;
         if (info.reconnected) cc.out.info(`reconnected to ${connection.address}`);
       },
-      onRetry: ({ attempt, delayMs, reason }) =>
-        cc.out.warn(attempt === 1 ? `stream lost (${reason}); reconnecting in ${delayMs} ms` : `still not connected (${reason}); trying again in ${delayMs} ms (attempt ${attempt})`),
+      onRetry: (retry) => cc.out.warn(reconnectNotice('stream', retry)),
     });
   } finally {
     controller.abort();

@@ -57,3 +57,10 @@ export async function connectionOf(
   return { address, token, tls: Boolean(flags.tls) || Boolean(ca), ca, deadlineMs, telemetry: cc.telemetry };
 }
 
+
+/** What a following command (users watch, monitor) says on stderr before each wait to reconnect; `lost` names what broke. */
+export function reconnectNotice(lost: string, { attempt, delayMs, reason }: { attempt: number; delayMs: number; reason: string }): string {
+  return attempt === 1
+    ? `${lost} lost (${reason}); reconnecting in ${delayMs} ms (attempt ${attempt})`
+    : `still not connected (${reason}); trying again in ${delayMs} ms (attempt ${attempt})`;
+}

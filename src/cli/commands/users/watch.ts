@@ -1,7 +1,7 @@
 /** `miniapp users watch`: changes as they happen, resumed after the last one printed when the stream breaks. */
 import type { Command } from 'commander';
 import type { CommandContext } from '../../context.js';
-import { connectionOf, type ConnectionFlags } from '../../connect/grpc-connection.js';
+import { connectionOf, reconnectNotice, type ConnectionFlags } from '../../connect/grpc-connection.js';
 import { ConfigError, UsageError } from '../../../errors.js';
 import { parseId, parseList, parseWholeNumber } from '../../flags.js';
 import { isoOf, userJson, type UserJson } from '../../views/grpc-user-view.js';
@@ -107,9 +107,6 @@ export async function runWatch(cc: CommandContext, command: Command): Promise<vo
         cc.out.line(c.bold(`${'seq'.padStart(8)}  ${'time'.padEnd(24)}  ${'event'.padEnd(7)}  ${'id'.padStart(6)}  ${'username'.padEnd(20)}  email`));
       }
     },
-    onRetry: ({ attempt, delayMs, reason }) => {
-      if (attempt === 1) cc.out.warn(`watch lost (${reason}); reconnecting in ${delayMs} ms (attempt ${attempt})`);
-      else cc.out.warn(`still not connected (${reason}); trying again in ${delayMs} ms (attempt ${attempt})`);
-    },
+    onRetry: (retry) => cc.out.warn(reconnectNotice('watch', retry)),
   });
 }
