@@ -14,6 +14,9 @@ import { parseWholeNumber } from '../flags.js';
 import type { ChatMessage, LogEntry, LogLevelEnum, MetricData, MonitoringClient } from '../../monitoring/client.js';
 import type { Timestamp } from '../../grpc/protos.js';
 
+/** A tail of every line serve keeps, however many it keeps (the server sends at most that many; an int32). */
+const ALL_KEPT = 2 ** 31 - 1;
+
 const LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal'] as const;
 type Level = (typeof LEVELS)[number];
 const SERVICE = 'the monitoring service';
@@ -211,7 +214,7 @@ async function runLogs(cc: CommandContext, command: Command): Promise<void> {
   const flags = command.opts<ConnectionFlags & { level: string; component: string[]; tail?: string; follow?: boolean }>();
   const level = flags.level.toLowerCase() as Level;
   if (!LEVELS.includes(level)) throw new UsageError(`--level must be one of ${LEVELS.join(', ')}; got "${flags.level}"`);
-  const tail = flags.tail === undefined ? 1000 : parseWholeNumber(flags.tail, '--tail', 0);
+  const tail = flags.tail === undefined ? ALL_KEPT : parseWholeNumber(flags.tail, '--tail', 0);
   const { LogFormatter } = await import('../render/log-format.js');
   const formatter = new LogFormatter({ color: cc.out.color, fullTime: true });
   // The time of the last line shown. With -f, a reconnection (to serve restarted, or another instance) asks for every
@@ -219,7 +222,7 @@ async function runLogs(cc: CommandContext, command: Command): Promise<void> {
   let lastShown = -Infinity;
   await following(cc, flags, async (client, signal, reconnected) => {
     await client.logs(
-      { min_level: LEVEL_ENUM[level], components: flags.component, tail: reconnected ? 1000 : tail, follow: Boolean(flags.follow) },
+      { min_level: LEVEL_ENUM[level], components: flags.component, tail: reconnected ? ALL_KEPT : tail, follow: Boolean(flags.follow) },
       (entry) => {
         const at = Date.parse(iso(entry.time));
         if (reconnected && !(at > lastShown)) return;
