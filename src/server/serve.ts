@@ -42,6 +42,9 @@ import type { TracingConfig } from '../telemetry/config.js';
 import { SPAN_KIND, type Telemetry } from '../telemetry/telemetry.js';
 import { TracedSql } from '../store/traced-sql.js';
 
+/** How long a stop waits for calls in flight, webhook attempts and the last spans (ServeOptions.shutdownDeadlineMs). */
+export const DEFAULT_SHUTDOWN_DEADLINE_MS = 5_000;
+
 export interface ServeOptions {
   host: string;
   port: number;
@@ -178,6 +181,8 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
         warn: (message) => appLog?.warn({ component: 'tracing' }, message),
         info: (message) => appLog?.info({ component: 'tracing' }, message),
         console: options.spanLines,
+        // A collector that stalls must not hold the stop longer than calls in flight may.
+        exportTimeoutMs: options.shutdownDeadlineMs ?? DEFAULT_SHUTDOWN_DEADLINE_MS,
       });
       cleanups.push(() => telemetry!.shutdown());
     }
@@ -407,7 +412,7 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
       // Registered after the database, so it stops first: the attempt in flight is recorded before the close.
       // The deadline of the gRPC calls in flight (5 s unless given) holds for a webhook attempt too; what is cut
       // short is released for another instance.
-      stopWebhooks = once(() => dispatcher.stop({ deadlineMs: options.shutdownDeadlineMs ?? 5_000 }));
+      stopWebhooks = once(() => dispatcher.stop({ deadlineMs: options.shutdownDeadlineMs ?? DEFAULT_SHUTDOWN_DEADLINE_MS }));
       cleanups.push(stopWebhooks);
     }
     sandbox?.setCallback({ url: `${url}/api/auth/unlink-callback`, method: 'POST', basicAuth: options.callbackAuth });

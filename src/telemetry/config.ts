@@ -28,11 +28,15 @@ export interface TracingConfig {
   serviceName: string;
   /** OTEL_TRACES_SAMPLER (and its argument), for the banner. */
   sampler: string;
+  /** How long one export may take (OTEL_EXPORTER_OTLP_TRACES_TIMEOUT or OTEL_EXPORTER_OTLP_TIMEOUT; default 10 s). */
+  timeoutMs: number;
 }
 
 export type Env = Readonly<Record<string, string | undefined>>;
 
 const DEFAULT_HTTP_ENDPOINT = 'http://localhost:4318';
+/** The OTLP exporters' own default time-out of one export. */
+const DEFAULT_EXPORT_TIMEOUT_MS = 10_000;
 const DEFAULT_GRPC_ENDPOINT = 'http://localhost:4317';
 
 /** Checks an endpoint URL given on the command line or in the environment; returns it without a trailing slash. */
@@ -87,8 +91,12 @@ export function resolveTracing(env: Env, flags: { otlpEndpoint?: string | undefi
   const serviceName = env.OTEL_SERVICE_NAME?.trim() || flags.defaultServiceName || 'miniapp';
   const samplerArg = env.OTEL_TRACES_SAMPLER_ARG?.trim();
   const sampler = `${env.OTEL_TRACES_SAMPLER?.trim() || 'parentbased_always_on'}${samplerArg ? ` (${samplerArg})` : ''}`;
+  const timeoutName = env.OTEL_EXPORTER_OTLP_TRACES_TIMEOUT !== undefined ? 'OTEL_EXPORTER_OTLP_TRACES_TIMEOUT' : 'OTEL_EXPORTER_OTLP_TIMEOUT';
+  const timeoutText = env[timeoutName]?.trim();
+  if (timeoutText && !/^\d{1,9}$/.test(timeoutText)) throw new UsageError(`${timeoutName} must be a whole number of milliseconds; got '${timeoutText}'`);
+  const timeoutMs = timeoutText ? Number(timeoutText) : DEFAULT_EXPORT_TIMEOUT_MS;
   if (exporters.length > 0 && !exporters.includes('otlp') && flagEndpoint === undefined) {
-    return { exporter: 'console', protocol, url: 'standard error', serviceName, sampler };
+    return { exporter: 'console', protocol, url: 'standard error', serviceName, sampler, timeoutMs };
   }
   // The flag is a convenience for OTEL_EXPORTER_OTLP_ENDPOINT: a base URL, to which HTTP adds /v1/traces.
   // A traces endpoint from the environment is used as it is, as the specification says.
@@ -99,7 +107,7 @@ export function resolveTracing(env: Env, flags: { otlpEndpoint?: string | undefi
   if (flagEndpoint === undefined && tracesEndpoint !== undefined) url = parseOtlpEndpoint(tracesEndpoint, 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT');
   else if (protocol === 'grpc') url = base ?? DEFAULT_GRPC_ENDPOINT;
   else url = `${base ?? DEFAULT_HTTP_ENDPOINT}/v1/traces`;
-  return { exporter: 'otlp', protocol, url, serviceName, sampler };
+  return { exporter: 'otlp', protocol, url, serviceName, sampler, timeoutMs };
 }
 
 /** One line for serve's banner and the log: where traces go. */

@@ -44,6 +44,13 @@ export interface TelemetryOptions {
   console?: ((line: string) => void) | undefined;
   /** Where the SDK's news that is no warning goes (spans reach the collector again). */
   info?: ((message: string) => void) | undefined;
+  /**
+   * The longest one export may take, whatever OTEL_*_TIMEOUT says: what the
+   * process can afford to wait for its last spans when it stops. A request
+   * to a collector that never answers keeps the process alive until it
+   * times out, so this bounds the stop, not only the wait.
+   */
+  exportTimeoutMs?: number | undefined;
 }
 
 /** The first line of an error's message, without its stack: what an operator needs in one log line. */
@@ -142,18 +149,14 @@ export function redactQuery(url: string): string {
   return `${url.slice(0, mark)}?${keys.join('&')}`;
 }
 
-async function exporterFor(config: TracingConfig, console: ((line: string) => void) | undefined): Promise<SpanExporter> {
+async function exporterFor(config: TracingConfig, console: ((line: string) => void) | undefined, timeoutMillis: number): Promise<SpanExporter> {
   if (config.exporter === 'console') return new JsonLinesExporter(console ?? ((line) => process.stderr.write(line)));
-  if (config.protocol === 'grpc') {
-    const { OTLPTraceExporter } = await import('@opentelemetry/exporter-trace-otlp-grpc');
-    return new OTLPTraceExporter({ url: config.url });
-  }
-  if (config.protocol === 'http/json') {
-    const { OTLPTraceExporter } = await import('@opentelemetry/exporter-trace-otlp-http');
-    return new OTLPTraceExporter({ url: config.url });
-  }
-  const { OTLPTraceExporter } = await import('@opentelemetry/exporter-trace-otlp-proto');
-  return new OTLPTraceExporter({ url: config.url });
+  const { OTLPTraceExporter } = await (config.protocol === 'grpc'
+    ? import('@opentelemetry/exporter-trace-otlp-grpc')
+    : config.protocol === 'http/json'
+      ? import('@opentelemetry/exporter-trace-otlp-http')
+      : import('@opentelemetry/exporter-trace-otlp-proto'));
+  return new OTLPTraceExporter({ url: config.url, timeoutMillis });
 }
 
 function errorType(error: unknown): string {
@@ -235,8 +238,13 @@ class OtelTelemetry implements Telemetry {
 
   async shutdown(): Promise<void> {
     this.undici.disable();
-    await this.provider.shutdown();
-    releaseGlobals();
+    try {
+      // The last spans go out if the collector takes them; a collector that fails is said by the exporter (once), and a
+      // process that stops is no failure of its own for it.
+      await this.provider.shutdown().catch(() => undefined);
+    } finally {
+      releaseGlobals();
+    }
   }
 }
 
@@ -285,7 +293,7 @@ export async function startTelemetry(options: TelemetryOptions): Promise<Telemet
   });
   // OTEL_RESOURCE_ATTRIBUTES adds to the resource; OTEL_SERVICE_NAME (in config.serviceName) names the service.
   const resource = defaultResource().merge(detectResources({ detectors: [envDetector] })).merge(ours);
-  const configured = await exporterFor(config, options.console);
+  const configured = await exporterFor(config, options.console, Math.min(config.timeoutMs, options.exportTimeoutMs ?? Infinity));
   const exporter =
     options.warn && config.exporter === 'otlp' ? new ReportingExporter(configured, config.url, options.warn, options.info ?? (() => undefined)) : configured;
   const provider = new NodeTracerProvider({ resource, spanProcessors: [new BatchSpanProcessor(exporter)] });

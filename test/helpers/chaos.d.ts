@@ -24,6 +24,8 @@ export function startServeProcess(options: {
   port?: number;
   grpcPort?: number;
   extraArgs?: string[];
+  /** Added to its environment. */
+  env?: Record<string, string>;
 }): Promise<ServeProcess>;
 
 export interface ChaosStep {

@@ -7,11 +7,85 @@
  * stop a command.
  */
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer as createNetServer, type AddressInfo, type Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { request } from 'undici';
+import { BIN } from '../helpers/launcher.js';
+import { startServeProcess } from '../helpers/chaos.js';
 import { Sandbox } from '../helpers/cli.js';
 import { startTestServe } from '../helpers/serve.js';
 import { startOtlpReceiver, type OtlpReceiver } from '../helpers/otlp-receiver.js';
 import { resolveTracing } from '../../src/telemetry/config.js';
 import type { RunningServe } from '../../src/server/serve.js';
+
+/**
+ * A collector that takes connections and never answers (a listening socket whose connections are never read: the
+ * kernel accepts them, nobody replies). The stop must not wait for it longer than the process's own bound, whatever
+ * OTEL_EXPORTER_OTLP_TIMEOUT says; here it says ten minutes, so a process still there after 30 s waited for it.
+ */
+async function silentCollector(): Promise<{ url: string; close(): Promise<void> }> {
+  const sockets = new Set<Socket>();
+  const server = createNetServer((socket) => void sockets.add(socket));
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    close: async () => {
+      for (const socket of sockets) socket.destroy();
+      await new Promise((resolve) => server.close(resolve));
+    },
+  };
+}
+
+function exitOf(child: ChildProcess): Promise<number | null> {
+  return new Promise((resolve) => {
+    const patience = setTimeout(() => child.kill('SIGKILL'), 30_000);
+    child.once('exit', (code) => {
+      clearTimeout(patience);
+      resolve(code);
+    });
+  });
+}
+
+describe('a collector that never answers', () => {
+  const TEN_MINUTES = { OTEL_EXPORTER_OTLP_TIMEOUT: '600000' };
+
+  it('does not keep a traced command from ending', { timeout: 40_000 }, async () => {
+    const collector = await silentCollector();
+    const home = mkdtempSync(join(tmpdir(), 'miniapp-silent-'));
+    try {
+      const child = spawn(process.execPath, [BIN, 'callbacks', 'list', '--json'], {
+        env: { PATH: process.env.PATH, HOME: home, MINIAPP_CONFIG_DIR: join(home, 'config'), MINIAPP_DATA_DIR: join(home, 'data'), OTEL_EXPORTER_OTLP_ENDPOINT: collector.url, ...TEN_MINUTES },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      let stderr = '';
+      child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+      expect(await exitOf(child)).toBe(0);
+      expect(stderr).toContain(`warning: tracing: cannot send spans to ${collector.url}/v1/traces: Request timed out; they are dropped until it answers`);
+    } finally {
+      await collector.close();
+      rmSync(home, { recursive: true, force: true });
+    }
+  });
+
+  it('does not keep serve from stopping', { timeout: 40_000 }, async () => {
+    const collector = await silentCollector();
+    const serve = await startServeProcess({ extraArgs: ['--otlp-endpoint', collector.url, '--log-level', 'info'], env: TEN_MINUTES });
+    try {
+      // A request, so that there are spans to send.
+      expect((await request(`${serve.info.url}/health`)).statusCode).toBe(200);
+      serve.child.kill('SIGTERM');
+      const code = await exitOf(serve.child);
+      expect(code, serve.stderr().slice(-1500)).toBe(0);
+      expect(serve.stderr()).toContain('cannot send spans to');
+    } finally {
+      serve.dispose();
+      await collector.close();
+    }
+  });
+});
 
 describe('tracing from the CLI', () => {
   let collector: OtlpReceiver;

@@ -246,7 +246,8 @@ describe('tracing configuration', () => {
     expect(resolveTracing({ OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'http://c:4318/custom' })!.url).toBe('http://c:4318/custom');
     expect(resolveTracing({ OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc', OTEL_TRACES_EXPORTER: 'otlp' })!.url).toBe('http://localhost:4317');
     expect(resolveTracing({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://env:4318' }, { otlpEndpoint: 'http://flag:4318' })!.url).toBe('http://flag:4318/v1/traces');
-    expect(resolveTracing({ OTEL_TRACES_EXPORTER: 'console' })).toMatchObject({ exporter: 'console' });
+    expect(resolveTracing({ OTEL_TRACES_EXPORTER: 'console' })).toMatchObject({ exporter: 'console', timeoutMs: 10_000 });
+    expect(resolveTracing({ OTEL_TRACES_EXPORTER: 'otlp', OTEL_EXPORTER_OTLP_TIMEOUT: '3000', OTEL_EXPORTER_OTLP_TRACES_TIMEOUT: '1500' })!.timeoutMs).toBe(1500);
     expect(resolveTracing({ OTEL_TRACES_SAMPLER: 'traceidratio', OTEL_TRACES_SAMPLER_ARG: '0.1', OTEL_TRACES_EXPORTER: 'otlp' })!.sampler).toBe('traceidratio (0.1)');
   });
 
@@ -257,5 +258,6 @@ describe('tracing configuration', () => {
     expect(() => resolveTracing({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', OTEL_EXPORTER_OTLP_PROTOCOL: 'thrift' })).toThrow("OTEL_EXPORTER_OTLP_PROTOCOL 'thrift' is not supported; use http/protobuf, http/json, grpc");
     expect(() => resolveTracing({ OTEL_TRACES_EXPORTER: 'zipkin' })).toThrow("OTEL_TRACES_EXPORTER 'zipkin' is not supported; use otlp, console or none");
     expect(() => resolveTracing({ OTEL_EXPORTER_OTLP_ENDPOINT: 'ftp://c' })).toThrow('OTEL_EXPORTER_OTLP_ENDPOINT must be an http:// or https:// URL');
+    expect(() => resolveTracing({ OTEL_TRACES_EXPORTER: 'otlp', OTEL_EXPORTER_OTLP_TIMEOUT: '5s' })).toThrow("OTEL_EXPORTER_OTLP_TIMEOUT must be a whole number of milliseconds; got '5s'");
   });
 });
