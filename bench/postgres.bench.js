@@ -26,9 +26,10 @@
  *    of it.
  *
  * Every answer is checked before timing; a failed call fails the benchmark.
- * The issue sets no targets: the targets here are this file's own, what the
- * design should give (see each row's note), and the numbers are reported
- * as they come.
+ * The targets of rows 1 and 2 are issue 22's (GetUser at least 0.85x,
+ * the blog list at least 0.9x cached and 0.7x uncached); those of rows 3
+ * and 4 are this file's own, what the design should give (see each row's
+ * note).
  *
  * Settings from the environment: BENCH_PG_SECONDS (per run, default 5),
  * BENCH_PG_ROUNDS (default 3), BENCH_PG_CONCURRENCY (gRPC calls in flight,
@@ -51,6 +52,9 @@ const dist = (path) => import(pathToFileURL(join(ROOT, 'dist', path)).href);
 const ROLE_FLAG = 'miniappPostgresBench';
 const HASH_COST = 10;
 const PASSWORD = 'correct-horse-battery';
+/** Users the GetUser load asks for in turn, so that a batch holds distinct ids as real traffic does. */
+const GET_USERS = 100;
+const spreadIds = (n) => String(1 + (n % GET_USERS));
 
 // ---------------------------------------------------------------- workers
 
@@ -140,23 +144,26 @@ export default async function postgresBench(ctx) {
 
     // ---- 1. GetUser
     for (const side of Object.values(sides)) {
-      for (let i = 1; i <= 5; i++) await side.client.createUser({ username: `user${i}`, email: `user${i}@example.com`, password: PASSWORD, full_name: `User ${i}` });
-      const user = await side.client.getUser('1');
-      if (user.username !== 'user1') throw new Error(`GetUser(1) answered ${JSON.stringify(user)}`);
-      await loadGetUser(side.client, { seconds: warmupSeconds, concurrency, id: '1' });
+      for (let i = 1; i <= GET_USERS; i++) await side.client.createUser({ username: `user${i}`, email: `user${i}@example.com`, password: PASSWORD, full_name: `User ${i}` });
+      for (const id of ['1', String(GET_USERS)]) {
+        const user = await side.client.getUser(id);
+        if (user.username !== `user${id}`) throw new Error(`GetUser(${id}) answered ${JSON.stringify(user)}`);
+      }
+      await loadGetUser(side.client, { seconds: warmupSeconds, concurrency, id: spreadIds });
     }
-    const unary = await alternate(['postgres', 'sqlite'], rounds, (name, round) => loadGetUser(sides[name].client, { seconds, concurrency, id: String(1 + (round % 5)) }), ctx.log, 'GetUser calls/s');
+    const unary = await alternate(['postgres', 'sqlite'], rounds, (name) => loadGetUser(sides[name].client, { seconds, concurrency, id: spreadIds }), ctx.log, 'GetUser calls/s');
     rows.push({
       name: 'GetUser throughput on PostgreSQL',
       value: unary.medians.postgres,
       unit: 'calls/s',
       floorName: 'the same on SQLite (data dir)',
       floorValue: unary.medians.sqlite,
-      target: 0.5,
+      target: 0.85,
       better: 'higher',
       note:
-        `rounds: PostgreSQL ${list(unary.results.postgres)}, SQLite ${list(unary.results.sqlite)} calls/s; every call is one query over TCP to ` +
-        `PostgreSQL (pool of 10) against one in-process read for SQLite, hence the target of 0.5x (this file's own; the issue gives none); ` +
+        `rounds: PostgreSQL ${list(unary.results.postgres)}, SQLite ${list(unary.results.sqlite)} calls/s; each call asks for another of ${GET_USERS} users in turn; ` +
+        `on PostgreSQL the tokens and the users of the calls that arrive in one turn of the event loop are read in one statement each (BatchedRead), ` +
+        `on SQLite each call reads in-process; target 0.85x from issue 22; ` +
         `the CLI's client, ${concurrency} calls in flight, ${seconds} s x ${rounds} rounds alternating; serve, PostgreSQL and the generator share ${cores} cores`,
     });
 
@@ -251,12 +258,12 @@ export default async function postgresBench(ctx) {
     clients.push(second.client);
     if ((await second.client.getUser('1')).username !== 'user1') throw new Error('the second instance does not see the first one\'s users');
     if (second.token !== sides.postgres.token) throw new Error('the two instances have different admin tokens');
-    await loadGetUser(second.client, { seconds: warmupSeconds, concurrency, id: '1' });
+    await loadGetUser(second.client, { seconds: warmupSeconds, concurrency, id: spreadIds });
     const spread = await alternate(
       ['two', 'one'],
       rounds,
-      async (name, round) => {
-        const id = String(1 + (round % 5));
+      async (name) => {
+        const id = spreadIds;
         if (name === 'one') return loadGetUser(sides.postgres.client, { seconds, concurrency, id });
         const rates = await Promise.all([sides.postgres.client, second.client].map((client) => loadGetUser(client, { seconds, concurrency: concurrency / 2, id })));
         return rates[0] + rates[1];

@@ -91,15 +91,17 @@ await runRoleIfWorker(ROLE_FLAG, ROLES);
 
 /**
  * `concurrency` GetUser calls in flight over the client's one channel for
- * `seconds`; resolves with calls per second. Any failed call throws.
+ * `seconds`; resolves with calls per second. `id` is the user asked for, or
+ * a function of the call's number giving it. Any failed call throws.
  */
 export async function loadGetUser(client, { seconds, concurrency, id }) {
   let calls = 0;
   const start = performance.now();
   const end = start + seconds * 1000;
+  const idOf = typeof id === 'function' ? id : () => id;
   const lane = async () => {
     while (performance.now() < end) {
-      await client.getUser(id);
+      await client.getUser(idOf(calls));
       calls++;
     }
   };

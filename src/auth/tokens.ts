@@ -13,6 +13,7 @@ import { hash, randomBytes } from 'node:crypto';
 import { existsSync, readFileSync, writeFileSync, chmodSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Sql } from '../store/sql.js';
+import { BatchedRead } from '../store/batched-read.js';
 
 export const ADMIN_TOKEN_FILE = 'admin-token';
 const ADMIN_TOKEN_SECRET = 'admin_token';
@@ -43,9 +44,11 @@ export function newToken(): string {
 }
 
 const INSERT = 'INSERT INTO api_tokens (token_hash, kind, user_id, created_at, expires_at) VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING';
-// The token and its user in one query: one round trip per protected call, whatever the engine.
-const LOOKUP = `SELECT t.kind, t.expires_at, u.id, u.username, u.is_active, u.roles
-  FROM api_tokens t LEFT JOIN users u ON u.id = t.user_id WHERE t.token_hash = $1`;
+// The token and its user in one query: one round trip per protected call on SQLite; on PostgreSQL the tokens of
+// the calls that arrive together share one (LOOKUP_MANY, see BatchedRead).
+const COLUMNS = 't.kind, t.expires_at, u.id, u.username, u.is_active, u.roles FROM api_tokens t LEFT JOIN users u ON u.id = t.user_id';
+const LOOKUP = `SELECT ${COLUMNS} WHERE t.token_hash = $1`;
+const LOOKUP_MANY = `SELECT t.token_hash, ${COLUMNS} WHERE t.token_hash = ANY($1)`;
 const SHARE_SECRET = 'INSERT INTO server_secrets (name, value, created_at) VALUES ($1, $2, $3) ON CONFLICT (name) DO NOTHING';
 const READ_SECRET = 'SELECT value FROM server_secrets WHERE name = $1';
 
@@ -60,10 +63,19 @@ interface LookupRow {
 }
 
 export class TokenService {
+  readonly #batch: BatchedRead<string, LookupRow> | undefined;
+
   constructor(
     private readonly sql: Sql,
     private readonly now: () => Date = () => new Date(),
-  ) {}
+  ) {
+    if (sql.dialect === 'postgres') {
+      this.#batch = new BatchedRead<string, LookupRow>(async (hashes) => {
+        const rows = await sql.all<LookupRow & { token_hash: string }>(LOOKUP_MANY, [hashes]);
+        return new Map(rows.map((row) => [row.token_hash, row]));
+      });
+    }
+  }
 
   /**
    * The admin token (see the module's comment for where it lives), created
@@ -94,7 +106,9 @@ export class TokenService {
   /** Who holds `token`, or undefined when it is unknown, expired, or its user is gone or inactive. */
   authenticate(token: string | undefined): Promise<Principal | undefined> {
     if (!token) return Promise.resolve(undefined);
-    return this.sql.one<LookupRow>(LOOKUP, [digest(token)]).then((row) => this.#principal(row));
+    const hashed = digest(token);
+    const row = this.#batch ? this.#batch.get(hashed) : this.sql.one<LookupRow>(LOOKUP, [hashed]);
+    return row.then((found) => this.#principal(found));
   }
 
   #principal(row: LookupRow | undefined): Principal | undefined {

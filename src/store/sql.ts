@@ -18,7 +18,11 @@ import { AsyncLocalStorage } from 'node:async_hooks';
 import type { Database as SqliteDatabase, Statement } from 'better-sqlite3';
 
 export type Dialect = 'sqlite' | 'postgres';
-export type Param = string | number | bigint | boolean | null | Buffer;
+/**
+ * A statement's parameter. Lists are for PostgreSQL's `= ANY($1)` (a batch
+ * of keys: batched-read.ts) and are refused by SQLite, which has no arrays.
+ */
+export type Param = string | number | bigint | boolean | null | Buffer | readonly string[] | readonly number[];
 
 export interface Sql {
   readonly dialect: Dialect;

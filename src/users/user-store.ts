@@ -7,6 +7,7 @@
  * for the watchers of every instance.
  */
 import { UniqueViolation, type Param, type Sql } from '../store/sql.js';
+import { BatchedRead } from '../store/batched-read.js';
 import type { UserChangeLog, UserChangeType } from './change-log.js';
 import type { UserRecord } from './user-record.js';
 
@@ -243,10 +244,13 @@ function dialectOf(sql: Sql) {
 const INSERT = `INSERT INTO users (username, email, full_name, is_active, roles, password_hash, created_at, updated_at, bio, avatar_url)
   VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $8, $9)`;
 const BY_ID = `SELECT ${COLUMNS} FROM users WHERE id = $1`;
+const BY_IDS = `SELECT ${COLUMNS} FROM users WHERE id = ANY($1)`;
 const DELETE = `DELETE FROM users WHERE id = $1 RETURNING ${COLUMNS}`;
 
 export class UserStore {
   readonly #text: ReturnType<typeof dialectOf>;
+  /** PostgreSQL: the users asked for by id in one turn, read together (see BatchedRead). */
+  readonly #byId: BatchedRead<number, Row> | undefined;
 
   constructor(
     readonly sql: Sql,
@@ -254,6 +258,9 @@ export class UserStore {
     private readonly now: () => Date = () => new Date(),
   ) {
     this.#text = dialectOf(sql);
+    if (sql.dialect === 'postgres') {
+      this.#byId = new BatchedRead(async (ids) => new Map((await sql.all<Row>(BY_IDS, [ids])).map((row) => [Number(row.id), row])));
+    }
   }
 
   #params(user: NewUser, at: string): Param[] {
@@ -310,7 +317,7 @@ export class UserStore {
   }
 
   get(id: number): Promise<UserRecord | undefined> {
-    return this.sql.one<Row>(BY_ID, [id]).then(recordOf);
+    return (this.#byId ? this.#byId.get(id) : this.sql.one<Row>(BY_ID, [id])).then(recordOf);
   }
 
   async findByLogin(field: 'username' | 'email', value: string): Promise<(UserRecord & { passwordHash: string }) | undefined> {

@@ -198,6 +198,33 @@ describe.each(BACKENDS)('user service on %s', (backend) => {
       expect(await status(unary(c, 'GetUser', { user_id: '0' }, auth()))).toBe('INVALID_ARGUMENT');
     });
 
+    it('answers each of many calls sent at once with its own user, under its own token, and reads a change at once', async () => {
+      // On PostgreSQL the calls of one turn share a statement for their tokens and one for their users (BatchedRead):
+      // every answer must still be its own question's, whatever else was in the batch.
+      const c = client();
+      const created = [];
+      for (const name of ['ann', 'ben', 'cat', 'dan']) created.push(await create(c, name));
+      const annToken = await login(running, 'userann');
+      const calls = [];
+      for (let i = 0; i < 60; i++) {
+        const user = created[i % created.length]!;
+        const token = i % 3 === 0 ? annToken : i % 7 === 0 ? 'mat_not-a-token' : running.adminToken!;
+        const id = i % 11 === 0 ? '999' : user.id;
+        calls.push(
+          status(unary(c, 'GetUser', { user_id: id }, auth(token)).then((got) => expect(got.username).toBe(user.username))).then((outcome) => ({
+            outcome,
+            expected: token === 'mat_not-a-token' ? 'UNAUTHENTICATED' : id === '999' ? 'NOT_FOUND' : 'OK',
+          })),
+        );
+      }
+      for (const { outcome, expected } of await Promise.all(calls)) expect(outcome).toBe(expected);
+
+      // A change committed before a call is sent is what that call reads, even among calls sent with it.
+      await unary(c, 'UpdateUser', { user_id: created[1]!.id, user: { full_name: 'Ben Changed' } }, auth());
+      const after = await Promise.all(created.map((user) => unary(c, 'GetUser', { user_id: user.id }, auth())));
+      expect(after.map((user) => user.full_name)).toEqual(['User ann', 'Ben Changed', 'User cat', 'User dan']);
+    });
+
     it('applies update_mask as AIP-134 says', async () => {
       const c = client();
       const user = await create(c, 1);
