@@ -34,7 +34,9 @@
  *   (inside the log's hour of retention); the 'user_events' counter = N.
  * - posts 1..N (+ post_tags): published, by `user1`..`user1000`, created
  *   one second apart, each tagged `tK` (K = id mod 10) and every 100th also
- *   `rare` (1%); on PostgreSQL the 'posts' counter is bumped.
+ *   `rare` (1%), post_tags with their post's is_published and created_at
+ *   (the list's index); the kept counts (published posts, per tag) follow
+ *   by the schema's triggers; on PostgreSQL the 'posts' counter is bumped.
  * - orders 1..N (+ one reservation, committed, and one item each): PAID,
  *   for N/20 users, 20 orders each, created one second apart.
  * - products N/100 SKUs, stock_movements 1..N: 100 movements per SKU.
@@ -53,13 +55,14 @@
  *   page (from the count), without and with `tags=rare`; each request a URL
  *   of its own (an extra parameter the route ignores), so no answer comes
  *   from the response cache, in two states: "warm", the posts unchanged
- *   since the previous request (serve's cached counts and page marks of the
- *   same posts' version are used, as in steady reading), and "after a
- *   write", a committed write to the posts' version from another
- *   connection before every request (untimed: on PostgreSQL the 'posts'
- *   counter a post write bumps, on SQLite any commit to the file, which
- *   changes its data_version), so that every request recounts and re-marks
- *   as it does after any post is written.
+ *   since the previous request (what serve keeps under the same posts'
+ *   version is used, as in steady reading), and "after a write", a
+ *   committed write to the posts' version from another connection before
+ *   every request (untimed: on PostgreSQL the 'posts' counter a post write
+ *   bumps, then a wait until every instance's lease on the version has
+ *   heard of it, as a write through serve waits; on SQLite any commit to
+ *   the file, which changes its data_version), so that every request
+ *   recounts what it counts, as it does after any post is written.
  * - Watch catch-up: WatchUserChanges with resume_after = the last sequence
  *   - 100, timed until the 100th event arrived (then cancelled).
  * - ListOrders of one user (the admin naming user 1: 20 orders with items).
@@ -202,7 +205,13 @@ function seedPlan(dialect, n, passwordHash, eventsEpochMs) {
       'post_tags',
       n,
       (lo, hi) =>
-        over(lo, hi, (from) => `INSERT INTO post_tags (post_id, tag) SELECT i, 't' || (i % 10) FROM ${from} UNION ALL SELECT i, 'rare' FROM ${from} WHERE i % 100 = 0`),
+        over(
+          lo,
+          hi,
+          (from) =>
+            `INSERT INTO post_tags (post_id, tag, is_published, created_at) SELECT i, 't' || (i % 10), ${d.true}, ${at('i')} FROM ${from} ` +
+            `UNION ALL SELECT i, 'rare', ${d.true}, ${at('i')} FROM ${from} WHERE i % 100 = 0`,
+        ),
     ],
     [
       'products',
@@ -322,13 +331,26 @@ export async function migrate(store) {
   await opened.close();
 }
 
-/** Something that bumps the posts' version from another connection, as a post write would: { bump, close }. */
+/**
+ * Something that bumps the posts' version from another connection, as a post write would, and returns once the write
+ * would be acknowledged: on PostgreSQL, when every instance holding a lease on the version has heard of it (what a
+ * write through serve waits for, store/version-lease.ts), so that the request after it never meets the page cached
+ * before it: { bump, close }.
+ */
 async function postsWriter(backend, store) {
   if (backend === 'postgres') {
     const { default: pg } = await import('pg');
     const client = new pg.Client({ connectionString: store.url });
     await client.connect();
-    return { bump: () => client.query("UPDATE counters SET value = value + 1 WHERE name = 'posts'"), close: () => client.end() };
+    const bump = async () => {
+      const { rows } = await client.query("UPDATE counters SET value = value + 1 WHERE name = 'posts' RETURNING value");
+      for (;;) {
+        const behind = await client.query("SELECT count(*) AS n FROM cache_leases WHERE counter = 'posts' AND seen < $1 AND expires_at > now()", [rows[0].value]);
+        if (Number(behind.rows[0].n) === 0) return;
+        await new Promise((resolve) => setTimeout(resolve, 1));
+      }
+    };
+    return { bump, close: () => client.end() };
   }
   const [{ default: Database }, { databasePath }] = await Promise.all([import('better-sqlite3'), dist('store/database.js')]);
   const db = new Database(databasePath(store.dataDir));

@@ -1,6 +1,6 @@
 /**
  * The blog HTTP API (spec 002, Part B), one Fastify plugin per version
- * mount: /api/v1 (1.0.0), /api/v2 (2.1.0) and /api (the latest). The route
+ * mount: /api/v1 (1.0.0), /api/v2 (2.2.0) and /api (the latest). The route
  * schemas validate requests, shape responses and generate each mount's
  * OpenAPI description and docs page, so the three never disagree.
  */
@@ -11,23 +11,19 @@ import multipart from '@fastify/multipart';
 import { TokenService, type Principal } from '../auth/tokens.js';
 import type { UserServiceImpl } from '../users/service.js';
 import { DuplicateUserError, newUserProblems, type UserRecord } from '../users/user-store.js';
-import type { Post, PostSort, PostStore } from './posts.js';
+import type { Post, PostStore } from './posts.js';
 import { MAX_IMAGE_BYTES, MAX_IMAGES, type ImageStore, type StoredImage } from './uploads.js';
-import { ListCache } from './list-cache.js';
-import { withPage } from './page-links.js';
+import { registerPostLists } from './list-routes.js';
 import type { Sql } from '../store/sql.js';
 import { LoginLocked, type LoginLimiter } from '../auth/login-limits.js';
 import { docsCsp } from '../http/security-headers.js';
 import { ApiError, toApiError, unauthorized } from './api-error.js';
-import { bearer, ContentSchema, errors, ImageSchema, NO_NUL, PostIdParams, PostSchema, PUBLIC, TagsSchema, TitleSchema, UserProfileSchema } from './schemas.js';
+import { bearer, ContentSchema, errors, ImageSchema, PostIdParams, PostSchema, PUBLIC, TagsSchema, TitleSchema, UserProfileSchema } from './schemas.js';
 
 export type ApiVersion = 1 | 2;
 
-export const API_VERSIONS: Record<ApiVersion, string> = { 1: '1.0.0', 2: '2.1.0' };
+export const API_VERSIONS: Record<ApiVersion, string> = { 1: '1.0.0', 2: '2.2.0' };
 export const LOGIN_TOKEN_TTL_SECONDS = 3600;
-const V1_LIST_LIMIT = 20;
-/** The last page a v2 list accepts: far past any real list, and (page - 1) * page_size stays a safe integer for every store. */
-export const MAX_PAGE = 1_000_000;
 /**
  * The body limit of the routes that take a post. A valid post's content is up
  * to 100,000 characters, which is up to 400,000 bytes of UTF-8 (600,000 if
@@ -39,6 +35,8 @@ export const POST_BODY_LIMIT = 1024 * 1024;
 const CHANGE_HISTORY = `
 ## Change history
 
+- **2.2.0**: \`next\` and \`previous\` of the post list carry a cursor (\`after\`, \`before\`): following them walks the list at the
+  same cost at any depth, and a post written meanwhile is neither repeated nor skipped.
 - **2.1.0**: tags on post creation (\`POST /blog/posts\` accepts \`tags\`); the \`sort\` parameter on the post list.
 - **2.0.0** (breaking): the post list is paginated (\`page\`, \`page_size\`; answers \`count\`, \`next\`, \`previous\`, \`results\`)
   and filtered; \`POST /auth/login\` takes \`email\` instead of \`username\`.
@@ -70,9 +68,6 @@ export interface BlogOptions {
   loginLimiter?: LoginLimiter | undefined;
 }
 
-/** The end of a v2 list's body, after its results. */
-const CLOSE_BRACE = Buffer.from('}');
-
 // ---- helpers ----
 
 async function principalOf(request: FastifyRequest, tokens: TokenService): Promise<Principal> {
@@ -87,31 +82,6 @@ async function principalOf(request: FastifyRequest, tokens: TokenService): Promi
 
 function profile(user: UserRecord) {
   return { id: user.id, username: user.username, email: user.email, avatar_url: user.avatarUrl, bio: user.bio, created_at: user.createdAt };
-}
-
-function dateBound(value: string | undefined): string | undefined {
-  if (!value) return undefined;
-  // A bare date means the start of that day (UTC); the bound is compared with ISO timestamps.
-  if (/^\d{4}-\d{2}-\d{2}$/.test(value)) return new Date(`${value}T00:00:00.000Z`).toISOString();
-  // RFC 3339 allows a leap second (23:59:60), which Date cannot hold: it is the instant the next second starts.
-  const leap = /^(.{17})60(.*)$/.exec(value);
-  if (leap) return new Date(new Date(`${leap[1]}59${leap[2]}`).getTime() + 1000).toISOString();
-  return new Date(value).toISOString();
-}
-
-function tagList(value: string[] | undefined): string[] | undefined {
-  if (!value) return undefined;
-  return value.flatMap((tag) => tag.split(','));
-}
-
-/**
- * The URL of the same list with another page: under the public URL when one
- * is configured, else relative. Never from the request's Host header, which
- * any client can set.
- */
-function pageUrl(request: FastifyRequest, page: number, publicUrl: string | undefined): string {
-  const path = withPage(request.url, page);
-  return publicUrl ? `${publicUrl}${path}` : path;
 }
 
 /** Fastify's validation errors as `{ field: [messages] }`. */
@@ -129,25 +99,6 @@ function fieldProblems(error: { validation?: { instancePath: string; params: Rec
 export async function blogApi(app: FastifyInstance, options: BlogOptions): Promise<void> {
   const { version, posts, users, tokens } = options;
   const auth = (request: FastifyRequest) => principalOf(request, tokens);
-  // Kept from a URL's second request on: see ListCache.
-  const lists = new ListCache<Buffer>(512, { admitOnSecondRequest: true });
-  /**
-   * Answers a post list from the cache while the posts are unchanged;
-   * otherwise computes its JSON (as UTF-8 bytes) and keeps it (see ListCache for which it keeps).
-   */
-  const cachedList = async (request: FastifyRequest, reply: FastifyReply, compute: (version: string) => Promise<Buffer>) => {
-    // The links in a list depend on the URL only (see pageUrl), so the URL is the key.
-    const key = request.url;
-    // Read on every request: a write acknowledged by any instance has changed it (see PostStore.version).
-    const current = await posts.version();
-    let body = lists.get(key, current);
-    if (body === undefined) {
-      body = await compute(current);
-      lists.set(key, current, body);
-    }
-    return reply.type('application/json; charset=utf-8').send(body);
-  };
-
   app.setErrorHandler((error: unknown, request: FastifyRequest, reply: FastifyReply) => {
     const sent = toApiError(error);
     // An unreachable database is an outage to watch, not a bug: no stack for each request that meets it.
@@ -200,99 +151,7 @@ export async function blogApi(app: FastifyInstance, options: BlogOptions): Promi
   await app.register(multipart, { limits: { fileSize: MAX_IMAGE_BYTES, files: MAX_IMAGES, fields: 10, parts: MAX_IMAGES + 10 } });
 
   // -- posts --
-  if (version === 1) {
-    app.get(
-      '/blog/posts',
-      {
-        schema: {
-          tags: ['posts'],
-          operationId: 'listPosts',
-          summary: 'The newest posts, at most 20',
-          security: PUBLIC,
-          querystring: { type: 'object', properties: { is_published: { type: 'boolean', default: true } } },
-          response: { 200: { type: 'array', items: PostSchema, maxItems: V1_LIST_LIMIT }, ...errors(400) },
-        } as FastifySchema,
-      },
-      async (request, reply) => {
-        const query = request.query as { is_published: boolean };
-        return cachedList(request, reply, async (version) => (await posts.listJson({ is_published: query.is_published }, { limit: V1_LIST_LIMIT, version })).json);
-      },
-    );
-  } else {
-    app.get(
-      '/blog/posts',
-      {
-        schema: {
-          tags: ['posts'],
-          operationId: 'listPosts',
-          summary: 'Posts, filtered and paginated',
-          security: PUBLIC,
-          description:
-            'Filters combine with AND, except `tags`, which match any of the given tags (OR). `search` matches title or content, ' +
-            'case-insensitively. `tags` may repeat (`tags=a&tags=b`) or be comma-separated.',
-          querystring: {
-            type: 'object',
-            properties: {
-              page: { type: 'integer', minimum: 1, maximum: MAX_PAGE, default: 1 },
-              page_size: { type: 'integer', minimum: 1, maximum: 100, default: 20 },
-              sort: { type: 'string', enum: ['created_at', '-created_at', 'title', '-title'], default: '-created_at', description: 'a leading "-" sorts descending' },
-              search: { type: 'string', maxLength: 200, pattern: NO_NUL },
-              author: { type: 'string', maxLength: 50, pattern: NO_NUL },
-              tags: { type: 'array', items: { type: 'string', maxLength: 200, pattern: NO_NUL }, maxItems: 20 },
-              is_published: { type: 'boolean', default: true },
-              created_after: { type: 'string', anyOf: [{ format: 'date' }, { format: 'date-time' }], description: 'inclusive' },
-              created_before: { type: 'string', anyOf: [{ format: 'date' }, { format: 'date-time' }], description: 'exclusive' },
-            },
-          },
-          response: {
-            200: {
-              type: 'object',
-              properties: {
-                count: { type: 'integer' },
-                next: { type: ['string', 'null'] },
-                previous: { type: ['string', 'null'] },
-                results: { type: 'array', items: PostSchema },
-              },
-              required: ['count', 'next', 'previous', 'results'],
-            },
-            ...errors(400),
-          },
-        } as FastifySchema,
-      },
-      async (request, reply) => {
-        const query = request.query as {
-          page: number;
-          page_size: number;
-          sort: PostSort;
-          search?: string;
-          author?: string;
-          tags?: string[];
-          is_published: boolean;
-          created_after?: string;
-          created_before?: string;
-        };
-        return cachedList(request, reply, async (version) => {
-          const { json: results, total } = await posts.listJson(
-            {
-              search: query.search,
-              author: query.author,
-              tags: tagList(query.tags),
-              is_published: query.is_published,
-              created_after: dateBound(query.created_after),
-              created_before: dateBound(query.created_before),
-            },
-            { sort: query.sort, limit: query.page_size, offset: (query.page - 1) * query.page_size, version },
-          );
-          const pages = Math.ceil(total / query.page_size);
-          const next = query.page < pages ? pageUrl(request, query.page + 1, options.publicUrl) : null;
-          const previous = query.page > 1 ? pageUrl(request, Math.min(query.page - 1, Math.max(pages, 1)), options.publicUrl) : null;
-          // What JSON.stringify({ count, next, previous, results }) gives, around the posts' JSON as the store wrote it.
-          const head = Buffer.from(`{"count":${JSON.stringify(total)},"next":${JSON.stringify(next)},"previous":${JSON.stringify(previous)},"results":`);
-          return Buffer.concat([head, results, CLOSE_BRACE], head.length + results.length + 1);
-        });
-      },
-    );
-  }
+  await registerPostLists(app, { version, posts, publicUrl: options.publicUrl });
 
   app.get(
     '/blog/posts/:post_id',

@@ -25,6 +25,11 @@ export class ListCache<T = string> {
     this.#seen = options.admitOnSecondRequest ? new Map() : undefined;
   }
 
+  /** Whether anything is kept for `key`, under any version (a value asked for once only is not). */
+  has(key: string): boolean {
+    return this.#entries.has(key);
+  }
+
   get(key: string, version: string): T | undefined {
     const entry = this.#entries.get(key);
     if (!entry) return undefined;

@@ -9,8 +9,12 @@
  */
 import { isUtf8 } from 'node:buffer';
 import type { Param, Sql } from '../store/sql.js';
-import { ListCache } from './list-cache.js';
+import type { VersionLease } from '../store/version-lease.js';
 import { FreshRead } from '../store/fresh-read.js';
+import { ListCache } from './list-cache.js';
+import { planListing, type CountSource, type ListingPlan, type PageCursor, type PageStart, type PostFilter, type PostSort } from './post-listing.js';
+
+export type { PageCursor } from './post-listing.js';
 
 /** The event of a new post (spec 002, Part B "Webhook"): its payload's data is the post. */
 export const POST_CREATED = 'post.created';
@@ -26,30 +30,37 @@ export interface Post {
   is_published: boolean;
 }
 
-export interface PostFilter {
-  search?: string | undefined;
-  author?: string | undefined;
-  /** Any of these tags (OR). */
-  tags?: string[] | undefined;
-  is_published?: boolean | undefined;
-  created_after?: string | undefined;
-  created_before?: string | undefined;
-}
-
-export type PostSort = 'created_at' | '-created_at' | 'title' | '-title';
+export type { PostFilter, PostSort } from './post-listing.js';
 
 export interface ListOptions {
   sort?: PostSort;
+  /** Rows of the page; all of them without it. */
   limit?: number;
+  /** Where the page starts: rows skipped, or (instead) the rows after or before a cursor. */
   offset?: number;
+  after?: PageCursor;
+  before?: PageCursor;
   /** The posts' version the caller read before; read here otherwise. */
   version?: string;
 }
 
-/** A post as the API answers it, written by SQLite: the keys of Post in its order, tags and is_published as JSON. */
-const POST_JSON =
-  "json_object('id', id, 'title', title, 'content', content, 'author', author, 'created_at', created_at, 'updated_at', updated_at, " +
-  "'tags', json(tags), 'is_published', json(CASE WHEN is_published THEN 'true' ELSE 'false' END))";
+/** One page of a list, as the API answers it. */
+export interface PostPage {
+  /** The posts, as the UTF-8 bytes of their JSON array. */
+  json: Buffer;
+  total: number;
+  /** The posts' version the page was read at. */
+  version: string;
+  /** How many posts the page holds, and the places of its first and last (the cursors of previous and next). */
+  shown: number;
+  first: PageCursor | undefined;
+  last: PageCursor | undefined;
+  /** Whether posts lie before the page's first and after its last, in the list's order. */
+  moreBefore: boolean;
+  moreAfter: boolean;
+  /** A page asked for before a cursor that came back as the list's first page (the cursor lay within it). */
+  isFirstPage: boolean;
+}
 
 /** Runs inside the transaction that writes a post: whatever it writes through `tx` commits with the post, or not at all. */
 export type InTransaction<T> = (value: T, tx: Sql) => Promise<void> | void;
@@ -95,89 +106,99 @@ export function cleanTags(tags: readonly string[]): string[] {
   return out;
 }
 
-// ---- where the dialects differ: case-insensitive matching and ordering
-
 /**
- * SQLite's LIKE and NOCASE fold ASCII only; PostgreSQL's ILIKE and lower()
- * fold every letter. Titles sort by code point on both, whatever the
- * PostgreSQL database's collation (the index on it: schema version 2).
+ * `(post, tag, ...)` rows for one post's tags, lowercased (the filter compares lowercased values), with the post's
+ * is_published and created_at: a tag's page in date order is a range of post_tags' own index.
  */
-function caseless(sql: Sql) {
-  return sql.dialect === 'postgres'
-    ? { like: 'ILIKE', equals: (column: string, param: string) => `lower(${column}) = lower(${param})`, title: '(lower(title) COLLATE "C")' }
-    : { like: 'LIKE', equals: (column: string, param: string) => `${column} = ${param} COLLATE NOCASE`, title: 'title COLLATE NOCASE' };
+function tagRows(post: Row, tags: readonly string[]): { text: string; params: Param[] } {
+  const params: Param[] = [post.id, post.is_published === true || post.is_published === 1, post.created_at, ...tags.map((tag) => tag.toLowerCase())];
+  const values = tags.map((_, i) => `($1, $${i + 4}, $2, $3)`).join(', ');
+  return { text: `INSERT INTO post_tags (post_id, tag, is_published, created_at) VALUES ${values} ON CONFLICT DO NOTHING`, params };
 }
 
-/** The expression a sort orders by before the id, and its direction. */
-function sortKey(sql: Sql, sort: PostSort): { expression: string; descending: boolean } {
-  const descending = sort.startsWith('-');
-  return { expression: sort.endsWith('title') ? caseless(sql).title : 'created_at', descending };
+interface PageRow {
+  version: number | string | null;
+  total: number;
+  json: Buffer | string;
+  shown: number;
+  first_key: string | null;
+  first_id: number | null;
+  last_key: string | null;
+  last_id: number | null;
+  more_before?: boolean | number;
+  more_after?: boolean | number;
 }
 
-function orderOf(sql: Sql, sort: PostSort): string {
-  const { expression, descending } = sortKey(sql, sort);
-  const direction = descending ? 'DESC' : 'ASC';
-  return `${expression} ${direction}, id ${direction}`;
-}
+const cursorOf = (key: string | null, id: number | null): PageCursor | undefined => (key === null || id === null ? undefined : { key, id: Number(id) });
 
-/**
- * Deep pages seek instead of skipping: every MARK_STEP-th row of a filter's
- * order is remembered (its sort key and id) under the posts' version, so
- * that page N starts at the nearest mark before it, through the sort's
- * index, and skips fewer than MARK_STEP rows, however deep the page. The
- * marks come from one scan of the filter's keys, which also gives the
- * filter's count; any write makes them stale, as it does the count.
- */
-const MARK_STEP = 100;
-
-interface Mark {
-  key: string;
-  id: number | string;
-}
-
-/** `(post, tag), ...` rows for one post's tags, lowercased: the filter compares lowercased values. */
-function tagRows(postId: number, tags: readonly string[]): { text: string; params: Param[] } {
-  const params: Param[] = [postId, ...tags.map((tag) => tag.toLowerCase())];
-  const values = tags.map((_, i) => `($1, $${i + 2})`).join(', ');
-  return { text: `INSERT INTO post_tags (post_id, tag) VALUES ${values} ON CONFLICT DO NOTHING`, params };
+export interface PostStoreOptions {
+  /** PostgreSQL: the posts' version as this instance knows it without asking (store/version-lease.ts). */
+  lease?: VersionLease | undefined;
 }
 
 export class PostStore {
   /** SQLite: writes through this store; with data_version (commits by other connections) it says whether lists changed. */
   #writes = 0;
+  /** Counts of the filters that are counted (not kept), under the posts' version they were counted at. */
   readonly #counts = new ListCache<number>(256);
+  /** The last count seen of each filter, whatever its version: enough to choose the nearer end of a list. */
+  readonly #estimates = new ListCache<number>(256);
   /** PostgreSQL: the 'posts' counter, one read shared by the requests that ask at the same time (never one started before they asked). */
   readonly #sharedVersion = new FreshRead(async () => {
     const row = await this.sql.one<{ value: number }>("SELECT value FROM counters WHERE name = 'posts'");
     return String(row?.value ?? 0);
   });
-  readonly #marks = new ListCache<Mark[]>(64);
+  readonly #lease: VersionLease | undefined;
 
   constructor(
     private readonly sql: Sql,
     private readonly now: () => Date = () => new Date(),
-  ) {}
+    options: PostStoreOptions = {},
+  ) {
+    this.#lease = options.lease;
+  }
 
   /**
    * Changes whenever the posts may have changed. Caches of list answers are
    * keyed on it, and read it before the data, so an entry never holds data
    * older than its version. PostgreSQL: the 'posts' counter, bumped in every
    * transaction that writes posts, on any instance: a write acknowledged
-   * anywhere has changed it. SQLite: the writes through this store and the
-   * commits of other connections to the file.
+   * anywhere has changed it (known without asking while this instance holds
+   * its lease, see knownVersion). SQLite: the writes through this store and
+   * the commits of other connections to the file.
    */
   async version(): Promise<string> {
-    if (this.sql.dialect === 'postgres') return this.#sharedVersion.get();
+    if (this.sql.dialect === 'postgres') return this.knownVersion() ?? this.#sharedVersion.get();
     const row = await this.sql.one<{ data_version: number }>('PRAGMA data_version');
     return `${this.#writes}:${row?.data_version ?? 0}`;
   }
 
-  /** Marks the posts changed, inside the transaction that changes them. */
-  async #changed(tx: Sql): Promise<void> {
-    if (tx.dialect === 'postgres') await tx.run("UPDATE counters SET value = value + 1 WHERE name = 'posts'");
+  /**
+   * PostgreSQL: the posts' version when this instance can vouch for it
+   * without asking (it holds its lease: every writer waits until it has
+   * heard of each write), else undefined.
+   */
+  knownVersion(): string | undefined {
+    return this.#lease?.known();
+  }
+
+  /** Marks the posts changed, inside the transaction that changes them; PostgreSQL: the version it moved to. */
+  async #changed(tx: Sql): Promise<number | undefined> {
+    if (tx.dialect === 'postgres') {
+      // A trigger announces the new value on commit (store/blog-listing-schema.ts), to every instance's lease.
+      const row = await tx.one<{ value: number }>("UPDATE counters SET value = value + 1 WHERE name = 'posts' RETURNING value");
+      return row === undefined ? undefined : Number(row.value);
+    }
     // Counted before the commit: a list read meanwhile waits for the commit (one SQLite connection), and a
     // rolled-back write only costs a recomputation.
-    else this.#writes++;
+    this.#writes++;
+    return undefined;
+  }
+
+  /** A write that committed the posts' version `moved`: acknowledged once every instance that answers lists knows it. */
+  async #settled<T>(written: { result: T; moved: number | undefined }): Promise<T> {
+    if (written.moved !== undefined) await this.#lease?.settled(written.moved);
+    return written.result;
   }
 
   /** Writes a post; `inTransaction` runs in the same transaction (the webhook deliveries of a published post). */
@@ -188,21 +209,22 @@ export class PostStore {
     const tags = cleanTags(input.tags);
     const at = this.now().toISOString();
     const published = input.isPublished !== false;
-    return this.sql.transaction(async (tx) => {
+    const written = await this.sql.transaction(async (tx) => {
       const row = (await tx.one<Row>(
         `INSERT INTO posts (title, content, author_id, author, tags, is_published, created_at, updated_at, published_at)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $8) RETURNING *`,
         [input.title, input.content, input.authorId, input.author, JSON.stringify(tags), published, at, published ? at : null],
       ))!;
       if (tags.length > 0) {
-        const insert = tagRows(row.id, tags);
+        const insert = tagRows(row, tags);
         await tx.run(insert.text, insert.params);
       }
-      await this.#changed(tx);
+      const moved = await this.#changed(tx);
       const post = toPost(row);
       await inTransaction?.(post, tx);
-      return post;
+      return { result: post, moved };
     });
+    return this.#settled(written);
   }
 
   async get(id: number): Promise<(Post & { authorId: number | null; firstPublished: boolean }) | undefined> {
@@ -220,14 +242,15 @@ export class PostStore {
     changes: { title?: string | undefined; content?: string | undefined; tags?: string[] | undefined; is_published?: boolean | undefined },
     inTransaction?: InTransaction<{ post: Post; firstPublication: boolean }>,
   ): Promise<{ post: Post; firstPublication: boolean } | undefined> {
-    return this.sql.transaction(async (tx) => {
+    const written = await this.sql.transaction(async (tx) => {
       // PostgreSQL: the row stays locked until the commit, so two updates that publish the same draft
       // cannot both see it unpublished (SQLite's write transaction already excludes the other).
       const current = await tx.one<Row>(`SELECT * FROM posts WHERE id = $1${tx.dialect === 'postgres' ? ' FOR UPDATE' : ''}`, [id]);
-      if (!current) return undefined;
+      if (!current) return { result: undefined, moved: undefined };
       const at = this.now().toISOString();
       const firstPublication = changes.is_published === true && current.published_at === null;
       const tags = changes.tags === undefined ? undefined : cleanTags(changes.tags);
+      // A change of is_published reaches the post's tags by trigger (store/blog-listing-schema.ts).
       const row = (await tx.one<Row>(
         `UPDATE posts SET title = $2, content = $3, tags = $4, is_published = $5,
            updated_at = $6, published_at = COALESCE(published_at, $7) WHERE id = $1 RETURNING *`,
@@ -244,117 +267,110 @@ export class PostStore {
       if (tags !== undefined) {
         await tx.run('DELETE FROM post_tags WHERE post_id = $1', [id]);
         if (tags.length > 0) {
-          const insert = tagRows(id, tags);
+          const insert = tagRows(row, tags);
           await tx.run(insert.text, insert.params);
         }
       }
-      await this.#changed(tx);
+      const moved = await this.#changed(tx);
       const result = { post: toPost(row), firstPublication };
       await inTransaction?.(result, tx);
-      return result;
+      return { result, moved };
     });
+    return this.#settled(written);
   }
 
-  /** Filtered posts (AND between filters, OR between tags), one page, and the total. */
+  /** Filtered posts (AND between filters, OR between tags), one page (all of them without a limit), and the total. */
   async list(filter: PostFilter, options: ListOptions = {}): Promise<{ posts: Post[]; total: number }> {
-    const { select, params, total } = await this.#select(filter, options);
-    const rows = await this.sql.all<Row>(select('*'), params);
-    return { posts: rows.map(toPost), total };
+    const { rows } = await this.#run<Row & { total: number }>(filter, options, 'rows');
+    return { posts: rows.filter((row) => row.id !== null).map(toPost), total: Number(rows[0]?.total ?? 0) };
   }
 
   /**
    * The same page as `list`, as the UTF-8 bytes of its posts' JSON (what
-   * Buffer.from(JSON.stringify(list(...).posts)) gives, byte for byte).
-   * On SQLite the database writes the whole array (json_object per post,
-   * joined in the page's order) and hands it over as one BLOB: no text
-   * crosses into JavaScript, where turning twenty posts of UTF-8 into
-   * strings and back into bytes for the socket cost more than the query.
+   * Buffer.from(JSON.stringify(list(...).posts)) gives, byte for byte),
+   * written by the database: no post crosses into JavaScript as an object
+   * (see post-listing.ts), with its count and where it lies.
    * test/blog/posts.test.ts holds the two to the same bytes.
    */
-  async listJson(filter: PostFilter, options: ListOptions = {}): Promise<{ json: Buffer; total: number }> {
-    if (this.sql.dialect !== 'sqlite') {
-      const { posts, total } = await this.list(filter, options);
-      return { json: Buffer.from(JSON.stringify(posts)), total };
-    }
-    const { select, order, params, total } = await this.#select(filter, options);
-    // group_concat's own ORDER BY (the page's order, over the page's columns): without it the order it joins in is arbitrary.
-    const row = await this.sql.one<{ json: Buffer }>(
-      `SELECT CAST('[' || coalesce(group_concat(post, ',' ORDER BY ${order}), '') || ']' AS BLOB) AS json ` +
-        `FROM (${select(`${POST_JSON} AS post, id, created_at, title`)})`,
-      params,
-    );
-    // Text written with a lone surrogate is stored as its WTF-8 bytes, which are not UTF-8: those pages are decoded
-    // as list() decodes them (each invalid sequence a U+FFFD) and encoded again, so that no client meets invalid UTF-8.
-    const json = row!.json;
-    return { json: isUtf8(json) ? json : Buffer.from(json.toString('utf8')), total };
+  async page(filter: PostFilter, options: ListOptions = {}): Promise<PostPage> {
+    const { rows, version, start } = await this.#run<PageRow>(filter, options, 'json');
+    const row = rows[0]!;
+    // Text written with a lone surrogate is stored by SQLite as its WTF-8 bytes, which are not UTF-8: those pages are
+    // decoded as list() decodes them (each invalid sequence a U+FFFD) and encoded again, so that no client meets
+    // invalid UTF-8. PostgreSQL's text is UTF-8 already.
+    const json = typeof row.json === 'string' ? Buffer.from(row.json) : isUtf8(row.json) ? row.json : Buffer.from(row.json.toString('utf8'));
+    const shown = Number(row.shown);
+    const total = Number(row.total);
+    const offset = 'offset' in start ? start.offset : undefined;
+    const moreBefore = offset === undefined ? Boolean(row.more_before) : offset > 0 && total > 0;
+    return {
+      json,
+      total,
+      version,
+      shown,
+      first: cursorOf(row.first_key, row.first_id),
+      last: cursorOf(row.last_key, row.last_id),
+      moreBefore,
+      moreAfter: offset === undefined ? Boolean(row.more_after) : offset + shown < total,
+      isFirstPage: options.before !== undefined && !moreBefore,
+    };
   }
 
-  /** The page's statement (given what to select), its order, its parameters, and the filter's count. */
-  async #select(
-    filter: PostFilter,
-    options: ListOptions,
-  ): Promise<{ select: (columns: string) => string; order: string; params: Param[]; total: number }> {
-    // Read before the data (the caller may have just done so): the count cached below must not be older than
-    // the version it is kept under.
-    const version = options.version ?? (await this.version());
+  /** Same as page(), the JSON and the count only (the v1 list and older callers). */
+  async listJson(filter: PostFilter, options: ListOptions = {}): Promise<{ json: Buffer; total: number }> {
+    const { json, total } = await this.page(filter, options);
+    return { json, total };
+  }
+
+  /**
+   * Runs a page's statement: from where the options say, with the count the
+   * cheapest way there is, at the posts' version the statement read
+   * (PostgreSQL) or read just before (SQLite).
+   */
+  async #run<T>(filter: PostFilter, options: ListOptions, shape: 'json' | 'rows'): Promise<{ rows: T[]; version: string; start: PageStart }> {
     const { sql } = this;
-    const match = caseless(sql);
-    const where: string[] = [];
-    const params: Param[] = [];
-    const param = (value: Param) => {
-      params.push(value);
-      return `$${params.length}`;
-    };
-    const escapeLike = (text: string) => `%${text.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
-    if (filter.search?.trim()) {
-      const search = param(escapeLike(filter.search.trim()));
-      where.push(`(title ${match.like} ${search} ESCAPE '\\' OR content ${match.like} ${search} ESCAPE '\\')`);
+    const plan = planListing(sql.dialect, filter, options.sort ?? '-created_at');
+    const limit = options.limit === undefined ? undefined : Math.max(0, Math.floor(options.limit));
+    // SQLite's version is read before the data (an entry is never older than its version); PostgreSQL's comes with it.
+    const before = sql.dialect === 'sqlite' ? (options.version ?? (await this.version())) : options.version;
+    const known = before === undefined || plan.keptCount ? undefined : this.#counts.get(plan.countKey, before);
+    let count: CountSource = plan.keptCount ? { kind: 'kept' } : known !== undefined ? { kind: 'known', total: known } : { kind: 'counted' };
+    let start: PageStart;
+    if (options.after) start = { after: options.after };
+    else if (options.before) start = { before: options.before };
+    else {
+      const offset = Math.max(0, Math.floor(options.offset ?? 0));
+      start = { offset, fromEnd: limit !== undefined && offset > 0 && (await this.#nearerEnd(plan, offset, limit, count)) };
     }
-    if (filter.author?.trim()) where.push(match.equals('author', param(filter.author.trim())));
-    const tags = cleanTags(filter.tags ?? []);
-    if (tags.length > 0) {
-      where.push(`id IN (SELECT post_id FROM post_tags WHERE tag IN (${tags.map((tag) => param(tag.toLowerCase())).join(', ')}))`);
-    }
-    if (filter.is_published !== undefined) where.push(`is_published = ${param(filter.is_published)}`);
-    if (filter.created_after) where.push(`created_at >= ${param(filter.created_after)}`);
-    if (filter.created_before) where.push(`created_at < ${param(filter.created_before)}`);
-    const clause = where.length ? `WHERE ${where.join(' AND ')}` : '';
-    // The count is the costly part (it reads every matching row) and is the same for every page of a filter.
-    const countKey = `${clause}|${JSON.stringify(params)}`;
-    const sort = options.sort ?? '-created_at';
-    const offset = Math.floor(options.offset ?? 0);
-    let total = this.#counts.get(countKey, version);
-    let start: { after?: Mark; skip: number } = { skip: offset };
-    if (options.limit !== undefined && offset >= MARK_STEP) {
-      const marksKey = `${sort}|${countKey}`;
-      let marks = this.#marks.get(marksKey, version);
-      if (marks === undefined) {
-        const keys = await sql.all<Mark>(`SELECT ${sortKey(sql, sort).expression} AS key, id FROM posts ${clause} ORDER BY ${orderOf(sql, sort)}`, params);
-        marks = [];
-        for (let i = MARK_STEP - 1; i < keys.length; i += MARK_STEP) marks.push(keys[i]!);
-        this.#marks.set(marksKey, version, marks);
-        total = keys.length;
-        this.#counts.set(countKey, version, total);
+    for (let attempt = 1; ; attempt++) {
+      const query = plan.page(start, limit, count, shape);
+      const rows = await sql.all<T & { version: number | string | null; total: number | string; shown?: number | string }>(query.text, query.params);
+      const version = sql.dialect === 'postgres' ? String(rows[0]?.version ?? 0) : before!;
+      // A count known for another version than the one the statement read: the page was placed with a stale count.
+      if (count.kind === 'known' && version !== before && attempt === 1) {
+        count = { kind: 'counted' };
+        continue;
       }
-      const passed = Math.min(Math.floor(offset / MARK_STEP), marks.length);
-      if (passed > 0) start = { after: marks[passed - 1], skip: offset - passed * MARK_STEP };
+      // The page before a cursor that lies within the first page is that first page, whole.
+      if ('before' in start && shape === 'json' && limit !== undefined && Number(rows[0]?.shown ?? 0) < limit && attempt === 1) {
+        start = { offset: 0 };
+        continue;
+      }
+      const total = Number(rows[0]?.total ?? 0);
+      if (!plan.keptCount) this.#counts.set(plan.countKey, version, total);
+      this.#estimates.set(plan.countKey, '', total);
+      return { rows, version, start };
     }
+  }
+
+  /** Whether a page `offset` rows deep is nearer the list's end than its start (so read from the end). */
+  async #nearerEnd(plan: ListingPlan, offset: number, limit: number, count: CountSource): Promise<boolean> {
+    let total = count.kind === 'known' ? count.total : this.#estimates.get(plan.countKey, '');
     if (total === undefined) {
-      total = Number((await sql.one<{ n: number }>(`SELECT count(*) AS n FROM posts ${clause}`, params))!.n);
-      this.#counts.set(countKey, version, total);
+      const query = plan.count();
+      total = Number((await this.sql.one<{ total: number }>(query.text, query.params))?.total ?? 0);
+      this.#estimates.set(plan.countKey, '', total);
     }
-    let filtered = clause;
-    if (start.after) {
-      const { expression, descending } = sortKey(sql, sort);
-      const seek = `(${expression}, id) ${descending ? '<' : '>'} (${param(start.after.key)}, ${param(start.after.id)})`;
-      filtered = clause ? `${clause} AND ${seek}` : `WHERE ${seek}`;
-    }
-    // Limit and offset as parameters: one statement per filter shape, not one per page. On SQLite the limit is an
-    // expression, not a bare parameter: SQLite plans with a bare LIMIT parameter's value, so binding it expires the
-    // statement and every run would prepare it again (sqlite3ExprIsInteger's varmask; a third of a page's cost).
-    const limit = options.limit === undefined ? '' : param(Math.floor(options.limit));
-    const page = options.limit === undefined ? '' : ` LIMIT ${sql.dialect === 'sqlite' ? `CAST(${limit} AS INTEGER)` : limit} OFFSET ${param(start.skip)}`;
-    const order = orderOf(sql, sort);
-    return { select: (columns) => `SELECT ${columns} FROM posts ${filtered} ORDER BY ${order}${page}`, order, params, total };
+    return total - offset - limit < offset;
   }
 }

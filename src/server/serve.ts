@@ -31,6 +31,7 @@ import { DEFAULT_HASH_COST } from '../auth/passwords.js';
 import { DEFAULT_LOGIN_LIMITS, LoginLimiter, type LoginLimits } from '../auth/login-limits.js';
 import { DEFAULT_REQUEST_RATES, RequestRates, type RequestRateLimits } from '../auth/request-rates.js';
 import { PostStore, type Post } from '../blog/posts.js';
+import { VersionLease } from '../store/version-lease.js';
 import { openImageStore } from '../blog/uploads.js';
 import { Commerce } from '../commerce/commerce.js';
 import type { PaymentProvider } from '../commerce/payment/provider.js';
@@ -365,8 +366,17 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
     const loginLimits = options.loginLimits ?? DEFAULT_LOGIN_LIMITS;
     // The blog's logins and the relay's code exchanges and refreshes, each in a key space of its own.
     const loginLimiter = loginLimits ? new LoginLimiter(store.sql, loginLimits, options.now) : undefined;
+    // PostgreSQL: the posts' version known without a round trip per list request, under a lease every writer honours.
+    let postsLease: VersionLease | undefined;
+    if (store.kind === 'postgres') {
+      postsLease = await VersionLease.start(store.sql, store.signals, {
+        counter: 'posts',
+        onState: (state, detail) => (state === 'lost' ? appLog?.warn({ component: 'store' }, detail) : appLog?.info({ component: 'store' }, detail)),
+      });
+      cleanups.push(() => postsLease!.close());
+    }
     const blog = {
-      posts: new PostStore(store.sql, options.now),
+      posts: new PostStore(store.sql, options.now, { lease: postsLease }),
       users,
       tokens,
       images,

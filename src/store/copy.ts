@@ -75,7 +75,15 @@ export const COPIED_TABLES: readonly TableCopy[] = [
     serial: 'posts',
     refs: { author_id: 'users' },
   },
-  { table: 'post_tags', columns: ['post_id', 'tag'], key: ['post_id', 'tag'], lowercase: ['tag'], refs: { post_id: 'posts' } },
+  {
+    table: 'post_tags',
+    // The post's is_published and created_at ride along (the list's index: store/blog-listing-schema.ts).
+    columns: ['post_id', 'tag', 'is_published', 'created_at'],
+    key: ['post_id', 'tag'],
+    booleans: ['is_published'],
+    lowercase: ['tag'],
+    refs: { post_id: 'posts' },
+  },
   { table: 'unlink_events', columns: ['id', 'received_at', 'user_key', 'referrer', 'method', 'source'], key: ['id'], serial: 'unlink_events' },
   {
     table: 'webhook_deliveries',

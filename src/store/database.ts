@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { ConfigError } from '../errors.js';
 import { commerceSchema } from './commerce-schema.js';
+import { blogListingSchema, BLOG_LISTING } from './blog-listing-schema.js';
 import { LOGIN_FAILURES, WEBHOOK_CLAIMS, WEBHOOK_TRACE_CONTEXT } from './shared-migrations.js';
 
 export type Db = Database.Database;
@@ -196,6 +197,11 @@ export const MIGRATIONS: readonly Migration[] = [
   {
     version: 10,
     ...WEBHOOK_TRACE_CONTEXT,
+  },
+  {
+    version: 11,
+    description: BLOG_LISTING,
+    sql: blogListingSchema('sqlite'),
   },
 ];
 

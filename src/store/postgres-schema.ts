@@ -10,6 +10,7 @@
  * log of user changes and the counters that order it, chat messages in
  * flight between instances, and secrets every instance must agree on.
  */
+import { blogListingSchema, BLOG_LISTING } from './blog-listing-schema.js';
 import { commerceSchema } from './commerce-schema.js';
 import { LOGIN_FAILURES, WEBHOOK_CLAIMS, WEBHOOK_TRACE_CONTEXT } from './shared-migrations.js';
 
@@ -174,5 +175,10 @@ export const POSTGRES_MIGRATIONS: readonly PostgresMigration[] = [
   {
     version: 6,
     ...WEBHOOK_TRACE_CONTEXT,
+  },
+  {
+    version: 7,
+    description: BLOG_LISTING,
+    sql: blogListingSchema('postgres'),
   },
 ];

@@ -22,6 +22,7 @@ interface Subscription {
   channel: string;
   listener: (payload: string) => void;
   onConnected: (() => void) | undefined;
+  onLost: (() => void) | undefined;
   /** The generation of the connection this subscriber last heard `onConnected` for. */
   generation: number;
 }
@@ -53,6 +54,8 @@ export class PostgresSignals implements Signals {
   #heartbeat: NodeJS.Timeout | undefined;
   #attempts = 0;
   #closed = false;
+  /** When the LISTEN connection last answered (performance.now()), or undefined while there is none. */
+  #provenAt: number | undefined;
   /** Statements on the LISTEN connection run one at a time. */
   #chain: Promise<unknown> = Promise.resolve();
 
@@ -65,9 +68,9 @@ export class PostgresSignals implements Signals {
     await (tx ?? this.sql).one('SELECT pg_notify($1, $2)', [channel, payload]);
   }
 
-  async subscribe(channel: string, listener: (payload: string) => void, onConnected?: () => void): Promise<() => Promise<void>> {
+  async subscribe(channel: string, listener: (payload: string) => void, onConnected?: () => void, onLost?: () => void): Promise<() => Promise<void>> {
     if (this.#closed) throw new StoreUnavailableError('the store is closed', { reason: 'shutting-down' });
-    const subscription: Subscription = { channel, listener, onConnected, generation: 0 };
+    const subscription: Subscription = { channel, listener, onConnected, onLost, generation: 0 };
     this.#subscriptions.add(subscription);
     try {
       const client = await this.#live();
@@ -95,6 +98,10 @@ export class PostgresSignals implements Signals {
       // Best effort, not awaited: a stalled connection must not hold up whoever leaves (a shutdown, say).
       if (client && this.#listening.delete(channel)) this.#statement(client, `UNLISTEN ${quoteIdentifier(channel)}`).catch(() => undefined);
     };
+  }
+
+  alive(withinMs: number): boolean {
+    return this.#client !== undefined && this.#provenAt !== undefined && performance.now() - this.#provenAt <= withinMs;
   }
 
   async close(): Promise<void> {
@@ -138,6 +145,7 @@ export class PostgresSignals implements Signals {
     }
     const wasLost = this.#generation > 0;
     this.#client = client;
+    this.#provenAt = performance.now();
     this.#generation++;
     this.#attempts = 0;
     this.#startHeartbeat(client);
@@ -176,7 +184,12 @@ export class PostgresSignals implements Signals {
     clearInterval(this.#heartbeat);
     this.#heartbeat = setInterval(() => {
       if (client !== this.#client) return;
-      this.#statement(client, 'SELECT 1').catch((error: unknown) => this.#lost(client, `the LISTEN connection failed its heartbeat: ${(error as Error).message}`));
+      this.#statement(client, 'SELECT 1').then(
+        () => {
+          if (client === this.#client) this.#provenAt = performance.now();
+        },
+        (error: unknown) => this.#lost(client, `the LISTEN connection failed its heartbeat: ${(error as Error).message}`),
+      );
     }, this.options.heartbeatMs ?? 2_000);
     this.#heartbeat.unref();
   }
@@ -189,6 +202,7 @@ export class PostgresSignals implements Signals {
     }
     this.options.onState?.('lost', why);
     this.#drop(client);
+    for (const subscription of [...this.#subscriptions]) subscription.onLost?.();
     this.#scheduleReconnect();
   }
 
@@ -197,6 +211,7 @@ export class PostgresSignals implements Signals {
     this.#heartbeat = undefined;
     const current = client ?? this.#client;
     this.#client = undefined;
+    this.#provenAt = undefined;
     this.#listening.clear();
     this.#chain = Promise.resolve();
     if (current) {

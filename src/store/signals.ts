@@ -19,9 +19,17 @@ export interface Signals {
    * Calls `listener` with each payload published on `channel` from now on.
    * `onConnected` runs once the subscription is live, and again after each
    * reconnection: the moment to read what may have been missed meanwhile.
-   * Resolves with the unsubscribe.
+   * `onLost` runs when the subscription stops hearing (the connection that
+   * carries it failed), before any reconnection. Resolves with the
+   * unsubscribe.
    */
-  subscribe(channel: string, listener: (payload: string) => void, onConnected?: () => void): Promise<() => Promise<void>>;
+  subscribe(channel: string, listener: (payload: string) => void, onConnected?: () => void, onLost?: () => void): Promise<() => Promise<void>>;
+  /**
+   * Whether the signals are known to reach this instance now: nothing is
+   * lost in-process; over PostgreSQL, the LISTEN connection answered within
+   * `withinMs` (its heartbeat). `onLost` (above) says the moment it stops.
+   */
+  alive(withinMs: number): boolean;
   close(): Promise<void>;
 }
 
@@ -41,6 +49,10 @@ export class LocalSignals implements Signals {
     this.#events.on(channel, listener);
     onConnected?.();
     return async () => void this.#events.off(channel, listener);
+  }
+
+  alive(): boolean {
+    return true;
   }
 
   async close(): Promise<void> {

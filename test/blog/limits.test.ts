@@ -118,7 +118,8 @@ describe.each(BACKENDS)('limits and links of the blog API on %s', (backend) => {
     it('never reflect the Host header: relative without a public URL', async () => {
       const res = await call(running, 'GET', '/api/v2/blog/posts?page_size=1', { headers: { host: 'evil.example' } });
       expect(res.status).toBe(200);
-      expect(res.body.next).toBe('/api/v2/blog/posts?page_size=1&page=2');
+      // The page number, and the cursor of the page's last post (base64url): nothing from the request's Host.
+      expect(res.body.next).toMatch(/^\/api\/v2\/blog\/posts\?page_size=1&page=2&after=[\w-]+$/);
       const second = await call(running, 'GET', '/api/v2/blog/posts?page_size=1&page=2', { headers: { host: 'evil.example' } });
       expect(second.body.previous).toBe('/api/v2/blog/posts?page_size=1&page=1');
       const form = new FormData();
@@ -130,7 +131,7 @@ describe.each(BACKENDS)('limits and links of the blog API on %s', (backend) => {
 
     it('are absolute under --public-url, whatever the Host header says', async () => {
       const res = await call(proxied, 'GET', '/api/v2/blog/posts?page_size=1', { headers: { host: 'evil.example' } });
-      expect(res.body.next).toBe('https://blog.example.com/miniapp/api/v2/blog/posts?page_size=1&page=2');
+      expect(res.body.next).toMatch(/^https:\/\/blog\.example\.com\/miniapp\/api\/v2\/blog\/posts\?page_size=1&page=2&after=[\w-]+$/);
       const form = new FormData();
       form.append('file', new Blob([png(2, 2)], { type: 'image/png' }), 'a.png');
       const upload = await call(proxied, 'POST', '/api/v2/upload/image', { body: form, headers: { authorization: `Bearer ${proxied.adminToken}`, host: 'evil.example' } });

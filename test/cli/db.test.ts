@@ -167,8 +167,21 @@ describe('miniapp db copy', () => {
       expect(users.map((u) => u.username)).toEqual(['olga', 'oscar']);
       expect(users[0]!.password_hash).toMatch(/^scrypt\$/);
       expect(users[0]!.is_active).toBe(true);
-      const tags = await sql`SELECT tag FROM post_tags ORDER BY tag`;
+      const tags = await sql`SELECT tag, is_published, created_at FROM post_tags ORDER BY tag`;
       expect(tags.map((t) => t.tag)).toEqual(['db', 'ops']);
+      const [post] = await sql`SELECT is_published, created_at FROM posts`;
+      for (const tag of tags) expect({ is_published: tag.is_published, created_at: tag.created_at }).toEqual({ is_published: post!.is_published, created_at: post!.created_at });
+      // The kept counts of the lists followed the copied rows (store/blog-listing-schema.ts), once, not twice.
+      const kept = await sql`SELECT name, value FROM counters WHERE name LIKE 'posts.%' ORDER BY name`;
+      expect(kept.map((row) => [row.name, Number(row.value)])).toEqual([
+        ['posts.drafts', 0],
+        ['posts.published', 1],
+      ]);
+      const perTag = await sql`SELECT tag, published, drafts FROM tag_counts ORDER BY tag`;
+      expect(perTag.map((row) => [row.tag, Number(row.published), Number(row.drafts)])).toEqual([
+        ['db', 1, 0],
+        ['ops', 1, 0],
+      ]);
       // New rows get ids after the copied ones.
       const next = await sql`INSERT INTO unlink_events (received_at, user_key, method) VALUES ('now', 1, 'GET') RETURNING id`;
       expect(Number(next[0]!.id)).toBe(2);

@@ -32,6 +32,9 @@ class MutableSignals implements Signals {
     this.muted = false;
     this.#connected?.();
   }
+  alive(withinMs: number): boolean {
+    return !this.muted && this.inner.alive(withinMs);
+  }
   close(): Promise<void> {
     return this.inner.close();
   }

@@ -1,0 +1,276 @@
+/**
+ * The statement of one page of posts, on either engine, at a cost that does
+ * not grow with the number of posts (issue 22): the page, its count and
+ * where it lies, in one statement.
+ *
+ * How a page is found:
+ * - From a cursor (next and previous carry one: the sort key and id of the
+ *   page's last or first row): a seek through the sort's index, `(key, id)
+ *   < (k, i)`, then the page's rows. Walking a list costs a page each,
+ *   however deep, and a write between two pages neither repeats a post nor
+ *   skips one.
+ * - By number (page N, an offset): from whichever end is nearer. The last
+ *   page is the first rows of the list read backwards, so pages near either
+ *   end cost a page; one in the middle of a long list skips through the
+ *   index only (PostgreSQL seeks past the skipped keys without reading
+ *   their rows).
+ * - A single tag in date order is a range of post_tags' listing index
+ *   (tag, is_published, created_at, post_id), from either end; several tags
+ *   or a tag sorted by title read the tag's posts and sort them.
+ *
+ * The count: for a list's usual filters (published or not, with or without
+ * one tag) a kept count (counters, tag_counts: see
+ * store/blog-listing-schema.ts), read in the same statement; for a search,
+ * an author, dates or several tags, counted, unless the caller knows it
+ * for this version of the posts.
+ *
+ * The page's JSON is written by the database (SQLite: json_object; PostgreSQL:
+ * to_json and ||), the bytes of what JSON.stringify gives for the same posts.
+ */
+import type { Dialect, Param } from '../store/sql.js';
+
+export interface PostFilter {
+  search?: string | undefined;
+  author?: string | undefined;
+  /** Any of these tags (OR). */
+  tags?: string[] | undefined;
+  is_published?: boolean | undefined;
+  created_after?: string | undefined;
+  created_before?: string | undefined;
+}
+
+export type PostSort = 'created_at' | '-created_at' | 'title' | '-title';
+
+/** A row's place in a sort: its sort key and id. */
+export interface PageCursor {
+  key: string;
+  id: number;
+}
+
+export type PageStart = { offset: number; fromEnd?: boolean } | { after: PageCursor } | { before: PageCursor };
+
+/** How the page's count is had: a kept count, a count in the statement, or one the caller knows. */
+export type CountSource = { kind: 'kept' } | { kind: 'counted' } | { kind: 'known'; total: number };
+
+/** A post as the API answers it, written by SQLite: the keys of Post in its order, tags and is_published as JSON. */
+const SQLITE_POST_JSON =
+  "json_object('id', page.id, 'title', page.title, 'content', page.content, 'author', page.author, 'created_at', page.created_at, " +
+  "'updated_at', page.updated_at, 'tags', json(page.tags), 'is_published', json(CASE WHEN page.is_published THEN 'true' ELSE 'false' END))";
+
+/**
+ * The same by PostgreSQL: to_json() of a text escapes as JSON.stringify does (the same short escapes, \u00XX in
+ * lower case for the other control characters, nothing else), and tags are stored as JSON.stringify wrote them.
+ */
+const POSTGRES_POST_JSON =
+  `'{"id":' || page.id || ',"title":' || to_json(page.title)::text || ',"content":' || to_json(page.content)::text ` +
+  `|| ',"author":' || to_json(page.author)::text || ',"created_at":' || to_json(page.created_at)::text ` +
+  `|| ',"updated_at":' || to_json(page.updated_at)::text || ',"tags":' || page.tags ` +
+  `|| ',"is_published":' || CASE WHEN page.is_published THEN 'true' ELSE 'false' END || '}'`;
+
+/** Where the dialects differ in matching and ordering (see PostStore for why titles sort as they do). */
+function caseless(dialect: Dialect) {
+  return dialect === 'postgres'
+    ? { like: 'ILIKE', equals: (column: string, param: string) => `lower(${column}) = lower(${param})`, title: '(lower(p.title) COLLATE "C")' }
+    : { like: 'LIKE', equals: (column: string, param: string) => `${column} = ${param} COLLATE NOCASE`, title: 'p.title COLLATE NOCASE' };
+}
+
+export interface PageQuery {
+  text: string;
+  params: Param[];
+  /** The rows come back from the end of the list (they are put back in order by the statement). */
+  fromEnd: boolean;
+}
+
+export interface ListingPlan {
+  /** The count's key among a cache's entries: the filter, whatever the sort and page. */
+  countKey: string;
+  /** Whether the filter's count is kept by the database (a row read) rather than counted. */
+  keptCount: boolean;
+  /** The statement of a page, or (`rows`) of its posts as rows. */
+  page(start: PageStart, limit: number | undefined, count: CountSource, shape: 'json' | 'rows'): PageQuery;
+  /** The statement of the count alone (and the posts' version on PostgreSQL). */
+  count(): { text: string; params: Param[] };
+}
+
+/** Tags as given, trimmed, lowercased, without empties or duplicates: what the filter compares. */
+function filterTags(tags: readonly string[] | undefined): string[] {
+  return [...new Set((tags ?? []).map((tag) => tag.trim().toLowerCase()).filter(Boolean))];
+}
+
+export function planListing(dialect: Dialect, filter: PostFilter, sort: PostSort): ListingPlan {
+  const postgres = dialect === 'postgres';
+  const match = caseless(dialect);
+  const descending = sort.startsWith('-');
+  const byTitle = sort.endsWith('title');
+  const tags = filterTags(filter.tags);
+  // One tag, in date order, with is_published given: a range of post_tags' listing index.
+  const tagged = tags.length === 1 && !byTitle && filter.is_published !== undefined;
+  const key = tagged ? 't.created_at' : byTitle ? match.title : 'p.created_at';
+  const id = tagged ? 't.post_id' : 'p.id';
+
+  const base: Param[] = [];
+  const param = (params: Param[], value: Param) => {
+    params.push(value);
+    return `$${params.length}`;
+  };
+  // Conditions on the tag's rows (the tag path) and on the posts; their parameters come first in every statement.
+  const onTags: string[] = [];
+  const onPosts: string[] = [];
+  const escapeLike = (text: string) => `%${text.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+  const bool = (value: boolean) => (postgres ? value : value ? 1 : 0);
+  if (tagged) {
+    onTags.push(`t.tag = ${param(base, tags[0]!)}`, `t.is_published = ${param(base, bool(filter.is_published!))}`);
+    if (filter.created_after) onTags.push(`t.created_at >= ${param(base, filter.created_after)}`);
+    if (filter.created_before) onTags.push(`t.created_at < ${param(base, filter.created_before)}`);
+  } else {
+    if (tags.length > 0) onPosts.push(`p.id IN (SELECT post_id FROM post_tags WHERE tag IN (${tags.map((tag) => param(base, tag)).join(', ')}))`);
+    if (filter.is_published !== undefined) onPosts.push(`p.is_published = ${param(base, bool(filter.is_published))}`);
+    if (filter.created_after) onPosts.push(`p.created_at >= ${param(base, filter.created_after)}`);
+    if (filter.created_before) onPosts.push(`p.created_at < ${param(base, filter.created_before)}`);
+  }
+  if (filter.search?.trim()) {
+    const search = param(base, escapeLike(filter.search.trim()));
+    onPosts.push(`(p.title ${match.like} ${search} ESCAPE '\\' OR p.content ${match.like} ${search} ESCAPE '\\')`);
+  }
+  if (filter.author?.trim()) onPosts.push(match.equals('p.author', param(base, filter.author.trim())));
+
+  // Rows of the list (posts joined when their columns are needed) and their conditions.
+  const from = tagged ? 'post_tags t JOIN posts p ON p.id = t.post_id' : 'posts p';
+  const where = (extra: string[] = []) => {
+    const all = [...onTags, ...onPosts, ...extra];
+    return all.length ? ` WHERE ${all.join(' AND ')}` : '';
+  };
+  // The keys alone: the tag's index when nothing is asked of the posts themselves.
+  const keysFrom = tagged && onPosts.length === 0 ? 'post_tags t' : from;
+  // The count, once per statement however often the page uses it (SQLite would otherwise compute it at each use).
+  const total = '(SELECT total FROM c)';
+
+  const kept = !filter.search?.trim() && !filter.author?.trim() && !filter.created_after && !filter.created_before && tags.length <= 1;
+  const keptCount = (params: Param[]): string => {
+    const side = filter.is_published === undefined ? 'both' : filter.is_published ? 'published' : 'drafts';
+    if (tags.length === 0) {
+      if (side === 'both') return `(SELECT CAST(sum(value) AS ${postgres ? 'BIGINT' : 'INTEGER'}) FROM counters WHERE name IN ('posts.published', 'posts.drafts'))`;
+      return `(SELECT value FROM counters WHERE name = 'posts.${side}')`;
+    }
+    const tag = param(params, tags[0]!);
+    const column = side === 'both' ? 'published + drafts' : side;
+    return `coalesce((SELECT ${column} FROM tag_counts WHERE tag = ${tag}), 0)`;
+  };
+  const countOf = (params: Param[], count: CountSource): string => {
+    if (count.kind === 'known') return `CAST(${param(params, count.total)} AS ${postgres ? 'BIGINT' : 'INTEGER'})`;
+    if (count.kind === 'kept' && kept) return keptCount(params);
+    return `(SELECT count(*) FROM ${from}${where()})`;
+  };
+
+  const direction = (reverse: boolean) => ((descending !== reverse) ? 'DESC' : 'ASC');
+  const order = (reverse: boolean, k = key, i = id) => `${k} ${direction(reverse)}, ${i} ${direction(reverse)}`;
+  /** `(key, id)` before (reverse) or after a cursor in the list's order. */
+  const beyond = (reverse: boolean, cursor: string) => `(${key}, ${id}) ${descending !== reverse ? '<' : '>'} ${cursor}`;
+  const integer = (expression: string) => (postgres ? expression : `CAST(${expression} AS INTEGER)`);
+  const greatest = postgres ? 'GREATEST' : 'max';
+  const least = postgres ? 'LEAST' : 'min';
+
+  /** The page's rows as `SELECT <columns>, key AS k, id AS i ...`, in the list's order or from its end. */
+  const pageRows = (params: Param[], start: PageStart, limit: number | undefined): { sql: string; fromEnd: boolean } => {
+    const columns = `p.*, ${key} AS k, ${id} AS i`;
+    const limitClause = (expression: string | undefined) => (expression === undefined ? (postgres ? '' : ' LIMIT -1') : ` LIMIT ${integer(expression)}`);
+    const n = limit === undefined ? undefined : param(params, limit);
+    if ('after' in start || 'before' in start) {
+      const reverse = 'before' in start;
+      const cursor = reverse ? start.before : start.after;
+      const at = `(${param(params, cursor.key)}, ${param(params, cursor.id)})`;
+      return { sql: `SELECT ${columns} FROM ${from}${where([beyond(reverse, at)])} ORDER BY ${order(reverse)}${limitClause(n)}`, fromEnd: reverse };
+    }
+    const offset = Math.max(0, Math.floor(start.offset));
+    if (start.fromEnd && n !== undefined) {
+      // Rows [offset, offset + n) of c are rows [c - offset - n, c - offset) read backwards.
+      const o = param(params, offset);
+      const take = `${greatest}(0, ${least}(${n}, ${total} - ${o}))`;
+      const skip = `${greatest}(0, ${total} - ${o} - ${n})`;
+      return { sql: skipped(columns, true, skip, take), fromEnd: true };
+    }
+    if (offset === 0) return { sql: `SELECT ${columns} FROM ${from}${where()} ORDER BY ${order(false)}${limitClause(n)}`, fromEnd: false };
+    return { sql: skipped(columns, false, param(params, offset), n), fromEnd: false };
+
+    function skipped(selected: string, reverse: boolean, skip: string, take: string | undefined): string {
+      if (!postgres) return `SELECT ${selected} FROM ${from}${where()} ORDER BY ${order(reverse)}${limitClause(take)} OFFSET ${integer(skip)}`;
+      // The first row's place, found through the index alone (the rows skipped are never read), then the page from it.
+      const first = `(SELECT ${key}, ${id} FROM ${keysFrom}${where()} ORDER BY ${order(reverse)} LIMIT 1 OFFSET ${skip})`;
+      const from_ = `(${key}, ${id}) ${descending !== reverse ? '<=' : '>='} ${first}`;
+      return `SELECT ${selected} FROM ${from}${where([from_])} ORDER BY ${order(reverse)}${limitClause(take)}`;
+    }
+  };
+
+  return {
+    countKey: `${tags.join(',')}|${where()}|${JSON.stringify(base)}`,
+    keptCount: kept,
+    count() {
+      // Only what the statement uses: PostgreSQL refuses a parameter that it does not mention.
+      const params = kept ? [] : [...base];
+      const total = countOf(params, { kind: 'kept' });
+      const version = postgres ? ", (SELECT value FROM counters WHERE name = 'posts') AS version" : '';
+      return { text: `SELECT ${total} AS total${version}`, params };
+    },
+    page(start, limit, count, shape) {
+      const params = [...base];
+      const counted = `c AS MATERIALIZED (SELECT ${countOf(params, count)} AS total)`;
+      const rows = pageRows(params, start, limit);
+      const inOrder = order(false, 'page.k', 'page.i');
+      const version = postgres ? "(SELECT value FROM counters WHERE name = 'posts')" : 'NULL';
+      if (shape === 'rows') {
+        // One row even for an empty page, for the count.
+        return {
+          text: `WITH ${counted}, page AS (${rows.sql}) SELECT c.total, ${version} AS version, page.* FROM c LEFT JOIN page ON ${postgres ? 'TRUE' : '1'} ORDER BY ${inOrder}`,
+          params,
+          fromEnd: rows.fromEnd,
+        };
+      }
+      const json = postgres
+        ? `(SELECT '[' || coalesce(string_agg(${POSTGRES_POST_JSON}, ',' ORDER BY ${inOrder}), '') || ']' FROM page)`
+        : `(SELECT CAST('[' || coalesce(group_concat(${SQLITE_POST_JSON}, ',' ORDER BY ${inOrder}), '') || ']' AS BLOB) FROM page)`;
+      const end = (reverse: boolean, column: 'k' | 'i') => `(SELECT ${column} FROM page ORDER BY ${order(reverse, 'k', 'i')} LIMIT 1)`;
+      const cursorStart = 'after' in start || 'before' in start;
+      // Whether rows lie before the page's first row and after its last: what a cursor's page needs for its links.
+      const around = cursorStart
+        ? `, EXISTS (SELECT 1 FROM ${from}${where([beyond(true, `(${end(false, 'k')}, ${end(false, 'i')})`)])}) AS more_before` +
+          `, EXISTS (SELECT 1 FROM ${from}${where([beyond(false, `(${end(true, 'k')}, ${end(true, 'i')})`)])}) AS more_after`
+        : '';
+      return {
+        text:
+          `WITH ${counted}, page AS (${rows.sql}) SELECT ${version} AS version, ${total} AS total, ${json} AS json, ` +
+          `(SELECT count(*) FROM page) AS shown, ${end(false, 'k')} AS first_key, ${end(false, 'i')} AS first_id, ` +
+          `${end(true, 'k')} AS last_key, ${end(true, 'i')} AS last_id${around}`,
+        params,
+        fromEnd: rows.fromEnd,
+      };
+    },
+  };
+}
+
+// ---- cursors as the API carries them
+
+const SORTS: readonly PostSort[] = ['created_at', '-created_at', 'title', '-title'];
+/** A cursor's key is a sort key: a date, or a title (at most 200 characters, lowercased on PostgreSQL). */
+const MAX_CURSOR_KEY = 1_000;
+
+/** A cursor as the links carry it: base64url of [sort, key, id]. */
+export function encodeCursor(sort: PostSort, cursor: PageCursor): string {
+  return Buffer.from(JSON.stringify([sort, cursor.key, cursor.id])).toString('base64url');
+}
+
+/** The cursor of a link, for `sort`; undefined (with why) when it is not one this server gave for this sort. */
+export function decodeCursor(text: string, sort: PostSort): PageCursor | { problem: string } {
+  let value: unknown;
+  try {
+    value = JSON.parse(Buffer.from(text, 'base64url').toString('utf8'));
+  } catch {
+    value = undefined;
+  }
+  if (!Array.isArray(value) || value.length !== 3) return { problem: 'is not a cursor of this server: follow the next and previous links as given' };
+  const [cursorSort, key, id] = value as unknown[];
+  if (typeof cursorSort !== 'string' || !SORTS.includes(cursorSort as PostSort) || typeof key !== 'string' || key.length > MAX_CURSOR_KEY || !Number.isSafeInteger(id) || (id as number) < 1) {
+    return { problem: 'is not a cursor of this server: follow the next and previous links as given' };
+  }
+  if (cursorSort !== sort) return { problem: `belongs to a list sorted by ${cursorSort}, not ${sort}: follow the links of this list, or leave the cursor out` };
+  return { key, id: id as number };
+}
