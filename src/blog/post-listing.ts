@@ -24,8 +24,9 @@
  * an author, dates or several tags, counted, unless the caller knows it
  * for this version of the posts.
  *
- * The page's JSON is written by the database (SQLite: json_object; PostgreSQL:
- * to_json and ||), the bytes of what JSON.stringify gives for the same posts.
+ * Each post's JSON is written by the database (SQLite: json_object, the
+ * page's array in one BLOB; PostgreSQL: to_json and ||, a row per post),
+ * the bytes of what JSON.stringify gives for the same posts.
  */
 import type { Dialect, Param } from '../store/sql.js';
 
@@ -225,9 +226,6 @@ export function planListing(dialect: Dialect, filter: PostFilter, sort: PostSort
           fromEnd: rows.fromEnd,
         };
       }
-      const json = postgres
-        ? `(SELECT '[' || coalesce(string_agg(${POSTGRES_POST_JSON}, ',' ORDER BY ${inOrder}), '') || ']' FROM page)`
-        : `(SELECT CAST('[' || coalesce(group_concat(${SQLITE_POST_JSON}, ',' ORDER BY ${inOrder}), '') || ']' AS BLOB) FROM page)`;
       const end = (reverse: boolean, column: 'k' | 'i') => `(SELECT ${column} FROM page ORDER BY ${order(reverse, 'k', 'i')} LIMIT 1)`;
       const cursorStart = 'after' in start || 'before' in start;
       // Whether rows lie before the page's first row and after its last: what a cursor's page needs for its links.
@@ -235,6 +233,17 @@ export function planListing(dialect: Dialect, filter: PostFilter, sort: PostSort
         ? `, EXISTS (SELECT 1 FROM ${from}${where([beyond(true, `(${end(false, 'k')}, ${end(false, 'i')})`)])}) AS more_before` +
           `, EXISTS (SELECT 1 FROM ${from}${where([beyond(false, `(${end(true, 'k')}, ${end(true, 'i')})`)])}) AS more_after`
         : '';
+      if (postgres) {
+        // A row per post with its JSON (and one row without a post for an empty page): the posts are joined in
+        // JavaScript, where it costs a string join; an aggregate and the subqueries for the ends cost PostgreSQL more.
+        return {
+          text: `WITH ${counted}, page AS (${rows.sql}) SELECT c.total, ${version} AS version, page.k, page.i, ${POSTGRES_POST_JSON} AS post${around} FROM c LEFT JOIN page ON TRUE ORDER BY ${inOrder}`,
+          params,
+          fromEnd: rows.fromEnd,
+        };
+      }
+      // SQLite writes the whole array in one BLOB: no post crosses into JavaScript as text.
+      const json = `(SELECT CAST('[' || coalesce(group_concat(${SQLITE_POST_JSON}, ',' ORDER BY ${inOrder}), '') || ']' AS BLOB) FROM page)`;
       return {
         text:
           `WITH ${counted}, page AS (${rows.sql}) SELECT ${version} AS version, ${total} AS total, ${json} AS json, ` +

@@ -116,10 +116,11 @@ function tagRows(post: Row, tags: readonly string[]): { text: string; params: Pa
   return { text: `INSERT INTO post_tags (post_id, tag, is_published, created_at) VALUES ${values} ON CONFLICT DO NOTHING`, params };
 }
 
+/** SQLite's answer to a page's statement: one row, the page's JSON in it. */
 interface PageRow {
   version: number | string | null;
   total: number;
-  json: Buffer | string;
+  json: Buffer;
   shown: number;
   first_key: string | null;
   first_id: number | null;
@@ -127,6 +128,17 @@ interface PageRow {
   last_id: number | null;
   more_before?: boolean | number;
   more_after?: boolean | number;
+}
+
+/** PostgreSQL's: a row per post with its JSON, or one without a post for an empty page. */
+interface PostJsonRow {
+  version: number | string;
+  total: number;
+  k: string | null;
+  i: number | null;
+  post: string | null;
+  more_before?: boolean;
+  more_after?: boolean;
 }
 
 const cursorOf = (key: string | null, id: number | null): PageCursor | undefined => (key === null || id === null ? undefined : { key, id: Number(id) });
@@ -293,25 +305,43 @@ export class PostStore {
    * test/blog/posts.test.ts holds the two to the same bytes.
    */
   async page(filter: PostFilter, options: ListOptions = {}): Promise<PostPage> {
-    const { rows, version, start } = await this.#run<PageRow>(filter, options, 'json');
-    const row = rows[0]!;
-    // Text written with a lone surrogate is stored by SQLite as its WTF-8 bytes, which are not UTF-8: those pages are
-    // decoded as list() decodes them (each invalid sequence a U+FFFD) and encoded again, so that no client meets
-    // invalid UTF-8. PostgreSQL's text is UTF-8 already.
-    const json = typeof row.json === 'string' ? Buffer.from(row.json) : isUtf8(row.json) ? row.json : Buffer.from(row.json.toString('utf8'));
-    const shown = Number(row.shown);
-    const total = Number(row.total);
+    const { rows, version, start } = await this.#run<PageRow | PostJsonRow>(filter, options, 'json');
     const offset = 'offset' in start ? start.offset : undefined;
-    const moreBefore = offset === undefined ? Boolean(row.more_before) : offset > 0 && total > 0;
+    let page: Omit<PostPage, 'version' | 'moreBefore' | 'moreAfter' | 'isFirstPage'>;
+    let around: { more_before?: boolean | number | undefined; more_after?: boolean | number | undefined };
+    if (this.sql.dialect === 'postgres') {
+      const posts = (rows as PostJsonRow[]).filter((row) => row.post !== null);
+      const head = rows[0] as PostJsonRow;
+      const first = posts[0];
+      const last = posts.at(-1);
+      page = {
+        json: Buffer.from(`[${posts.map((row) => row.post).join(',')}]`),
+        total: Number(head.total),
+        shown: posts.length,
+        first: first && cursorOf(first.k, first.i),
+        last: last && cursorOf(last.k, last.i),
+      };
+      around = head;
+    } else {
+      const row = rows[0] as PageRow;
+      // Text written with a lone surrogate is stored by SQLite as its WTF-8 bytes, which are not UTF-8: those pages
+      // are decoded as list() decodes them (each invalid sequence a U+FFFD) and encoded again, so that no client meets
+      // invalid UTF-8.
+      page = {
+        json: isUtf8(row.json) ? row.json : Buffer.from(row.json.toString('utf8')),
+        total: Number(row.total),
+        shown: Number(row.shown),
+        first: cursorOf(row.first_key, row.first_id),
+        last: cursorOf(row.last_key, row.last_id),
+      };
+      around = row;
+    }
+    const moreBefore = offset === undefined ? Boolean(around.more_before) : offset > 0 && page.total > 0;
     return {
-      json,
-      total,
+      ...page,
       version,
-      shown,
-      first: cursorOf(row.first_key, row.first_id),
-      last: cursorOf(row.last_key, row.last_id),
       moreBefore,
-      moreAfter: offset === undefined ? Boolean(row.more_after) : offset + shown < total,
+      moreAfter: offset === undefined ? Boolean(around.more_after) : offset + page.shown < page.total,
       isFirstPage: options.before !== undefined && !moreBefore,
     };
   }
@@ -352,7 +382,8 @@ export class PostStore {
         continue;
       }
       // The page before a cursor that lies within the first page is that first page, whole.
-      if ('before' in start && shape === 'json' && limit !== undefined && Number(rows[0]?.shown ?? 0) < limit && attempt === 1) {
+      const shown = sql.dialect === 'postgres' ? rows.filter((row) => (row as { i?: unknown }).i != null).length : Number(rows[0]?.shown ?? 0);
+      if ('before' in start && shape === 'json' && limit !== undefined && shown < limit && attempt === 1) {
         start = { offset: 0 };
         continue;
       }
