@@ -399,6 +399,7 @@ async function copyInto(tx: Sql, options: CopyOptions, sourceRows: Map<string, R
   }
 
   // Write.
+  const countedBefore = await countedUsers(tx);
   for (const plan of plans) {
     const { spec } = plan;
     for (let start = 0; start < plan.inserts.length; start += BATCH) {
@@ -451,6 +452,12 @@ async function copyInto(tx: Sql, options: CopyOptions, sourceRows: Map<string, R
     }
     plan.report.verified = ok;
   }
+  // The count of users that triggers keep (ListUsers' total) must have counted each user written once.
+  const written = plans.find((plan) => plan.spec.table === 'users')?.inserts.length ?? 0;
+  const countedAfter = await countedUsers(tx);
+  if (countedAfter - countedBefore !== written) {
+    differences.push(`counters: the count of users went from ${countedBefore} to ${countedAfter} for ${written} users written`);
+  }
   const there = new Set((await tx.all<{ name: string }>('SELECT name FROM images')).map((row) => row.name));
   const imagesVerified = options.images.every((image) => there.has(image.name));
   if (!imagesVerified) differences.push('images: some are missing');
@@ -472,4 +479,11 @@ async function copyInto(tx: Sql, options: CopyOptions, sourceRows: Map<string, R
     ],
     adminToken,
   };
+}
+
+/** The number of users the triggers on `users` have counted (the `counters` row 'users'). */
+async function countedUsers(tx: Sql): Promise<number> {
+  const row = await tx.one<{ value: number }>("SELECT value FROM counters WHERE name = 'users'");
+  if (!row) throw new Error("the counters row 'users' is missing: the target was not migrated");
+  return Number(row.value);
 }

@@ -181,4 +181,71 @@ export const POSTGRES_MIGRATIONS: readonly PostgresMigration[] = [
     description: BLOG_LISTING,
     sql: blogListingSchema('postgres'),
   },
+  {
+    version: 8,
+    description: 'the number of users kept by triggers, and a trigram index of what the user list filter searches (when pg_trgm is allowed)',
+    // The count: statement-level triggers over transition tables, one UPDATE per statement that inserted or deleted
+    // users (none for a statement that changed none), so that a bulk insert is one update, not one per row; every
+    // writer keeps it right (the services, the blog, `db copy`, SQL run by hand). Writers of users wait for the lock
+    // taken first, so that none slips between the count and the triggers.
+    //
+    // The index: pg_trgm lets the list's ILIKE '%...%' read the candidates instead of every row. A managed server
+    // may refuse the extension (not installed, not allowed, no privilege); the migration then goes on without the
+    // index (the exception block is a savepoint) and filters scan the table, as before. An operator who adds
+    // pg_trgm later can create the index as below. The extension may already live in another schema: its operator
+    // class is named through it.
+    sql: `
+      LOCK TABLE users IN SHARE ROW EXCLUSIVE MODE;
+      INSERT INTO counters (name, value) SELECT 'users', count(*) FROM users;
+
+      CREATE FUNCTION users_count_inserted() RETURNS trigger LANGUAGE plpgsql AS $$
+      DECLARE
+        added BIGINT;
+      BEGIN
+        SELECT count(*) INTO added FROM inserted_users;
+        IF added > 0 THEN
+          UPDATE counters SET value = value + added WHERE name = 'users';
+        END IF;
+        RETURN NULL;
+      END $$;
+      CREATE FUNCTION users_count_deleted() RETURNS trigger LANGUAGE plpgsql AS $$
+      DECLARE
+        removed BIGINT;
+      BEGIN
+        SELECT count(*) INTO removed FROM deleted_users;
+        IF removed > 0 THEN
+          UPDATE counters SET value = value - removed WHERE name = 'users';
+        END IF;
+        RETURN NULL;
+      END $$;
+      CREATE FUNCTION users_count_truncated() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN
+        UPDATE counters SET value = 0 WHERE name = 'users';
+        RETURN NULL;
+      END $$;
+      CREATE TRIGGER users_counted_on_insert AFTER INSERT ON users
+        REFERENCING NEW TABLE AS inserted_users FOR EACH STATEMENT EXECUTE FUNCTION users_count_inserted();
+      CREATE TRIGGER users_counted_on_delete AFTER DELETE ON users
+        REFERENCING OLD TABLE AS deleted_users FOR EACH STATEMENT EXECUTE FUNCTION users_count_deleted();
+      CREATE TRIGGER users_counted_on_truncate AFTER TRUNCATE ON users
+        FOR EACH STATEMENT EXECUTE FUNCTION users_count_truncated();
+
+      DO $$
+      DECLARE
+        trgm_schema TEXT;
+      BEGIN
+        BEGIN
+          CREATE EXTENSION IF NOT EXISTS pg_trgm;
+        EXCEPTION WHEN OTHERS THEN
+          RAISE WARNING 'miniapp: pg_trgm is not available (%: %); the user list filter will scan the users table', SQLSTATE, SQLERRM;
+        END;
+        SELECT n.nspname INTO trgm_schema FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'pg_trgm';
+        IF trgm_schema IS NOT NULL THEN
+          EXECUTE format(
+            'CREATE INDEX users_search ON users USING gin (username %1$I.gin_trgm_ops, email %1$I.gin_trgm_ops, full_name %1$I.gin_trgm_ops)',
+            trgm_schema);
+        END IF;
+      END $$;
+    `,
+  },
 ];

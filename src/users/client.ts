@@ -19,6 +19,7 @@ import { answersInPlainText, isServiceError, notTlsError, NOT_REACHED_HINT, unre
 import { channelReady, ServiceConnection, type ConnectOptions } from '../grpc/client/channel.js';
 import { withReconnects } from '../grpc/client/reconnect.js';
 import {
+  LIST_NEXT_PAGE_TOKEN_HEADER,
   LIST_PAGE_SIZE_HEADER,
   LIST_TOTAL_HEADER,
   WATCH_POSITION_HEADER,
@@ -47,6 +48,8 @@ export interface ListUsersRequest {
   page?: number;
   page_size?: number;
   filter?: string;
+  /** The previous page's nextPageToken; empty or absent for the first page. */
+  page_token?: string;
 }
 
 export interface WatchUserRequest {
@@ -76,6 +79,8 @@ export interface UserPage {
   total: number | undefined;
   /** The page size the server applied (0 = all); undefined from a server that does not say. */
   pageSize: number | undefined;
+  /** The page_token of the next page; empty on the last page, and from a server without page tokens. */
+  nextPageToken: string;
 }
 
 /** The result of one row of a bulk create. `user` is null when the server answered with a count only (BulkCreateUsers). */
@@ -222,10 +227,11 @@ export class UserServiceClient {
 
   async listUsers(request: ListUsersRequest): Promise<UserPage> {
     const call = this.#raw.ListUsers(request, this.#metadata(), this.#deadline());
-    const page: UserPage = { users: [], total: undefined, pageSize: undefined };
+    const page: UserPage = { users: [], total: undefined, pageSize: undefined, nextPageToken: '' };
     call.once('metadata', (metadata: grpc.Metadata) => {
       page.total = countOf(metadata, LIST_TOTAL_HEADER);
       page.pageSize = countOf(metadata, LIST_PAGE_SIZE_HEADER);
+      page.nextPageToken = String(metadata.get(LIST_NEXT_PAGE_TOKEN_HEADER)[0] ?? '');
     });
     try {
       for await (const user of call) page.users.push(user as UserMessage);

@@ -4,7 +4,8 @@
  * service definition from the one loader (src/grpc/protos.ts).
  */
 import * as grpc from '@grpc/grpc-js';
-import { serviceDefinition, type Timestamp } from '../grpc/protos.js';
+import { serviceDefinition, toTimestamp, type Timestamp } from '../grpc/protos.js';
+import type { UserRecord } from './user-record.js';
 
 export { fromTimestamp, toTimestamp, type Timestamp } from '../grpc/protos.js';
 export const USER_PROTO = 'user/v1/user.proto';
@@ -17,6 +18,19 @@ export interface UserMessage {
   is_active: boolean;
   roles: string[];
   created_at: Timestamp | null;
+}
+
+/** A stored user as the User message (never the password hash, which a record does not hold). */
+export function userMessage(user: UserRecord): UserMessage {
+  return {
+    id: String(user.id),
+    username: user.username,
+    email: user.email,
+    full_name: user.fullName,
+    is_active: user.isActive,
+    roles: user.roles,
+    created_at: toTimestamp(new Date(user.createdAt)),
+  };
 }
 
 export type EventTypeName = 'CREATED' | 'UPDATED' | 'DELETED';
@@ -53,9 +67,14 @@ export interface BulkCreateFailure {
   message: string;
 }
 
-/** ListUsers' initial metadata: the users matching the filter on all pages, and the page size applied (0 = all). */
+/**
+ * ListUsers' initial metadata: the users matching the filter on all pages,
+ * the page size applied (0 = all), and the page token of the next page
+ * (absent on the last page).
+ */
 export const LIST_TOTAL_HEADER = 'x-total-count';
 export const LIST_PAGE_SIZE_HEADER = 'x-page-size';
+export const LIST_NEXT_PAGE_TOKEN_HEADER = 'x-next-page-token';
 /**
  * The response header of WatchUserChanges, sent as the watch goes live:
  * the sequence it delivers changes after, so that a client that sees no

@@ -18,11 +18,11 @@ import { ChatHub } from '../grpc/chat-hub.js';
 import { createFromStream, type RowStream } from './batch-create.js';
 import type { UserChange } from './change-log.js';
 import { ResumeOutOfRange, type UserChangeFeed } from './change-feed.js';
-import { LIST_PAGE_SIZE_HEADER, LIST_TOTAL_HEADER, toTimestamp, watchPositionHeaders, UPDATE_PATHS, type BulkCreateFailure, type ChatMessage, type CreateUserRequest, type EventTypeName, type UserMessage } from './proto.js';
+import { toTimestamp, userMessage, watchPositionHeaders, UPDATE_PATHS, type BulkCreateFailure, type ChatMessage, type CreateUserRequest, type EventTypeName, type UserMessage } from './proto.js';
+import { listUsers, type ListUsersCall } from './user-list.js';
 import {
   characters,
   checkEmail,
-  checkFilter,
   checkFullName,
   checkMaxEntries,
   checkMaxLength,
@@ -41,8 +41,6 @@ import {
 const { status: Status } = grpc;
 
 export { RpcError, statusName } from '../grpc/status.js';
-
-export const MAX_PAGE_SIZE = 100;
 
 /** A row of a bulk create that was not created: the status name it would have had, and why. */
 interface BulkRowFailure {
@@ -66,18 +64,6 @@ function toStatus(error: unknown): { code: grpc.status; details: string } {
   if (error instanceof UserValidationError) return { code: Status.INVALID_ARGUMENT, details: error.message };
   if (error instanceof DuplicateUserError) return { code: Status.ALREADY_EXISTS, details: error.message };
   return unavailableStatus(error) ?? { code: Status.INTERNAL, details: 'internal error' };
-}
-
-export function userMessage(user: UserRecord): UserMessage {
-  return {
-    id: String(user.id),
-    username: user.username,
-    email: user.email,
-    full_name: user.fullName,
-    is_active: user.isActive,
-    roles: user.roles,
-    created_at: toTimestamp(new Date(user.createdAt)),
-  };
 }
 
 interface UserEventMessage {
@@ -174,7 +160,7 @@ export class UserServiceImpl {
         await this.#deleteUser(userIdOf(request.user_id), principal);
         return {};
       }),
-      ListUsers: (call: grpc.ServerWritableStream<{ page: number; page_size: number; filter: string }, UserMessage>) => this.#listUsers(call),
+      ListUsers: (call: ListUsersCall) => this.#listUsers(call),
       WatchUserChanges: (call: grpc.ServerWritableStream<{ user_id: string; types: EventTypeName[]; resume_after?: string }, UserEventMessage>) => this.#watch(call),
       BulkCreateUsers: (call: grpc.ServerReadableStream<CreateUserRequest, unknown>, callback: grpc.sendUnaryData<unknown>) =>
         this.#bulkCreate(call, callback),
@@ -316,22 +302,10 @@ export class UserServiceImpl {
     return userMessage(user);
   }
 
-  async #listUsers(call: grpc.ServerWritableStream<{ page: number; page_size: number; filter: string }, UserMessage>): Promise<void> {
+  async #listUsers(call: ListUsersCall): Promise<void> {
     try {
       await this.authenticate(call.metadata);
-      const { page, page_size: pageSize, filter } = call.request;
-      if (page < 0) throw new RpcError(Status.INVALID_ARGUMENT, 'page must not be negative');
-      if (pageSize < 0) throw new RpcError(Status.INVALID_ARGUMENT, 'page_size must not be negative');
-      checkFilter(filter ?? '');
-      const size = pageSize === 0 ? undefined : Math.min(pageSize, MAX_PAGE_SIZE);
-      const { users, total } = await this.options.users.list({ filter, limit: size, offset: size === undefined ? 0 : (Math.max(page, 1) - 1) * size });
-      // The stream carries users only; what a client needs to page through them travels as metadata.
-      const metadata = new grpc.Metadata();
-      metadata.set(LIST_TOTAL_HEADER, String(total));
-      metadata.set(LIST_PAGE_SIZE_HEADER, String(size ?? 0));
-      call.sendMetadata(metadata);
-      for (const user of users) call.write(userMessage(user));
-      call.end();
+      await listUsers(call, this.options.users);
     } catch (error) {
       failStream(call, error);
     }

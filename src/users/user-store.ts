@@ -9,7 +9,8 @@
 import { UniqueViolation, type Param, type Sql } from '../store/sql.js';
 import { BatchedRead } from '../store/batched-read.js';
 import type { UserChangeLog, UserChangeType } from './change-log.js';
-import type { UserRecord } from './user-record.js';
+import { toRecord, USER_COLUMNS, type UserRecord, type UserRow } from './user-record.js';
+import { UserSearch } from './user-search.js';
 
 export type { UserRecord } from './user-record.js';
 
@@ -181,36 +182,7 @@ export function checkRoles(roles: readonly string[]): void {
   }
 }
 
-interface Row {
-  id: number;
-  username: string;
-  email: string;
-  full_name: string;
-  /** 0 or 1 from SQLite, a boolean from PostgreSQL. */
-  is_active: number | boolean;
-  roles: string;
-  created_at: string;
-  updated_at: string;
-  bio: string | null;
-  avatar_url: string | null;
-}
-
-function toRecord(row: Row): UserRecord {
-  return {
-    id: Number(row.id),
-    username: row.username,
-    email: row.email,
-    fullName: row.full_name,
-    isActive: row.is_active === true || row.is_active === 1,
-    roles: JSON.parse(row.roles) as string[],
-    createdAt: row.created_at,
-    updatedAt: row.updated_at,
-    bio: row.bio,
-    avatarUrl: row.avatar_url,
-  };
-}
-
-function recordOf(row: Row | undefined): UserRecord | undefined {
+function recordOf(row: UserRow | undefined): UserRecord | undefined {
   return row ? toRecord(row) : undefined;
 }
 
@@ -222,35 +194,32 @@ function duplicateOf(error: unknown): DuplicateUserError | undefined {
   return undefined;
 }
 
-const COLUMNS = 'id, username, email, full_name, is_active, roles, created_at, updated_at, bio, avatar_url';
-
 /**
  * The statements that differ between the engines: a comparison that
  * ignores case the way the unique indexes do (so that they serve it:
- * NOCASE in SQLite, lower() in PostgreSQL), and a LIKE that ignores case.
+ * NOCASE in SQLite, lower() in PostgreSQL). The list's filter is
+ * user-search.ts's.
  */
 function dialectOf(sql: Sql) {
   const postgres = sql.dialect === 'postgres';
   const same = (column: string, param: string) => (postgres ? `lower(${column}) = lower(${param})` : `${column} = ${param} COLLATE NOCASE`);
-  const like = postgres ? 'ILIKE' : 'LIKE';
   return {
-    byUsername: `SELECT ${COLUMNS}, password_hash FROM users WHERE ${same('username', '$1')}`,
-    byEmail: `SELECT ${COLUMNS}, password_hash FROM users WHERE ${same('email', '$1')}`,
+    byUsername: `SELECT ${USER_COLUMNS}, password_hash FROM users WHERE ${same('username', '$1')}`,
+    byEmail: `SELECT ${USER_COLUMNS}, password_hash FROM users WHERE ${same('email', '$1')}`,
     usernameTaken: `SELECT 1 AS taken FROM users WHERE ${same('username', '$1')}`,
-    matching: (param: string) => `WHERE username ${like} ${param} ESCAPE '\\' OR email ${like} ${param} ESCAPE '\\' OR full_name ${like} ${param} ESCAPE '\\'`,
   };
 }
 
 const INSERT = `INSERT INTO users (username, email, full_name, is_active, roles, password_hash, created_at, updated_at, bio, avatar_url)
   VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $8, $9)`;
-const BY_ID = `SELECT ${COLUMNS} FROM users WHERE id = $1`;
-const BY_IDS = `SELECT ${COLUMNS} FROM users WHERE id = ANY($1)`;
-const DELETE = `DELETE FROM users WHERE id = $1 RETURNING ${COLUMNS}`;
+const BY_ID = `SELECT ${USER_COLUMNS} FROM users WHERE id = $1`;
+const BY_IDS = `SELECT ${USER_COLUMNS} FROM users WHERE id = ANY($1)`;
+const DELETE = `DELETE FROM users WHERE id = $1 RETURNING ${USER_COLUMNS}`;
 
 export class UserStore {
   readonly #text: ReturnType<typeof dialectOf>;
   /** PostgreSQL: the users asked for by id in one turn, read together (see BatchedRead). */
-  readonly #byId: BatchedRead<number, Row> | undefined;
+  readonly #byId: BatchedRead<number, UserRow> | undefined;
 
   constructor(
     readonly sql: Sql,
@@ -259,7 +228,7 @@ export class UserStore {
   ) {
     this.#text = dialectOf(sql);
     if (sql.dialect === 'postgres') {
-      this.#byId = new BatchedRead(async (ids) => new Map((await sql.all<Row>(BY_IDS, [ids])).map((row) => [Number(row.id), row])));
+      this.#byId = new BatchedRead(async (ids) => new Map((await sql.all<UserRow>(BY_IDS, [ids])).map((row) => [Number(row.id), row])));
     }
   }
 
@@ -281,7 +250,7 @@ export class UserStore {
   async create(user: NewUser): Promise<UserRecord> {
     try {
       return await this.sql.transaction(async (tx) => {
-        const created = toRecord((await tx.one<Row>(`${INSERT} RETURNING ${COLUMNS}`, this.#params(user, this.now().toISOString())))!);
+        const created = toRecord((await tx.one<UserRow>(`${INSERT} RETURNING ${USER_COLUMNS}`, this.#params(user, this.now().toISOString())))!);
         await this.changes.append(tx, [['CREATED', created]]);
         return created;
       });
@@ -301,7 +270,7 @@ export class UserStore {
       const created: [UserChangeType, UserRecord][] = [];
       for (const user of users) {
         // A refused row leaves nothing to roll back: no savepoint per row, on either engine.
-        const row = await tx.one<Row>(`${INSERT} ON CONFLICT DO NOTHING RETURNING ${COLUMNS}`, this.#params(user, at));
+        const row = await tx.one<UserRow>(`${INSERT} ON CONFLICT DO NOTHING RETURNING ${USER_COLUMNS}`, this.#params(user, at));
         if (row) {
           const record = toRecord(row);
           created.push(['CREATED', record]);
@@ -317,13 +286,13 @@ export class UserStore {
   }
 
   get(id: number): Promise<UserRecord | undefined> {
-    return (this.#byId ? this.#byId.get(id) : this.sql.one<Row>(BY_ID, [id])).then(recordOf);
+    return (this.#byId ? this.#byId.get(id) : this.sql.one<UserRow>(BY_ID, [id])).then(recordOf);
   }
 
   async findByLogin(field: 'username' | 'email', value: string): Promise<(UserRecord & { passwordHash: string }) | undefined> {
     // No stored username or e-mail holds NUL (checkMaxLength), and PostgreSQL cannot compare text that does.
     if (value.includes('\u0000')) return undefined;
-    const row = await this.sql.one<Row & { password_hash: string }>(field === 'email' ? this.#text.byEmail : this.#text.byUsername, [value]);
+    const row = await this.sql.one<UserRow & { password_hash: string }>(field === 'email' ? this.#text.byEmail : this.#text.byUsername, [value]);
     return row ? { ...toRecord(row), passwordHash: row.password_hash } : undefined;
   }
 
@@ -344,8 +313,8 @@ export class UserStore {
         // An update that changes nothing is still announced, as it always was; it does not touch updated_at.
         const row =
           sets.length === 0
-            ? await tx.one<Row>(BY_ID, [id])
-            : await tx.one<Row>(`UPDATE users SET ${sets.join(', ')}, updated_at = $2 WHERE id = $1 RETURNING ${COLUMNS}`, params);
+            ? await tx.one<UserRow>(BY_ID, [id])
+            : await tx.one<UserRow>(`UPDATE users SET ${sets.join(', ')}, updated_at = $2 WHERE id = $1 RETURNING ${USER_COLUMNS}`, params);
         if (!row) return undefined;
         const updated = toRecord(row);
         await this.changes.append(tx, [['UPDATED', updated]]);
@@ -358,7 +327,7 @@ export class UserStore {
 
   async delete(id: number): Promise<UserRecord | undefined> {
     return this.sql.transaction(async (tx) => {
-      const row = await tx.one<Row>(DELETE, [id]);
+      const row = await tx.one<UserRow>(DELETE, [id]);
       if (!row) return undefined;
       const deleted = toRecord(row);
       await this.changes.append(tx, [['DELETED', deleted]]);
@@ -366,19 +335,17 @@ export class UserStore {
     });
   }
 
-  /** One page of users matching `filter` (case-insensitive, username, e-mail or full name), and the total. */
-  async list(options: { filter?: string; offset?: number; limit?: number }): Promise<{ users: UserRecord[]; total: number }> {
-    if (options.filter) checkFilter(options.filter);
-    const filter = options.filter?.trim();
-    const where = filter ? this.#text.matching('$1') : '';
-    const params: Param[] = filter ? [`%${filter.replace(/[\\%_]/g, (c) => `\\${c}`)}%`] : [];
-    const total = Number((await this.sql.one<{ n: number }>(`SELECT count(*) AS n FROM users ${where}`, params))!.n);
-    const page = options.limit === undefined ? '' : `LIMIT ${Math.max(0, Math.floor(options.limit))} OFFSET ${Math.max(0, Math.floor(options.offset ?? 0))}`;
-    const rows = await this.sql.all<Row>(`SELECT ${COLUMNS} FROM users ${where} ORDER BY id ${page}`, params);
-    return { users: rows.map(toRecord), total };
+  /**
+   * The users matching `filter` (case-insensitive, username, e-mail or full
+   * name; empty: every user): count them, then read pages (user-search.ts).
+   */
+  search(filter = ''): UserSearch {
+    checkFilter(filter);
+    return new UserSearch(this.sql, filter);
   }
 
-  async count(): Promise<number> {
-    return Number((await this.sql.one<{ n: number }>('SELECT count(*) AS n FROM users'))!.n);
+  /** How many users there are: the counter the triggers on `users` keep, not a count of the table. */
+  count(): Promise<number> {
+    return this.search().count();
   }
 }

@@ -204,6 +204,17 @@ describe('db copy into a database that is not empty', () => {
     await check.end();
   });
 
+  it('rolls a copy back when the count of users did not follow it (its trigger turned off), so that ListUsers\' total cannot drift', async () => {
+    expect((await sb.run(['db', 'migrate', '--database', database.url])).code).toBe(0);
+    const admin = adminSql(database.url);
+    await admin.unsafe('ALTER TABLE users DISABLE TRIGGER users_counted_on_insert');
+    await admin.end();
+    const result = await sb.run(['db', 'copy', '--from', dataDir, '--to', database.url]);
+    expect(result.code).toBe(1);
+    expect(plain(result.stderr)).toContain('the copy did not verify, so it was rolled back: counters: the count of users went from 0 to 0 for 2 users written');
+    expect((await counts()).users).toBe(0);
+  });
+
   it('completes a copy that holds part of this data dir, and says what was already there', async () => {
     expect((await sb.run(['db', 'copy', '--from', dataDir, '--to', database.url])).code).toBe(0);
     // What an interrupted copy of an earlier version left: the users and tokens, no posts yet.

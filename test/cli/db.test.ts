@@ -167,6 +167,8 @@ describe('miniapp db copy', () => {
       expect(users.map((u) => u.username)).toEqual(['olga', 'oscar']);
       expect(users[0]!.password_hash).toMatch(/^scrypt\$/);
       expect(users[0]!.is_active).toBe(true);
+      // The triggers counted every copied user once, the second copy none again.
+      expect((await sql`SELECT value FROM counters WHERE name = 'users'`).map((row) => Number(row.value))).toEqual([2]);
       const tags = await sql`SELECT tag, is_published, created_at FROM post_tags ORDER BY tag`;
       expect(tags.map((t) => t.tag)).toEqual(['db', 'ops']);
       const [post] = await sql`SELECT is_published, created_at FROM posts`;

@@ -33,7 +33,13 @@ describe.each(BACKENDS)('on %s', (backend) => {
       const first = await users(['list'], { tty: true });
       expect(first.code, first.stderr).toBe(0);
       expect(tableNames(first.stdout)).toEqual(Array.from({ length: 30 }, (_, i) => `user${String(i + 1).padStart(2, '0')}`));
-      expect(plain(first.stderr).trim()).toBe('1-30 of 45 users (page 1 of 2); --page 2 for the next page, --all for every user');
+      // The way to the next page is the exact command that shows it.
+      const footer = plain(first.stderr).trim();
+      expect(footer).toMatch(/^1-30 of 45 users \(page 1 of 2\); --all for every user; next page: miniapp users list --page-token [\w-]{28}$/);
+      const next = await users(footer.split('next page: miniapp users ')[1]!.split(' '), { tty: true });
+      expect(next.code, next.stderr).toBe(0);
+      expect(tableNames(next.stdout)).toEqual(Array.from({ length: 15 }, (_, i) => `user${i + 31}`));
+      expect(plain(next.stderr).trim()).toBe('15 more of 45 users, the last page; --all for every user');
 
       const second = await users(['list', '--page', '2'], { tty: true });
       expect(tableNames(second.stdout)).toHaveLength(15);
@@ -62,6 +68,52 @@ describe.each(BACKENDS)('on %s', (backend) => {
       const both = await users(['list', '--all', '--page', '2']);
       expect(both.code).toBe(2);
       expect(both.stderr).toContain('--all lists every user: leave out --page and --page-size');
+    });
+
+    it('pages by token: the footer repeats the filter, page size and address given, --json carries the next token, and impossible combinations are usage errors', async () => {
+      const first = await users(['list', '--filter', 'user1 ', '--page-size', '4', '--addr', cli.server.address], { tty: true });
+      expect(first.code, first.stderr).toBe(0);
+      // user01's e-mail is user1@example.com.
+      expect(tableNames(first.stdout)).toEqual(['user01', 'user10', 'user11', 'user12']);
+      const footer = plain(first.stderr).trim();
+      const token = /--page-token ([\w-]{28})$/.exec(footer)?.[1];
+      expect(footer).toBe(`1-4 of 11 users (page 1 of 3); --all for every user; next page: miniapp users list --filter 'user1 ' --page-size 4 --addr ${cli.server.address} --page-token ${token}`);
+      const second = await users(['list', '--filter', 'user1 ', '--page-size', '4', '--page-token', token!], { tty: true });
+      expect(tableNames(second.stdout)).toEqual(['user13', 'user14', 'user15', 'user16']);
+      expect(plain(second.stderr).trim()).toMatch(/^4 more of 11 users; --all for every user; next page: miniapp users list --filter 'user1 ' --page-size 4 --page-token [\w-]{28}$/);
+
+      // Scripts start with an empty token and follow next_page_token until it is empty.
+      const pages: string[][] = [];
+      const tokens: string[] = [];
+      for (let next = ''; pages.length === 0 || next; ) {
+        const page = await users(['list', '--page-size', '20', '--page-token', next, '--json']);
+        expect([page.code, page.stderr]).toEqual([0, '']);
+        const body = JSON.parse(page.stdout) as { users: { username: string }[]; next_page_token: string };
+        expect(Object.keys(body)).toEqual(['users', 'next_page_token']);
+        pages.push(body.users.map((u) => u.username));
+        next = body.next_page_token;
+        tokens.push(next);
+      }
+      expect(pages.map((p) => p.length)).toEqual([20, 20, 5]);
+      expect(pages.flat()).toEqual(Array.from({ length: 45 }, (_, i) => `user${String(i + 1).padStart(2, '0')}`));
+      // Piped with a token: that page's rows, nothing else.
+      expect(tokens.at(-1)).toBe('');
+      const piped = await users(['list', '--page-size', '20', '--page-token', tokens[0]!]);
+      expect([piped.code, piped.stderr]).toEqual([0, '']);
+      expect(piped.stdout.trimEnd().split('\n').map((line) => line.split('\t')[1])).toEqual(pages[1]);
+
+      for (const [argv, message] of [
+        [['list', '--all', '--page-token', token!], '--all lists every user from the first: leave out --page-token'],
+        [['list', '--page', '2', '--page-token', token!], '--page and --page-token both say where the page starts: give one of them'],
+      ] as const) {
+        const refused = await users([...argv]);
+        expect(refused.code, argv.join(' ')).toBe(2);
+        expect(refused.stderr.split('\n')[0]).toBe(`error: ${message}`);
+      }
+      // A token of another filter: the server's refusal, with what to do.
+      const other = await users(['list', '--page-token', token!]);
+      expect(other.code).toBe(1);
+      expect(other.stderr).toContain('INVALID_ARGUMENT: page_token belongs to a list with another filter');
     });
 
     it('says so when the server clamps the page size', async () => {

@@ -79,12 +79,19 @@ export function registerUsers(program: Command, bind: Bind): void {
       .option('--filter <text>', 'case-insensitive part of the username, e-mail or full name')
       .option('--page <n>', 'page number, from 1')
       .option('--page-size <n>', `users per page (default ${DEFAULT_PAGE_SIZE}; the server gives at most 100)`)
+      .option(
+        '--page-token <token>',
+        'the page after the one that gave this token (the footer\'s next page command; next_page_token with --json); "" for the first page',
+      )
       .option('--all', 'every user, also on a terminal'),
   )
     .addHelpText(
       'after',
       '\nExamples:\n  miniapp users list\n  miniapp users list --page 2\n  miniapp users list --all\n' +
-        '  miniapp users list --filter example.com --page 2 --page-size 20 --json\n  miniapp users list | wc -l',
+        '  miniapp users list --filter example.com --page 2 --page-size 20 --json\n  miniapp users list | wc -l\n' +
+        '  miniapp users list --page-size 100 --page-token "" --json    # {"users": [...], "next_page_token": "..."}\n' +
+        '\nA page token starts the page right after the last user of the page that gave it, whatever was created or deleted\n' +
+        'since: following tokens shows every user once. Give the same --filter with it; --page-size may change.',
     )
     .action(lazy(bind, () => import('./list.js').then((m) => m.runList)));
 
