@@ -24,9 +24,10 @@
  * an author, dates or several tags, counted, unless the caller knows it
  * for this version of the posts.
  *
- * Each post's JSON is written by the database (SQLite: json_object, the
- * page's array in one BLOB; PostgreSQL: to_json and ||, a row per post),
- * the bytes of what JSON.stringify gives for the same posts.
+ * The page's JSON is the bytes of what JSON.stringify gives for the same
+ * posts: written by SQLite (json_object, the array in one BLOB, so that no
+ * post crosses into JavaScript as text); for PostgreSQL, by serve from the
+ * page's rows (see page() for why).
  */
 import type { Dialect, Param } from '../store/sql.js';
 
@@ -57,16 +58,6 @@ export type CountSource = { kind: 'kept' } | { kind: 'counted' } | { kind: 'know
 const SQLITE_POST_JSON =
   "json_object('id', page.id, 'title', page.title, 'content', page.content, 'author', page.author, 'created_at', page.created_at, " +
   "'updated_at', page.updated_at, 'tags', json(page.tags), 'is_published', json(CASE WHEN page.is_published THEN 'true' ELSE 'false' END))";
-
-/**
- * The same by PostgreSQL: to_json() of a text escapes as JSON.stringify does (the same short escapes, \u00XX in
- * lower case for the other control characters, nothing else), and tags are stored as JSON.stringify wrote them.
- */
-const POSTGRES_POST_JSON =
-  `'{"id":' || page.id || ',"title":' || to_json(page.title)::text || ',"content":' || to_json(page.content)::text ` +
-  `|| ',"author":' || to_json(page.author)::text || ',"created_at":' || to_json(page.created_at)::text ` +
-  `|| ',"updated_at":' || to_json(page.updated_at)::text || ',"tags":' || page.tags ` +
-  `|| ',"is_published":' || CASE WHEN page.is_published THEN 'true' ELSE 'false' END || '}'`;
 
 /** Where the dialects differ in matching and ordering (see PostStore for why titles sort as they do). */
 function caseless(dialect: Dialect) {
@@ -234,10 +225,14 @@ export function planListing(dialect: Dialect, filter: PostFilter, sort: PostSort
           `, EXISTS (SELECT 1 FROM ${from}${where([beyond(false, `(${end(true, 'k')}, ${end(true, 'i')})`)])}) AS more_after`
         : '';
       if (postgres) {
-        // A row per post with its JSON (and one row without a post for an empty page): the posts are joined in
-        // JavaScript, where it costs a string join; an aggregate and the subqueries for the ends cost PostgreSQL more.
+        // A row per post (and one row without a post for an empty page), its JSON written by JavaScript: PostgreSQL's
+        // to_json escapes a character at a time, and writing a page's JSON there cost it more (0.20 ms of its CPU for
+        // twenty posts of 600 bytes) than reading the rows and writing the JSON costs serve (bench/RESULTS.md).
         return {
-          text: `WITH ${counted}, page AS (${rows.sql}) SELECT c.total, ${version} AS version, page.k, page.i, ${POSTGRES_POST_JSON} AS post${around} FROM c LEFT JOIN page ON TRUE ORDER BY ${inOrder}`,
+          text:
+            `WITH ${counted}, page AS (${rows.sql}) SELECT c.total, ${version} AS version, page.k, page.i, ` +
+            `page.id, page.title, page.content, page.author, page.created_at, page.updated_at, page.tags, page.is_published${around} ` +
+            `FROM c LEFT JOIN page ON TRUE ORDER BY ${inOrder}`,
           params,
           fromEnd: rows.fromEnd,
         };

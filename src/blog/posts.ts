@@ -130,15 +130,26 @@ interface PageRow {
   more_after?: boolean | number;
 }
 
-/** PostgreSQL's: a row per post with its JSON, or one without a post for an empty page. */
-interface PostJsonRow {
+/** PostgreSQL's: a row per post, or one without a post for an empty page. */
+interface PostJsonRow extends Omit<Row, 'author_id' | 'published_at' | 'is_published'> {
   version: number | string;
   total: number;
   k: string | null;
   i: number | null;
-  post: string | null;
+  is_published: boolean;
   more_before?: boolean;
   more_after?: boolean;
+}
+
+/**
+ * A post's JSON as JSON.stringify(toPost(row)) writes it, without the object: its strings escaped by
+ * JSON.stringify, its tags as stored (JSON.stringify wrote them).
+ */
+function postJson(row: PostJsonRow): string {
+  return (
+    `{"id":${Number(row.id)},"title":${JSON.stringify(row.title)},"content":${JSON.stringify(row.content)},"author":${JSON.stringify(row.author)},` +
+    `"created_at":${JSON.stringify(row.created_at)},"updated_at":${JSON.stringify(row.updated_at)},"tags":${row.tags},"is_published":${row.is_published}}`
+  );
 }
 
 const cursorOf = (key: string | null, id: number | null): PageCursor | undefined => (key === null || id === null ? undefined : { key, id: Number(id) });
@@ -310,12 +321,12 @@ export class PostStore {
     let page: Omit<PostPage, 'version' | 'moreBefore' | 'moreAfter' | 'isFirstPage'>;
     let around: { more_before?: boolean | number | undefined; more_after?: boolean | number | undefined };
     if (this.sql.dialect === 'postgres') {
-      const posts = (rows as PostJsonRow[]).filter((row) => row.post !== null);
+      const posts = (rows as PostJsonRow[]).filter((row) => row.i !== null);
       const head = rows[0] as PostJsonRow;
       const first = posts[0];
       const last = posts.at(-1);
       page = {
-        json: Buffer.from(`[${posts.map((row) => row.post).join(',')}]`),
+        json: Buffer.from(`[${posts.map(postJson).join(',')}]`),
         total: Number(head.total),
         shown: posts.length,
         first: first && cursorOf(first.k, first.i),
