@@ -225,9 +225,10 @@ export function planListing(dialect: Dialect, filter: PostFilter, sort: PostSort
           `, EXISTS (SELECT 1 FROM ${from}${where([beyond(false, `(${end(true, 'k')}, ${end(true, 'i')})`)])}) AS more_after`
         : '';
       if (postgres) {
-        // A row per post (and one row without a post for an empty page), its JSON written by JavaScript: PostgreSQL's
-        // to_json escapes a character at a time, and writing a page's JSON there cost it more (0.20 ms of its CPU for
-        // twenty posts of 600 bytes) than reading the rows and writing the JSON costs serve (bench/RESULTS.md).
+        // A row per post (and one row without a post for an empty page), its JSON written by serve. Written by
+        // PostgreSQL (to_json and ||, or row_to_json, in one value) it cost the database 0.1 to 0.2 ms of CPU more
+        // per page of twenty 600-byte posts than reading the rows: PostgreSQL is the one resource every instance
+        // shares, so the work goes to the instances, which add up.
         return {
           text:
             `WITH ${counted}, page AS (${rows.sql}) SELECT c.total, ${version} AS version, page.k, page.i, ` +
