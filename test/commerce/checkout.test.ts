@@ -200,6 +200,30 @@ describe.each(BACKENDS)('commerce on %s', (backend) => {
     expect(scrape.body).toContain('miniapp_orders{status="EXPIRED"} 1');
   });
 
+  it('CreateOrder expires the reservations that ran out when it finds the stock short, and takes their units; with stock to spare it leaves them to the sweep', async () => {
+    await setStock('SOCK', 3, 2000);
+    const first = await c.call('order', 'CreateOrder', { items: [{ sku: 'SOCK', quantity: 2 }], idempotency_key: 'o1' });
+    clock += 15 * MINUTE;
+    // One unit is free: enough for this order, so the reservation past its time is not touched.
+    const second = await c.call('order', 'CreateOrder', { items: [{ sku: 'SOCK', quantity: 1 }], idempotency_key: 'o2' });
+    const state = async (id: string) => (await running.commerce.sql.one<{ state: string }>('SELECT state FROM orders WHERE id = $1', [id]))!.state;
+    expect(await state(first.id)).toBe('RESERVED');
+    // Short by two units, held by the reservation that ran out: it is expired, and the order gets them.
+    const third = await c.call('order', 'CreateOrder', { items: [{ sku: 'SOCK', quantity: 2 }], idempotency_key: 'o3' });
+    expect(third).toMatchObject({ status: 'RESERVED', total_amount: '4000' });
+    expect(await state(first.id)).toBe('EXPIRED');
+    expect(await state(second.id)).toBe('RESERVED');
+    expect(await stock('SOCK')).toMatchObject({ on_hand: '3', reserved: '3', available: '0' });
+    // Short with nothing due: refused as before, nothing expired.
+    expect(await refused(c.call('order', 'CreateOrder', { items: [{ sku: 'SOCK', quantity: 1 }], idempotency_key: 'o4' }))).toEqual({
+      code: 'FAILED_PRECONDITION',
+      details: 'not enough stock: SOCK (asked 1, available 0)',
+    });
+    expect(await state(second.id)).toBe('RESERVED');
+    const { body } = await running.app.inject({ method: 'GET', url: '/metrics' });
+    expect(body).toContain('miniapp_reservation_expiries_total 1');
+  });
+
   it('metrics count orders by status, payments by outcome and amount, refunds and expiries; promtool has nothing to say', async () => {
     await setStock('GEM', 5, 50000);
     const order = (key: string) => c.call('order', 'CreateOrder', { items: [{ sku: 'GEM', quantity: 1 }], idempotency_key: key });

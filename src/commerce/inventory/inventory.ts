@@ -14,7 +14,7 @@
  * Domain module: nothing here prints or reads the environment.
  */
 import type { Sql } from '../../store/sql.js';
-import { DEFAULT_CURRENCY, DEFAULT_RESERVATION_TTL_MS, newId, notFound, num, precondition, sortedItems, type Quantity } from '../kernel/common.js';
+import { CommerceError, DEFAULT_CURRENCY, DEFAULT_RESERVATION_TTL_MS, newId, notFound, num, precondition, sortedItems, type Quantity } from '../kernel/common.js';
 
 export interface StockLevel {
   sku: string;
@@ -74,6 +74,20 @@ function forUpdate(sql: Sql): string {
 
 const LEDGER = `INSERT INTO stock_movements (sku, delta, on_hand, reason, actor, at)
   SELECT sku, $2, on_hand, $3, $4, $5 FROM products WHERE sku = $1`;
+
+/**
+ * FAILED_PRECONDITION: not enough stock for a reservation. `mayFree` says
+ * that trying again may succeed: a reservation had run out without being
+ * expired yet, or units came free since (see Orders.create).
+ */
+export class ShortStock extends CommerceError {
+  constructor(
+    message: string,
+    readonly mayFree: boolean,
+  ) {
+    super('FAILED_PRECONDITION', message);
+  }
+}
 
 export interface SetStock {
   sku: string;
@@ -152,8 +166,8 @@ export class Inventory {
   }
 
   /**
-   * Reserves every item or none, in `tx`: FAILED_PRECONDITION naming each
-   * SKU that is short (NOT_FOUND for unknown ones) and nothing held. The
+   * Reserves every item or none, in `tx`: ShortStock naming each SKU that
+   * is short (NOT_FOUND for unknown ones) and nothing held. The
    * rows of the reservation are written first and the stock is taken last
    * (after `beforeTaking`, where the caller writes what goes with it), so
    * that the SKUs' rows stay locked only for the UPDATEs and the commit.
@@ -178,11 +192,30 @@ export class Inventory {
       const changed = await tx.run('UPDATE products SET reserved = reserved + $2, updated_at = $3 WHERE sku = $1 AND on_hand - reserved >= $2', [item.sku, item.quantity, at]);
       if (changed === 0) missing.push(item);
     }
-    if (missing.length > 0) {
-      const found = new Map((await this.levels(missing.map((m) => m.sku), tx)).map((row) => [row.sku, row]));
-      throw precondition(`not enough stock: ${missing.map((m) => `${m.sku} (asked ${m.quantity}, available ${found.get(m.sku)!.available})`).join(', ')}`);
-    }
+    if (missing.length > 0) throw await this.#short(tx, missing, at);
     return reservation;
+  }
+
+  /**
+   * The refusal of a reservation that found `missing` short: what is
+   * available of each, and whether trying again may succeed. Read in one
+   * statement, so that a reservation expired meanwhile shows either as due
+   * or as units available again.
+   */
+  async #short(tx: Sql, missing: readonly Quantity[], at: string): Promise<ShortStock> {
+    const placeholders = missing.map((_, i) => `$${i + 2}`).join(', ');
+    const rows = await tx.all<{ sku: string; available: number; due: number }>(
+      `SELECT sku, on_hand - reserved AS available,
+         CASE WHEN EXISTS (SELECT 1 FROM reservations WHERE state = 'active' AND expires_at <= $1) THEN 1 ELSE 0 END AS due
+       FROM products WHERE sku IN (${placeholders})`,
+      [at, ...missing.map((m) => m.sku)],
+    );
+    const available = new Map(rows.map((row) => [row.sku, num(row.available)]));
+    const due = rows.some((row) => num(row.due) === 1);
+    return new ShortStock(
+      `not enough stock: ${missing.map((m) => `${m.sku} (asked ${m.quantity}, available ${available.get(m.sku)!})`).join(', ')}`,
+      due || missing.some((m) => available.get(m.sku)! >= m.quantity),
+    );
   }
 
   /** A reservation's items, in SKU order (the order every change takes the SKUs' rows in). */

@@ -34,9 +34,10 @@ import {
   requestHash,
   sortedItems,
   type Caller,
+  type Quantity,
 } from '../kernel/common.js';
 import type { IdempotencyKeys } from '../kernel/idempotency.js';
-import type { Inventory } from '../inventory/inventory.js';
+import { ShortStock, type Inventory } from '../inventory/inventory.js';
 import type { CommerceObserver, PaymentOutcome, PaymentRecord, Payments, Publish } from '../payment/payments.js';
 
 export const ORDER_STATUSES = ['RESERVED', 'PAYMENT_PENDING', 'PAID', 'PAYMENT_FAILED', 'EXPIRED', 'CANCELLED'] as const;
@@ -147,7 +148,12 @@ export class Orders {
     };
   }
 
-  /** Prices the items from the catalogue and reserves them; idempotent by key. */
+  /**
+   * Prices the items from the catalogue and reserves them; idempotent by
+   * key. Reservations that ran out are expired where it matters: when the
+   * stock is short while one was due (or units came free meanwhile), what
+   * is due is expired and the order is tried once more.
+   */
   async create(caller: Caller, request: { items: readonly { sku?: string; quantity?: string | number }[]; userId?: string | number; key: string }): Promise<OrderRecord> {
     const items = checkItems(request.items);
     const key = checkKey(request.key);
@@ -157,9 +163,19 @@ export class Orders {
     const owner = actorOf(caller);
     const hash = requestHash({ userId, items: sortedItems(items) });
     if (caller.isAdmin && named !== 0 && !(await this.#sql.one('SELECT id FROM users WHERE id = $1', [named]))) throw notFound(`no user with id ${named}`);
-    // Units of reservations that ran out go back first, so that they can be ordered again.
-    await this.expireDue();
-    return this.#keys.once(this.#sql, { scope: 'order.create', owner, key, hash }, {
+    for (let expired = false; ; expired = true) {
+      try {
+        return await this.#place(items, userId, { scope: 'order.create', owner, key, hash });
+      } catch (error) {
+        if (expired || !(error instanceof ShortStock) || !error.mayFree) throw error;
+        await this.expireDue();
+      }
+    }
+  }
+
+  /** One attempt at the order, in its key's transaction. */
+  async #place(items: Quantity[], userId: number | null, claim: { scope: 'order.create'; owner: string; key: string; hash: string }): Promise<OrderRecord> {
+    return this.#keys.once(this.#sql, claim, {
       start: async (tx, keep) => {
         const id = newId('ord');
         const levels = await this.options.inventory.levels(items.map((item) => item.sku), tx);
