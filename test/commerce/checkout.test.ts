@@ -224,6 +224,22 @@ describe.each(BACKENDS)('commerce on %s', (backend) => {
     expect(body).toContain('miniapp_reservation_expiries_total 1');
   });
 
+  it('ProcessPayment of an order whose reservation ran out (not yet expired by anyone) expires it and refuses it, charging nothing', async () => {
+    await setStock('SOCK', 3, 2000);
+    const order = await c.call('order', 'CreateOrder', { items: [{ sku: 'SOCK', quantity: 3 }], idempotency_key: 'o1' });
+    clock += 15 * MINUTE;
+    expect(await refused(c.call('order', 'ProcessPayment', { order_id: order.id, idempotency_key: 'p1' }))).toEqual({
+      code: 'FAILED_PRECONDITION',
+      details: `order ${order.id} is EXPIRED: only a RESERVED order can be paid`,
+    });
+    expect(await stock('SOCK')).toMatchObject({ on_hand: '3', reserved: '0', available: '3' });
+    expect(await count('sandbox_charges')).toBe(0);
+    expect(await count('payments')).toBe(0);
+    // The refusal kept nothing under the key: the order placed again is paid with it.
+    const again = await c.call('order', 'CreateOrder', { items: [{ sku: 'SOCK', quantity: 3 }], idempotency_key: 'o2' });
+    expect((await c.call('order', 'ProcessPayment', { order_id: again.id, idempotency_key: 'p1' })).payment.status).toBe('DONE');
+  });
+
   it('metrics count orders by status, payments by outcome and amount, refunds and expiries; promtool has nothing to say', async () => {
     await setStock('GEM', 5, 50000);
     const order = (key: string) => c.call('order', 'CreateOrder', { items: [{ sku: 'GEM', quantity: 1 }], idempotency_key: key });

@@ -15,6 +15,7 @@
  */
 import type { Sql } from '../../store/sql.js';
 import { CommerceError, DEFAULT_CURRENCY, DEFAULT_RESERVATION_TTL_MS, newId, notFound, num, precondition, sortedItems, type Quantity } from '../kernel/common.js';
+import { Statement } from '../kernel/statement.js';
 
 export interface StockLevel {
   sku: string;
@@ -88,6 +89,9 @@ export class ShortStock extends CommerceError {
     super('FAILED_PRECONDITION', message);
   }
 }
+
+/** Locks the SKUs' rows of a reservation in SKU order, the order every change of stock takes them in (PostgreSQL; SQLite's write transactions are serialised already). */
+const LOCK_RESERVED_SKUS = 'SELECT p.sku FROM products p JOIN reservation_items i ON i.sku = p.sku WHERE i.reservation_id = $1 ORDER BY p.sku FOR UPDATE OF p';
 
 export interface SetStock {
   sku: string;
@@ -167,24 +171,28 @@ export class Inventory {
 
   /**
    * Reserves every item or none, in `tx`: ShortStock naming each SKU that
-   * is short (NOT_FOUND for unknown ones) and nothing held. The
-   * rows of the reservation are written first and the stock is taken last
-   * (after `beforeTaking`, where the caller writes what goes with it), so
-   * that the SKUs' rows stay locked only for the UPDATEs and the commit.
+   * is short (NOT_FOUND for unknown ones) and nothing held. The rows of the
+   * reservation are written first and the stock is taken last (after
+   * `beforeTaking`, where the caller writes what goes with it), so that the
+   * SKUs' rows stay locked only for the UPDATEs and the commit. `id`,
+   * `now` and `expiresAt` are the caller's when it names the reservation in
+   * what it writes.
    */
   async reserve(
     tx: Sql,
     items: readonly Quantity[],
-    options: { ttlMs?: number; orderId?: string; skusChecked?: boolean; beforeTaking?: (reservation: ReservationRecord) => Promise<void> } = {},
+    options: { id?: string; now?: Date; expiresAt?: string; ttlMs?: number; orderId?: string; skusChecked?: boolean; beforeTaking?: (reservation: ReservationRecord) => Promise<void> } = {},
   ): Promise<ReservationRecord> {
-    const now = this.now();
+    const now = options.now ?? this.now();
     const at = now.toISOString();
     const sorted = sortedItems(items);
     if (!options.skusChecked) await this.levels(sorted.map((item) => item.sku), tx);
-    const id = newId('res');
-    const expiresAt = new Date(now.getTime() + (options.ttlMs ?? DEFAULT_RESERVATION_TTL_MS)).toISOString();
+    const id = options.id ?? newId('res');
+    const expiresAt = options.expiresAt ?? new Date(now.getTime() + (options.ttlMs ?? DEFAULT_RESERVATION_TTL_MS)).toISOString();
     await tx.run("INSERT INTO reservations (id, order_id, state, expires_at, created_at, updated_at) VALUES ($1, $2, 'active', $3, $4, $4)", [id, options.orderId ?? null, expiresAt, at]);
-    for (const item of sorted) await tx.run('INSERT INTO reservation_items (reservation_id, sku, quantity) VALUES ($1, $2, $3)', [id, item.sku, item.quantity]);
+    const lines = new Statement();
+    const values = lines.rows(sorted.map((item) => [id, item.sku, item.quantity]));
+    await tx.run(`INSERT INTO reservation_items (reservation_id, sku, quantity) VALUES ${values}`, lines.params);
     const reservation: ReservationRecord = { id, state: 'active', items: sorted, expiresAt, orderId: options.orderId ?? null, createdAt: at, updatedAt: at };
     await options.beforeTaking?.(reservation);
     const missing: Quantity[] = [];
@@ -262,10 +270,11 @@ export class Inventory {
   async release(tx: Sql, id: string, to: 'released' | 'expired' = 'released'): Promise<boolean> {
     const moved = to === 'expired' ? await this.#move(tx, id, ['active'], 'expired', ' AND expires_at <= $3') : await this.#move(tx, id, ['active', 'held'], 'released');
     if (!moved) return false;
-    const at = this.now().toISOString();
-    for (const item of await this.#items(tx, id)) {
-      await tx.run('UPDATE products SET reserved = reserved - $2, updated_at = $3 WHERE sku = $1', [item.sku, item.quantity, at]);
-    }
+    if (tx.dialect === 'postgres') await tx.all(LOCK_RESERVED_SKUS, [id]);
+    await tx.run('UPDATE products SET reserved = products.reserved - i.quantity, updated_at = $2 FROM reservation_items i WHERE i.reservation_id = $1 AND i.sku = products.sku', [
+      id,
+      this.now().toISOString(),
+    ]);
     return true;
   }
 
@@ -273,10 +282,16 @@ export class Inventory {
   async commit(tx: Sql, id: string, reason: string, actor: string): Promise<boolean> {
     if (!(await this.#move(tx, id, ['active', 'held'], 'committed'))) return false;
     const at = this.now().toISOString();
-    for (const item of await this.#items(tx, id)) {
-      await tx.run('UPDATE products SET on_hand = on_hand - $2, reserved = reserved - $2, updated_at = $3 WHERE sku = $1', [item.sku, item.quantity, at]);
-      await tx.run(LEDGER, [item.sku, -item.quantity, reason, actor, at]);
-    }
+    if (tx.dialect === 'postgres') await tx.all(LOCK_RESERVED_SKUS, [id]);
+    await tx.run(
+      'UPDATE products SET on_hand = products.on_hand - i.quantity, reserved = products.reserved - i.quantity, updated_at = $2 FROM reservation_items i WHERE i.reservation_id = $1 AND i.sku = products.sku',
+      [id, at],
+    );
+    await tx.run(
+      `INSERT INTO stock_movements (sku, delta, on_hand, reason, actor, at)
+       SELECT p.sku, -i.quantity, p.on_hand, $2, $3, $4 FROM reservation_items i JOIN products p ON p.sku = i.sku WHERE i.reservation_id = $1 ORDER BY p.sku`,
+      [id, reason, actor, at],
+    );
     return true;
   }
 

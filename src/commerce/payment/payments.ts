@@ -93,7 +93,7 @@ export interface PaymentsOptions {
 /** Called in the transaction that settles a payment (approved or declined): the order moves with it. */
 export type SettleHook = (tx: Sql, payment: PaymentRecord) => Promise<void>;
 
-interface PaymentRow {
+export interface PaymentRow {
   id: string;
   order_id: string | null;
   user_id: number | null;
@@ -109,6 +109,36 @@ interface PaymentRow {
   created_at: string;
   updated_at: string;
   approved_at: string | null;
+}
+
+interface RefundRow {
+  id: string;
+  amount: number;
+  reason: string;
+  status: 'PENDING' | 'DONE';
+  created_at: string;
+}
+
+/** A payment as its row (and its refunds' rows) stand. */
+export function paymentRecord(row: PaymentRow, refunds: readonly RefundRow[]): PaymentRecord {
+  return {
+    id: row.id,
+    orderId: row.order_id,
+    userId: row.user_id === null ? null : num(row.user_id),
+    status: row.status,
+    amount: num(row.amount),
+    balance: num(row.balance),
+    currency: row.currency,
+    method: row.method,
+    provider: row.provider,
+    providerReference: row.provider_reference,
+    failureCode: row.failure_code,
+    failureMessage: row.failure_message,
+    refunds: refunds.map((r) => ({ id: r.id, amount: num(r.amount), reason: r.reason, status: r.status, createdAt: r.created_at })),
+    createdAt: row.created_at,
+    updatedAt: row.updated_at,
+    approvedAt: row.approved_at,
+  };
 }
 
 export class Payments {
@@ -143,28 +173,8 @@ export class Payments {
   async record(id: string, sql: Sql = this.#sql): Promise<PaymentRecord | undefined> {
     const row = await sql.one<PaymentRow>('SELECT * FROM payments WHERE id = $1', [id]);
     if (!row) return undefined;
-    const refunds = await sql.all<{ id: string; amount: number; reason: string; status: 'PENDING' | 'DONE'; created_at: string }>(
-      'SELECT id, amount, reason, status, created_at FROM refunds WHERE payment_id = $1 ORDER BY position',
-      [id],
-    );
-    return {
-      id: row.id,
-      orderId: row.order_id,
-      userId: row.user_id === null ? null : num(row.user_id),
-      status: row.status,
-      amount: num(row.amount),
-      balance: num(row.balance),
-      currency: row.currency,
-      method: row.method,
-      provider: row.provider,
-      providerReference: row.provider_reference,
-      failureCode: row.failure_code,
-      failureMessage: row.failure_message,
-      refunds: refunds.map((r) => ({ id: r.id, amount: num(r.amount), reason: r.reason, status: r.status, createdAt: r.created_at })),
-      createdAt: row.created_at,
-      updatedAt: row.updated_at,
-      approvedAt: row.approved_at,
-    };
+    const refunds = await sql.all<RefundRow>('SELECT id, amount, reason, status, created_at FROM refunds WHERE payment_id = $1 ORDER BY position', [id]);
+    return paymentRecord(row, refunds);
   }
 
   /** A payment the caller may see; NOT_FOUND otherwise (another user's payment is not told apart from none). */
@@ -192,18 +202,24 @@ export class Payments {
    */
   async process(caller: Caller, key: string, hash: string, prepare: (tx: Sql, paymentId: string) => Promise<NewPayment>): Promise<PaymentOutcome> {
     return this.#keys.once(this.#sql, { scope: 'payment.process', owner: actorOf(caller), key, hash }, {
-      start: async (tx, keep) => {
+      plan: async (tx) => {
         const id = newId('pay');
-        const payment = await prepare(tx, id);
-        await tx.run(
-          `INSERT INTO payments (id, order_id, user_id, status, amount, balance, currency, method, provider, created_at, updated_at)
-           VALUES ($1, $2, $3, 'IN_PROGRESS', $4, 0, $5, $6, $7, $8, $8)`,
-          [id, payment.orderId, payment.userId, payment.amount, payment.currency, payment.method, this.provider.name, this.#now().toISOString()],
-        );
-        await keep(id);
+        return { id, run: async () => this.#record(tx, id, await prepare(tx, id)) };
       },
+      // The payment as it was just written: charged without reading it back.
+      finish: (payment) => this.#charge(payment),
       resume: (id) => this.reconcile(id),
     });
+  }
+
+  /** Records a payment IN_PROGRESS (in the transaction its key is claimed in). */
+  async #record(tx: Sql, id: string, payment: NewPayment): Promise<PaymentRecord> {
+    const row = await tx.one<PaymentRow>(
+      `INSERT INTO payments (id, order_id, user_id, status, amount, balance, currency, method, provider, created_at, updated_at)
+       VALUES ($1, $2, $3, 'IN_PROGRESS', $4, 0, $5, $6, $7, $8, $8) RETURNING *`,
+      [id, payment.orderId, payment.userId, payment.amount, payment.currency, payment.method, this.provider.name, this.#now().toISOString()],
+    );
+    return paymentRecord(row!, []);
   }
 
   /** Asks the provider about an IN_PROGRESS payment by its key and settles it; a settled one is answered as it stands. */
@@ -229,20 +245,21 @@ export class Payments {
 
   async #settle(id: string, result: ChargeResult): Promise<PaymentOutcome> {
     let settledNow = false;
+    const message = result.outcome === 'approved' ? 'approved' : `declined: ${result.code}: ${result.message}`;
     const outcome = await this.#sql.transaction(async (tx) => {
       const at = this.#now().toISOString();
-      const changed =
+      const row =
         result.outcome === 'approved'
-          ? await tx.run("UPDATE payments SET status = 'DONE', balance = amount, provider_reference = $2, approved_at = $3, updated_at = $3 WHERE id = $1 AND status = 'IN_PROGRESS'", [id, result.reference, at])
-          : await tx.run("UPDATE payments SET status = 'ABORTED', failure_code = $2, failure_message = $3, updated_at = $4 WHERE id = $1 AND status = 'IN_PROGRESS'", [id, result.code, result.message, at]);
-      const payment = (await this.record(id, tx))!;
-      const outcome: PaymentOutcome = { payment, message: result.outcome === 'approved' ? 'approved' : `declined: ${result.code}: ${result.message}` };
-      if (changed === 1) {
-        settledNow = true;
-        await this.#keys.complete(tx, 'payment.process', id, outcome);
-        // Last: the order's side takes the stock's rows, held only until the commit.
-        await this.#onSettle(tx, payment);
-      }
+          ? await tx.one<PaymentRow>("UPDATE payments SET status = 'DONE', balance = amount, provider_reference = $2, approved_at = $3, updated_at = $3 WHERE id = $1 AND status = 'IN_PROGRESS' RETURNING *", [id, result.reference, at])
+          : await tx.one<PaymentRow>("UPDATE payments SET status = 'ABORTED', failure_code = $2, failure_message = $3, updated_at = $4 WHERE id = $1 AND status = 'IN_PROGRESS' RETURNING *", [id, result.code, result.message, at]);
+      // Settled by another call meanwhile: answered as it stands.
+      if (!row) return { payment: (await this.record(id, tx))!, message };
+      // Only a DONE or PARTIAL_CANCELED payment is ever refunded, so one that was IN_PROGRESS has no refunds.
+      const outcome: PaymentOutcome = { payment: paymentRecord(row, []), message };
+      settledNow = true;
+      await this.#keys.complete(tx, 'payment.process', id, outcome);
+      // Last: the order's side takes the stock's rows, held only until the commit.
+      await this.#onSettle(tx, outcome.payment);
       return outcome;
     });
     if (settledNow) this.options.observe?.payment?.(result.outcome, outcome.payment.currency, outcome.payment.amount);
@@ -263,23 +280,25 @@ export class Payments {
     let payment = await this.get(caller, request.paymentId);
     if (payment.status === 'IN_PROGRESS') payment = (await this.reconcile(payment.id)).payment;
     return this.#keys.once(this.#sql, { scope: 'payment.refund', owner, key, hash }, {
-      start: async (tx, keep) => {
-        const current = (await this.record(payment.id, tx))!;
-        if (current.status !== 'DONE' && current.status !== 'PARTIAL_CANCELED') {
-          throw precondition(`payment ${current.id} is ${current.status}: only a DONE or PARTIAL_CANCELED payment can be refunded`);
-        }
-        const amount = asked === 0 ? current.balance : asked;
-        if (amount === 0) throw precondition(`payment ${current.id} has nothing left to refund (balance 0)`);
-        const at = this.#now().toISOString();
-        const taken = await tx.run('UPDATE payments SET balance = balance - $2, updated_at = $3 WHERE id = $1 AND balance >= $2', [current.id, amount, at]);
-        if (taken === 0) throw precondition(`a refund of ${amount} ${current.currency} is more than the balance of payment ${current.id} (${current.balance} ${current.currency})`);
+      plan: async (tx) => {
         const id = newId('ref');
-        // Numbered in the order they were made (the balance's UPDATE above holds the payment's row until commit).
-        await tx.run(
-          "INSERT INTO refunds (id, payment_id, position, amount, reason, status, created_at, updated_at) VALUES ($1, $2, (SELECT COUNT(*) + 1 FROM refunds WHERE payment_id = $2), $3, $4, 'PENDING', $5, $5)",
-          [id, current.id, amount, reason, at],
-        );
-        await keep(id);
+        const run = async () => {
+          const current = (await this.record(payment.id, tx))!;
+          if (current.status !== 'DONE' && current.status !== 'PARTIAL_CANCELED') {
+            throw precondition(`payment ${current.id} is ${current.status}: only a DONE or PARTIAL_CANCELED payment can be refunded`);
+          }
+          const amount = asked === 0 ? current.balance : asked;
+          if (amount === 0) throw precondition(`payment ${current.id} has nothing left to refund (balance 0)`);
+          const at = this.#now().toISOString();
+          const taken = await tx.run('UPDATE payments SET balance = balance - $2, updated_at = $3 WHERE id = $1 AND balance >= $2', [current.id, amount, at]);
+          if (taken === 0) throw precondition(`a refund of ${amount} ${current.currency} is more than the balance of payment ${current.id} (${current.balance} ${current.currency})`);
+          // Numbered in the order they were made (the balance's UPDATE above holds the payment's row until commit).
+          await tx.run(
+            "INSERT INTO refunds (id, payment_id, position, amount, reason, status, created_at, updated_at) VALUES ($1, $2, (SELECT COUNT(*) + 1 FROM refunds WHERE payment_id = $2), $3, $4, 'PENDING', $5, $5)",
+            [id, current.id, amount, reason, at],
+          );
+        };
+        return { id, run };
       },
       resume: (id) => this.#refundAtProvider(id),
     });
