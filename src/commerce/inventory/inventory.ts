@@ -90,8 +90,34 @@ export class ShortStock extends CommerceError {
   }
 }
 
-/** Locks the SKUs' rows of a reservation in SKU order, the order every change of stock takes them in (PostgreSQL; SQLite's write transactions are serialised already). */
-const LOCK_RESERVED_SKUS = 'SELECT p.sku FROM products p JOIN reservation_items i ON i.sku = p.sku WHERE i.reservation_id = $1 ORDER BY p.sku FOR UPDATE OF p';
+/**
+ * The SQL of a reservation's moves, for a reservation named by an SQL
+ * expression: a placeholder when the change is made statement by statement
+ * in a transaction, or a subquery on an earlier piece when it is one
+ * statement of data-modifying CTEs (PostgreSQL; order/postgres-steps.ts).
+ * Either way the same SQL.
+ */
+const reservationSql = {
+  /** A new active reservation (RETURNING its id), written when `when` holds. */
+  insert(s: Statement, id: string, orderId: string | null, expiresAt: string, at: string, when = 'true'): string {
+    const now = s.$(at);
+    return `INSERT INTO reservations (id, order_id, state, expires_at, created_at, updated_at) SELECT ${s.$(id)}, ${s.$(orderId)}, 'active', ${s.$(expiresAt)}, ${now}, ${now} WHERE ${when} RETURNING id`;
+  },
+  /** The reservation from one of `from` to `to` (and only when due, for an expiry). */
+  move(s: Statement, reservation: string, from: readonly ReservationState[], to: ReservationState, at: string, due = false): string {
+    const now = s.$(at);
+    return `UPDATE reservations SET state = ${s.$(to)}, updated_at = ${now} WHERE id = ${reservation} AND state IN (${from.map((state) => s.$(state)).join(', ')})${due ? ` AND expires_at <= ${now}` : ''}`;
+  },
+  /** Locks its SKUs' rows in SKU order, the order every change of stock takes them in (PostgreSQL; SQLite's write transactions are serialised already). */
+  lock(reservation: string): string {
+    return `SELECT p.sku FROM products p JOIN reservation_items i ON i.sku = p.sku WHERE i.reservation_id = ${reservation} ORDER BY p.sku FOR UPDATE OF p`;
+  },
+  /** Its units leave reserved, and on_hand too when they are sold. */
+  stock(s: Statement, reservation: string, sold: boolean, at: string): string {
+    return `UPDATE products SET ${sold ? 'on_hand = products.on_hand - i.quantity, ' : ''}reserved = products.reserved - i.quantity, updated_at = ${s.$(at)}
+      FROM reservation_items i WHERE i.reservation_id = ${reservation} AND i.sku = products.sku`;
+  },
+};
 
 export interface SetStock {
   sku: string;
@@ -189,7 +215,8 @@ export class Inventory {
     if (!options.skusChecked) await this.levels(sorted.map((item) => item.sku), tx);
     const id = options.id ?? newId('res');
     const expiresAt = options.expiresAt ?? new Date(now.getTime() + (options.ttlMs ?? DEFAULT_RESERVATION_TTL_MS)).toISOString();
-    await tx.run("INSERT INTO reservations (id, order_id, state, expires_at, created_at, updated_at) VALUES ($1, $2, 'active', $3, $4, $4)", [id, options.orderId ?? null, expiresAt, at]);
+    const row = new Statement();
+    await tx.one(reservationSql.insert(row, id, options.orderId ?? null, expiresAt, at), row.params);
     const lines = new Statement();
     const values = lines.rows(sorted.map((item) => [id, item.sku, item.quantity]));
     await tx.run(`INSERT INTO reservation_items (reservation_id, sku, quantity) VALUES ${values}`, lines.params);
@@ -249,11 +276,10 @@ export class Inventory {
     };
   }
 
-  /** Moves a reservation from one of `from` to `to`; false when it was not in one of them (someone else moved it). */
-  async #move(tx: Sql, id: string, from: readonly ReservationState[], to: ReservationState, extra = ''): Promise<boolean> {
-    const states = from.map((_, i) => `$${i + 4}`).join(', ');
-    const changed = await tx.run(`UPDATE reservations SET state = $2, updated_at = $3 WHERE id = $1 AND state IN (${states})${extra}`, [id, to, this.now().toISOString(), ...from]);
-    return changed === 1;
+  /** Moves a reservation from one of `from` to `to`; false when it was not in one of them (someone else moved it), or, `due`, had not run out. */
+  async #move(tx: Sql, id: string, from: readonly ReservationState[], to: ReservationState, due = false): Promise<boolean> {
+    const s = new Statement();
+    return (await tx.run(reservationSql.move(s, s.$(id), from, to, this.now().toISOString(), due), s.params)) === 1;
   }
 
   /**
@@ -268,31 +294,68 @@ export class Inventory {
 
   /** Gives the units of an active or held reservation back (released, or expired); false when it was neither. */
   async release(tx: Sql, id: string, to: 'released' | 'expired' = 'released'): Promise<boolean> {
-    const moved = to === 'expired' ? await this.#move(tx, id, ['active'], 'expired', ' AND expires_at <= $3') : await this.#move(tx, id, ['active', 'held'], 'released');
-    if (!moved) return false;
-    if (tx.dialect === 'postgres') await tx.all(LOCK_RESERVED_SKUS, [id]);
-    await tx.run('UPDATE products SET reserved = products.reserved - i.quantity, updated_at = $2 FROM reservation_items i WHERE i.reservation_id = $1 AND i.sku = products.sku', [
-      id,
-      this.now().toISOString(),
-    ]);
-    return true;
+    const moved = to === 'expired' ? await this.#move(tx, id, ['active'], 'expired', true) : await this.#move(tx, id, ['active', 'held'], 'released');
+    if (moved) await this.#unreserve(tx, id, false);
+    return moved;
   }
 
   /** Makes an active or held reservation a sale: its units leave on_hand and reserved, with ledger lines; false when it was neither. */
   async commit(tx: Sql, id: string, reason: string, actor: string): Promise<boolean> {
     if (!(await this.#move(tx, id, ['active', 'held'], 'committed'))) return false;
-    const at = this.now().toISOString();
-    if (tx.dialect === 'postgres') await tx.all(LOCK_RESERVED_SKUS, [id]);
-    await tx.run(
-      'UPDATE products SET on_hand = products.on_hand - i.quantity, reserved = products.reserved - i.quantity, updated_at = $2 FROM reservation_items i WHERE i.reservation_id = $1 AND i.sku = products.sku',
-      [id, at],
-    );
+    await this.#unreserve(tx, id, true);
     await tx.run(
       `INSERT INTO stock_movements (sku, delta, on_hand, reason, actor, at)
        SELECT p.sku, -i.quantity, p.on_hand, $2, $3, $4 FROM reservation_items i JOIN products p ON p.sku = i.sku WHERE i.reservation_id = $1 ORDER BY p.sku`,
-      [id, reason, actor, at],
+      [id, reason, actor, this.now().toISOString()],
     );
     return true;
+  }
+
+  /** A reservation's units leave reserved (and on_hand when sold), in one statement whatever their number. */
+  async #unreserve(tx: Sql, id: string, sold: boolean): Promise<void> {
+    if (tx.dialect === 'postgres') await tx.all(reservationSql.lock('$1'), [id]);
+    const s = new Statement();
+    await tx.run(reservationSql.stock(s, s.$(id), sold, this.now().toISOString()), s.params);
+  }
+
+  /**
+   * A reservation as pieces of one PostgreSQL statement (placing an order:
+   * order/postgres-steps.ts), written when `when` holds: the reservation of
+   * the rows of a piece `item` (sku, quantity), whose SKUs' rows an earlier
+   * piece has locked and found to have enough of each. So no UPDATE of
+   * stock fails here; were one to take more than is there, the CHECKs would
+   * refuse the whole statement, not leave half of it.
+   */
+  reservePieces(s: Statement, when: string, reservation: { id: string; orderId: string; expiresAt: string; now: Date }): string[] {
+    const at = reservation.now.toISOString();
+    return [
+      `reservation AS (${reservationSql.insert(s, reservation.id, reservation.orderId, reservation.expiresAt, at, when)})`,
+      'reservation_item AS (INSERT INTO reservation_items (reservation_id, sku, quantity) SELECT r.id, i.sku, i.quantity FROM reservation r CROSS JOIN item i)',
+      `taken AS (UPDATE products SET reserved = products.reserved + i.quantity, updated_at = ${s.$(at)} FROM item i WHERE i.sku = products.sku AND EXISTS (SELECT 1 FROM reservation))`,
+    ];
+  }
+
+  /**
+   * The end of a reservation, committed (a sale, with ledger lines) or
+   * released, as pieces of one PostgreSQL statement: `reservation` is an SQL
+   * expression giving its id, from earlier pieces. The same moves as
+   * commit and release, in the same order of rows.
+   */
+  endPieces(s: Statement, reservation: string, end: { to: 'released' } | { to: 'committed'; reason: string; actor: string }): string[] {
+    const at = this.now().toISOString();
+    const sold = end.to === 'committed';
+    const pieces = [
+      `ended AS (${reservationSql.move(s, reservation, ['active', 'held'], end.to, at)} RETURNING id)`,
+      `locked AS (${reservationSql.lock('(SELECT id FROM ended)')})`,
+      // Only rows the piece before has locked (all of them, in SKU order, before any is changed).
+      `stocked AS (${reservationSql.stock(s, '(SELECT id FROM ended)', sold, at)} AND products.sku IN (SELECT sku FROM locked) RETURNING products.sku, products.on_hand, i.quantity)`,
+    ];
+    if (end.to === 'committed') {
+      pieces.push(
+        `ledger AS (INSERT INTO stock_movements (sku, delta, on_hand, reason, actor, at) SELECT sku, -quantity, on_hand, ${s.$(end.reason)}, ${s.$(end.actor)}, ${s.$(at)} FROM stocked ORDER BY sku)`,
+      );
+    }
+    return pieces;
   }
 
   /** Puts units of a committed sale back on hand (a cancelled paid order), with ledger lines. */

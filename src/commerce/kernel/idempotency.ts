@@ -10,6 +10,7 @@
  */
 import type { Sql } from '../../store/sql.js';
 import { CommerceError, IDEMPOTENCY_TTL_MS, precondition } from './common.js';
+import { Statement } from './statement.js';
 
 export type KeyScope = 'order.create' | 'payment.process' | 'payment.refund';
 
@@ -64,22 +65,33 @@ export class IdempotencyKeys {
    * concurrent claim waits for the first transaction to end).
    */
   async claim(tx: Sql, scope: KeyScope, owner: string, key: string, hash: string, resourceId: string, answer?: unknown): Promise<KeyRecord | undefined> {
-    const now = this.now();
-    // One statement: a new key is inserted, a key past its 15 days is taken over, a live one is left as it is.
-    const claimed = await tx.run(
-      `INSERT INTO idempotency_keys (scope, owner, key, request_hash, resource_id, response, created_at, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-       ON CONFLICT (scope, owner, key) DO UPDATE SET request_hash = excluded.request_hash, resource_id = excluded.resource_id, response = excluded.response,
-         created_at = excluded.created_at, expires_at = excluded.expires_at
-       WHERE idempotency_keys.expires_at <= excluded.created_at`,
-      [scope, owner, key, hash, resourceId, answer === undefined ? null : JSON.stringify(answer), now.toISOString(), new Date(now.getTime() + IDEMPOTENCY_TTL_MS).toISOString()],
-    );
-    if (claimed === 1) return undefined;
+    const s = new Statement();
+    if (await tx.one(this.claimSql(s, { scope, owner, key, hash, resourceId, answer }), s.params)) return undefined;
     return this.find(scope, owner, key, tx);
+  }
+
+  /**
+   * The claim as one statement, which inserts a new key, takes over a key
+   * past its 15 days and leaves a live one as it is (RETURNING the resource
+   * id where it claimed). `when` is an SQL condition the claim waits on (a
+   * piece of a step written as one statement: postgres-steps.ts); SQLite
+   * wants a WHERE before ON CONFLICT in any case.
+   */
+  claimSql(s: Statement, claim: { scope: KeyScope; owner: string; key: string; hash: string; resourceId: string; answer?: unknown }, when = 'true'): string {
+    const now = this.now();
+    const values = [claim.scope, claim.owner, claim.key, claim.hash, claim.resourceId, claim.answer === undefined ? null : JSON.stringify(claim.answer), now.toISOString(), new Date(now.getTime() + IDEMPOTENCY_TTL_MS).toISOString()];
+    return `INSERT INTO idempotency_keys (scope, owner, key, request_hash, resource_id, response, created_at, expires_at)
+      SELECT ${values.map((value) => s.$(value)).join(', ')} WHERE ${when}
+      ON CONFLICT (scope, owner, key) DO UPDATE SET request_hash = excluded.request_hash, resource_id = excluded.resource_id, response = excluded.response,
+        created_at = excluded.created_at, expires_at = excluded.expires_at
+      WHERE idempotency_keys.expires_at <= excluded.created_at
+      RETURNING resource_id`;
   }
 
   /** Stores the final answer for the key that made `resourceId`. */
   async complete(tx: Sql, scope: KeyScope, resourceId: string, response: unknown): Promise<void> {
-    await tx.run('UPDATE idempotency_keys SET response = $3 WHERE scope = $1 AND resource_id = $2', [scope, resourceId, JSON.stringify(response)]);
+    const s = new Statement();
+    await tx.run(completeSql(s, scope, s.$(resourceId), response), s.params);
   }
 
   /**
@@ -129,6 +141,11 @@ export class IdempotencyKeys {
   async purge(): Promise<number> {
     return this.sql.run('DELETE FROM idempotency_keys WHERE expires_at <= $1', [this.now().toISOString()]);
   }
+}
+
+/** Stores `response` as the final answer of the key that made the resource `resource` (an SQL expression: a placeholder, or a subquery). */
+export function completeSql(s: Statement, scope: KeyScope, resource: string, response: unknown): string {
+  return `UPDATE idempotency_keys SET response = ${s.$(JSON.stringify(response))} WHERE scope = ${s.$(scope)} AND resource_id = ${resource}`;
 }
 
 /** The record's request must be this one: else FAILED_PRECONDITION saying so. */

@@ -41,36 +41,13 @@ import { Statement } from '../kernel/statement.js';
 import { ShortStock, type Inventory, type StockLevel } from '../inventory/inventory.js';
 import type { CommerceObserver, NewPayment, PaymentOutcome, PaymentRecord, Payments, Publish } from '../payment/payments.js';
 
-export const ORDER_STATUSES = ['RESERVED', 'PAYMENT_PENDING', 'PAID', 'PAYMENT_FAILED', 'EXPIRED', 'CANCELLED'] as const;
-export type OrderStatus = (typeof ORDER_STATUSES)[number];
+import { insertOrderSql, ORDER_STATUSES, settleOrderSql, type OrderItemRecord, type OrderRecord, type OrderStatus } from './order-rows.js';
+import { PostgresSteps } from './postgres-steps.js';
+
+export { ORDER_STATUSES, type OrderItemRecord, type OrderRecord, type OrderStatus } from './order-rows.js';
 
 export const ORDER_PAID = 'order.paid';
 export const ORDER_CANCELLED = 'order.cancelled';
-
-export interface OrderItemRecord {
-  sku: string;
-  name: string;
-  quantity: number;
-  unitPrice: number;
-  amount: number;
-}
-
-export interface OrderRecord {
-  id: string;
-  userId: number | null;
-  status: OrderStatus;
-  items: OrderItemRecord[];
-  totalAmount: number;
-  currency: string;
-  reservationId: string;
-  reservationExpiresAt: string;
-  paymentId: string | null;
-  createdAt: string;
-  updatedAt: string;
-  paidAt: string | null;
-  cancelledAt: string | null;
-  cancelReason: string | null;
-}
 
 interface OrderRow {
   id: string;
@@ -98,7 +75,8 @@ export interface OrdersOptions {
   inventory: Inventory;
   payments: Payments;
   keys: IdempotencyKeys;
-  publish: Publish;
+  /** Webhook events, written in the transactions that make them; none without webhooks. */
+  publish?: Publish | undefined;
   observe?: CommerceObserver | undefined;
   /** How long an order's reservation holds (default 15 minutes). */
   reservationTtlMs?: number | undefined;
@@ -113,12 +91,19 @@ export class Orders {
   readonly #sql: Sql;
   readonly #now: () => Date;
   readonly #keys: IdempotencyKeys;
+  /** On PostgreSQL, placing an order and recording its payment as one statement each (postgres-steps.ts). */
+  readonly #steps: PostgresSteps | undefined;
 
   constructor(private readonly options: OrdersOptions) {
     this.#sql = options.sql;
     this.#now = options.now;
     this.#keys = options.keys;
-    options.payments.onSettle((tx, payment) => this.#settled(tx, payment));
+    this.#steps = options.sql.dialect === 'postgres' ? new PostgresSteps(options) : undefined;
+    options.payments.onSettle({
+      inTransaction: (tx, payment) => this.#settled(tx, payment),
+      // An order.paid event is written in the settlement's transaction: with webhooks, the settlement is one.
+      pieces: options.publish ? undefined : (s, settled, payment) => this.#settledPieces(s, settled, payment),
+    });
   }
 
   async #record(id: string, sql: Sql = this.#sql): Promise<OrderRecord | undefined> {
@@ -163,6 +148,11 @@ export class Orders {
     const userId = named !== 0 ? named : caller.userId;
     const claim = { scope: 'order.create' as const, owner: actorOf(caller), key, hash: requestHash({ userId, items: sortedItems(items) }) };
     if (caller.isAdmin && named !== 0 && !(await this.#sql.one('SELECT id FROM users WHERE id = $1', [named]))) throw notFound(`no user with id ${named}`);
+    if (this.#steps) {
+      const priced = await this.#price(this.#sql, items);
+      const order = priced instanceof CommerceError ? undefined : this.#newOrder(newId('ord'), userId, priced);
+      if (order && (await this.#steps.place(claim, order))) return order;
+    }
     for (let expired = false; ; expired = true) {
       try {
         return await this.#keys.once(this.#sql, claim, {
@@ -192,18 +182,36 @@ export class Orders {
         },
       };
     }
+    const order = this.#newOrder(id, userId, priced);
+    return {
+      id,
+      answer: order,
+      // The order is written before the stock is taken (see Inventory.reserve).
+      run: async () =>
+        void (await this.options.inventory.reserve(tx, items, {
+          id: order.reservationId,
+          now: new Date(order.createdAt),
+          expiresAt: order.reservationExpiresAt,
+          orderId: id,
+          skusChecked: true,
+          beforeTaking: () => this.#write(tx, order),
+        })),
+    };
+  }
+
+  /** A new order of priced items, as it is written (RESERVED from now, its reservation named). */
+  #newOrder(id: string, userId: number | null, priced: { items: OrderItemRecord[]; total: number; currency: string }): OrderRecord {
     const now = this.#now();
     const at = now.toISOString();
-    const reservation = { id: newId('res'), now, expiresAt: new Date(now.getTime() + (this.options.reservationTtlMs ?? DEFAULT_RESERVATION_TTL_MS)).toISOString() };
-    const order: OrderRecord = {
+    return {
       id,
       userId,
       status: 'RESERVED',
       items: priced.items,
       totalAmount: priced.total,
       currency: priced.currency,
-      reservationId: reservation.id,
-      reservationExpiresAt: reservation.expiresAt,
+      reservationId: newId('res'),
+      reservationExpiresAt: new Date(now.getTime() + (this.options.reservationTtlMs ?? DEFAULT_RESERVATION_TTL_MS)).toISOString(),
       paymentId: null,
       createdAt: at,
       updatedAt: at,
@@ -211,21 +219,15 @@ export class Orders {
       cancelledAt: null,
       cancelReason: null,
     };
-    return {
-      id,
-      answer: order,
-      // The order is written before the stock is taken (see Inventory.reserve).
-      run: async () => void (await this.options.inventory.reserve(tx, items, { ...reservation, orderId: id, skusChecked: true, beforeTaking: () => this.#write(tx, order) })),
-    };
   }
 
   /** The items at their catalogue prices, or why they cannot be ordered together. */
-  async #price(tx: Sql, items: readonly Quantity[]): Promise<{ items: OrderItemRecord[]; total: number; currency: string } | CommerceError> {
+  async #price(sql: Sql, items: readonly Quantity[]): Promise<{ items: OrderItemRecord[]; total: number; currency: string } | CommerceError> {
     let levels: StockLevel[];
     try {
       levels = await this.options.inventory.levels(
         items.map((item) => item.sku),
-        tx,
+        sql,
       );
     } catch (error) {
       if (error instanceof CommerceError) return error;
@@ -241,10 +243,8 @@ export class Orders {
 
   /** The rows of a new order: the order and its items, in two statements whatever their number. */
   async #write(tx: Sql, order: OrderRecord): Promise<void> {
-    await tx.run(
-      `INSERT INTO orders (id, user_id, state, currency, total_amount, reservation_id, created_at, updated_at) VALUES ($1, $2, 'RESERVED', $3, $4, $5, $6, $6)`,
-      [order.id, order.userId, order.currency, order.totalAmount, order.reservationId, order.createdAt],
-    );
+    const row = new Statement();
+    await tx.one(insertOrderSql(row, order, row.$(order.reservationId)), row.params);
     const lines = new Statement();
     const values = lines.rows(order.items.map((item, position) => [order.id, position, item.sku, item.name, item.quantity, item.unitPrice, item.amount]));
     await tx.run(`INSERT INTO order_items (order_id, position, sku, name, quantity, unit_price, amount) VALUES ${values}`, lines.params);
@@ -308,6 +308,10 @@ export class Orders {
     const payments = this.options.payments;
     const method = payments.checkMethod(request.method);
     const hash = requestHash({ order: request.orderId, amount: asked, currency, method });
+    if (this.#steps) {
+      const payment = await this.#steps.startPayment(caller, { orderId: request.orderId, asked, currency, method }, { owner: actorOf(caller), key, hash });
+      if (payment) return payments.charge(payment);
+    }
     for (let caughtUp = false; ; caughtUp = true) {
       try {
         return await payments.process(caller, key, hash, (tx, paymentId) => this.#startPayment(tx, caller, { orderId: request.orderId, asked, currency, method }, paymentId, caughtUp));
@@ -352,23 +356,33 @@ export class Orders {
   /** The order side of a settled payment: PAID with the units committed, or PAYMENT_FAILED with them released. */
   async #settled(tx: Sql, payment: PaymentRecord): Promise<void> {
     if (!payment.orderId) return;
-    const at = this.#now().toISOString();
     const paid = payment.status === 'DONE';
     // The order first, then its reservation, the stock last (see pay).
-    const moved = await tx.one<{ reservation_id: string }>(
-      paid
-        ? "UPDATE orders SET state = 'PAID', paid_at = $2, updated_at = $2 WHERE id = $1 AND state = 'PAYMENT_PENDING' RETURNING reservation_id"
-        : "UPDATE orders SET state = 'PAYMENT_FAILED', updated_at = $2 WHERE id = $1 AND state = 'PAYMENT_PENDING' RETURNING reservation_id",
-      [payment.orderId, at],
-    );
+    const s = new Statement();
+    const moved = await tx.one<{ reservation_id: string }>(settleOrderSql(s, s.$(payment.orderId), paid, this.#now().toISOString()), s.params);
     // The order moved to PAYMENT_PENDING with the payment (pay), so it has moved now; had it not, its reservation ends with the payment still.
     const reservationId = moved?.reservation_id ?? (await tx.one<{ reservation_id: string }>('SELECT reservation_id FROM orders WHERE id = $1', [payment.orderId]))!.reservation_id;
     if (paid) {
-      await this.options.publish(ORDER_PAID, async () => this.#record(payment.orderId!, tx), tx);
+      await this.options.publish?.(ORDER_PAID, async () => this.#record(payment.orderId!, tx), tx);
       await this.options.inventory.commit(tx, reservationId, `order ${payment.orderId} paid`, 'system');
     } else {
       await this.options.inventory.release(tx, reservationId);
     }
+  }
+
+  /** The same as #settled, as pieces of the settlement's one statement on PostgreSQL (`settled`: the payment's row once settled). */
+  #settledPieces(s: Statement, settled: string, payment: PaymentRecord): string[] {
+    if (!payment.orderId) return [];
+    const paid = payment.status === 'DONE';
+    const order = `(SELECT order_id FROM ${settled})`;
+    return [
+      `moved AS (${settleOrderSql(s, order, paid, this.#now().toISOString())})`,
+      ...this.options.inventory.endPieces(
+        s,
+        `COALESCE((SELECT reservation_id FROM moved), (SELECT reservation_id FROM orders WHERE id = ${order}))`,
+        paid ? { to: 'committed', reason: `order ${payment.orderId} paid`, actor: 'system' } : { to: 'released' },
+      ),
+    ];
   }
 
   /**
@@ -397,7 +411,7 @@ export class Orders {
       const at = this.#now().toISOString();
       const changed = await tx.run("UPDATE orders SET state = 'CANCELLED', cancelled_at = $3, cancel_reason = $4, updated_at = $3 WHERE id = $1 AND state = $2", [order.id, from, at, reason]);
       if (changed === 0) return false;
-      await this.options.publish(ORDER_CANCELLED, async () => this.#record(order.id, tx), tx);
+      await this.options.publish?.(ORDER_CANCELLED, async () => this.#record(order.id, tx), tx);
       if (from === 'RESERVED') await this.options.inventory.release(tx, order.reservationId);
       else await this.options.inventory.restock(tx, order.items, `order ${order.id} cancelled`, actorOf(caller));
       return true;
