@@ -80,6 +80,22 @@ describe.each(BACKENDS)('checkout round trips on %s', (backend) => {
       ['MUG', -2],
     ]);
   });
+
+  it('orders are priced from the catalogue as it stands: on PostgreSQL without reading it again while it does not change', async () => {
+    await commerce.inventory.set({ sku: 'MUG', quantity: 5, price: 12000, reason: 'initial count', actor: 'admin' });
+    await commerce.orders.create(ADMIN, { items: [{ sku: 'MUG', quantity: 1 }], key: 'o1' });
+    counts.statements = counts.transactions = 0;
+    expect(await commerce.orders.create(ADMIN, { items: [{ sku: 'MUG', quantity: 1 }], key: 'o2' })).toMatchObject({ totalAmount: 12000 });
+    expect(counts).toEqual(backend === 'postgres' ? { statements: 1, transactions: 0 } : { statements: 0, transactions: 1 });
+    // A new price: the order that finds it is priced by it (on PostgreSQL the step does not go ahead and the transaction reads it).
+    await commerce.inventory.set({ sku: 'MUG', quantity: 5, price: 15000, name: 'Mug', reason: 'new price', actor: 'admin' });
+    expect(await commerce.orders.create(ADMIN, { items: [{ sku: 'MUG', quantity: 1 }], key: 'o3' })).toMatchObject({ totalAmount: 15000, items: [{ name: 'Mug', unitPrice: 15000 }] });
+    counts.statements = counts.transactions = 0;
+    const fourth = await commerce.orders.create(ADMIN, { items: [{ sku: 'MUG', quantity: 1 }], key: 'o4' });
+    expect(fourth).toMatchObject({ totalAmount: 15000, items: [{ name: 'Mug', unitPrice: 15000 }] });
+    expect(counts).toEqual(backend === 'postgres' ? { statements: 1, transactions: 0 } : { statements: 0, transactions: 1 });
+    expect(await commerce.orders.get(ADMIN, fourth.id)).toEqual(fourth);
+  });
 });
 
 describe('the one-statement steps on PostgreSQL', () => {

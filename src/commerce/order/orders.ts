@@ -69,6 +69,9 @@ const SELECT_ORDER = `SELECT o.id, o.user_id, o.state, o.currency, o.total_amoun
   o.created_at, o.updated_at, o.paid_at, o.cancelled_at, o.cancel_reason
   FROM orders o JOIN reservations r ON r.id = o.reservation_id`;
 
+/** The most catalogue entries kept (Orders.#catalogue); past them it starts again from empty. */
+const CATALOGUE_KEPT = 10_000;
+
 export interface OrdersOptions {
   sql: Sql;
   now: () => Date;
@@ -93,6 +96,14 @@ export class Orders {
   readonly #keys: IdempotencyKeys;
   /** On PostgreSQL, placing an order and recording its payment as one statement each (postgres-steps.ts). */
   readonly #steps: PostgresSteps | undefined;
+  /**
+   * The catalogue (name, price, currency by SKU) as this process last read
+   * it, which the PostgreSQL step prices an order from without reading it
+   * first: the step checks each entry under lock, and an order priced from
+   * one changed since takes the general way, which reads them afresh (and
+   * keeps them here).
+   */
+  readonly #catalogue = new Map<string, { name: string; price: number; currency: string }>();
 
   constructor(private readonly options: OrdersOptions) {
     this.#sql = options.sql;
@@ -149,7 +160,7 @@ export class Orders {
     const claim = { scope: 'order.create' as const, owner: actorOf(caller), key, hash: requestHash({ userId, items: sortedItems(items) }) };
     if (caller.isAdmin && named !== 0 && !(await this.#sql.one('SELECT id FROM users WHERE id = $1', [named]))) throw notFound(`no user with id ${named}`);
     if (this.#steps) {
-      const priced = await this.#price(this.#sql, items);
+      const priced = await this.#price(this.#sql, items, true);
       const order = priced instanceof CommerceError ? undefined : this.#newOrder(newId('ord'), userId, priced);
       if (order && (await this.#steps.place(claim, order))) return order;
     }
@@ -222,18 +233,22 @@ export class Orders {
   }
 
   /** The items at their catalogue prices, or why they cannot be ordered together. */
-  async #price(sql: Sql, items: readonly Quantity[]): Promise<{ items: OrderItemRecord[]; total: number; currency: string } | CommerceError> {
-    let levels: StockLevel[];
-    try {
-      levels = await this.options.inventory.levels(
-        items.map((item) => item.sku),
-        sql,
-      );
-    } catch (error) {
-      if (error instanceof CommerceError) return error;
-      throw error;
+  async #price(sql: Sql, items: readonly Quantity[], guess = false): Promise<{ items: OrderItemRecord[]; total: number; currency: string } | CommerceError> {
+    let levels = guess ? items.map((item) => this.#catalogue.get(item.sku)) : [];
+    if (!guess || !levels.every((level) => level !== undefined)) {
+      try {
+        levels = await this.options.inventory.levels(
+          items.map((item) => item.sku),
+          sql,
+        );
+      } catch (error) {
+        if (error instanceof CommerceError) return error;
+        throw error;
+      }
+      if (this.#catalogue.size + levels.length > CATALOGUE_KEPT) this.#catalogue.clear();
+      for (const { sku, name, price, currency } of levels as StockLevel[]) this.#catalogue.set(sku, { name, price, currency });
     }
-    const currencies = [...new Set(levels.map((level) => level.currency))];
+    const currencies = [...new Set(levels.map((level) => level!.currency))];
     if (currencies.length > 1) return precondition(`the items are priced in different currencies (${currencies.join(', ')}): order them separately`);
     const priced = items.map((item, i) => ({ sku: item.sku, name: levels[i]!.name, quantity: item.quantity, unitPrice: levels[i]!.price, amount: levels[i]!.price * item.quantity }));
     const total = priced.reduce((sum, item) => sum + item.amount, 0);
