@@ -17,9 +17,13 @@
  *
  * Rows: checkout throughput / GetUser throughput (higher is better), and
  * the p99 of a checkout / the p99 of a GetUser (lower is better), per
- * backend. The targets are this file's own (the issue gives none): a
- * checkout is two calls and four write transactions where GetUser is one
- * read, so a tenth of GetUser's rate and twenty times its p99 are the bounds.
+ * backend. The targets are issue 22's: on PostgreSQL at least 0.2x GetUser's
+ * rate and at most 4x its p99; on SQLite at least 0.25x its rate. The p99 on
+ * SQLite keeps this file's own bound of 20x (the issue gives none): a
+ * checkout is two calls and four write transactions (its provider's
+ * included) where GetUser is one read. GetUser on PostgreSQL reads the token
+ * and the user of the calls of one turn in one statement each
+ * (store/batched-read.ts), so the floor is the faster one.
  *
  * Settings: BENCH_COMMERCE_SECONDS (per run, default 5), BENCH_COMMERCE_ROUNDS
  * (default 3), BENCH_COMMERCE_CONCURRENCY (in flight, default 16).
@@ -143,7 +147,10 @@ export default async function commerce(ctx) {
     ctx.log('starting the embedded PostgreSQL');
     postgres = await startPostgres();
     measured.postgres = await measure('postgres', { kind: 'postgres', url: postgres.url, poolSize: 10 }, settings, ctx);
+    // Issue 22's targets; the p99 on SQLite is this benchmark's own (the issue gives none).
+    const targets = { sqlite: { rate: 0.25, p99: 20, p99Source: "this benchmark's own" }, postgres: { rate: 0.2, p99: 4, p99Source: "issue 22's" } };
     for (const [backend, m] of Object.entries(measured)) {
+      const target = targets[backend];
       const how =
         `${settings.concurrency} in flight over one channel, ${settings.seconds} s x ${settings.rounds} rounds alternating, median of rounds; ` +
         `serve on its own worker thread, ${backend === 'sqlite' ? 'SQLite in a data dir' : 'embedded PostgreSQL (fsync on)'}, ${cores} cores; ${m.ordered} checkouts in all, the stock checked after`;
@@ -153,9 +160,9 @@ export default async function commerce(ctx) {
         unit: 'checkouts/s',
         floorName: `GetUser throughput, same server (${m.getUser.rate.toFixed(0)} calls/s)`,
         floorValue: m.getUser.rate,
-        target: 0.1,
+        target: target.rate,
         better: 'higher',
-        note: `rounds: checkout ${m.checkout.rounds.join(', ')}/s; GetUser ${m.getUser.rounds.join(', ')}/s; ${how}; target 0.1x is this benchmark's own`,
+        note: `rounds: checkout ${m.checkout.rounds.join(', ')}/s; GetUser ${m.getUser.rounds.join(', ')}/s; ${how}; target ${target.rate}x is issue 22's`,
       });
       rows.push({
         name: `Checkout p99 on ${backend}`,
@@ -163,9 +170,9 @@ export default async function commerce(ctx) {
         unit: 'ms',
         floorName: `p99 of a GetUser, same server (${m.getUser.p99.toFixed(1)} ms)`,
         floorValue: m.getUser.p99,
-        target: 20,
+        target: target.p99,
         better: 'lower',
-        note: `p99 of each round's latencies, median of rounds; ${how}; target 20x is this benchmark's own`,
+        note: `p99 of each round's latencies, median of rounds; ${how}; target ${target.p99}x is ${target.p99Source}`,
       });
     }
   } finally {

@@ -29,6 +29,7 @@ export interface CommerceOptions {
   authenticate: Authenticate;
   /** The payment provider; the sandbox (its books in the store) by default. */
   provider?: PaymentProvider | undefined;
+  /** Webhook events (order.paid, ...), written in the transactions that make them; none without webhooks. */
   publish?: Publish | undefined;
   observe?: CommerceObserver | undefined;
   reservationTtlMs?: number | undefined;
@@ -57,7 +58,6 @@ export class Commerce {
   constructor(private readonly options: CommerceOptions) {
     const { sql, now } = options;
     this.sql = sql;
-    const publish = options.publish ?? (async () => undefined);
     this.keys = new IdempotencyKeys(sql, now);
     this.inventory = new Inventory(sql, now);
     const provider = options.provider ?? new SandboxProvider(sql, now);
@@ -66,10 +66,10 @@ export class Commerce {
       now,
       provider: options.telemetry ? tracedProvider(provider, options.telemetry) : provider,
       keys: this.keys,
-      publish,
+      publish: options.publish,
       observe: options.observe,
     });
-    this.orders = new Orders({ sql, now, inventory: this.inventory, payments: this.payments, keys: this.keys, publish, observe: options.observe, reservationTtlMs: options.reservationTtlMs });
+    this.orders = new Orders({ sql, now, inventory: this.inventory, payments: this.payments, keys: this.keys, publish: options.publish, observe: options.observe, reservationTtlMs: options.reservationTtlMs });
     const common = { authenticate: options.authenticate, log: options.log };
     this.inventoryService = new InventoryServiceImpl({ ...common, inventory: this.inventory, sql, expireDue: () => this.orders.expireDue() });
     this.paymentService = new PaymentServiceImpl({ ...common, payments: this.payments, orders: this.orders });

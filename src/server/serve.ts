@@ -323,7 +323,9 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
       authenticate: (metadata) => users.authenticate(metadata),
       provider: options.paymentProvider?.(store.sql),
       telemetry,
-      publish,
+      // None without webhooks: the commerce steps then write nothing beside their own rows, and on PostgreSQL the
+      // settlement of a payment is one statement (a webhook event needs the settlement's transaction).
+      publish: dispatcher && webhooks && webhooks.urls.length > 0 ? publish : undefined,
       observe: metrics.observeCommerce,
       reservationTtlMs: options.reservationTtlMs,
       sweepMs: options.commerceSweepMs,

@@ -14,7 +14,8 @@
  * Domain module: nothing here prints or reads the environment.
  */
 import type { Sql } from '../../store/sql.js';
-import { DEFAULT_CURRENCY, DEFAULT_RESERVATION_TTL_MS, newId, notFound, num, precondition, sortedItems, type Quantity } from '../kernel/common.js';
+import { CommerceError, DEFAULT_CURRENCY, DEFAULT_RESERVATION_TTL_MS, newId, notFound, num, precondition, sortedItems, type Quantity } from '../kernel/common.js';
+import { Statement } from '../kernel/statement.js';
 
 export interface StockLevel {
   sku: string;
@@ -74,6 +75,49 @@ function forUpdate(sql: Sql): string {
 
 const LEDGER = `INSERT INTO stock_movements (sku, delta, on_hand, reason, actor, at)
   SELECT sku, $2, on_hand, $3, $4, $5 FROM products WHERE sku = $1`;
+
+/**
+ * FAILED_PRECONDITION: not enough stock for a reservation. `mayFree` says
+ * that trying again may succeed: a reservation had run out without being
+ * expired yet, or units came free since (see Orders.create).
+ */
+export class ShortStock extends CommerceError {
+  constructor(
+    message: string,
+    readonly mayFree: boolean,
+  ) {
+    super('FAILED_PRECONDITION', message);
+  }
+}
+
+/**
+ * The SQL of a reservation's moves, for a reservation named by an SQL
+ * expression: a placeholder when the change is made statement by statement
+ * in a transaction, or a subquery on an earlier piece when it is one
+ * statement of data-modifying CTEs (PostgreSQL; order/postgres-steps.ts).
+ * Either way the same SQL.
+ */
+const reservationSql = {
+  /** A new active reservation (RETURNING its id), written when `when` holds. */
+  insert(s: Statement, id: string, orderId: string | null, expiresAt: string, at: string, when = 'true'): string {
+    const now = s.$(at);
+    return `INSERT INTO reservations (id, order_id, state, expires_at, created_at, updated_at) SELECT ${s.$(id)}, ${s.$(orderId)}, 'active', ${s.$(expiresAt)}, ${now}, ${now} WHERE ${when} RETURNING id`;
+  },
+  /** The reservation from one of `from` to `to` (and only when due, for an expiry). */
+  move(s: Statement, reservation: string, from: readonly ReservationState[], to: ReservationState, at: string, due = false): string {
+    const now = s.$(at);
+    return `UPDATE reservations SET state = ${s.$(to)}, updated_at = ${now} WHERE id = ${reservation} AND state IN (${from.map((state) => s.$(state)).join(', ')})${due ? ` AND expires_at <= ${now}` : ''}`;
+  },
+  /** Locks its SKUs' rows in SKU order, the order every change of stock takes them in (PostgreSQL; SQLite's write transactions are serialised already). */
+  lock(reservation: string): string {
+    return `SELECT p.sku FROM products p JOIN reservation_items i ON i.sku = p.sku WHERE i.reservation_id = ${reservation} ORDER BY p.sku FOR UPDATE OF p`;
+  },
+  /** Its units leave reserved, and on_hand too when they are sold. */
+  stock(s: Statement, reservation: string, sold: boolean, at: string): string {
+    return `UPDATE products SET ${sold ? 'on_hand = products.on_hand - i.quantity, ' : ''}reserved = products.reserved - i.quantity, updated_at = ${s.$(at)}
+      FROM reservation_items i WHERE i.reservation_id = ${reservation} AND i.sku = products.sku`;
+  },
+};
 
 export interface SetStock {
   sku: string;
@@ -152,25 +196,30 @@ export class Inventory {
   }
 
   /**
-   * Reserves every item or none, in `tx`: FAILED_PRECONDITION naming each
-   * SKU that is short (NOT_FOUND for unknown ones) and nothing held. The
-   * rows of the reservation are written first and the stock is taken last
-   * (after `beforeTaking`, where the caller writes what goes with it), so
-   * that the SKUs' rows stay locked only for the UPDATEs and the commit.
+   * Reserves every item or none, in `tx`: ShortStock naming each SKU that
+   * is short (NOT_FOUND for unknown ones) and nothing held. The rows of the
+   * reservation are written first and the stock is taken last (after
+   * `beforeTaking`, where the caller writes what goes with it), so that the
+   * SKUs' rows stay locked only for the UPDATEs and the commit. `id`,
+   * `now` and `expiresAt` are the caller's when it names the reservation in
+   * what it writes.
    */
   async reserve(
     tx: Sql,
     items: readonly Quantity[],
-    options: { ttlMs?: number; orderId?: string; skusChecked?: boolean; beforeTaking?: (reservation: ReservationRecord) => Promise<void> } = {},
+    options: { id?: string; now?: Date; expiresAt?: string; ttlMs?: number; orderId?: string; skusChecked?: boolean; beforeTaking?: (reservation: ReservationRecord) => Promise<void> } = {},
   ): Promise<ReservationRecord> {
-    const now = this.now();
+    const now = options.now ?? this.now();
     const at = now.toISOString();
     const sorted = sortedItems(items);
     if (!options.skusChecked) await this.levels(sorted.map((item) => item.sku), tx);
-    const id = newId('res');
-    const expiresAt = new Date(now.getTime() + (options.ttlMs ?? DEFAULT_RESERVATION_TTL_MS)).toISOString();
-    await tx.run("INSERT INTO reservations (id, order_id, state, expires_at, created_at, updated_at) VALUES ($1, $2, 'active', $3, $4, $4)", [id, options.orderId ?? null, expiresAt, at]);
-    for (const item of sorted) await tx.run('INSERT INTO reservation_items (reservation_id, sku, quantity) VALUES ($1, $2, $3)', [id, item.sku, item.quantity]);
+    const id = options.id ?? newId('res');
+    const expiresAt = options.expiresAt ?? new Date(now.getTime() + (options.ttlMs ?? DEFAULT_RESERVATION_TTL_MS)).toISOString();
+    const row = new Statement();
+    await tx.one(reservationSql.insert(row, id, options.orderId ?? null, expiresAt, at), row.params);
+    const lines = new Statement();
+    const values = lines.rows(sorted.map((item) => [id, item.sku, item.quantity]));
+    await tx.run(`INSERT INTO reservation_items (reservation_id, sku, quantity) VALUES ${values}`, lines.params);
     const reservation: ReservationRecord = { id, state: 'active', items: sorted, expiresAt, orderId: options.orderId ?? null, createdAt: at, updatedAt: at };
     await options.beforeTaking?.(reservation);
     const missing: Quantity[] = [];
@@ -178,11 +227,30 @@ export class Inventory {
       const changed = await tx.run('UPDATE products SET reserved = reserved + $2, updated_at = $3 WHERE sku = $1 AND on_hand - reserved >= $2', [item.sku, item.quantity, at]);
       if (changed === 0) missing.push(item);
     }
-    if (missing.length > 0) {
-      const found = new Map((await this.levels(missing.map((m) => m.sku), tx)).map((row) => [row.sku, row]));
-      throw precondition(`not enough stock: ${missing.map((m) => `${m.sku} (asked ${m.quantity}, available ${found.get(m.sku)!.available})`).join(', ')}`);
-    }
+    if (missing.length > 0) throw await this.#short(tx, missing, at);
     return reservation;
+  }
+
+  /**
+   * The refusal of a reservation that found `missing` short: what is
+   * available of each, and whether trying again may succeed. Read in one
+   * statement, so that a reservation expired meanwhile shows either as due
+   * or as units available again.
+   */
+  async #short(tx: Sql, missing: readonly Quantity[], at: string): Promise<ShortStock> {
+    const placeholders = missing.map((_, i) => `$${i + 2}`).join(', ');
+    const rows = await tx.all<{ sku: string; available: number; due: number }>(
+      `SELECT sku, on_hand - reserved AS available,
+         CASE WHEN EXISTS (SELECT 1 FROM reservations WHERE state = 'active' AND expires_at <= $1) THEN 1 ELSE 0 END AS due
+       FROM products WHERE sku IN (${placeholders})`,
+      [at, ...missing.map((m) => m.sku)],
+    );
+    const available = new Map(rows.map((row) => [row.sku, num(row.available)]));
+    const due = rows.some((row) => num(row.due) === 1);
+    return new ShortStock(
+      `not enough stock: ${missing.map((m) => `${m.sku} (asked ${m.quantity}, available ${available.get(m.sku)!})`).join(', ')}`,
+      due || missing.some((m) => available.get(m.sku)! >= m.quantity),
+    );
   }
 
   /** A reservation's items, in SKU order (the order every change takes the SKUs' rows in). */
@@ -208,11 +276,10 @@ export class Inventory {
     };
   }
 
-  /** Moves a reservation from one of `from` to `to`; false when it was not in one of them (someone else moved it). */
-  async #move(tx: Sql, id: string, from: readonly ReservationState[], to: ReservationState, extra = ''): Promise<boolean> {
-    const states = from.map((_, i) => `$${i + 4}`).join(', ');
-    const changed = await tx.run(`UPDATE reservations SET state = $2, updated_at = $3 WHERE id = $1 AND state IN (${states})${extra}`, [id, to, this.now().toISOString(), ...from]);
-    return changed === 1;
+  /** Moves a reservation from one of `from` to `to`; false when it was not in one of them (someone else moved it), or, `due`, had not run out. */
+  async #move(tx: Sql, id: string, from: readonly ReservationState[], to: ReservationState, due = false): Promise<boolean> {
+    const s = new Statement();
+    return (await tx.run(reservationSql.move(s, s.$(id), from, to, this.now().toISOString(), due), s.params)) === 1;
   }
 
   /**
@@ -227,24 +294,68 @@ export class Inventory {
 
   /** Gives the units of an active or held reservation back (released, or expired); false when it was neither. */
   async release(tx: Sql, id: string, to: 'released' | 'expired' = 'released'): Promise<boolean> {
-    const moved = to === 'expired' ? await this.#move(tx, id, ['active'], 'expired', ' AND expires_at <= $3') : await this.#move(tx, id, ['active', 'held'], 'released');
-    if (!moved) return false;
-    const at = this.now().toISOString();
-    for (const item of await this.#items(tx, id)) {
-      await tx.run('UPDATE products SET reserved = reserved - $2, updated_at = $3 WHERE sku = $1', [item.sku, item.quantity, at]);
-    }
-    return true;
+    const moved = to === 'expired' ? await this.#move(tx, id, ['active'], 'expired', true) : await this.#move(tx, id, ['active', 'held'], 'released');
+    if (moved) await this.#unreserve(tx, id, false);
+    return moved;
   }
 
   /** Makes an active or held reservation a sale: its units leave on_hand and reserved, with ledger lines; false when it was neither. */
   async commit(tx: Sql, id: string, reason: string, actor: string): Promise<boolean> {
     if (!(await this.#move(tx, id, ['active', 'held'], 'committed'))) return false;
-    const at = this.now().toISOString();
-    for (const item of await this.#items(tx, id)) {
-      await tx.run('UPDATE products SET on_hand = on_hand - $2, reserved = reserved - $2, updated_at = $3 WHERE sku = $1', [item.sku, item.quantity, at]);
-      await tx.run(LEDGER, [item.sku, -item.quantity, reason, actor, at]);
-    }
+    await this.#unreserve(tx, id, true);
+    await tx.run(
+      `INSERT INTO stock_movements (sku, delta, on_hand, reason, actor, at)
+       SELECT p.sku, -i.quantity, p.on_hand, $2, $3, $4 FROM reservation_items i JOIN products p ON p.sku = i.sku WHERE i.reservation_id = $1 ORDER BY p.sku`,
+      [id, reason, actor, this.now().toISOString()],
+    );
     return true;
+  }
+
+  /** A reservation's units leave reserved (and on_hand when sold), in one statement whatever their number. */
+  async #unreserve(tx: Sql, id: string, sold: boolean): Promise<void> {
+    if (tx.dialect === 'postgres') await tx.all(reservationSql.lock('$1'), [id]);
+    const s = new Statement();
+    await tx.run(reservationSql.stock(s, s.$(id), sold, this.now().toISOString()), s.params);
+  }
+
+  /**
+   * A reservation as pieces of one PostgreSQL statement (placing an order:
+   * order/postgres-steps.ts), written when `when` holds: the reservation of
+   * the rows of a piece `item` (sku, quantity), whose SKUs' rows an earlier
+   * piece has locked and found to have enough of each. So no UPDATE of
+   * stock fails here; were one to take more than is there, the CHECKs would
+   * refuse the whole statement, not leave half of it.
+   */
+  reservePieces(s: Statement, when: string, reservation: { id: string; orderId: string; expiresAt: string; now: Date }): string[] {
+    const at = reservation.now.toISOString();
+    return [
+      `reservation AS (${reservationSql.insert(s, reservation.id, reservation.orderId, reservation.expiresAt, at, when)})`,
+      'reservation_item AS (INSERT INTO reservation_items (reservation_id, sku, quantity) SELECT r.id, i.sku, i.quantity FROM reservation r CROSS JOIN item i)',
+      `taken AS (UPDATE products SET reserved = products.reserved + i.quantity, updated_at = ${s.$(at)} FROM item i WHERE i.sku = products.sku AND EXISTS (SELECT 1 FROM reservation))`,
+    ];
+  }
+
+  /**
+   * The end of a reservation, committed (a sale, with ledger lines) or
+   * released, as pieces of one PostgreSQL statement: `reservation` is an SQL
+   * expression giving its id, from earlier pieces. The same moves as
+   * commit and release, in the same order of rows.
+   */
+  endPieces(s: Statement, reservation: string, end: { to: 'released' } | { to: 'committed'; reason: string; actor: string }): string[] {
+    const at = this.now().toISOString();
+    const sold = end.to === 'committed';
+    const pieces = [
+      `ended AS (${reservationSql.move(s, reservation, ['active', 'held'], end.to, at)} RETURNING id)`,
+      `locked AS (${reservationSql.lock('(SELECT id FROM ended)')})`,
+      // Only rows the piece before has locked (all of them, in SKU order, before any is changed).
+      `stocked AS (${reservationSql.stock(s, '(SELECT id FROM ended)', sold, at)} AND products.sku IN (SELECT sku FROM locked) RETURNING products.sku, products.on_hand, i.quantity)`,
+    ];
+    if (end.to === 'committed') {
+      pieces.push(
+        `ledger AS (INSERT INTO stock_movements (sku, delta, on_hand, reason, actor, at) SELECT sku, -quantity, on_hand, ${s.$(end.reason)}, ${s.$(end.actor)}, ${s.$(at)} FROM stocked ORDER BY sku)`,
+      );
+    }
+    return pieces;
   }
 
   /** Puts units of a committed sale back on hand (a cancelled paid order), with ledger lines. */

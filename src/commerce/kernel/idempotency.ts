@@ -10,6 +10,7 @@
  */
 import type { Sql } from '../../store/sql.js';
 import { CommerceError, IDEMPOTENCY_TTL_MS, precondition } from './common.js';
+import { Statement } from './statement.js';
 
 export type KeyScope = 'order.create' | 'payment.process' | 'payment.refund';
 
@@ -24,6 +25,16 @@ interface Row {
   request_hash: string;
   resource_id: string | null;
   response: string | null;
+}
+
+/** What a keyed piece of work will make (see IdempotencyKeys.once). */
+export interface KeyedWork<T, M> {
+  /** The id of what the work makes (an order, a payment, a refund), kept with the key from its claim on. */
+  id: string;
+  /** The final answer, when known before the work runs: stored with the key by the claim. */
+  answer?: T | undefined;
+  /** The work, once the key is this request's: writes (or refuses, rolling the claim back) in the claim's transaction. */
+  run: () => Promise<M>;
 }
 
 const METHOD: Record<KeyScope, string> = {
@@ -48,80 +59,93 @@ export class IdempotencyKeys {
   }
 
   /**
-   * Claims a key in `tx` for a request; undefined when it is this request's
+   * Claims a key in `tx` for a request, naming what its work makes (and the
+   * final answer, when known already); undefined when it is this request's
    * now, else the record another request made with it (on PostgreSQL a
    * concurrent claim waits for the first transaction to end).
    */
-  async claim(tx: Sql, scope: KeyScope, owner: string, key: string, hash: string): Promise<KeyRecord | undefined> {
-    const now = this.now();
-    // One statement: a new key is inserted, a key past its 15 days is taken over, a live one is left as it is.
-    const claimed = await tx.run(
-      `INSERT INTO idempotency_keys (scope, owner, key, request_hash, created_at, expires_at) VALUES ($1, $2, $3, $4, $5, $6)
-       ON CONFLICT (scope, owner, key) DO UPDATE SET request_hash = excluded.request_hash, resource_id = NULL, response = NULL,
-         created_at = excluded.created_at, expires_at = excluded.expires_at
-       WHERE idempotency_keys.expires_at <= excluded.created_at`,
-      [scope, owner, key, hash, now.toISOString(), new Date(now.getTime() + IDEMPOTENCY_TTL_MS).toISOString()],
-    );
-    if (claimed === 1) return undefined;
+  async claim(tx: Sql, scope: KeyScope, owner: string, key: string, hash: string, resourceId: string, answer?: unknown): Promise<KeyRecord | undefined> {
+    const s = new Statement();
+    if (await tx.one(this.claimSql(s, { scope, owner, key, hash, resourceId, answer }), s.params)) return undefined;
     return this.find(scope, owner, key, tx);
   }
 
-  /** Records what the key's work made, and its answer when final already. */
-  private async attach(tx: Sql, scope: KeyScope, owner: string, key: string, resourceId: string, answer: unknown): Promise<void> {
-    await tx.run('UPDATE idempotency_keys SET resource_id = $4, response = $5 WHERE scope = $1 AND owner = $2 AND key = $3', [
-      scope,
-      owner,
-      key,
-      resourceId,
-      answer === undefined ? null : JSON.stringify(answer),
-    ]);
+  /**
+   * The claim as one statement, which inserts a new key, takes over a key
+   * past its 15 days and leaves a live one as it is (RETURNING the resource
+   * id where it claimed). `when` is an SQL condition the claim waits on (a
+   * piece of a step written as one statement: postgres-steps.ts); SQLite
+   * wants a WHERE before ON CONFLICT in any case.
+   */
+  claimSql(s: Statement, claim: { scope: KeyScope; owner: string; key: string; hash: string; resourceId: string; answer?: unknown }, when = 'true'): string {
+    const now = this.now();
+    const values = [claim.scope, claim.owner, claim.key, claim.hash, claim.resourceId, claim.answer === undefined ? null : JSON.stringify(claim.answer), now.toISOString(), new Date(now.getTime() + IDEMPOTENCY_TTL_MS).toISOString()];
+    return `INSERT INTO idempotency_keys (scope, owner, key, request_hash, resource_id, response, created_at, expires_at)
+      SELECT ${values.map((value) => s.$(value)).join(', ')} WHERE ${when}
+      ON CONFLICT (scope, owner, key) DO UPDATE SET request_hash = excluded.request_hash, resource_id = excluded.resource_id, response = excluded.response,
+        created_at = excluded.created_at, expires_at = excluded.expires_at
+      WHERE idempotency_keys.expires_at <= excluded.created_at
+      RETURNING resource_id`;
   }
 
   /** Stores the final answer for the key that made `resourceId`. */
   async complete(tx: Sql, scope: KeyScope, resourceId: string, response: unknown): Promise<void> {
-    await tx.run('UPDATE idempotency_keys SET response = $3 WHERE scope = $1 AND resource_id = $2', [scope, resourceId, JSON.stringify(response)]);
+    const s = new Statement();
+    await tx.run(completeSql(s, scope, s.$(resourceId), response), s.params);
   }
 
   /**
    * Does a keyed piece of work once. A key seen before answers its stored
    * result, or, while its work is not final, `resume`s that work (asks the
    * provider again, ...); a key with another request is FAILED_PRECONDITION.
-   * A new key is claimed in the transaction where `start` records the work;
-   * `start` calls `keep` with the id of what it made, and with the final
-   * answer when it has one already (stored with the key in that
-   * transaction); without one, `resume` then carries the work out.
+   * A new key is claimed in the transaction where the work is recorded:
+   * `plan` reads what the work needs and names what it will make (its id,
+   * and its answer when final already), which the claim stores with the key
+   * in one statement; then `run` does the work, or refuses it (the claim
+   * rolls back with it). `plan` must not refuse: which request the key
+   * belongs to is told first. Without a final answer, `finish` carries the
+   * work out after the commit from what `run` made (`resume` does when
+   * there is no `finish`).
    */
-  async once<T>(
+  async once<T, M = void>(
     sql: Sql,
     claim: { scope: KeyScope; owner: string; key: string; hash: string },
-    work: { start: (tx: Sql, keep: (id: string, answer?: T) => Promise<void>) => Promise<void>; resume: (resourceId: string) => Promise<T> },
+    work: {
+      plan: (tx: Sql) => Promise<KeyedWork<T, M>>;
+      finish?: (made: M, id: string) => Promise<T>;
+      resume: (resourceId: string) => Promise<T>;
+    },
   ): Promise<T> {
     const { scope, owner, key, hash } = claim;
-    const replay = (record: KeyRecord): Promise<T> => {
-      sameRequest(scope, key, record, hash);
-      if (record.response) return Promise.resolve(JSON.parse(record.response) as T);
-      if (!record.resourceId) throw new CommerceError('ABORTED', `a request with idempotency_key "${key}" is being processed; retry shortly`);
-      return work.resume(record.resourceId);
-    };
-    const made = await sql.transaction(async (tx) => {
-      const other = await this.claim(tx, scope, owner, key, hash);
-      if (other) return other;
-      let kept: { id: string; answer?: T } | undefined;
-      await work.start(tx, async (id, answer) => {
-        await this.attach(tx, scope, owner, key, id, answer);
-        kept = answer === undefined ? { id } : { id, answer };
-      });
-      if (!kept) throw new Error(`the ${scope} work kept nothing under its key`);
-      return { started: kept };
+    const made = await sql.transaction(async (tx): Promise<{ other: KeyRecord } | { plan: KeyedWork<T, M>; made: M }> => {
+      const plan = await work.plan(tx);
+      const other = await this.claim(tx, scope, owner, key, hash, plan.id, plan.answer);
+      if (other) return { other };
+      return { plan, made: await plan.run() };
     });
-    if (!('started' in made)) return replay(made);
-    return made.started.answer !== undefined ? made.started.answer : work.resume(made.started.id);
+    if ('other' in made) return this.replay(scope, key, made.other, hash, work.resume);
+    const { plan } = made;
+    if (plan.answer !== undefined) return plan.answer;
+    return work.finish ? work.finish(made.made, plan.id) : work.resume(plan.id);
+  }
+
+  /** The answer for a key another call claimed: its stored answer, or its work resumed; FAILED_PRECONDITION for another request. */
+  replay<T>(scope: KeyScope, key: string, record: KeyRecord, hash: string, resume: (resourceId: string) => Promise<T>): Promise<T> {
+    sameRequest(scope, key, record, hash);
+    if (record.response) return Promise.resolve(JSON.parse(record.response) as T);
+    if (!record.resourceId) throw new CommerceError('ABORTED', `a request with idempotency_key "${key}" is being processed; retry shortly`);
+    return resume(record.resourceId);
   }
 
   /** Forgets keys past their 15 days. */
   async purge(): Promise<number> {
     return this.sql.run('DELETE FROM idempotency_keys WHERE expires_at <= $1', [this.now().toISOString()]);
   }
+}
+
+/** Stores `response` as the final answer of the key that made the resource `resource` (an SQL expression: a placeholder, or a subquery). */
+export function completeSql(s: Statement, scope: KeyScope, resource: string, response: unknown): string {
+  return `UPDATE idempotency_keys SET response = ${s.$(JSON.stringify(response))} WHERE scope = ${s.$(scope)} AND resource_id = ${resource}`;
 }
 
 /** The record's request must be this one: else FAILED_PRECONDITION saying so. */

@@ -34,41 +34,20 @@ import {
   requestHash,
   sortedItems,
   type Caller,
+  type Quantity,
 } from '../kernel/common.js';
-import type { IdempotencyKeys } from '../kernel/idempotency.js';
-import type { Inventory } from '../inventory/inventory.js';
-import type { CommerceObserver, PaymentOutcome, PaymentRecord, Payments, Publish } from '../payment/payments.js';
+import type { IdempotencyKeys, KeyedWork } from '../kernel/idempotency.js';
+import { Statement } from '../kernel/statement.js';
+import { ShortStock, type Inventory, type StockLevel } from '../inventory/inventory.js';
+import type { CommerceObserver, NewPayment, PaymentOutcome, PaymentRecord, Payments, Publish } from '../payment/payments.js';
 
-export const ORDER_STATUSES = ['RESERVED', 'PAYMENT_PENDING', 'PAID', 'PAYMENT_FAILED', 'EXPIRED', 'CANCELLED'] as const;
-export type OrderStatus = (typeof ORDER_STATUSES)[number];
+import { insertOrderSql, ORDER_STATUSES, settleOrderSql, type OrderItemRecord, type OrderRecord, type OrderStatus } from './order-rows.js';
+import { PostgresSteps } from './postgres-steps.js';
+
+export { ORDER_STATUSES, type OrderItemRecord, type OrderRecord, type OrderStatus } from './order-rows.js';
 
 export const ORDER_PAID = 'order.paid';
 export const ORDER_CANCELLED = 'order.cancelled';
-
-export interface OrderItemRecord {
-  sku: string;
-  name: string;
-  quantity: number;
-  unitPrice: number;
-  amount: number;
-}
-
-export interface OrderRecord {
-  id: string;
-  userId: number | null;
-  status: OrderStatus;
-  items: OrderItemRecord[];
-  totalAmount: number;
-  currency: string;
-  reservationId: string;
-  reservationExpiresAt: string;
-  paymentId: string | null;
-  createdAt: string;
-  updatedAt: string;
-  paidAt: string | null;
-  cancelledAt: string | null;
-  cancelReason: string | null;
-}
 
 interface OrderRow {
   id: string;
@@ -90,13 +69,17 @@ const SELECT_ORDER = `SELECT o.id, o.user_id, o.state, o.currency, o.total_amoun
   o.created_at, o.updated_at, o.paid_at, o.cancelled_at, o.cancel_reason
   FROM orders o JOIN reservations r ON r.id = o.reservation_id`;
 
+/** The most catalogue entries kept (Orders.#catalogue); past them it starts again from empty. */
+const CATALOGUE_KEPT = 10_000;
+
 export interface OrdersOptions {
   sql: Sql;
   now: () => Date;
   inventory: Inventory;
   payments: Payments;
   keys: IdempotencyKeys;
-  publish: Publish;
+  /** Webhook events, written in the transactions that make them; none without webhooks. */
+  publish?: Publish | undefined;
   observe?: CommerceObserver | undefined;
   /** How long an order's reservation holds (default 15 minutes). */
   reservationTtlMs?: number | undefined;
@@ -111,12 +94,27 @@ export class Orders {
   readonly #sql: Sql;
   readonly #now: () => Date;
   readonly #keys: IdempotencyKeys;
+  /** On PostgreSQL, placing an order and recording its payment as one statement each (postgres-steps.ts). */
+  readonly #steps: PostgresSteps | undefined;
+  /**
+   * The catalogue (name, price, currency by SKU) as this process last read
+   * it, which the PostgreSQL step prices an order from without reading it
+   * first: the step checks each entry under lock, and an order priced from
+   * one changed since takes the general way, which reads them afresh (and
+   * keeps them here).
+   */
+  readonly #catalogue = new Map<string, { name: string; price: number; currency: string }>();
 
   constructor(private readonly options: OrdersOptions) {
     this.#sql = options.sql;
     this.#now = options.now;
     this.#keys = options.keys;
-    options.payments.onSettle((tx, payment) => this.#settled(tx, payment));
+    this.#steps = options.sql.dialect === 'postgres' ? new PostgresSteps(options) : undefined;
+    options.payments.onSettle({
+      inTransaction: (tx, payment) => this.#settled(tx, payment),
+      // An order.paid event is written in the settlement's transaction: with webhooks, the settlement is one.
+      pieces: options.publish ? undefined : (s, settled, payment) => this.#settledPieces(s, settled, payment),
+    });
   }
 
   async #record(id: string, sql: Sql = this.#sql): Promise<OrderRecord | undefined> {
@@ -147,56 +145,124 @@ export class Orders {
     };
   }
 
-  /** Prices the items from the catalogue and reserves them; idempotent by key. */
+  /**
+   * Prices the items from the catalogue and reserves them; idempotent by
+   * key. Reservations that ran out are expired where it matters: when the
+   * stock is short while one was due (or units came free meanwhile), what
+   * is due is expired and the order is tried once more.
+   */
   async create(caller: Caller, request: { items: readonly { sku?: string; quantity?: string | number }[]; userId?: string | number; key: string }): Promise<OrderRecord> {
     const items = checkItems(request.items);
     const key = checkKey(request.key);
     const named = integer('user_id', request.userId, 0, Number.MAX_SAFE_INTEGER);
     if (named !== 0 && !caller.isAdmin && named !== caller.userId) throw new CommerceError('PERMISSION_DENIED', 'only the admin token may order for another user');
     const userId = named !== 0 ? named : caller.userId;
-    const owner = actorOf(caller);
-    const hash = requestHash({ userId, items: sortedItems(items) });
+    const claim = { scope: 'order.create' as const, owner: actorOf(caller), key, hash: requestHash({ userId, items: sortedItems(items) }) };
     if (caller.isAdmin && named !== 0 && !(await this.#sql.one('SELECT id FROM users WHERE id = $1', [named]))) throw notFound(`no user with id ${named}`);
-    // Units of reservations that ran out go back first, so that they can be ordered again.
-    await this.expireDue();
-    return this.#keys.once(this.#sql, { scope: 'order.create', owner, key, hash }, {
-      start: async (tx, keep) => {
-        const id = newId('ord');
-        const levels = await this.options.inventory.levels(items.map((item) => item.sku), tx);
-        const currencies = [...new Set(levels.map((level) => level.currency))];
-        if (currencies.length > 1) throw precondition(`the items are priced in different currencies (${currencies.join(', ')}): order them separately`);
-        const priced = items.map((item, i) => ({ ...item, name: levels[i]!.name, unitPrice: levels[i]!.price, amount: levels[i]!.price * item.quantity }));
-        const total = priced.reduce((sum, item) => sum + item.amount, 0);
-        if (!Number.isSafeInteger(total) || total > MAX_AMOUNT) throw invalid(`the order's total would be ${total}, above ${MAX_AMOUNT}`);
-        await this.options.inventory.reserve(tx, items, {
-          skusChecked: true,
-          ttlMs: this.options.reservationTtlMs ?? DEFAULT_RESERVATION_TTL_MS,
-          orderId: id,
-          // The order and its stored answer are written before the stock is taken (see Inventory.reserve).
-          beforeTaking: async (reservation) => {
-            const at = this.#now().toISOString();
-            await tx.run(
-              `INSERT INTO orders (id, user_id, state, currency, total_amount, reservation_id, created_at, updated_at) VALUES ($1, $2, 'RESERVED', $3, $4, $5, $6, $6)`,
-              [id, userId, currencies[0]!, total, reservation.id, at],
-            );
-            for (const [position, item] of priced.entries()) {
-              await tx.run('INSERT INTO order_items (order_id, position, sku, name, quantity, unit_price, amount) VALUES ($1, $2, $3, $4, $5, $6, $7)', [
-                id,
-                position,
-                item.sku,
-                item.name,
-                item.quantity,
-                item.unitPrice,
-                item.amount,
-              ]);
-            }
-            // The answer every retry with this key gets, stored with the order.
-            await keep(id, (await this.#record(id, tx))!);
-          },
+    if (this.#steps) {
+      const priced = await this.#price(this.#sql, items, true);
+      const order = priced instanceof CommerceError ? undefined : this.#newOrder(newId('ord'), userId, priced);
+      if (order && (await this.#steps.place(claim, order))) return order;
+    }
+    for (let expired = false; ; expired = true) {
+      try {
+        return await this.#keys.once(this.#sql, claim, {
+          plan: async (tx) => this.#plan(tx, items, userId),
+          resume: async (id) => (await this.#record(id))!,
         });
-      },
-      resume: async (id) => (await this.#record(id))!,
-    });
+      } catch (error) {
+        if (expired || !(error instanceof ShortStock) || !error.mayFree) throw error;
+        await this.expireDue();
+      }
+    }
+  }
+
+  /**
+   * A new order of `items`, priced from the catalogue as it stands in `tx`:
+   * its answer (made from what will be written, not read back) and the
+   * writes, or the refusal `run` throws once the key proved this request's.
+   */
+  async #plan(tx: Sql, items: readonly Quantity[], userId: number | null): Promise<KeyedWork<OrderRecord, void>> {
+    const id = newId('ord');
+    const priced = await this.#price(tx, items);
+    if (priced instanceof CommerceError) {
+      return {
+        id,
+        run: () => {
+          throw priced;
+        },
+      };
+    }
+    const order = this.#newOrder(id, userId, priced);
+    return {
+      id,
+      answer: order,
+      // The order is written before the stock is taken (see Inventory.reserve).
+      run: async () =>
+        void (await this.options.inventory.reserve(tx, items, {
+          id: order.reservationId,
+          now: new Date(order.createdAt),
+          expiresAt: order.reservationExpiresAt,
+          orderId: id,
+          skusChecked: true,
+          beforeTaking: () => this.#write(tx, order),
+        })),
+    };
+  }
+
+  /** A new order of priced items, as it is written (RESERVED from now, its reservation named). */
+  #newOrder(id: string, userId: number | null, priced: { items: OrderItemRecord[]; total: number; currency: string }): OrderRecord {
+    const now = this.#now();
+    const at = now.toISOString();
+    return {
+      id,
+      userId,
+      status: 'RESERVED',
+      items: priced.items,
+      totalAmount: priced.total,
+      currency: priced.currency,
+      reservationId: newId('res'),
+      reservationExpiresAt: new Date(now.getTime() + (this.options.reservationTtlMs ?? DEFAULT_RESERVATION_TTL_MS)).toISOString(),
+      paymentId: null,
+      createdAt: at,
+      updatedAt: at,
+      paidAt: null,
+      cancelledAt: null,
+      cancelReason: null,
+    };
+  }
+
+  /** The items at their catalogue prices, or why they cannot be ordered together. */
+  async #price(sql: Sql, items: readonly Quantity[], guess = false): Promise<{ items: OrderItemRecord[]; total: number; currency: string } | CommerceError> {
+    let levels = guess ? items.map((item) => this.#catalogue.get(item.sku)) : [];
+    if (!guess || !levels.every((level) => level !== undefined)) {
+      try {
+        levels = await this.options.inventory.levels(
+          items.map((item) => item.sku),
+          sql,
+        );
+      } catch (error) {
+        if (error instanceof CommerceError) return error;
+        throw error;
+      }
+      if (this.#catalogue.size + levels.length > CATALOGUE_KEPT) this.#catalogue.clear();
+      for (const { sku, name, price, currency } of levels as StockLevel[]) this.#catalogue.set(sku, { name, price, currency });
+    }
+    const currencies = [...new Set(levels.map((level) => level!.currency))];
+    if (currencies.length > 1) return precondition(`the items are priced in different currencies (${currencies.join(', ')}): order them separately`);
+    const priced = items.map((item, i) => ({ sku: item.sku, name: levels[i]!.name, quantity: item.quantity, unitPrice: levels[i]!.price, amount: levels[i]!.price * item.quantity }));
+    const total = priced.reduce((sum, item) => sum + item.amount, 0);
+    if (!Number.isSafeInteger(total) || total > MAX_AMOUNT) return invalid(`the order's total would be ${total}, above ${MAX_AMOUNT}`);
+    return { items: priced, total, currency: currencies[0]! };
+  }
+
+  /** The rows of a new order: the order and its items, in two statements whatever their number. */
+  async #write(tx: Sql, order: OrderRecord): Promise<void> {
+    const row = new Statement();
+    await tx.one(insertOrderSql(row, order, row.$(order.reservationId)), row.params);
+    const lines = new Statement();
+    const values = lines.rows(order.items.map((item, position) => [order.id, position, item.sku, item.name, item.quantity, item.unitPrice, item.amount]));
+    await tx.run(`INSERT INTO order_items (order_id, position, sku, name, quantity, unit_price, amount) VALUES ${values}`, lines.params);
   }
 
   /** An order the caller may see (NOT_FOUND otherwise), expired first when its reservation ran out. */
@@ -257,42 +323,81 @@ export class Orders {
     const payments = this.options.payments;
     const method = payments.checkMethod(request.method);
     const hash = requestHash({ order: request.orderId, amount: asked, currency, method });
-    let order = await this.get(caller, request.orderId);
-    if (order.status === 'PAYMENT_PENDING' && order.paymentId) {
-      await payments.reconcile(order.paymentId);
-      order = await this.get(caller, order.id);
+    if (this.#steps) {
+      const payment = await this.#steps.startPayment(caller, { orderId: request.orderId, asked, currency, method }, { owner: actorOf(caller), key, hash });
+      if (payment) return payments.charge(payment);
     }
-    return payments.process(caller, key, hash, async (tx, paymentId) => {
-      const current = (await this.#record(order.id, tx))!;
-      if (asked !== 0 && asked !== current.totalAmount) {
-        throw precondition(`amount ${asked} is not the order's total ${current.totalAmount} ${current.currency}: an order is paid in full, at its catalogue prices (give 0 or the total)`);
+    for (let caughtUp = false; ; caughtUp = true) {
+      try {
+        return await payments.process(caller, key, hash, (tx, paymentId) => this.#startPayment(tx, caller, { orderId: request.orderId, asked, currency, method }, paymentId, caughtUp));
+      } catch (error) {
+        if (!(error instanceof Behind)) throw error;
+        // Brought up to date outside the payment's transaction, then tried once more (which refuses it as it now stands).
+        if (error.paymentId) await payments.reconcile(error.paymentId);
+        else await this.#expire(error.reservationId);
       }
-      if (currency && currency !== current.currency) throw precondition(`currency ${currency} is not the order's currency ${current.currency}`);
-      if (current.status !== 'RESERVED') throw precondition(`order ${current.id} is ${current.status}: only a RESERVED order can be paid`);
-      // The order's row first, then its reservation's: every transaction that moves both takes them in this order, so none deadlocks.
-      const moved = await tx.run("UPDATE orders SET state = 'PAYMENT_PENDING', payment_id = $2, updated_at = $3 WHERE id = $1 AND state = 'RESERVED'", [current.id, paymentId, this.#now().toISOString()]);
-      if (moved === 0) throw new CommerceError('ABORTED', `order ${current.id} changed meanwhile; try again`);
-      if (!(await this.options.inventory.hold(tx, current.reservationId))) {
-        throw precondition(`the reservation of order ${current.id} expired at ${current.reservationExpiresAt}: place the order again`);
-      }
-      return { orderId: current.id, userId: current.userId, amount: current.totalAmount, currency: current.currency, method };
-    });
+    }
+  }
+
+  /**
+   * The order's side of a new payment, in the transaction that records it:
+   * the checks against the order as it stands, and its move to
+   * PAYMENT_PENDING with its reservation held. An order whose reservation
+   * ran out unexpired, or whose payment is still in progress, is `Behind`
+   * (unless `caughtUp`): it is expired, or its payment reconciled, first.
+   */
+  async #startPayment(tx: Sql, caller: Caller, ask: { orderId: string; asked: number; currency: string; method: string }, paymentId: string, caughtUp: boolean): Promise<NewPayment> {
+    const row = await tx.one<OrderRow>(`${SELECT_ORDER} WHERE o.id = $1`, [ask.orderId]);
+    const userId = row && row.user_id !== null ? num(row.user_id) : null;
+    if (!row || !mayAccess(caller, userId)) throw notFound(`no order with id "${ask.orderId.slice(0, 64)}"`);
+    const now = this.#now().toISOString();
+    if (!caughtUp && row.state === 'RESERVED' && row.expires_at <= now) throw new Behind(row.reservation_id);
+    if (!caughtUp && row.state === 'PAYMENT_PENDING' && row.payment_id) throw new Behind(row.reservation_id, row.payment_id);
+    const total = num(row.total_amount);
+    if (ask.asked !== 0 && ask.asked !== total) {
+      throw precondition(`amount ${ask.asked} is not the order's total ${total} ${row.currency}: an order is paid in full, at its catalogue prices (give 0 or the total)`);
+    }
+    if (ask.currency && ask.currency !== row.currency) throw precondition(`currency ${ask.currency} is not the order's currency ${row.currency}`);
+    if (row.state !== 'RESERVED') throw precondition(`order ${row.id} is ${row.state}: only a RESERVED order can be paid`);
+    // The order's row first, then its reservation's: every transaction that moves both takes them in this order, so none deadlocks.
+    const moved = await tx.run("UPDATE orders SET state = 'PAYMENT_PENDING', payment_id = $2, updated_at = $3 WHERE id = $1 AND state = 'RESERVED'", [row.id, paymentId, now]);
+    if (moved === 0) throw new CommerceError('ABORTED', `order ${row.id} changed meanwhile; try again`);
+    if (!(await this.options.inventory.hold(tx, row.reservation_id))) {
+      throw precondition(`the reservation of order ${row.id} expired at ${row.expires_at}: place the order again`);
+    }
+    return { orderId: row.id, userId, amount: total, currency: row.currency, method: ask.method };
   }
 
   /** The order side of a settled payment: PAID with the units committed, or PAYMENT_FAILED with them released. */
   async #settled(tx: Sql, payment: PaymentRecord): Promise<void> {
     if (!payment.orderId) return;
-    const order = (await tx.one<{ id: string; reservation_id: string }>('SELECT id, reservation_id FROM orders WHERE id = $1', [payment.orderId]))!;
-    const at = this.#now().toISOString();
+    const paid = payment.status === 'DONE';
     // The order first, then its reservation, the stock last (see pay).
-    if (payment.status === 'DONE') {
-      await tx.run("UPDATE orders SET state = 'PAID', paid_at = $2, updated_at = $2 WHERE id = $1 AND state = 'PAYMENT_PENDING'", [order.id, at]);
-      await this.options.publish(ORDER_PAID, async () => this.#record(order.id, tx), tx);
-      await this.options.inventory.commit(tx, order.reservation_id, `order ${order.id} paid`, 'system');
+    const s = new Statement();
+    const moved = await tx.one<{ reservation_id: string }>(settleOrderSql(s, s.$(payment.orderId), paid, this.#now().toISOString()), s.params);
+    // The order moved to PAYMENT_PENDING with the payment (pay), so it has moved now; had it not, its reservation ends with the payment still.
+    const reservationId = moved?.reservation_id ?? (await tx.one<{ reservation_id: string }>('SELECT reservation_id FROM orders WHERE id = $1', [payment.orderId]))!.reservation_id;
+    if (paid) {
+      await this.options.publish?.(ORDER_PAID, async () => this.#record(payment.orderId!, tx), tx);
+      await this.options.inventory.commit(tx, reservationId, `order ${payment.orderId} paid`, 'system');
     } else {
-      await tx.run("UPDATE orders SET state = 'PAYMENT_FAILED', updated_at = $2 WHERE id = $1 AND state = 'PAYMENT_PENDING'", [order.id, at]);
-      await this.options.inventory.release(tx, order.reservation_id);
+      await this.options.inventory.release(tx, reservationId);
     }
+  }
+
+  /** The same as #settled, as pieces of the settlement's one statement on PostgreSQL (`settled`: the payment's row once settled). */
+  #settledPieces(s: Statement, settled: string, payment: PaymentRecord): string[] {
+    if (!payment.orderId) return [];
+    const paid = payment.status === 'DONE';
+    const order = `(SELECT order_id FROM ${settled})`;
+    return [
+      `moved AS (${settleOrderSql(s, order, paid, this.#now().toISOString())})`,
+      ...this.options.inventory.endPieces(
+        s,
+        `COALESCE((SELECT reservation_id FROM moved), (SELECT reservation_id FROM orders WHERE id = ${order}))`,
+        paid ? { to: 'committed', reason: `order ${payment.orderId} paid`, actor: 'system' } : { to: 'released' },
+      ),
+    ];
   }
 
   /**
@@ -321,7 +426,7 @@ export class Orders {
       const at = this.#now().toISOString();
       const changed = await tx.run("UPDATE orders SET state = 'CANCELLED', cancelled_at = $3, cancel_reason = $4, updated_at = $3 WHERE id = $1 AND state = $2", [order.id, from, at, reason]);
       if (changed === 0) return false;
-      await this.options.publish(ORDER_CANCELLED, async () => this.#record(order.id, tx), tx);
+      await this.options.publish?.(ORDER_CANCELLED, async () => this.#record(order.id, tx), tx);
       if (from === 'RESERVED') await this.options.inventory.release(tx, order.reservationId);
       else await this.options.inventory.restock(tx, order.items, `order ${order.id} cancelled`, actorOf(caller));
       return true;
@@ -369,6 +474,16 @@ export class Orders {
 
 /** Rolls back an expiry whose reservation was not due or not active any more. */
 class NotExpired extends Error {}
+
+/** An order to bring up to date before it is paid: its reservation ran out unexpired, or it has a payment in progress. */
+class Behind extends Error {
+  constructor(
+    readonly reservationId: string,
+    readonly paymentId?: string,
+  ) {
+    super('the order is to be brought up to date first');
+  }
+}
 
 function decodeToken(token: string): [string, string] {
   try {

@@ -6,7 +6,9 @@
  * in a transaction that commits before the provider is called; the
  * provider is called with the payment's id as its key; the outcome is
  * settled in a second transaction (a conditional UPDATE from IN_PROGRESS, so
- * one settlement wins whatever instance reconciles at the same time). A
+ * one settlement wins whatever instance reconciles at the same time). On
+ * PostgreSQL either transaction may be a single statement, sent on its own
+ * (order/postgres-steps.ts, #settle): it commits as one all the same. A
  * process that dies in between leaves the payment IN_PROGRESS; `reconcile`
  * asks the provider again by the same key (at start, and before any new
  * attempt), so nothing is charged twice. Refunds work the same way: the
@@ -17,7 +19,8 @@
  */
 import type { Sql } from '../../store/sql.js';
 import { actorOf, checkCurrency, checkKey, DEFAULT_CURRENCY, checkText, CommerceError, integer, mayAccess, MAX_AMOUNT, newId, notFound, num, precondition, requestHash, type Caller } from '../kernel/common.js';
-import type { IdempotencyKeys } from '../kernel/idempotency.js';
+import { completeSql, type IdempotencyKeys } from '../kernel/idempotency.js';
+import { Statement } from '../kernel/statement.js';
 import { ProviderTimeoutError, type ChargeResult, type PaymentProvider } from './provider.js';
 
 export type PaymentStatus = 'IN_PROGRESS' | 'DONE' | 'ABORTED' | 'CANCELED' | 'PARTIAL_CANCELED';
@@ -86,14 +89,26 @@ export interface PaymentsOptions {
   now: () => Date;
   provider: PaymentProvider;
   keys: IdempotencyKeys;
-  publish: Publish;
+  /** Webhook events, written in the transactions that make them; none without webhooks. */
+  publish?: Publish | undefined;
   observe?: CommerceObserver | undefined;
 }
 
-/** Called in the transaction that settles a payment (approved or declined): the order moves with it. */
-export type SettleHook = (tx: Sql, payment: PaymentRecord) => Promise<void>;
+/**
+ * The order's side of a settlement (approved or declined): the order moves
+ * with its payment. `inTransaction` writes it in the settlement's
+ * transaction; `pieces`, where given, are the same writes as pieces of the
+ * settlement's one statement on PostgreSQL (data-modifying CTEs after the
+ * payment's own, `settled`: the payment's row once settled, none when
+ * another call settled it first). Without `pieces` (webhooks to write) the
+ * settlement is a transaction on every backend.
+ */
+export interface SettleHook {
+  inTransaction: (tx: Sql, payment: PaymentRecord) => Promise<void>;
+  pieces?: ((s: Statement, settled: string, payment: PaymentRecord) => string[]) | undefined;
+}
 
-interface PaymentRow {
+export interface PaymentRow {
   id: string;
   order_id: string | null;
   user_id: number | null;
@@ -111,11 +126,41 @@ interface PaymentRow {
   approved_at: string | null;
 }
 
+interface RefundRow {
+  id: string;
+  amount: number;
+  reason: string;
+  status: 'PENDING' | 'DONE';
+  created_at: string;
+}
+
+/** A payment as its row (and its refunds' rows) stand. */
+export function paymentRecord(row: PaymentRow, refunds: readonly RefundRow[]): PaymentRecord {
+  return {
+    id: row.id,
+    orderId: row.order_id,
+    userId: row.user_id === null ? null : num(row.user_id),
+    status: row.status,
+    amount: num(row.amount),
+    balance: num(row.balance),
+    currency: row.currency,
+    method: row.method,
+    provider: row.provider,
+    providerReference: row.provider_reference,
+    failureCode: row.failure_code,
+    failureMessage: row.failure_message,
+    refunds: refunds.map((r) => ({ id: r.id, amount: num(r.amount), reason: r.reason, status: r.status, createdAt: r.created_at })),
+    createdAt: row.created_at,
+    updatedAt: row.updated_at,
+    approvedAt: row.approved_at,
+  };
+}
+
 export class Payments {
   readonly #sql: Sql;
   readonly #now: () => Date;
   readonly #keys: IdempotencyKeys;
-  #onSettle: SettleHook = async () => undefined;
+  #onSettle: SettleHook = { inTransaction: async () => undefined, pieces: () => [] };
 
   constructor(private readonly options: PaymentsOptions) {
     this.#sql = options.sql;
@@ -143,28 +188,8 @@ export class Payments {
   async record(id: string, sql: Sql = this.#sql): Promise<PaymentRecord | undefined> {
     const row = await sql.one<PaymentRow>('SELECT * FROM payments WHERE id = $1', [id]);
     if (!row) return undefined;
-    const refunds = await sql.all<{ id: string; amount: number; reason: string; status: 'PENDING' | 'DONE'; created_at: string }>(
-      'SELECT id, amount, reason, status, created_at FROM refunds WHERE payment_id = $1 ORDER BY position',
-      [id],
-    );
-    return {
-      id: row.id,
-      orderId: row.order_id,
-      userId: row.user_id === null ? null : num(row.user_id),
-      status: row.status,
-      amount: num(row.amount),
-      balance: num(row.balance),
-      currency: row.currency,
-      method: row.method,
-      provider: row.provider,
-      providerReference: row.provider_reference,
-      failureCode: row.failure_code,
-      failureMessage: row.failure_message,
-      refunds: refunds.map((r) => ({ id: r.id, amount: num(r.amount), reason: r.reason, status: r.status, createdAt: r.created_at })),
-      createdAt: row.created_at,
-      updatedAt: row.updated_at,
-      approvedAt: row.approved_at,
-    };
+    const refunds = await sql.all<RefundRow>('SELECT id, amount, reason, status, created_at FROM refunds WHERE payment_id = $1 ORDER BY position', [id]);
+    return paymentRecord(row, refunds);
   }
 
   /** A payment the caller may see; NOT_FOUND otherwise (another user's payment is not told apart from none). */
@@ -192,18 +217,36 @@ export class Payments {
    */
   async process(caller: Caller, key: string, hash: string, prepare: (tx: Sql, paymentId: string) => Promise<NewPayment>): Promise<PaymentOutcome> {
     return this.#keys.once(this.#sql, { scope: 'payment.process', owner: actorOf(caller), key, hash }, {
-      start: async (tx, keep) => {
+      plan: async (tx) => {
         const id = newId('pay');
-        const payment = await prepare(tx, id);
-        await tx.run(
-          `INSERT INTO payments (id, order_id, user_id, status, amount, balance, currency, method, provider, created_at, updated_at)
-           VALUES ($1, $2, $3, 'IN_PROGRESS', $4, 0, $5, $6, $7, $8, $8)`,
-          [id, payment.orderId, payment.userId, payment.amount, payment.currency, payment.method, this.provider.name, this.#now().toISOString()],
-        );
-        await keep(id);
+        return { id, run: async () => this.#record(tx, id, await prepare(tx, id)) };
       },
+      // The payment as it was just written: charged without reading it back.
+      finish: (payment) => this.charge(payment),
       resume: (id) => this.reconcile(id),
     });
+  }
+
+  /** Records a payment IN_PROGRESS (in the transaction its key is claimed in). */
+  async #record(tx: Sql, id: string, payment: NewPayment): Promise<PaymentRecord> {
+    const s = new Statement();
+    const row = await tx.one<PaymentRow>(
+      this.recordSql(s, id, payment.method, { orderId: s.$(payment.orderId), userId: s.$(payment.userId), amount: s.$(payment.amount), currency: s.$(payment.currency) }),
+      s.params,
+    );
+    return paymentRecord(row!, []);
+  }
+
+  /**
+   * The INSERT of a payment IN_PROGRESS (RETURNING its row). What it pays
+   * for are SQL expressions: placeholders, or the columns of the rows of
+   * `from` (a FROM clause, with its WHERE) in a statement of several pieces.
+   */
+  recordSql(s: Statement, id: string, method: string, of: { orderId: string; userId: string; amount: string; currency: string }, from = ''): string {
+    const at = s.$(this.#now().toISOString());
+    return `INSERT INTO payments (id, order_id, user_id, status, amount, balance, currency, method, provider, created_at, updated_at)
+      SELECT ${s.$(id)}, ${of.orderId}, ${of.userId}, 'IN_PROGRESS', ${of.amount}, 0, ${of.currency}, ${s.$(method)}, ${s.$(this.provider.name)}, ${at}, ${at}${from}
+      RETURNING *`;
   }
 
   /** Asks the provider about an IN_PROGRESS payment by its key and settles it; a settled one is answered as it stands. */
@@ -211,41 +254,59 @@ export class Payments {
     const payment = await this.record(id);
     if (!payment) throw notFound(`no payment with id "${id}"`);
     if (payment.status !== 'IN_PROGRESS') return { payment, message: 'settled' };
-    return this.#charge(payment);
+    return this.charge(payment);
   }
 
-  async #charge(payment: PaymentRecord): Promise<PaymentOutcome> {
-    const id = payment.id;
+  /** Asks the provider to charge a payment just recorded IN_PROGRESS (as it was written), and settles it. */
+  async charge(payment: PaymentRecord): Promise<PaymentOutcome> {
     let result: ChargeResult;
     try {
-      result = await this.provider.charge({ key: id, amount: payment.amount, currency: payment.currency, method: payment.method });
+      result = await this.provider.charge({ key: payment.id, amount: payment.amount, currency: payment.currency, method: payment.method });
     } catch (error) {
       if (!(error instanceof ProviderTimeoutError)) throw error;
       this.options.observe?.payment?.('unknown', payment.currency, payment.amount);
       return { payment, message: NO_ANSWER };
     }
-    return this.#settle(id, result);
+    return this.#settle(payment, result);
   }
 
-  async #settle(id: string, result: ChargeResult): Promise<PaymentOutcome> {
-    let settledNow = false;
-    const outcome = await this.#sql.transaction(async (tx) => {
-      const at = this.#now().toISOString();
-      const changed =
-        result.outcome === 'approved'
-          ? await tx.run("UPDATE payments SET status = 'DONE', balance = amount, provider_reference = $2, approved_at = $3, updated_at = $3 WHERE id = $1 AND status = 'IN_PROGRESS'", [id, result.reference, at])
-          : await tx.run("UPDATE payments SET status = 'ABORTED', failure_code = $2, failure_message = $3, updated_at = $4 WHERE id = $1 AND status = 'IN_PROGRESS'", [id, result.code, result.message, at]);
-      const payment = (await this.record(id, tx))!;
-      const outcome: PaymentOutcome = { payment, message: result.outcome === 'approved' ? 'approved' : `declined: ${result.code}: ${result.message}` };
-      if (changed === 1) {
-        settledNow = true;
-        await this.#keys.complete(tx, 'payment.process', id, outcome);
+  /**
+   * Settles an IN_PROGRESS payment by the provider's answer: a conditional
+   * UPDATE from IN_PROGRESS, so that one settlement wins whatever else
+   * reconciles it at the same time, with the key's answer and the order's
+   * side. On PostgreSQL, where the order's side comes as pieces, all of it
+   * is one statement; else one transaction.
+   */
+  async #settle(payment: PaymentRecord, result: ChargeResult): Promise<PaymentOutcome> {
+    const at = this.#now().toISOString();
+    // Written as it is computed here: an IN_PROGRESS payment changes in no other way (only a DONE one is refunded).
+    const settled: PaymentRecord =
+      result.outcome === 'approved'
+        ? { ...payment, status: 'DONE', balance: payment.amount, providerReference: result.reference, approvedAt: at, updatedAt: at }
+        : { ...payment, status: 'ABORTED', failureCode: result.code, failureMessage: result.message, updatedAt: at };
+    const outcome: PaymentOutcome = { payment: settled, message: result.outcome === 'approved' ? 'approved' : `declined: ${result.code}: ${result.message}` };
+    const s = new Statement();
+    const update = `UPDATE payments SET status = ${s.$(settled.status)}, balance = ${s.$(settled.balance)}, provider_reference = ${s.$(settled.providerReference)},
+      failure_code = ${s.$(settled.failureCode)}, failure_message = ${s.$(settled.failureMessage)}, approved_at = ${s.$(settled.approvedAt)}, updated_at = ${s.$(at)}
+      WHERE id = ${s.$(payment.id)} AND status = 'IN_PROGRESS'`;
+    const pieces = this.#onSettle.pieces;
+    let settledNow: boolean;
+    if (this.#sql.dialect === 'postgres' && pieces) {
+      const all = [`settled AS (${update} RETURNING id, order_id)`, `answered AS (${completeSql(s, 'payment.process', '(SELECT id FROM settled)', outcome)})`, ...pieces(s, 'settled', settled)];
+      const row = await this.#sql.one<{ settled: number }>(`WITH ${all.join(',\n')}\nSELECT COUNT(*) AS settled FROM settled`, s.params);
+      settledNow = num(row!.settled) === 1;
+    } else {
+      settledNow = await this.#sql.transaction(async (tx) => {
+        if ((await tx.run(update, s.params)) === 0) return false;
+        await this.#keys.complete(tx, 'payment.process', payment.id, outcome);
         // Last: the order's side takes the stock's rows, held only until the commit.
-        await this.#onSettle(tx, payment);
-      }
-      return outcome;
-    });
-    if (settledNow) this.options.observe?.payment?.(result.outcome, outcome.payment.currency, outcome.payment.amount);
+        await this.#onSettle.inTransaction(tx, settled);
+        return true;
+      });
+    }
+    // Settled by another call meanwhile: answered as it stands.
+    if (!settledNow) return { payment: (await this.record(payment.id))!, message: outcome.message };
+    this.options.observe?.payment?.(result.outcome, settled.currency, settled.amount);
     return outcome;
   }
 
@@ -263,23 +324,25 @@ export class Payments {
     let payment = await this.get(caller, request.paymentId);
     if (payment.status === 'IN_PROGRESS') payment = (await this.reconcile(payment.id)).payment;
     return this.#keys.once(this.#sql, { scope: 'payment.refund', owner, key, hash }, {
-      start: async (tx, keep) => {
-        const current = (await this.record(payment.id, tx))!;
-        if (current.status !== 'DONE' && current.status !== 'PARTIAL_CANCELED') {
-          throw precondition(`payment ${current.id} is ${current.status}: only a DONE or PARTIAL_CANCELED payment can be refunded`);
-        }
-        const amount = asked === 0 ? current.balance : asked;
-        if (amount === 0) throw precondition(`payment ${current.id} has nothing left to refund (balance 0)`);
-        const at = this.#now().toISOString();
-        const taken = await tx.run('UPDATE payments SET balance = balance - $2, updated_at = $3 WHERE id = $1 AND balance >= $2', [current.id, amount, at]);
-        if (taken === 0) throw precondition(`a refund of ${amount} ${current.currency} is more than the balance of payment ${current.id} (${current.balance} ${current.currency})`);
+      plan: async (tx) => {
         const id = newId('ref');
-        // Numbered in the order they were made (the balance's UPDATE above holds the payment's row until commit).
-        await tx.run(
-          "INSERT INTO refunds (id, payment_id, position, amount, reason, status, created_at, updated_at) VALUES ($1, $2, (SELECT COUNT(*) + 1 FROM refunds WHERE payment_id = $2), $3, $4, 'PENDING', $5, $5)",
-          [id, current.id, amount, reason, at],
-        );
-        await keep(id);
+        const run = async () => {
+          const current = (await this.record(payment.id, tx))!;
+          if (current.status !== 'DONE' && current.status !== 'PARTIAL_CANCELED') {
+            throw precondition(`payment ${current.id} is ${current.status}: only a DONE or PARTIAL_CANCELED payment can be refunded`);
+          }
+          const amount = asked === 0 ? current.balance : asked;
+          if (amount === 0) throw precondition(`payment ${current.id} has nothing left to refund (balance 0)`);
+          const at = this.#now().toISOString();
+          const taken = await tx.run('UPDATE payments SET balance = balance - $2, updated_at = $3 WHERE id = $1 AND balance >= $2', [current.id, amount, at]);
+          if (taken === 0) throw precondition(`a refund of ${amount} ${current.currency} is more than the balance of payment ${current.id} (${current.balance} ${current.currency})`);
+          // Numbered in the order they were made (the balance's UPDATE above holds the payment's row until commit).
+          await tx.run(
+            "INSERT INTO refunds (id, payment_id, position, amount, reason, status, created_at, updated_at) VALUES ($1, $2, (SELECT COUNT(*) + 1 FROM refunds WHERE payment_id = $2), $3, $4, 'PENDING', $5, $5)",
+            [id, current.id, amount, reason, at],
+          );
+        };
+        return { id, run };
       },
       resume: (id) => this.#refundAtProvider(id),
     });
@@ -308,7 +371,7 @@ export class Payments {
         settledNow = true;
         await tx.run("UPDATE payments SET status = CASE WHEN balance = 0 THEN 'CANCELED' ELSE 'PARTIAL_CANCELED' END, updated_at = $2 WHERE id = $1", [payment.id, at]);
         const outcome = await this.#refundRecord(refundId, tx);
-        await this.options.publish(PAYMENT_REFUNDED, async () => outcome, tx);
+        await this.options.publish?.(PAYMENT_REFUNDED, async () => outcome, tx);
         await this.#keys.complete(tx, 'payment.refund', refundId, outcome);
         return outcome;
       }

@@ -68,6 +68,8 @@ interface ChargeRow {
   answered: number;
 }
 
+const CHARGE_COLUMNS = 'amount, method, outcome, failure_code, reference, answered';
+
 export class SandboxProvider implements PaymentProvider {
   readonly name = 'sandbox';
   readonly defaultMethod: SandboxMethod = 'test_approve';
@@ -85,12 +87,13 @@ export class SandboxProvider implements PaymentProvider {
   async charge(request: ChargeRequest): Promise<ChargeResult> {
     const method = SANDBOX_METHODS[request.method as SandboxMethod];
     if (!method) return { outcome: 'declined', code: 'INVALID_METHOD', message: this.checkMethod(request.method)! };
-    await this.sql.run(
-      `INSERT INTO sandbox_charges (key, amount, currency, method, outcome, failure_code, reference, answered, created_at)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, 0, $8) ON CONFLICT (key) DO NOTHING`,
-      [request.key, request.amount, request.currency, request.method, method.outcome, 'code' in method ? method.code : null, newId('sbx'), this.now().toISOString()],
-    );
-    const row = (await this.sql.one<ChargeRow>('SELECT amount, method, outcome, failure_code, reference, answered FROM sandbox_charges WHERE key = $1', [request.key]))!;
+    // A new key's charge comes back from its INSERT; a key charged before is read as it was charged.
+    const row =
+      (await this.sql.one<ChargeRow>(
+        `INSERT INTO sandbox_charges (key, amount, currency, method, outcome, failure_code, reference, answered, created_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, 0, $8) ON CONFLICT (key) DO NOTHING RETURNING ${CHARGE_COLUMNS}`,
+        [request.key, request.amount, request.currency, request.method, method.outcome, 'code' in method ? method.code : null, newId('sbx'), this.now().toISOString()],
+      )) ?? (await this.sql.one<ChargeRow>(`SELECT ${CHARGE_COLUMNS} FROM sandbox_charges WHERE key = $1`, [request.key]))!;
     if (num(row.amount) !== request.amount) {
       return { outcome: 'declined', code: 'IDEMPOTENCY_MISMATCH', message: `key ${request.key} charged ${num(row.amount)} before, not ${request.amount}` };
     }

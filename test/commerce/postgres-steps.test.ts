@@ -1,0 +1,224 @@
+/**
+ * The checkout's steps as one statement each on PostgreSQL
+ * (src/commerce/order/postgres-steps.ts and the settlement's pieces): a step
+ * goes ahead with all of its writes or writes nothing, so that the general
+ * way (a transaction) can then say why; and a checkout takes the round
+ * trips it was built for, on PostgreSQL and on SQLite alike in what it
+ * answers.
+ */
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { Commerce } from '../../src/commerce/commerce.js';
+import { PostgresSteps } from '../../src/commerce/order/postgres-steps.js';
+import type { OrderRecord } from '../../src/commerce/order/orders.js';
+import { openStore, type Store } from '../../src/store/store.js';
+import type { Param, Sql } from '../../src/store/sql.js';
+import { BACKENDS } from '../helpers/postgres.js';
+import { useBackendStore } from '../helpers/backend-store.js';
+
+const T0 = Date.parse('2026-11-21T12:00:00.000Z');
+const ADMIN = { isAdmin: true, userId: null };
+
+/** The store's Sql, counting what goes to the database: statements outside a transaction, and transactions. */
+function counting(sql: Sql): { sql: Sql; counts: { statements: number; transactions: number } } {
+  const counts = { statements: 0, transactions: 0 };
+  const wrap = (inner: Sql, inside: boolean): Sql => ({
+    dialect: inner.dialect,
+    all: <T>(text: string, params?: readonly Param[]) => (inside || counts.statements++, inner.all<T>(text, params)),
+    one: <T>(text: string, params?: readonly Param[]) => (inside || counts.statements++, inner.one<T>(text, params)),
+    run: (text: string, params?: readonly Param[]) => (inside || counts.statements++, inner.run(text, params)),
+    exec: (text: string) => inner.exec(text),
+    afterCommit: (hook: () => void) => inner.afterCommit(hook),
+    transaction: <T>(work: (tx: Sql) => Promise<T>) => {
+      counts.transactions++;
+      return inner.transaction((tx) => work(wrap(tx, true)));
+    },
+  });
+  return { sql: wrap(sql, false), counts };
+}
+
+describe.each(BACKENDS)('checkout round trips on %s', (backend) => {
+  const location = useBackendStore(backend);
+  let store: Store;
+  let commerce: Commerce;
+  let counts: { statements: number; transactions: number };
+
+  beforeEach(async () => {
+    store = await openStore(location.location());
+    const counted = counting(store.sql);
+    counts = counted.counts;
+    commerce = new Commerce({ sql: counted.sql, now: () => new Date(T0), authenticate: () => Promise.reject(new Error('no calls')), sweepMs: 0 });
+  });
+  afterEach(async () => {
+    await store.close();
+  });
+
+  it('a checkout without webhooks: on PostgreSQL one statement a step and no transaction, on SQLite a transaction a step; the same answers', async () => {
+    await commerce.inventory.set({ sku: 'MUG', quantity: 5, price: 12000, reason: 'initial count', actor: 'admin' });
+    await commerce.inventory.set({ sku: 'CUP', quantity: 5, price: 3000, reason: 'initial count', actor: 'admin' });
+    counts.statements = counts.transactions = 0;
+    const order = await commerce.orders.create(ADMIN, { items: [{ sku: 'MUG', quantity: 2 }, { sku: 'CUP', quantity: 1 }], key: 'o1' });
+    // PostgreSQL: the catalogue read, then the order placed. SQLite: a transaction.
+    expect(counts).toEqual(backend === 'postgres' ? { statements: 2, transactions: 0 } : { statements: 0, transactions: 1 });
+    counts.statements = counts.transactions = 0;
+    const paid = await commerce.orders.pay(ADMIN, { orderId: order.id, key: 'p1' });
+    // PostgreSQL: the payment recorded, the provider's charge, the settlement. SQLite: two transactions around the charge.
+    expect(counts).toEqual(backend === 'postgres' ? { statements: 3, transactions: 0 } : { statements: 1, transactions: 2 });
+    expect(order).toMatchObject({ status: 'RESERVED', totalAmount: 27000, items: [{ sku: 'MUG', quantity: 2, unitPrice: 12000, amount: 24000 }, { sku: 'CUP', quantity: 1, unitPrice: 3000, amount: 3000 }] });
+    expect(paid).toMatchObject({ message: 'approved', payment: { status: 'DONE', amount: 27000, balance: 27000, orderId: order.id, refunds: [] } });
+    // What the steps answered is what they wrote, and what a retry with the keys gets.
+    expect(await commerce.orders.get(ADMIN, order.id)).toEqual({ ...order, status: 'PAID', paymentId: paid.payment.id, paidAt: paid.payment.approvedAt });
+    expect(await commerce.payments.get(ADMIN, paid.payment.id)).toEqual(paid.payment);
+    expect(await commerce.orders.create(ADMIN, { items: [{ sku: 'CUP', quantity: 1 }, { sku: 'MUG', quantity: 2 }], key: 'o1' })).toEqual(order);
+    expect(await commerce.orders.pay(ADMIN, { orderId: order.id, key: 'p1' })).toEqual(paid);
+    expect(await commerce.inventory.levels(['CUP', 'MUG'])).toMatchObject([
+      { sku: 'CUP', onHand: 4, reserved: 0 },
+      { sku: 'MUG', onHand: 3, reserved: 0 },
+    ]);
+    // One ledger line a SKU, in SKU order.
+    expect((await store.sql.all<{ sku: string; delta: number }>("SELECT sku, delta FROM stock_movements WHERE reason LIKE 'order %' ORDER BY id")).map((m) => [m.sku, Number(m.delta)])).toEqual([
+      ['CUP', -1],
+      ['MUG', -2],
+    ]);
+  });
+
+  it('orders are priced from the catalogue as it stands: on PostgreSQL without reading it again while it does not change', async () => {
+    await commerce.inventory.set({ sku: 'MUG', quantity: 5, price: 12000, reason: 'initial count', actor: 'admin' });
+    await commerce.orders.create(ADMIN, { items: [{ sku: 'MUG', quantity: 1 }], key: 'o1' });
+    counts.statements = counts.transactions = 0;
+    expect(await commerce.orders.create(ADMIN, { items: [{ sku: 'MUG', quantity: 1 }], key: 'o2' })).toMatchObject({ totalAmount: 12000 });
+    expect(counts).toEqual(backend === 'postgres' ? { statements: 1, transactions: 0 } : { statements: 0, transactions: 1 });
+    // A new price: the order that finds it is priced by it (on PostgreSQL the step does not go ahead and the transaction reads it).
+    await commerce.inventory.set({ sku: 'MUG', quantity: 5, price: 15000, name: 'Mug', reason: 'new price', actor: 'admin' });
+    expect(await commerce.orders.create(ADMIN, { items: [{ sku: 'MUG', quantity: 1 }], key: 'o3' })).toMatchObject({ totalAmount: 15000, items: [{ name: 'Mug', unitPrice: 15000 }] });
+    counts.statements = counts.transactions = 0;
+    const fourth = await commerce.orders.create(ADMIN, { items: [{ sku: 'MUG', quantity: 1 }], key: 'o4' });
+    expect(fourth).toMatchObject({ totalAmount: 15000, items: [{ name: 'Mug', unitPrice: 15000 }] });
+    expect(counts).toEqual(backend === 'postgres' ? { statements: 1, transactions: 0 } : { statements: 0, transactions: 1 });
+    expect(await commerce.orders.get(ADMIN, fourth.id)).toEqual(fourth);
+  });
+});
+
+describe('the one-statement steps on PostgreSQL', () => {
+  const location = useBackendStore('postgres');
+  let store: Store;
+  let commerce: Commerce;
+  let steps: PostgresSteps;
+  let clock: number;
+
+  beforeEach(async () => {
+    clock = T0;
+    store = await openStore(location.location());
+    const now = () => new Date(clock);
+    commerce = new Commerce({ sql: store.sql, now, authenticate: () => Promise.reject(new Error('no calls')), sweepMs: 0 });
+    steps = new PostgresSteps({ sql: store.sql, now, keys: commerce.keys, inventory: commerce.inventory, payments: commerce.payments });
+    await commerce.inventory.set({ sku: 'MUG', quantity: 3, price: 12000, reason: 'initial count', actor: 'admin' });
+  });
+  afterEach(async () => {
+    await store.close();
+  });
+
+  /** Every row the steps write, counted, and the stock: what must not move when a step does not go ahead. */
+  const written = async () => {
+    const counts: Record<string, number> = {};
+    for (const table of ['idempotency_keys', 'reservations', 'reservation_items', 'orders', 'order_items', 'payments', 'stock_movements']) {
+      counts[table] = Number((await store.sql.one<{ n: number }>(`SELECT COUNT(*) AS n FROM ${table}`))!.n);
+    }
+    const states = await store.sql.all<{ state: string }>('SELECT state FROM orders UNION ALL SELECT state FROM reservations ORDER BY state');
+    return { counts, states: states.map((row) => row.state), stock: await commerce.inventory.levels(['MUG']) };
+  };
+
+  const order = (changes: Partial<OrderRecord> & { quantity?: number; price?: number } = {}): OrderRecord => {
+    const { quantity = 1, price = 12000, ...rest } = changes;
+    const at = new Date(clock).toISOString();
+    return {
+      id: `ord_${Math.random().toString(36).slice(2)}`,
+      userId: null,
+      status: 'RESERVED',
+      items: [{ sku: 'MUG', name: 'MUG', quantity, unitPrice: price, amount: price * quantity }],
+      totalAmount: price * quantity,
+      currency: 'KRW',
+      reservationId: `res_${Math.random().toString(36).slice(2)}`,
+      reservationExpiresAt: new Date(clock + 15 * 60_000).toISOString(),
+      paymentId: null,
+      createdAt: at,
+      updatedAt: at,
+      paidAt: null,
+      cancelledAt: null,
+      cancelReason: null,
+      ...rest,
+    };
+  };
+
+  it('placing an order writes all of it, or nothing when a price changed, the stock is short or the key was used', async () => {
+    const claim = (key: string) => ({ owner: 'admin', key, hash: `hash-${key}` });
+    const before = await written();
+    expect(await steps.place(claim('k1'), order({ price: 11000 }))).toBe(false);
+    expect(await steps.place(claim('k1'), order({ currency: 'USD' }))).toBe(false);
+    expect(await steps.place(claim('k1'), order({ quantity: 4 }))).toBe(false);
+    expect(await steps.place(claim('k1'), order({ items: [{ sku: 'NOPE', name: 'NOPE', quantity: 1, unitPrice: 1, amount: 1 }] }))).toBe(false);
+    expect(await written()).toEqual(before);
+
+    const placed = order({ quantity: 3 });
+    expect(await steps.place(claim('k1'), placed)).toBe(true);
+    expect(await commerce.orders.get(ADMIN, placed.id)).toEqual(placed);
+    expect((await commerce.keys.find('order.create', 'admin', 'k1'))!.response).toBe(JSON.stringify(placed));
+    const after = await written();
+    expect(after.stock).toMatchObject([{ onHand: 3, reserved: 3 }]);
+    expect(after.counts).toMatchObject({ idempotency_keys: 1, reservations: 1, reservation_items: 1, orders: 1, order_items: 1 });
+
+    // The key is taken now; and the stock is all reserved.
+    await commerce.inventory.adjust('MUG', 5, 'delivery', 'admin');
+    const taken = await written();
+    expect(await steps.place(claim('k1'), order())).toBe(false);
+    expect(await steps.place(claim('k2'), order({ quantity: 6 }))).toBe(false);
+    expect(await written()).toEqual(taken);
+  });
+
+  it('recording a payment writes all of it, or nothing when the key was used, the order is not payable as asked, not the caller\'s, or its reservation ran out', async () => {
+    const placed = await commerce.orders.create({ isAdmin: false, userId: 7 }, { items: [{ sku: 'MUG', quantity: 1 }], key: 'o1' });
+    const other = await commerce.orders.create({ isAdmin: false, userId: 7 }, { items: [{ sku: 'MUG', quantity: 1 }], key: 'o2' });
+    const claim = { owner: 'user:7', key: 'p1', hash: 'hash-p1' };
+    const ask = { orderId: placed.id, asked: 0, currency: '', method: 'test_approve' };
+    expect(await steps.startPayment({ isAdmin: false, userId: 7 }, { ...ask, orderId: other.id }, { ...claim, key: 'p0' })).toBeDefined();
+    const before = await written();
+    expect(await steps.startPayment({ isAdmin: false, userId: 7 }, ask, { ...claim, key: 'p0' })).toBeUndefined();
+    expect(await steps.startPayment({ isAdmin: false, userId: 8 }, ask, claim)).toBeUndefined();
+    expect(await steps.startPayment({ isAdmin: false, userId: 7 }, { ...ask, asked: 11999 }, claim)).toBeUndefined();
+    expect(await steps.startPayment({ isAdmin: false, userId: 7 }, { ...ask, currency: 'USD' }, claim)).toBeUndefined();
+    expect(await steps.startPayment({ isAdmin: false, userId: 7 }, { ...ask, orderId: 'ord_none' }, claim)).toBeUndefined();
+    clock += 15 * 60_000;
+    expect(await steps.startPayment({ isAdmin: false, userId: 7 }, ask, claim)).toBeUndefined();
+    expect(await written()).toEqual(before);
+
+    clock -= 1;
+    const payment = await steps.startPayment({ isAdmin: false, userId: 7 }, { ...ask, asked: 12000, currency: 'KRW' }, claim);
+    expect(payment).toMatchObject({ status: 'IN_PROGRESS', orderId: placed.id, userId: 7, amount: 12000, balance: 0, currency: 'KRW', method: 'test_approve', provider: 'sandbox', refunds: [] });
+    expect(await commerce.payments.record(payment!.id)).toEqual(payment);
+    expect(await written()).toMatchObject({ counts: { idempotency_keys: 4, payments: 2 }, states: ['PAYMENT_PENDING', 'PAYMENT_PENDING', 'held', 'held'] });
+    expect((await commerce.keys.find('payment.process', 'user:7', 'p1'))!.resourceId).toBe(payment!.id);
+    // Paid once: the order is not RESERVED any more, whatever the key.
+    const recorded = await written();
+    expect(await steps.startPayment({ isAdmin: false, userId: 7 }, ask, { ...claim, key: 'p2' })).toBeUndefined();
+    expect(await written()).toEqual(recorded);
+  });
+
+  it('a settlement is made once: a second one, or a declined charge after an approved one, writes nothing; a decline releases the units', async () => {
+    const paid = await commerce.orders.create(ADMIN, { items: [{ sku: 'MUG', quantity: 2 }], key: 'o1' });
+    const payment = (await steps.startPayment(ADMIN, { orderId: paid.id, asked: 0, currency: '', method: 'test_approve' }, { owner: 'admin', key: 'p1', hash: 'h1' }))!;
+    const first = await commerce.payments.charge(payment);
+    expect(first).toMatchObject({ message: 'approved', payment: { status: 'DONE', balance: 24000 } });
+    const settled = await written();
+    expect(settled.stock).toMatchObject([{ onHand: 1, reserved: 0 }]);
+    expect(settled.states).toEqual(['PAID', 'committed']);
+    const again = await commerce.payments.charge(payment);
+    expect(again.payment).toEqual(first.payment);
+    expect(await written()).toEqual(settled);
+
+    const declined = await commerce.orders.create(ADMIN, { items: [{ sku: 'MUG', quantity: 1 }], key: 'o2' });
+    const failing = (await steps.startPayment(ADMIN, { orderId: declined.id, asked: 0, currency: '', method: 'test_decline_card_declined' }, { owner: 'admin', key: 'p2', hash: 'h2' }))!;
+    expect((await commerce.payments.charge(failing)).payment).toMatchObject({ status: 'ABORTED', failureCode: 'CARD_DECLINED', balance: 0 });
+    expect(await commerce.orders.get(ADMIN, declined.id)).toMatchObject({ status: 'PAYMENT_FAILED' });
+    expect(await commerce.inventory.levels(['MUG'])).toMatchObject([{ onHand: 1, reserved: 0 }]);
+    expect(JSON.parse((await commerce.keys.find('payment.process', 'admin', 'p2'))!.response!)).toMatchObject({ payment: { id: failing.id, status: 'ABORTED' } });
+  });
+});
