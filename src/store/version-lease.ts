@@ -35,9 +35,10 @@
  *
  * What it costs: a writer's statement to look at the leases (and, with
  * other instances, the time they take to hear of the write); each instance
- * renews its lease once a second and acknowledges each move. An instance
- * that vanishes without resigning (killed) holds writes up to the lease
- * (5 s) until its lease runs out; one that stops cleanly resigns first.
+ * renews its lease twice a second and acknowledges each move. An instance
+ * that vanishes without resigning (killed, or cut off from the database)
+ * holds writes until no instance can be stale any more (staleForAtMostMs,
+ * 5.5 s); one that stops cleanly resigns first.
  */
 import { randomUUID } from 'node:crypto';
 import type { Signals } from './signals.js';
@@ -46,13 +47,13 @@ import type { Sql } from './sql.js';
 export interface VersionLeaseOptions {
   /** The row of `counters` (its moves are announced by a trigger; see blog-listing-schema.ts). */
   counter: string;
-  /** How long a lease lasts after each renewal (default 5 s). */
+  /** How long a lease lasts after each renewal (default 4 s). */
   leaseMs?: number;
-  /** How often it is renewed (default 1 s). */
+  /** How often it is renewed (default 0.5 s). */
   renewMs?: number;
   /** What this instance takes off its own view of the lease, against clock drift and a slow renewal (default 1.5 s). */
   marginMs?: number;
-  /** A lease is renewed only while the LISTEN connection answered within this (default 3.5 s; its heartbeat is every 2 s). */
+  /** A lease is renewed only while the LISTEN connection answered within this (default 2.5 s; its heartbeat is every 2 s). */
   aliveWithinMs?: number;
   /** Told when this instance starts and stops answering from what it knows (for the log). */
   onState?: (state: 'held' | 'lost', detail: string) => void;
@@ -90,10 +91,10 @@ export class VersionLease {
     private readonly signals: Signals,
     private readonly options: VersionLeaseOptions,
   ) {
-    this.#leaseMs = options.leaseMs ?? 5_000;
-    this.#renewMs = options.renewMs ?? 1_000;
+    this.#leaseMs = options.leaseMs ?? 4_000;
+    this.#renewMs = options.renewMs ?? 500;
     this.#marginMs = options.marginMs ?? 1_500;
-    this.#aliveWithinMs = options.aliveWithinMs ?? 3_500;
+    this.#aliveWithinMs = options.aliveWithinMs ?? 2_500;
     this.#seenChannel = `miniapp_counter_${options.counter}_seen`;
   }
 
@@ -121,14 +122,28 @@ export class VersionLease {
   }
 
   /**
+   * The longest an instance that never heard of a move can go on answering
+   * from the value before it, counted from the move's commit: it heard
+   * nothing because its LISTEN connection had died (a live one is told of
+   * every commit before the answer to its next heartbeat), so it renews
+   * for at most `aliveWithinMs` (and a tick) after the connection's last
+   * answer, which came before the commit, and vouches for at most
+   * `leaseMs - marginMs` after its last renewal. 5.5 s with the defaults.
+   */
+  get staleForAtMostMs(): number {
+    return this.#renewMs + this.#aliveWithinMs + this.#leaseMs - this.#marginMs;
+  }
+
+  /**
    * After the caller's transaction committed the counter at `value`:
    * resolves once no other instance may answer from an older value, so that
-   * the caller can acknowledge the write. Bounded by the lease (an instance
-   * that does not answer has lost its lease by then).
+   * the caller can acknowledge the write: when every live lease has seen it,
+   * or at the latest `staleForAtMostMs` after the commit, when none can any
+   * more (also when the database cannot be asked meanwhile).
    */
   async settled(value: number): Promise<void> {
     this.#take(value);
-    const giveUp = performance.now() + 2 * this.#leaseMs;
+    const giveUp = performance.now() + this.staleForAtMostMs;
     for (;;) {
       let behind: number;
       try {
@@ -138,7 +153,7 @@ export class VersionLease {
         );
         behind = Number(row?.behind ?? 0);
       } catch {
-        // The database cannot say now; every lease runs out by the time this gives up.
+        // The database cannot say now: by the time this gives up, no instance can answer from an older value.
         behind = 1;
       }
       if (behind === 0 || performance.now() >= giveUp) return;
