@@ -174,6 +174,37 @@ describe('the one-statement steps on PostgreSQL', () => {
     expect(await written()).toEqual(taken);
   });
 
+  it('placing an order waits for a SKU\'s row another transaction holds, and goes by the stock that one left: short, it writes nothing and the order takes the transaction', async () => {
+    const other = await openStore(location.location());
+    try {
+      let locked!: () => void;
+      const lockTaken = new Promise<void>((resolve) => (locked = resolve));
+      let release!: () => void;
+      const released = new Promise<void>((resolve) => (release = resolve));
+      // Another instance holds the SKU's row, then takes two of its three units away.
+      const adjusting = other.sql.transaction(async (tx) => {
+        await tx.one("SELECT sku FROM products WHERE sku = 'MUG' FOR UPDATE");
+        locked();
+        await released;
+        await tx.run("UPDATE products SET on_hand = 1 WHERE sku = 'MUG'");
+      });
+      await lockTaken;
+      const before = await written();
+      const placing = steps.place({ owner: 'admin', key: 'k1', hash: 'h1' }, order({ quantity: 2 }));
+      for (let i = 0; i < 500 && !(await other.sql.one("SELECT 1 AS waiting FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'WITH item%'")); i++) {
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      }
+      release();
+      await adjusting;
+      expect(await placing).toBe(false);
+      expect(await written()).toEqual({ ...before, stock: [{ ...before.stock[0], onHand: 1, available: 1 }] });
+      // The order as the client places it: refused by the transaction, with the stock as it is now.
+      await expect(commerce.orders.create(ADMIN, { items: [{ sku: 'MUG', quantity: 2 }], key: 'k1' })).rejects.toThrow('not enough stock: MUG (asked 2, available 1)');
+    } finally {
+      await other.close();
+    }
+  });
+
   it('recording a payment writes all of it, or nothing when the key was used, the order is not payable as asked, not the caller\'s, or its reservation ran out', async () => {
     const placed = await commerce.orders.create({ isAdmin: false, userId: 7 }, { items: [{ sku: 'MUG', quantity: 1 }], key: 'o1' });
     const other = await commerce.orders.create({ isAdmin: false, userId: 7 }, { items: [{ sku: 'MUG', quantity: 1 }], key: 'o2' });

@@ -7,9 +7,12 @@
  * the SKU's row (`... WHERE on_hand - reserved >= $qty`), so stock never goes
  * negative whatever runs at the same time, in this process or another
  * instance on the same PostgreSQL: the row lock orders the writers and each
- * re-checks the condition against the row as the one before left it. The
- * table's CHECKs back this up. Items are always updated in SKU order, so two
- * reservations of the same SKUs cannot deadlock.
+ * re-checks the condition against the row as the one before left it (on
+ * PostgreSQL, the statement that places an order locks the rows first and
+ * checks the same condition on them before it writes anything:
+ * order/postgres-steps.ts). The table's CHECKs back this up. Items are
+ * always updated in SKU order, so two reservations of the same SKUs cannot
+ * deadlock.
  *
  * Domain module: nothing here prints or reads the environment.
  */

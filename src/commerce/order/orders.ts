@@ -245,8 +245,10 @@ export class Orders {
         if (error instanceof CommerceError) return error;
         throw error;
       }
-      if (this.#catalogue.size + levels.length > CATALOGUE_KEPT) this.#catalogue.clear();
-      for (const { sku, name, price, currency } of levels as StockLevel[]) this.#catalogue.set(sku, { name, price, currency });
+      if (this.#steps) {
+        if (this.#catalogue.size + levels.length > CATALOGUE_KEPT) this.#catalogue.clear();
+        for (const { sku, name, price, currency } of levels as StockLevel[]) this.#catalogue.set(sku, { name, price, currency });
+      }
     }
     const currencies = [...new Set(levels.map((level) => level!.currency))];
     if (currencies.length > 1) return precondition(`the items are priced in different currencies (${currencies.join(', ')}): order them separately`);
