@@ -185,9 +185,8 @@ export function planListing(dialect: Dialect, filter: PostFilter, sort: PostSort
     return { sql: skipped(columns, false, param(params, offset), n), fromEnd: false };
 
     function skipped(selected: string, reverse: boolean, skip: string, take: string | undefined): string {
-      if (!postgres) return `SELECT ${selected} FROM ${from}${where()} ORDER BY ${order(reverse)}${limitClause(take)} OFFSET ${integer(skip)}`;
       // The first row's place, found through the index alone (the rows skipped are never read), then the page from it.
-      const first = `(SELECT ${key}, ${id} FROM ${keysFrom}${where()} ORDER BY ${order(reverse)} LIMIT 1 OFFSET ${skip})`;
+      const first = `(SELECT ${key}, ${id} FROM ${keysFrom}${where()} ORDER BY ${order(reverse)} LIMIT 1 OFFSET ${integer(skip)})`;
       const from_ = `(${key}, ${id}) ${descending !== reverse ? '<=' : '>='} ${first}`;
       return `SELECT ${selected} FROM ${from}${where([from_])} ORDER BY ${order(reverse)}${limitClause(take)}`;
     }
@@ -239,10 +238,23 @@ export function planListing(dialect: Dialect, filter: PostFilter, sort: PostSort
         };
       }
       // SQLite writes the whole array in one BLOB: no post crosses into JavaScript as text.
+      if (!cursorStart) {
+        // One pass over the page, read once: the array, and the places of its posts in order (JavaScript takes the
+        // first and the last). A page read several times (a MATERIALIZED page and a subquery per end) cost SQLite
+        // three times the page itself.
+        return {
+          text:
+            `WITH c AS (SELECT ${countOf(params, count)} AS total) SELECT NULL AS version, ${total} AS total, ` +
+            `CAST('[' || coalesce(group_concat(${SQLITE_POST_JSON}, ',' ORDER BY ${inOrder}), '') || ']' AS BLOB) AS json, ` +
+            `count(*) AS shown, json_group_array(json_array(page.k, page.i) ORDER BY ${inOrder}) AS places FROM (${rows.sql}) page`,
+          params,
+          fromEnd: rows.fromEnd,
+        };
+      }
       const json = `(SELECT CAST('[' || coalesce(group_concat(${SQLITE_POST_JSON}, ',' ORDER BY ${inOrder}), '') || ']' AS BLOB) FROM page)`;
       return {
         text:
-          `WITH ${counted}, page AS (${rows.sql}) SELECT ${version} AS version, ${total} AS total, ${json} AS json, ` +
+          `WITH ${counted}, page AS MATERIALIZED (${rows.sql}) SELECT ${version} AS version, ${total} AS total, ${json} AS json, ` +
           `(SELECT count(*) FROM page) AS shown, ${end(false, 'k')} AS first_key, ${end(false, 'i')} AS first_id, ` +
           `${end(true, 'k')} AS last_key, ${end(true, 'i')} AS last_id${around}`,
         params,

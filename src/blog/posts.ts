@@ -128,6 +128,8 @@ interface PageRow {
   last_id: number | null;
   more_before?: boolean | number;
   more_after?: boolean | number;
+  /** A page by number: the [key, id] of each of its posts, in order (JSON), instead of the ends. */
+  places?: string;
 }
 
 /** PostgreSQL's: a row per post, or one without a post for an empty page. */
@@ -153,6 +155,15 @@ function postJson(row: PostJsonRow): string {
 }
 
 const cursorOf = (key: string | null, id: number | null): PageCursor | undefined => (key === null || id === null ? undefined : { key, id: Number(id) });
+
+/** The places of a page's first and last posts: given, or taken from the places of all its posts. */
+function ends(row: PageRow): { first: PageCursor | undefined; last: PageCursor | undefined } {
+  if (row.places === undefined) return { first: cursorOf(row.first_key, row.first_id), last: cursorOf(row.last_key, row.last_id) };
+  const places = JSON.parse(row.places) as [string, number][];
+  const first = places[0];
+  const last = places.at(-1);
+  return { first: first && cursorOf(first[0], first[1]), last: last && cursorOf(last[0], last[1]) };
+}
 
 export interface PostStoreOptions {
   /** PostgreSQL: the posts' version as this instance knows it without asking (store/version-lease.ts). */
@@ -342,8 +353,7 @@ export class PostStore {
         json: isUtf8(row.json) ? row.json : Buffer.from(row.json.toString('utf8')),
         total: Number(row.total),
         shown: Number(row.shown),
-        first: cursorOf(row.first_key, row.first_id),
-        last: cursorOf(row.last_key, row.last_id),
+        ...ends(row),
       };
       around = row;
     }
