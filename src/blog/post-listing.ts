@@ -29,7 +29,7 @@
  * post crosses into JavaScript as text); for PostgreSQL, by serve from the
  * page's rows (see page() for why).
  */
-import type { Dialect, Param } from '../store/sql.js';
+import { containsPattern, type Dialect, type Param } from '../store/sql.js';
 
 export interface PostFilter {
   search?: string | undefined;
@@ -108,7 +108,6 @@ export function planListing(dialect: Dialect, filter: PostFilter, sort: PostSort
   // Conditions on the tag's rows (the tag path) and on the posts; their parameters come first in every statement.
   const onTags: string[] = [];
   const onPosts: string[] = [];
-  const escapeLike = (text: string) => `%${text.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
   const bool = (value: boolean) => (postgres ? value : value ? 1 : 0);
   if (tagged) {
     onTags.push(`t.tag = ${param(base, tags[0]!)}`, `t.is_published = ${param(base, bool(filter.is_published!))}`);
@@ -121,7 +120,7 @@ export function planListing(dialect: Dialect, filter: PostFilter, sort: PostSort
     if (filter.created_before) onPosts.push(`p.created_at < ${param(base, filter.created_before)}`);
   }
   if (filter.search?.trim()) {
-    const search = param(base, escapeLike(filter.search.trim()));
+    const search = param(base, containsPattern(filter.search.trim()));
     onPosts.push(`(p.title ${match.like} ${search} ESCAPE '\\' OR p.content ${match.like} ${search} ESCAPE '\\')`);
   }
   if (filter.author?.trim()) onPosts.push(match.equals('p.author', param(base, filter.author.trim())));

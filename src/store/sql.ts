@@ -45,6 +45,11 @@ export interface Sql {
   afterCommit(hook: () => void): void;
 }
 
+/** `%text%` for `LIKE ... ESCAPE '\\'`: the text matched anywhere, its own %, _ and \\ taken literally. */
+export function containsPattern(text: string): string {
+  return `%${text.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+}
+
 export interface TransactionOptions {
   /** How long the whole transaction may take (PostgreSQL; default: the store's time-out). Migrations take longer. */
   timeoutMs?: number;

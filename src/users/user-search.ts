@@ -18,7 +18,7 @@
  *   when many rows match), or taking the matches from the index and
  *   sorting them (about as many rows as match: cheap when few do).
  */
-import type { Param, Sql } from '../store/sql.js';
+import { containsPattern, type Param, type Sql } from '../store/sql.js';
 import { toRecord, USER_COLUMNS, type UserRecord, type UserRow } from './user-record.js';
 
 /**
@@ -94,7 +94,7 @@ export class UserSearch {
   constructor(sql: Sql, filter: string) {
     this.#sql = sql;
     this.filter = filter.trim();
-    this.#pattern = `%${this.filter.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+    this.#pattern = containsPattern(this.filter);
     this.#phrase = sql.dialect === 'sqlite' && [...this.filter].length >= TRIGRAM ? `"${this.filter.replace(/"/g, '""')}"` : undefined;
   }
 
