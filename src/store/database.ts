@@ -262,7 +262,14 @@ export function openDatabase(location: { dataDir: string } | 'memory', options: 
         cause: error,
       });
     }
-    if (!options.readonly) db.pragma('journal_mode = WAL');
+    if (!options.readonly) {
+      db.pragma('journal_mode = WAL');
+      // Every COMMIT waits for the disk, as PostgreSQL's synchronous_commit does: an acknowledged order or
+      // payment survives a power cut. better-sqlite3's build default for WAL is NORMAL, which applied only to a
+      // database opened already in WAL mode (a restart), while a new file ran FULL: now both are FULL. The cost is
+      // one flush per commit group (sql.ts).
+      db.pragma('synchronous = FULL');
+    }
   }
   db.pragma('foreign_keys = ON');
   db.pragma('busy_timeout = 5000');

@@ -96,7 +96,31 @@ function sqliteError(error: unknown): unknown {
  * while one is open, and everything begun inside that one was begun while
  * it was enabled; ids never repeat, so a task left over from an earlier
  * transaction never passes for the open one.
+ *
+ * Group commit. The database is opened with `synchronous = FULL`, so a
+ * COMMIT waits for the disk, and it blocks the event loop while it waits.
+ * Transactions that begin in one turn of the event loop therefore share
+ * one: the first opens it (BEGIN IMMEDIATE) and each runs in a savepoint of
+ * its own, which a failure rolls back alone (that caller gets its error at
+ * once); the group commits once, after the turn's I/O callbacks
+ * (setImmediate), and only then does each caller get its result and its
+ * after-commit hooks run. No caller hears of a write before it is on disk,
+ * as before; a failed COMMIT fails every caller of the group, and none of
+ * their writes are kept. A statement from outside that comes between the
+ * group's transactions runs in the group too, and its answer waits for the
+ * commit (and fails with it), so nobody reads what may yet be undone.
  */
+interface CommitGroup {
+  /** Resolves once the group committed; rejects with the COMMIT's error. */
+  readonly committed: Promise<void>;
+  /** Resolves when the group ended either way. */
+  readonly ended: Promise<void>;
+  /** What to run once it commits (`afterCommit`). */
+  readonly hooks: (() => void)[];
+  /** Set when SQLite rolled the whole transaction back by itself (an I/O error, a full disk): nothing of it is kept. */
+  lost?: unknown;
+}
+
 export class SqliteSql implements Sql {
   readonly dialect = 'sqlite' as const;
   readonly #statements = new Map<string, Statement>();
@@ -106,7 +130,8 @@ export class SqliteSql implements Sql {
   #depth = 0;
   /** Transactions (not savepoints) begun and not yet ended: open, or waiting for their turn. */
   #pending = 0;
-  #hooks: (() => void)[] = [];
+  /** The transaction being filled this turn, if any (see the class comment). */
+  #group: CommitGroup | undefined;
 
   constructor(readonly db: SqliteDatabase) {}
 
@@ -119,18 +144,19 @@ export class SqliteSql implements Sql {
     return statement;
   }
 
-  /** Whether the caller must wait: a transaction is open and the caller is not part of it. */
-  #blocked(): boolean {
-    return this.#open !== 0 && this.#inside.getStore() !== this.#open;
-  }
-
   #sync<T>(run: () => T): Promise<T> {
-    if (this.#blocked()) return this.#turn.then(() => this.#sync(run));
+    // A transaction is running and the caller is not in it: its statements must not see that one's half-done work.
+    if (this.#open !== 0 && this.#inside.getStore() !== this.#open) return this.#turn.then(() => this.#sync(run));
+    let value: T;
     try {
-      return Promise.resolve(run());
+      value = run();
     } catch (error) {
       return Promise.reject(sqliteError(error));
     }
+    // Between the transactions of an open group, a statement from outside runs in it (so it does not stall the
+    // turn), and its caller hears of it only once the group has committed: nobody is told what may yet be undone.
+    const group = this.#open === 0 ? this.#group : undefined;
+    return group ? group.committed.then(() => value) : Promise.resolve(value);
   }
 
   all<T>(text: string, params?: readonly Param[]): Promise<T[]> {
@@ -167,7 +193,7 @@ export class SqliteSql implements Sql {
   }
 
   afterCommit(hook: () => void): void {
-    if (this.#open !== 0 && this.#inside.getStore() === this.#open) this.#hooks.push(hook);
+    if (this.#open !== 0 && this.#group && this.#inside.getStore() === this.#open) this.#group.hooks.push(hook);
     else queueMicrotask(hook);
   }
 
@@ -179,44 +205,88 @@ export class SqliteSql implements Sql {
     this.#pending++;
     try {
       await previous;
-      const id = ++this.#depth;
-      this.#open = id;
+      let group: CommitGroup;
+      let result: T;
       try {
-        this.db.exec('BEGIN IMMEDIATE');
+        group = this.#group ?? this.#begin();
+        const id = ++this.#depth;
+        this.#open = id;
         try {
-          const result = await this.#inside.run(id, () => work(this));
-          this.db.exec('COMMIT');
-          const hooks = this.#hooks;
-          this.#hooks = [];
-          for (const hook of hooks) queueMicrotask(hook);
-          return result;
+          result = await this.#inside.run(id, () => this.#savepoint(work));
         } catch (error) {
-          if (this.db.inTransaction) this.db.exec('ROLLBACK');
-          this.#hooks = [];
-          throw sqliteError(error);
+          if (!this.db.inTransaction && this.#group === group) {
+            // SQLite gave up the whole transaction: the group is lost, and the next transaction begins another.
+            group.lost = error;
+            this.#group = undefined;
+          }
+          throw error;
         }
       } finally {
         this.#open = 0;
         release();
       }
+      await group.committed;
+      return result;
     } finally {
       // No transaction left: stop paying for the storage (see the class comment); the next `run` enables it again.
       if (--this.#pending === 0) this.#inside.disable();
     }
   }
 
+  /** Opens the group of this turn and schedules its commit, which takes its turn after the transactions already queued. */
+  #begin(): CommitGroup {
+    this.db.exec('BEGIN IMMEDIATE');
+    let commit!: () => void;
+    let fail!: (error: unknown) => void;
+    const committed = new Promise<void>((resolve, reject) => ((commit = resolve), (fail = reject)));
+    // A caller whose own savepoint failed never awaits `committed`; its rejection must not go unhandled.
+    committed.catch(() => undefined);
+    const group: CommitGroup = { committed, ended: committed.then(() => undefined, () => undefined), hooks: [] };
+    this.#group = group;
+    setImmediate(() => {
+      let release!: () => void;
+      const previous = this.#turn;
+      this.#turn = new Promise<void>((resolve) => (release = resolve));
+      void previous.then(() => {
+        if (this.#group === group) this.#group = undefined;
+        try {
+          if (group.lost !== undefined) throw group.lost;
+          this.db.exec('COMMIT');
+        } catch (error) {
+          if (group.lost === undefined && this.db.inTransaction) this.db.exec('ROLLBACK');
+          fail(sqliteError(error));
+          release();
+          return;
+        }
+        for (const hook of group.hooks) queueMicrotask(hook);
+        commit();
+        release();
+      });
+    });
+    return group;
+  }
+
+  /** Waits for the open group, if any, to commit or fail (closing the database must not roll it back). */
+  async settled(): Promise<void> {
+    await this.#turn;
+    await this.#group?.ended;
+  }
+
   async #savepoint<T>(work: (tx: Sql) => Promise<T>): Promise<T> {
     const name = `sp${++this.#depth}`;
-    const hooksBefore = this.#hooks.length;
+    const hooks = this.#group?.hooks;
+    const hooksBefore = hooks?.length ?? 0;
     this.db.exec(`SAVEPOINT ${name}`);
     try {
       const result = await work(this);
       this.db.exec(`RELEASE ${name}`);
       return result;
     } catch (error) {
-      this.db.exec(`ROLLBACK TO ${name}`);
-      this.db.exec(`RELEASE ${name}`);
-      this.#hooks.length = hooksBefore;
+      if (this.db.inTransaction) {
+        this.db.exec(`ROLLBACK TO ${name}`);
+        this.db.exec(`RELEASE ${name}`);
+      }
+      if (hooks) hooks.length = hooksBefore;
       throw sqliteError(error);
     }
   }

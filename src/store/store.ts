@@ -131,7 +131,11 @@ export async function openStore(location: StoreLocation): Promise<Store> {
       description: location.kind === 'memory' ? 'in memory' : databasePath(location.dataDir),
       dataDir: location.kind === 'sqlite' ? location.dataDir : undefined,
       ready: async () => undefined,
-      close: async () => void db.close(),
+      close: async () => {
+        // A commit group still open would be rolled back by closing: let it commit first.
+        await sql.settled();
+        db.close();
+      },
     };
   }
   const [{ PostgresPool, PostgresSql }, { PostgresSignals }, { default: pg }] = await Promise.all([

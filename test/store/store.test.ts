@@ -6,7 +6,10 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { openStore, migrationStatus, redactUrl, parsePostgresUrl, type Store } from '../../src/store/store.js';
-import { UniqueViolation, type Sql } from '../../src/store/sql.js';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { SqliteSql, UniqueViolation, type Sql } from '../../src/store/sql.js';
 import { POSTGRES_MIGRATIONS } from '../../src/store/postgres-schema.js';
 import { BACKENDS, createTestDatabase, testLocation } from '../helpers/postgres.js';
 
@@ -231,11 +234,10 @@ describe('SQLite store', () => {
       const second = store.sql.transaction((tx) => insert(tx, 2));
       await new Promise((resolve) => setImmediate(resolve));
       expect(enabled).toHaveBeenCalledTimes(1);
-      release();
-      await first;
-      // The second is still to run: the tracking stays on for it.
+      // The second waits for its turn: the tracking stays on for it.
       expect(disabled).not.toHaveBeenCalled();
-      await second;
+      release();
+      await Promise.all([first, second]);
       expect(enabled).toHaveBeenCalledTimes(2);
       expect(disabled).toHaveBeenCalledTimes(1);
       // Reads outside any transaction leave it off.
@@ -244,6 +246,124 @@ describe('SQLite store', () => {
     } finally {
       await store.close();
     }
+  });
+});
+
+describe('SQLite commit groups', () => {
+  let dataDir: string;
+  let store: Store;
+  const insert = (tx: Sql, key: number) =>
+    tx.run('INSERT INTO unlink_events (received_at, user_key, method) VALUES ($1, $2, $3)', ['2026-01-01T00:00:00.000Z', key, 'GET']);
+  const keys = async (sql: Sql) => (await sql.all<{ user_key: number }>('SELECT user_key FROM unlink_events ORDER BY user_key')).map((row) => row.user_key);
+  const sqlite = () => store.sql as SqliteSql;
+  const commits = () => vi.spyOn(sqlite().db, 'exec');
+  const count = (spy: ReturnType<typeof commits>, text: string) => spy.mock.calls.filter(([statement]) => statement === text).length;
+
+  beforeEach(async () => {
+    dataDir = mkdtempSync(join(tmpdir(), 'miniapp-groups-'));
+    store = await openStore({ kind: 'sqlite', dataDir });
+  });
+  afterEach(async () => {
+    vi.restoreAllMocks();
+    await store.close();
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  it('runs FULL: a commit waits for the disk, on a new file and on one opened again', async () => {
+    expect(sqlite().db.pragma('synchronous', { simple: true })).toBe(2);
+    await store.close();
+    store = await openStore({ kind: 'sqlite', dataDir });
+    expect(sqlite().db.pragma('synchronous', { simple: true })).toBe(2);
+  });
+
+  it('commits the transactions begun in one turn once, and answers each only after that commit', async () => {
+    const exec = commits();
+    const answered: boolean[] = [];
+    const all = [1, 2, 3, 4, 5].map((key) =>
+      store.sql.transaction((tx) => insert(tx, key)).then(() => answered.push(sqlite().db.inTransaction)),
+    );
+    await Promise.all(all);
+    expect(count(exec, 'BEGIN IMMEDIATE')).toBe(1);
+    expect(count(exec, 'COMMIT')).toBe(1);
+    expect(answered).toEqual([false, false, false, false, false]);
+    expect(await keys(store.sql)).toEqual([1, 2, 3, 4, 5]);
+    // The next turn's transaction is a group of its own.
+    await store.sql.transaction((tx) => insert(tx, 6));
+    expect(count(exec, 'COMMIT')).toBe(2);
+  });
+
+  it('rolls back a failing transaction alone; the others of its group are kept', async () => {
+    const failure = new Error('out of stock');
+    const results = await Promise.allSettled([
+      store.sql.transaction((tx) => insert(tx, 1)),
+      store.sql.transaction(async (tx) => {
+        await insert(tx, 2);
+        throw failure;
+      }),
+      store.sql.transaction((tx) => insert(tx, 3)),
+    ]);
+    expect(results.map((result) => result.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
+    expect((results[1] as PromiseRejectedResult).reason).toBe(failure);
+    expect(await keys(store.sql)).toEqual([1, 3]);
+  });
+
+  it('fails every caller of a group whose COMMIT fails, keeps none of their writes and runs none of their hooks', async () => {
+    const db = sqlite().db;
+    const exec = db.exec.bind(db);
+    let refused = false;
+    vi.spyOn(db, 'exec').mockImplementation((text: string) => {
+      if (text === 'COMMIT' && !refused) {
+        refused = true;
+        throw Object.assign(new Error('disk I/O error'), { code: 'SQLITE_IOERR' });
+      }
+      return exec(text);
+    });
+    const hooks: number[] = [];
+    const results = await Promise.allSettled(
+      [1, 2].map((key) =>
+        store.sql.transaction(async (tx) => {
+          await insert(tx, key);
+          tx.afterCommit(() => hooks.push(key));
+        }),
+      ),
+    );
+    expect(results.map((result) => result.status)).toEqual(['rejected', 'rejected']);
+    expect(String((results[0] as PromiseRejectedResult).reason)).toContain('disk I/O error');
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(hooks).toEqual([]);
+    expect(await keys(store.sql)).toEqual([]);
+    // The store goes on.
+    await store.sql.transaction(async (tx) => {
+      await insert(tx, 3);
+      tx.afterCommit(() => hooks.push(3));
+    });
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(hooks).toEqual([3]);
+    expect(await keys(store.sql)).toEqual([3]);
+  });
+
+  it('keeps a read from outside waiting until the group has committed, and runs hooks only after it', async () => {
+    const seen: string[] = [];
+    const write = store.sql.transaction(async (tx) => {
+      await insert(tx, 1);
+      tx.afterCommit(() => seen.push('hook'));
+    });
+    // The transaction's work is done within this turn; its group commits after the turn's callbacks.
+    await Promise.resolve();
+    await Promise.resolve();
+    const read = store.sql.one<{ n: number }>('SELECT count(*) AS n FROM unlink_events').then((row) => {
+      seen.push(`read ${row?.n} ${sqlite().db.inTransaction ? 'inside' : 'committed'}`);
+    });
+    await Promise.all([write, read]);
+    expect(seen).toEqual(['hook', 'read 1 committed']);
+  });
+
+  it('commits an open group before the database closes', async () => {
+    const write = store.sql.transaction((tx) => insert(tx, 9));
+    await store.close();
+    await write;
+    store = await openStore({ kind: 'sqlite', dataDir });
+    expect(await keys(store.sql)).toEqual([9]);
   });
 });
 
