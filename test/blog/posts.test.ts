@@ -109,6 +109,11 @@ describe.each(BACKENDS)('blog repositories on %s', (backend) => {
               const page = await pager.list(filter, { sort, limit: size, offset });
               expect(page.posts.map((p) => p.id), `${sort} ${JSON.stringify(filter)} ${size} at ${offset}`).toEqual(all.slice(offset, offset + size));
               expect(page.total).toBe(all.length);
+              // The JSON page, written by the database in the page's order (read forwards or from the end).
+              const { json } = await pager.listJson(filter, { sort, limit: size, offset });
+              expect((JSON.parse(json.toString()) as { id: number }[]).map((p) => p.id), `json: ${sort} ${JSON.stringify(filter)} ${size} at ${offset}`).toEqual(
+                all.slice(offset, offset + size),
+              );
             }
           }
         }
