@@ -13,7 +13,7 @@ import { hash, randomBytes } from 'node:crypto';
 import { existsSync, readFileSync, writeFileSync, chmodSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Sql } from '../store/sql.js';
-import { BatchedRead } from '../store/batched-read.js';
+import { BatchedRead, inList } from '../store/batched-read.js';
 
 export const ADMIN_TOKEN_FILE = 'admin-token';
 const ADMIN_TOKEN_SECRET = 'admin_token';
@@ -45,10 +45,10 @@ export function newToken(): string {
 
 const INSERT = 'INSERT INTO api_tokens (token_hash, kind, user_id, created_at, expires_at) VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING';
 // The token and its user in one query: one round trip per protected call on SQLite; on PostgreSQL the tokens of
-// the calls that arrive together share one (LOOKUP_MANY, see BatchedRead).
+// the calls that arrive together share one (lookupMany, see BatchedRead).
 const COLUMNS = 't.kind, t.expires_at, u.id, u.username, u.is_active, u.roles FROM api_tokens t LEFT JOIN users u ON u.id = t.user_id';
 const LOOKUP = `SELECT ${COLUMNS} WHERE t.token_hash = $1`;
-const LOOKUP_MANY = `SELECT t.token_hash, ${COLUMNS} WHERE t.token_hash = ANY($1)`;
+const lookupMany = (condition: string) => `SELECT t.token_hash, ${COLUMNS} WHERE ${condition}`;
 const SHARE_SECRET = 'INSERT INTO server_secrets (name, value, created_at) VALUES ($1, $2, $3) ON CONFLICT (name) DO NOTHING';
 const READ_SECRET = 'SELECT value FROM server_secrets WHERE name = $1';
 
@@ -71,7 +71,8 @@ export class TokenService {
   ) {
     if (sql.dialect === 'postgres') {
       this.#batch = new BatchedRead<string, LookupRow>(async (hashes) => {
-        const rows = await sql.all<LookupRow & { token_hash: string }>(LOOKUP_MANY, [hashes]);
+        const { condition, params } = inList('t.token_hash', hashes);
+        const rows = await sql.all<LookupRow & { token_hash: string }>(lookupMany(condition), params);
         return new Map(rows.map((row) => [row.token_hash, row]));
       });
     }

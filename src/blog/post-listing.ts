@@ -165,7 +165,10 @@ export function planListing(dialect: Dialect, filter: PostFilter, sort: PostSort
   const pageRows = (params: Param[], start: PageStart, limit: number | undefined): { sql: string; fromEnd: boolean } => {
     const columns = `p.*, ${key} AS k, ${id} AS i`;
     const limitClause = (expression: string | undefined) => (expression === undefined ? (postgres ? '' : ' LIMIT -1') : ` LIMIT ${integer(expression)}`);
-    const n = limit === undefined ? undefined : param(params, limit);
+    // PostgreSQL: the page size written into the text (a handful of sizes, each its own prepared statement). As a
+    // parameter it made the generic plan guess the limit, so every call was planned again, at more than the cost
+    // of running the statement (0.16 ms against 0.10 ms for page 1, pg_stat_statements with track_planning).
+    const n = limit === undefined ? undefined : postgres && Number.isSafeInteger(limit) && limit >= 0 ? String(limit) : param(params, limit);
     if ('after' in start || 'before' in start) {
       const reverse = 'before' in start;
       const cursor = reverse ? start.before : start.after;

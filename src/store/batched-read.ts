@@ -1,7 +1,8 @@
 /**
  * Point reads by key, batched: the keys asked for during one turn of the
  * event loop go to the database together, in one statement
- * (`WHERE key = ANY($1)` on PostgreSQL), instead of one round trip each.
+ * (`WHERE key IN ($1, ...)` on PostgreSQL, see inList), instead of one
+ * round trip each.
  *
  * Under load the calls of a server arrive in bursts (a socket read holds
  * several requests, the poll phase hands over several sockets), and each
@@ -23,6 +24,23 @@
 
 /** The most keys of one statement; a burst past it is split (a bound on the statement's size and time). */
 const MAX_BATCH = 256;
+
+/**
+ * `column IN ($1, ..., $n)` for a batch of keys, n the next power of two (the
+ * last key repeated to fill it): a handful of statement texts, each planned
+ * once. PostgreSQL keeps a prepared statement's generic plan only when it
+ * costs no more than a plan made for the values at hand; for `= ANY($1)` the
+ * generic plan guesses the array's length, so every call was planned again,
+ * and planning cost three to five times the lookup itself (0.13 ms against
+ * 0.03 ms for a token, pg_stat_statements with track_planning). A list of n
+ * parameters is n lookups in either plan, so the generic one is kept.
+ */
+export function inList<K extends string | number>(column: string, keys: readonly K[]): { condition: string; params: K[] } {
+  let size = 1;
+  while (size < keys.length) size *= 2;
+  const params = Array.from({ length: size }, (_, i) => keys[Math.min(i, keys.length - 1)]!);
+  return { condition: `${column} IN (${params.map((_, i) => `$${i + 1}`).join(', ')})`, params };
+}
 
 interface Waiter<V> {
   resolve: (value: V | undefined) => void;

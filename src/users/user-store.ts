@@ -7,7 +7,7 @@
  * for the watchers of every instance.
  */
 import { UniqueViolation, type Param, type Sql } from '../store/sql.js';
-import { BatchedRead } from '../store/batched-read.js';
+import { BatchedRead, inList } from '../store/batched-read.js';
 import type { UserChangeLog, UserChangeType } from './change-log.js';
 import { toRecord, USER_COLUMNS, type UserRecord, type UserRow } from './user-record.js';
 import { UserSearch } from './user-search.js';
@@ -213,7 +213,7 @@ function dialectOf(sql: Sql) {
 const INSERT = `INSERT INTO users (username, email, full_name, is_active, roles, password_hash, created_at, updated_at, bio, avatar_url)
   VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $8, $9)`;
 const BY_ID = `SELECT ${USER_COLUMNS} FROM users WHERE id = $1`;
-const BY_IDS = `SELECT ${USER_COLUMNS} FROM users WHERE id = ANY($1)`;
+const byIds = (condition: string) => `SELECT ${USER_COLUMNS} FROM users WHERE ${condition}`;
 const DELETE = `DELETE FROM users WHERE id = $1 RETURNING ${USER_COLUMNS}`;
 
 export class UserStore {
@@ -228,7 +228,10 @@ export class UserStore {
   ) {
     this.#text = dialectOf(sql);
     if (sql.dialect === 'postgres') {
-      this.#byId = new BatchedRead(async (ids) => new Map((await sql.all<UserRow>(BY_IDS, [ids])).map((row) => [Number(row.id), row])));
+      this.#byId = new BatchedRead(async (ids) => {
+        const { condition, params } = inList('id', ids);
+        return new Map((await sql.all<UserRow>(byIds(condition), params)).map((row) => [Number(row.id), row]));
+      });
     }
   }
 

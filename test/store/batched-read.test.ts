@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { BatchedRead } from '../../src/store/batched-read.js';
+import { BatchedRead, inList } from '../../src/store/batched-read.js';
 
 /** A read whose calls the test sees and answers itself. */
 function controlledRead() {
@@ -79,5 +79,13 @@ describe('BatchedRead', () => {
     const rows = await Promise.all(all);
     expect(rows[0]).toBe('row 0');
     expect(rows[599]).toBe('row 599');
+  });
+
+  it("lists a batch's keys as IN ($1, ...) of a power-of-two length, the last key repeated (a few statement texts)", () => {
+    expect(inList('id', [7])).toEqual({ condition: 'id IN ($1)', params: [7] });
+    expect(inList('id', [7, 8, 9])).toEqual({ condition: 'id IN ($1, $2, $3, $4)', params: [7, 8, 9, 9] });
+    expect(inList('t.token_hash', ['a', 'b'])).toEqual({ condition: 't.token_hash IN ($1, $2)', params: ['a', 'b'] });
+    const lengths = new Set(Array.from({ length: 256 }, (_, i) => inList('id', Array.from({ length: i + 1 }, (_, k) => k)).params.length));
+    expect([...lengths]).toEqual([1, 2, 4, 8, 16, 32, 64, 128, 256]);
   });
 });
