@@ -12,7 +12,7 @@
  * few short commands it serves without Node's ESM loader.
  */
 import { Command, CommanderError, Option } from './commander.js';
-import { ExitCode, MiniappError, UsageError, type ExitCode as Code } from '../errors.js';
+import { ExitCode, MiniappError, RefusedError, UsageError, type ExitCode as Code } from '../errors.js';
 import type { CommandContext, Context } from './context.js';
 import type { OutStream } from './render/streams.js';
 import { groupNameOf, rewriteHelp } from './argv.js';
@@ -307,7 +307,7 @@ export async function runProgram(argv: readonly string[], ctx: Context, loaders:
       if (problem) await reportError(new UsageError(problem.message), ctx, argv, false, commandPath(problem.command));
       return ExitCode.usage;
     }
-    const usageOf = error instanceof UsageError && active ? commandPath(active.command) : undefined;
+    const usageOf = error instanceof UsageError && !(error instanceof RefusedError) && active ? commandPath(active.command) : undefined;
     await reportError(error, ctx, argv, active?.cc.debug ?? argv.includes('--debug'), usageOf);
     return error instanceof MiniappError ? error.exitCode : ExitCode.failure;
   }

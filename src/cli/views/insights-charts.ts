@@ -7,7 +7,7 @@
 import type { CommandContext } from '../context.js';
 import type { AccountInsights } from '../../insights/account.js';
 import type { MediaRow } from '../../insights/media.js';
-import { UsageError } from '../../errors.js';
+import { RefusedError, UsageError } from '../../errors.js';
 import { writeAtomically } from '../terminal/files.js';
 import { barChart } from '../charts/bar-chart.js';
 import { lineCharts } from '../charts/line-chart.js';
@@ -25,7 +25,7 @@ export function checkChartable(cc: CommandContext, flags: { format?: string | un
     throw new UsageError(`${flag} draws on the terminal; leave out --json, --format and --output (for a file, use --format html --output report.html)`);
   }
   if (!cc.io.stdout.isTTY) {
-    throw new UsageError(`${flag} needs a terminal on stdout; for a file use --format html --output report.html, or --format csv for the data`);
+    throw new RefusedError(`${flag} draws on a terminal; piped or redirected, use --format html --output report.html, or --format csv for the data`);
   }
 }
 
