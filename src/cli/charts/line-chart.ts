@@ -77,12 +77,27 @@ function rowLabels(min: number, max: number, rows: number): string[] {
   return Array.from({ length: rows }, (_, r) => compactNumber(rows === 1 ? max : max - (r * (max - min)) / (rows - 1)));
 }
 
-/** The date axis under the plots: a rule with ticks, and the dates under their ticks, none overlapping. */
+/** Steps between labelled days that read well: every day, every other, ..., weekly, fortnightly, monthly. */
+const DAY_STEPS = [1, 2, 3, 4, 5, 7, 14, 28, 56, 91, 182, 364];
+
+/**
+ * The date axis under the plots: a rule with ticks, and the dates under
+ * their ticks, every so many days (as many as fit without touching), the
+ * first and the last day always.
+ */
 function dateAxis(dates: readonly string[], gutter: number, columns: number, width: number): string[] {
   const label = dates.map(shortDate);
   const widest = Math.max(...label.map((l) => l.length));
-  const fit = Math.max(1, Math.min(dates.length, Math.floor((columns + 2) / (widest + 2))));
-  const picked = fit === 1 ? [0] : [...new Set(Array.from({ length: fit }, (_, k) => Math.round((k * (dates.length - 1)) / (fit - 1))))];
+  const perDay = dates.length <= 1 ? columns : (columns - 1) / (dates.length - 1);
+  const step = DAY_STEPS.find((days) => days * perDay >= widest + 2) ?? Math.ceil((widest + 2) / perDay);
+  const picked: number[] = [];
+  for (let day = 0; day < dates.length; day += step) picked.push(day);
+  const lastDay = dates.length - 1;
+  if (picked.at(-1) !== lastDay) {
+    // The last day replaces the labelled day before it when they would touch.
+    if ((lastDay - picked.at(-1)!) * perDay < widest + 2 && picked.length > 1) picked.pop();
+    picked.push(lastDay);
+  }
   const rule = [...'─'.repeat(columns)];
   const under = Array.from({ length: gutter + columns }, () => ' ');
   let free = 0;
