@@ -55,7 +55,7 @@ function cell(value: unknown): string {
 function tableHtml(table: ReportTable): string {
   const head = table.headers.map((h) => `<th>${escapeHtml(h)}</th>`).join('');
   const body = table.rows
-    .map((row) => `<tr>${row.map((v) => `<td${typeof v === 'number' ? ' class="num"' : ''}>${escapeHtml(cell(v))}</td>`).join('')}</tr>`)
+    .map((row) => `<tr>${row.map((v) => `<td${typeof v === 'number' ? ' class="num"' : cell(v).length > 30 ? ' class="long"' : ''}>${escapeHtml(cell(v))}</td>`).join('')}</tr>`)
     .join('\n');
   return `<section class="table"><h2>${escapeHtml(table.title)}</h2>\n<table><thead><tr>${head}</tr></thead>\n<tbody>\n${body}\n</tbody></table></section>`;
 }
@@ -121,6 +121,7 @@ h2 { font-size: 16px; margin: 20px 0 6px; }
 .chart { margin-bottom: 12px; min-height: 200px; }
 .table { overflow-x: auto; }
 td { min-width: 4em; }
+td.long { min-width: 16em; }
 table { border-collapse: collapse; font-variant-numeric: tabular-nums; }
 th, td { border-bottom: 1px solid #eee; padding: 3px 10px; text-align: left; vertical-align: top; max-width: 420px; overflow-wrap: break-word; }
 th, td.num { white-space: nowrap; }
