@@ -63,6 +63,11 @@ export class Pane {
     return (await run(['-L', this.socket, 'display-message', '-p', '-t', this.name, format])).trim();
   }
 
+  /** The window made `width` x `height`, as a person resizing the terminal. */
+  async resize(width: number, height: number): Promise<void> {
+    await run(['-L', this.socket, 'resize-window', '-t', this.name, '-x', String(width), '-y', String(height)]);
+  }
+
   async keys(...keys: string[]): Promise<void> {
     await run(['-L', this.socket, 'send-keys', '-t', this.name, ...keys]);
   }
