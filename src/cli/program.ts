@@ -182,6 +182,7 @@ export async function buildProgram(
     )
     .option('--json', 'print exact JSON on stdout')
     .option('--no-color', 'disable colours (also NO_COLOR=1)')
+    .option('--color', 'colours even when piped or under NO_COLOR (also FORCE_COLOR=1)')
     .option('--debug', 'print stack traces of errors')
     .helpOption('-h, --help', 'show help')
     .addHelpText('after', EXIT_CODES_HELP)
@@ -203,7 +204,13 @@ export async function buildProgram(
     const profile = checkProfileName(globals.profile);
     const cc: CommandContext = {
       ...ctx,
-      out: await createOutput(ctx.io, { json: Boolean(globals.json), noColor: !globals.color, env: ctx.env }),
+      out: await createOutput(ctx.io, {
+        json: Boolean(globals.json),
+        noColor: !globals.color,
+        // --color and --no-color share one value: only a --color given on the command line forces colours.
+        forceColor: globals.color && command.getOptionValueSourceWithGlobals('color') === 'cli',
+        env: ctx.env,
+      }),
       profile,
       debug: Boolean(globals.debug),
       settings: new Settings(profile, ctx.env, ctx.homedir),
@@ -333,13 +340,13 @@ async function reportError(error: unknown, ctx: Context, argv: readonly string[]
     write(JSON.stringify({ error: { code, exitCode: known ? error.exitCode : ExitCode.failure, message, ...(hints.length ? { hint: hints.join(' ') } : {}) } }));
   } else {
     const { createOutput } = await import('./render/output.js');
-    const color = (await createOutput(ctx.io, { json: false, noColor: argv.includes('--no-color'), env: ctx.env })).errColor;
+    const color = (await createOutput(ctx.io, { json: false, noColor: argv.includes('--no-color'), forceColor: argv.includes('--color'), env: ctx.env })).errColor;
     write(`${color.red('error:')} ${message}`);
     for (const hint of hints) write(color.dim(hint));
   }
   if (debug) {
     const { createOutput } = await import('./render/output.js');
-    const color = (await createOutput(ctx.io, { json: false, noColor: argv.includes('--no-color'), env: ctx.env })).errColor;
+    const color = (await createOutput(ctx.io, { json: false, noColor: argv.includes('--no-color'), forceColor: argv.includes('--color'), env: ctx.env })).errColor;
     let current: unknown = error;
     while (current instanceof Error) {
       write(color.dim(current.stack ?? String(current)));

@@ -153,7 +153,7 @@ describe('insights --chart without a terminal, and its colours', () => {
     expect((await run(['media', '--chart', 'reach,saved'], { tty: true })).stderr).toContain('--chart takes one metric name');
   });
 
-  it('colours the lines on a terminal and not under NO_COLOR or --no-color', async () => {
+  it('colours the lines on a terminal and not under NO_COLOR or --no-color; --color beats NO_COLOR', async () => {
     const argv = ['account', '--chart', '--since', SINCE, '--until', UNTIL, '--metrics', 'reach'];
     const coloured = await run(argv, { tty: true, env: { TERM: 'xterm-256color' } });
     expect(coloured.code).toBe(0);
@@ -163,5 +163,7 @@ describe('insights --chart without a terminal, and its colours', () => {
       expect(plain.stdout).not.toContain('\u001b');
       expect(plain.stdout).toMatch(/^reach {2}last /);
     }
+    const forced = await run([...argv, '--color'], { tty: true, env: { NO_COLOR: '1', TERM: 'xterm-256color' } });
+    expect(forced.stdout).toContain('\u001b[36m');
   });
 });

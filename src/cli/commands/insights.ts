@@ -159,7 +159,7 @@ export function registerInsights(program: Command, bind: Bind): void {
         .option('--until <date>', 'last day, included (default yesterday)')
         .option('--breakdown <dimension>', 'breakdown of follower_demographics: country, city, age, gender or age,gender', 'country')
         .addOption(new Option('--top <n>', 'entries of each distribution in a table').default(DEFAULT_TOP).argParser(wholeNumber('--top')))
-        .option('--chart', 'draw the daily metrics as line charts fitted to the terminal (colours follow NO_COLOR and --no-color)'),
+        .option('--chart', 'draw the daily metrics as line charts fitted to the terminal (colours follow NO_COLOR, --color and --no-color)'),
     ),
   )
     .addHelpText(
