@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { BIN } from '../helpers/launcher.js';
+import { BIN, traceLoads } from '../helpers/launcher.js';
 import { Sandbox } from '../helpers/cli.js';
 import { Tmux, shellQuote, type Pane } from '../helpers/tmux.js';
 import { MAIN_ACCOUNT_ID, SANDBOX_GRAPH_TOKENS } from '../../src/sandbox/graph/data.js';
@@ -165,5 +165,14 @@ describe('insights --chart without a terminal, and its colours', () => {
     }
     const forced = await run([...argv, '--color'], { tty: true, env: { NO_COLOR: '1', TERM: 'xterm-256color' } });
     expect(forced.stdout).toContain('\u001b[36m');
+  });
+});
+
+describe('start-up', () => {
+  it('loads no chart or dashboard module for help or the other commands', () => {
+    for (const args of [['--help'], ['insights', 'account', '--help'], ['monitor', '--help'], ['monitor', 'dashboard', '--help']]) {
+      const { loaded } = traceLoads(home, args);
+      expect(loaded.filter((entry) => /asciichart|uplot|sparkly|\/cli\/charts\/|dashboard|insights-charts/i.test(entry)), args.join(' ')).toEqual([]);
+    }
   });
 });
