@@ -2,7 +2,7 @@
  * Daily metrics as terminal line charts (asciichart), fitted to a
  * terminal: one chart per metric, stacked, sharing one date axis at the
  * bottom, every line at most `width - 1` cells (so that nothing wraps) and
- * the whole at most `height - 2` lines (a note on stderr, such as which
+ * the whole at most `height - 3` lines (a note on stderr, such as which
  * account was read, and the prompt keep theirs).
  *
  * asciichart draws one column per value, so the days are resampled to the
@@ -35,8 +35,8 @@ export interface LineChartOptions {
 /** The lines each chart takes besides its plot (its title), and the shared axis below them all. */
 const TITLE_LINES = 1;
 const AXIS_LINES = 2;
-/** A line for a note before the charts, and one for the prompt after them. */
-const KEPT_LINES = 2;
+/** Lines for a note before the charts (which account was read: two rows on a narrow terminal), and one for the prompt after them. */
+const KEPT_LINES = 3;
 /** Fewer plot rows than this and a chart says nothing: it then scrolls rather than shrinks. */
 const MIN_PLOT_ROWS = 3;
 /** Enough room for a chart: the labels, the axis and a few days. */
@@ -55,26 +55,46 @@ function filled(values: readonly (number | undefined)[]): number[] | undefined {
   });
 }
 
-/** `values` at `columns` evenly spaced positions from the first to the last, linear between neighbours. */
+/**
+ * `values` (one a day) over `columns` columns: each day on the column the
+ * date axis puts it on, the columns between two days linear between them
+ * (so every day's value, peaks included, is drawn as it is); more days
+ * than columns, each column the largest of its days.
+ */
 export function resample(values: readonly number[], columns: number): number[] {
   if (values.length === 0 || columns <= 0) return [];
   if (values.length === 1) return Array.from({ length: columns }, () => values[0]!);
-  return Array.from({ length: columns }, (_, j) => {
-    const at = columns === 1 ? 0 : (j * (values.length - 1)) / (columns - 1);
-    const low = Math.floor(at);
-    const high = Math.min(low + 1, values.length - 1);
-    return values[low]! + (values[high]! - values[low]!) * (at - low);
-  });
+  if (values.length > columns) {
+    return Array.from({ length: columns }, (_, j) => {
+      const from = Math.floor((j * values.length) / columns);
+      const to = Math.max(from + 1, Math.floor(((j + 1) * values.length) / columns));
+      return Math.max(...values.slice(from, to));
+    });
+  }
+  const out = new Array<number>(columns);
+  for (let day = 0; day < values.length - 1; day++) {
+    const start = columnOf(day, values.length, columns);
+    const end = columnOf(day + 1, values.length, columns);
+    for (let j = start; j <= end; j++) out[j] = values[day]! + ((values[day + 1]! - values[day]!) * (j - start)) / Math.max(1, end - start);
+  }
+  return out;
 }
 
 /** The column (0-based, from the axis) a day lands on. */
 function columnOf(day: number, days: number, columns: number): number {
-  return days <= 1 ? 0 : Math.round((day * (columns - 1)) / (days - 1));
+  if (days <= 1) return 0;
+  if (days > columns) return Math.min(columns - 1, Math.floor((day * columns) / days));
+  return Math.round((day * (columns - 1)) / (days - 1));
 }
 
 /** The axis row's value labels of a plot from `min` to `max` over `rows` rows, top first. */
 function rowLabels(min: number, max: number, rows: number): string[] {
-  return Array.from({ length: rows }, (_, r) => compactNumber(rows === 1 ? max : max - (r * (max - min)) / (rows - 1)));
+  // Rows a whole unit or more apart are labelled in whole numbers: counts of people read 34, not 34.4.
+  const whole = rows > 1 && (max - min) / (rows - 1) >= 1;
+  return Array.from({ length: rows }, (_, r) => {
+    const value = rows === 1 ? max : max - (r * (max - min)) / (rows - 1);
+    return compactNumber(whole ? Math.round(value) : value);
+  });
 }
 
 /** Steps between labelled days that read well: every day, every other, ..., weekly, fortnightly, monthly. */

@@ -44,8 +44,8 @@ export function drawAccountCharts(cc: CommandContext, result: AccountInsights): 
 /** The media with the largest `metric` first (those without a value last), as many as fit under the title. */
 export function drawMediaChart(cc: CommandContext, rows: readonly MediaRow[], metric: string): void {
   const { width, height } = terminalSize(cc);
-  // The title, the bars, a line for a note and one for the prompt.
-  const top = topMedia(rows, metric).slice(0, Math.max(3, height - 3));
+  // The title, the bars, a note before them (which account was read: two rows on a narrow terminal) and the prompt.
+  const top = topMedia(rows, metric).slice(0, Math.max(3, height - 4));
   const lines = barChart({
     title: `top ${top.length} of ${rows.length} media by ${metric}`,
     bars: top.map((row) => ({ label: captionOf(row), note: mediaType(row), value: row.metrics[metric] ?? undefined })),
