@@ -120,6 +120,7 @@ function minus(after: Map<string, number>, before: Map<string, number> | undefin
 }
 
 const httpError = (status: string) => Number(status) >= 400;
+const MONITORING_SERVICE = 'monitoring.v1.MonitoringService';
 const grpcError = (code: string) => code !== 'OK';
 
 /**
@@ -175,9 +176,11 @@ export class DashboardModel {
       const found = named(latest, suffix);
       return found.length === 0 ? undefined : sum(found);
     };
+    // Calls in flight but the monitoring service's streams (this dashboard's own among them, open as long as it runs).
     // A counter without series yet has counted nothing: serve had no gRPC call.
-    const started = latest.length === 0 ? undefined : (gauge('grpc_server_started_total') ?? 0);
-    const handled = latest.length === 0 ? undefined : (gauge('grpc_server_handled_total') ?? 0);
+    const calls = (suffix: string) => sum(named(latest, suffix).filter((s) => s.labels.grpc_service !== MONITORING_SERVICE));
+    const started = latest.length === 0 ? undefined : calls('grpc_server_started_total');
+    const handled = latest.length === 0 ? undefined : calls('grpc_server_handled_total');
     const failing = (series: readonly Series[]) => sum(named(series, 'webhook_attempts_total').filter((s) => s.labels.outcome !== 'delivered'));
     const ready = gauge('ready');
     return {
