@@ -80,7 +80,7 @@ function withFormat(command: Command): Command {
 export function registerInsights(program: Command, bind: Bind): void {
   const insights = program
     .command('insights')
-    .summary('media and account insights from the graph API, as tables, CSV or JSON')
+    .summary('media and account insights from the graph API, as tables, terminal charts, CSV, JSON or an HTML report')
     .description(
       'Read media, media insights and account insights of a business or creator account from the graph API ' +
         '(GET {graph-url}/{graph-version}/{object}). Insights of a media list come in the same request as the list ' +

@@ -32,7 +32,7 @@ const collect = (value: string, all: string[]) => [...all, ...value.split(',').m
 export function registerMonitor(program: Command, bind: Bind): void {
   const monitor = program
     .command('monitor')
-    .description('Watch a running `miniapp serve`: its metrics as they change, its log lines as they are written, and the operators\' chat room.')
+    .description('Watch a running `miniapp serve`: its metrics as they change (as a table, JSON lines or a full-screen dashboard), its log lines as they are written, and the operators\' chat room.')
     .addHelpText('after', HELP);
 
   withConnection(
