@@ -153,6 +153,16 @@ describe('insights --chart without a terminal, and its colours', () => {
     expect((await run(['media', '--chart', 'reach,saved'], { tty: true })).stderr).toContain('--chart takes one metric name');
   });
 
+  it('writes an HTML report to stdout when piped, and asks for --output on a terminal', async () => {
+    const piped = await run(['account', '--since', SINCE, '--until', UNTIL, '--format', 'html'], { tty: false });
+    expect(piped.code).toBe(0);
+    expect(piped.stdout.startsWith('<!doctype html>')).toBe(true);
+    expect(piped.stdout).toContain('<dd id="report-range">2026-10-22 to 2026-11-20 (day)</dd>');
+    const tty = await run(['media', '--format', 'html'], { tty: true });
+    expect(tty.code).toBe(2);
+    expect(tty.stderr).toContain('an HTML report is for a file: add --output report.html');
+  });
+
   it('colours the lines on a terminal and not under NO_COLOR or --no-color; --color beats NO_COLOR', async () => {
     const argv = ['account', '--chart', '--since', SINCE, '--until', UNTIL, '--metrics', 'reach'];
     const coloured = await run(argv, { tty: true, env: { TERM: 'xterm-256color' } });

@@ -127,7 +127,17 @@ export async function runDashboard(cc: CommandContext, options: DashboardOptions
   void cc.waitForShutdown().then(stop);
 
   let scheduled: NodeJS.Timeout | undefined;
+  // A failure while drawing ends the view like `q` does, and is thrown once the terminal is given back.
+  let failure: unknown;
   const draw = () => {
+    try {
+      paint();
+    } catch (error) {
+      failure ??= error;
+      stop();
+    }
+  };
+  const paint = () => {
     if (scheduled) clearTimeout(scheduled);
     scheduled = undefined;
     if (controller.signal.aborted) return;
@@ -233,6 +243,7 @@ export async function runDashboard(cc: CommandContext, options: DashboardOptions
     keys.pause?.();
     screen.write('\x1b[?25h\x1b[?1049l');
   }
+  if (failure !== undefined) throw failure;
 }
 
 function timeOf(entry: LogEntry): number {
