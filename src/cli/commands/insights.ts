@@ -234,8 +234,8 @@ async function runMedia(cc: CommandContext, command: Command): Promise<void> {
   if (charts && flags.format !== 'html') charts.checkChartable(cc, flags, '--chart');
   const format = formatOf(cc, flags.format, flags.output);
   const chartMetric = flags.chart === undefined ? undefined : chartMetricFlag(flags.chart, flags.metrics);
-  // A chart names its media by caption (else ID) and type: those fields are read even when --fields leaves them out.
   const fields = fieldsFlag(flags.fields);
+  // A chart names its media by caption (else ID) and type: those fields are read even when --fields leaves them out.
   const readFields = chartMetric !== undefined || format === 'html' ? [...new Set([...fields, 'caption', 'media_type'])] : fields;
   const asked = flags.metrics === false ? [] : metricsFlag(flags.metrics, chartMetric === undefined ? DEFAULT_MEDIA_METRICS : []);
   const metrics = chartMetric === undefined || asked.includes(chartMetric) ? asked : [...asked, chartMetric];
