@@ -40,6 +40,13 @@ export class UsageError extends MiniappError {
   override readonly code: string = 'USAGE';
 }
 
+/**
+ * A command refused where it cannot work (a full-screen view with stdout
+ * piped), whose one line names what to run instead: the flags were right,
+ * so no pointer to the usage follows. Exit 2, as every usage error.
+ */
+export class RefusedError extends UsageError {}
+
 /** A setting is missing or cannot work (a key of the wrong length, an unknown key, a bad URL). */
 export class ConfigError extends MiniappError {
   override readonly exitCode = ExitCode.usage;

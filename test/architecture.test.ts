@@ -37,6 +37,7 @@ const INNER_FLOORS: Readonly<Record<string, readonly (readonly string[])[]>> = {
     ['connect/', 'terminal/'],
     ['command.ts'],
     ['context.ts', 'commander.ts', 'argv.ts', 'flags.ts'],
+    ['charts/'],
     ['render/'],
   ],
 };

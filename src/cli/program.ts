@@ -12,7 +12,7 @@
  * few short commands it serves without Node's ESM loader.
  */
 import { Command, CommanderError, Option } from './commander.js';
-import { ExitCode, MiniappError, UsageError, type ExitCode as Code } from '../errors.js';
+import { ExitCode, MiniappError, RefusedError, UsageError, type ExitCode as Code } from '../errors.js';
 import type { CommandContext, Context } from './context.js';
 import type { OutStream } from './render/streams.js';
 import { groupNameOf, rewriteHelp } from './argv.js';
@@ -43,10 +43,10 @@ export const GROUP_SUMMARIES: readonly GroupSummary[] = [
   { name: 'inventory', summary: 'stock of the commerce services: levels, set, adjust' },
   { name: 'orders', summary: 'orders: create, get, list, pay, cancel' },
   { name: 'payments', summary: 'payments: show, refund' },
-  { name: 'monitor', summary: 'live metrics, log lines and chat of a running serve' },
+  { name: 'monitor', summary: 'live metrics, a dashboard, logs and chat of a running serve' },
   { name: 'webhooks', summary: 'webhook deliveries: list, resend, cancel, verify' },
   { name: 'decrypt', summary: 'decrypt the personal fields of a login-me response' },
-  { name: 'insights', summary: 'media and account insights as tables, CSV or JSON' },
+  { name: 'insights', summary: 'media and account insights: tables, charts, CSV, JSON, HTML' },
   { name: 'token', summary: 'exchange, refresh and show partner-API tokens' },
   { name: 'me', summary: 'read the signed-in user (login-me), decrypted' },
   { name: 'logout', summary: 'remove the login connection, forget the tokens' },
@@ -182,6 +182,7 @@ export async function buildProgram(
     )
     .option('--json', 'print exact JSON on stdout')
     .option('--no-color', 'disable colours (also NO_COLOR=1)')
+    .option('--color', 'colours even when piped or under NO_COLOR (also FORCE_COLOR=1)')
     .option('--debug', 'print stack traces of errors')
     .helpOption('-h, --help', 'show help')
     .addHelpText('after', EXIT_CODES_HELP)
@@ -203,7 +204,13 @@ export async function buildProgram(
     const profile = checkProfileName(globals.profile);
     const cc: CommandContext = {
       ...ctx,
-      out: await createOutput(ctx.io, { json: Boolean(globals.json), noColor: !globals.color, env: ctx.env }),
+      out: await createOutput(ctx.io, {
+        json: Boolean(globals.json),
+        noColor: !globals.color,
+        // --color and --no-color share one value: only a --color given on the command line forces colours.
+        forceColor: globals.color && command.getOptionValueSourceWithGlobals('color') === 'cli',
+        env: ctx.env,
+      }),
       profile,
       debug: Boolean(globals.debug),
       settings: new Settings(profile, ctx.env, ctx.homedir),
@@ -307,7 +314,7 @@ export async function runProgram(argv: readonly string[], ctx: Context, loaders:
       if (problem) await reportError(new UsageError(problem.message), ctx, argv, false, commandPath(problem.command));
       return ExitCode.usage;
     }
-    const usageOf = error instanceof UsageError && active ? commandPath(active.command) : undefined;
+    const usageOf = error instanceof UsageError && !(error instanceof RefusedError) && active ? commandPath(active.command) : undefined;
     await reportError(error, ctx, argv, active?.cc.debug ?? argv.includes('--debug'), usageOf);
     return error instanceof MiniappError ? error.exitCode : ExitCode.failure;
   }
@@ -333,13 +340,13 @@ async function reportError(error: unknown, ctx: Context, argv: readonly string[]
     write(JSON.stringify({ error: { code, exitCode: known ? error.exitCode : ExitCode.failure, message, ...(hints.length ? { hint: hints.join(' ') } : {}) } }));
   } else {
     const { createOutput } = await import('./render/output.js');
-    const color = (await createOutput(ctx.io, { json: false, noColor: argv.includes('--no-color'), env: ctx.env })).errColor;
+    const color = (await createOutput(ctx.io, { json: false, noColor: argv.includes('--no-color'), forceColor: argv.includes('--color'), env: ctx.env })).errColor;
     write(`${color.red('error:')} ${message}`);
     for (const hint of hints) write(color.dim(hint));
   }
   if (debug) {
     const { createOutput } = await import('./render/output.js');
-    const color = (await createOutput(ctx.io, { json: false, noColor: argv.includes('--no-color'), env: ctx.env })).errColor;
+    const color = (await createOutput(ctx.io, { json: false, noColor: argv.includes('--no-color'), forceColor: argv.includes('--color'), env: ctx.env })).errColor;
     let current: unknown = error;
     while (current instanceof Error) {
       write(color.dim(current.stack ?? String(current)));

@@ -49,6 +49,8 @@ export interface MetricsOptions {
   pendingWebhooks?: () => number | Promise<number>;
   /** How many orders are in each status, asked at each scrape. */
   ordersByStatus?: () => Promise<Record<string, number>>;
+  /** Whether the instance is ready (its database answers, it is not draining), asked at each scrape. */
+  ready?: () => boolean;
 }
 
 /**
@@ -221,6 +223,18 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
           .then(pending)
           .catch(() => undefined);
         if (count !== undefined) this.set(count);
+      },
+    });
+  }
+
+  const ready = options.ready;
+  if (ready) {
+    new Gauge({
+      name: `${prefix}ready`,
+      help: 'Whether this instance is ready for traffic, as /health/ready answers: 1 while its database answers and it is not draining, else 0.',
+      registers,
+      collect() {
+        this.set(ready() ? 1 : 0);
       },
     });
   }

@@ -241,6 +241,8 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
       prefix: options.metricsPrefix,
       pendingWebhooks: () => outbox.pendingCount(),
       ordersByStatus: async () => (commerce ? commerce.orders.countByStatus() : {}),
+      // The readiness answer's last check: a scrape does not query the database for it.
+      ready: () => readiness.ready,
     });
     const client = new PartnerClient({ ...upstream, timeoutMs: options.timeoutMs, observe: metrics.observeUpstream });
     cleanups.push(() => client.close());

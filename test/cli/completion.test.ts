@@ -65,7 +65,7 @@ describe('miniapp completion bash, in a real bash', () => {
     expect(all).toEqual(expect.arrayContaining(['serve', 'users', 'monitor', 'config', 'completion']));
     expect(users).toEqual(['create', 'get', 'update', 'delete', 'list', 'watch', 'bulk-create', 'sync', 'chat']);
     expect(sandbox).toEqual(['login']);
-    expect(format).toEqual(['table', 'csv', 'json']);
+    expect(format).toEqual(['table', 'csv', 'json', 'html']);
     expect(referrer).toEqual(['DEFAULT', 'sandbox']);
     expect(types).toEqual(['created', 'created,updated', 'created,deleted']);
     expect(level).toEqual(['warn']);

@@ -42,6 +42,10 @@ describe('resolveColorLevel', () => {
     [{ ...tty, env: { FORCE_COLOR: '0' } }, 0],
     [{ ...tty, env: { FORCE_COLOR: 'false' } }, 0],
     [{ noColorFlag: false, isTTY: false, env: { FORCE_COLOR: '1', NO_COLOR: '1' } }, 1],
+    // --color: on whatever the stream and NO_COLOR, as deep as the terminal type says; --no-color still wins.
+    [{ noColorFlag: false, colorFlag: true, isTTY: false, env: { NO_COLOR: '1' } }, 1],
+    [{ noColorFlag: false, colorFlag: true, isTTY: true, env: { TERM: 'xterm-256color', FORCE_COLOR: '0' } }, 2],
+    [{ noColorFlag: true, colorFlag: true, isTTY: true, env: {} }, 0],
   ])('%j gives level %i', (options, level) => {
     expect(resolveColorLevel(options)).toBe(level);
   });

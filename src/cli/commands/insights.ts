@@ -66,14 +66,21 @@ function withGraphOptions(command: Command): Command {
 
 function withFormat(command: Command): Command {
   return command
-    .addOption(new Option('--format <format>', 'output format (default: table; with --output, from the file name)').choices(['table', 'csv', 'json']))
+    .addOption(
+      new Option('--format <format>', 'output format; html is one self-contained page of charts and tables (default: table; with --output, from the file name)').choices([
+        'table',
+        'csv',
+        'json',
+        'html',
+      ]),
+    )
     .option('--output <file>', 'write the data to FILE (atomically) instead of stdout');
 }
 
 export function registerInsights(program: Command, bind: Bind): void {
   const insights = program
     .command('insights')
-    .summary('media and account insights from the graph API, as tables, CSV or JSON')
+    .summary('media and account insights from the graph API, as tables, terminal charts, CSV, JSON or an HTML report')
     .description(
       'Read media, media insights and account insights of a business or creator account from the graph API ' +
         '(GET {graph-url}/{graph-version}/{object}). Insights of a media list come in the same request as the list ' +
@@ -103,13 +110,15 @@ export function registerInsights(program: Command, bind: Bind): void {
         .addOption(new Option('--limit <n>', `at most N media, newest first (default ${DEFAULT_LIMIT})`).argParser(wholeNumber('--limit')).conflicts('all'))
         .option('--all', 'every media item')
         .option('--since <date>', 'only media posted on or after DATE (2026-08-23, an ISO time, or 90d ago)')
-        .option('--until <date>', 'only media posted on or before DATE (a date includes that day)'),
+        .option('--until <date>', 'only media posted on or before DATE (a date includes that day)')
+        .option('--chart <metric>', 'a bar chart of the top media by METRIC, fitted to the terminal (with --format html: the metric of its chart)'),
     ),
   )
     .addHelpText(
       'after',
       '\nExamples:\n  miniapp insights media\n  miniapp insights media --all --metrics reach,saved,shares --format csv > media.csv\n' +
-        '  miniapp insights media --since 30d --metrics reach,video_views --json\n  miniapp insights media --all --output media.json',
+        '  miniapp insights media --since 30d --metrics reach,video_views --json\n  miniapp insights media --all --output media.json\n' +
+        '  miniapp insights media --chart reach\n  miniapp insights media --all --metrics reach,saved --format html --output media.html',
     )
     .action(bind(runMedia));
 
@@ -149,14 +158,16 @@ export function registerInsights(program: Command, bind: Bind): void {
         .option('--since <date>', 'first day (2026-08-23, or 90d for 90 days ago; default 30d)')
         .option('--until <date>', 'last day, included (default yesterday)')
         .option('--breakdown <dimension>', 'breakdown of follower_demographics: country, city, age, gender or age,gender', 'country')
-        .addOption(new Option('--top <n>', 'entries of each distribution in a table').default(DEFAULT_TOP).argParser(wholeNumber('--top'))),
+        .addOption(new Option('--top <n>', 'entries of each distribution in a table').default(DEFAULT_TOP).argParser(wholeNumber('--top')))
+        .option('--chart', 'draw the daily metrics as line charts fitted to the terminal (colours follow NO_COLOR, --color and --no-color)'),
     ),
   )
     .addHelpText(
       'after',
       '\nExamples:\n  miniapp insights account --metrics reach,follower_count --since 90d\n' +
         '  miniapp insights account --metrics audience_country,audience_city --top 5\n' +
-        '  miniapp insights account --since 2026-01-01 --until 2026-03-31 --format csv --output q1.csv',
+        '  miniapp insights account --since 2026-01-01 --until 2026-03-31 --format csv --output q1.csv\n' +
+        '  miniapp insights account --chart --since 60d\n  miniapp insights account --format html --output report.html',
     )
     .action(bind(runAccount));
 }
@@ -204,6 +215,7 @@ interface MediaFlags {
   until?: string;
   format?: Format;
   output?: string;
+  chart?: string;
 }
 
 function fieldsFlag(text: string | undefined): string[] {
@@ -218,9 +230,15 @@ function fieldsFlag(text: string | undefined): string[] {
 
 async function runMedia(cc: CommandContext, command: Command): Promise<void> {
   const flags = command.opts<MediaFlags>();
+  const charts = flags.chart === undefined ? undefined : await import('../views/insights-charts.js');
+  if (charts && flags.format !== 'html') charts.checkChartable(cc, flags, '--chart');
   const format = formatOf(cc, flags.format, flags.output);
+  const chartMetric = flags.chart === undefined ? undefined : chartMetricFlag(flags.chart, flags.metrics);
   const fields = fieldsFlag(flags.fields);
-  const metrics = flags.metrics === false ? [] : metricsFlag(flags.metrics, DEFAULT_MEDIA_METRICS);
+  // A chart names its media by caption (else ID) and type: those fields are read even when --fields leaves them out.
+  const readFields = chartMetric !== undefined || format === 'html' ? [...new Set([...fields, 'caption', 'media_type'])] : fields;
+  const asked = flags.metrics === false ? [] : metricsFlag(flags.metrics, chartMetric === undefined ? DEFAULT_MEDIA_METRICS : []);
+  const metrics = chartMetric === undefined || asked.includes(chartMetric) ? asked : [...asked, chartMetric];
   const now = cc.now().getTime();
   const { sinceOf, untilOf } = await import('../../insights/dates.js');
   const since = flags.since === undefined ? undefined : sinceOf(flags.since, now);
@@ -229,9 +247,10 @@ async function runMedia(cc: CommandContext, command: Command): Promise<void> {
   warnUnknown(cc, metrics, isKnownMediaMetric);
 
   const limit = flags.all ? undefined : (flags.limit ?? DEFAULT_LIMIT);
+  let account = '';
   const result = await withGraphSession(cc, command, 'reading media', async (session) => {
     const { client, activity } = session;
-    const account = await accountOf(cc, session, flags.account);
+    account = await accountOf(cc, session, flags.account);
     const { countMedia, exportMedia, mediaPageSize } = await import('../../insights/media.js');
     const pageSize = mediaPageSize(limit);
     // The total costs a call: asked only where someone watches a job of several pages that a date range does not narrow.
@@ -241,7 +260,7 @@ async function runMedia(cc: CommandContext, command: Command): Promise<void> {
     activity.progress({ unit: 'pages', total: expected === undefined ? undefined : Math.max(1, Math.ceil(expected / pageSize)), label: 'reading media' });
     return exportMedia(client, {
       account,
-      fields,
+      fields: readFields,
       metrics,
       limit,
       since,
@@ -260,6 +279,18 @@ async function runMedia(cc: CommandContext, command: Command): Promise<void> {
   }
   if (cc.debug) cc.out.info(cc.out.errColor.dim(`${result.rows.length} media in ${result.calls} calls`));
 
+  if (format === 'html') {
+    const { writeMediaReport } = charts ?? (await import('../views/insights-charts.js'));
+    const range = [flags.since === undefined ? '' : `posted since ${flags.since}`, flags.until === undefined ? '' : `until ${flags.until}`].filter(Boolean).join(' ');
+    const newest = limit === undefined ? 'every media item' : `the ${limit} newest media`;
+    await writeMediaReport(cc, flags.output, { account, range: range ? `${newest} ${range}` : newest, rows: result.rows, fields, metrics, chart: chartMetric });
+    return;
+  }
+  if (charts && chartMetric !== undefined) {
+    charts.drawMediaChart(cc, result.rows, chartMetric);
+    return;
+  }
+
   type Row = (typeof result.rows)[number];
   const columns: Column<Row>[] = [
     ...fields.map((field) => ({
@@ -275,6 +306,14 @@ async function runMedia(cc: CommandContext, command: Command): Promise<void> {
     ...(metrics.length > 0 ? { insights: row.metrics } : {}),
   }));
   await emit(cc, { format, output: flags.output, rows: result.rows, columns, json, what: 'media rows' });
+}
+
+/** The metric of --chart: one name, sent even when --metrics leaves it out (and refused with --no-metrics). */
+function chartMetricFlag(text: string, metrics: string | false | undefined): string {
+  const names = parseMetricList(text);
+  if (names.length !== 1) throw new UsageError(`--chart takes one metric name; got "${text}"`);
+  if (metrics === false) throw new UsageError('--chart needs a metric: leave out --no-metrics');
+  return names[0]!;
 }
 
 async function runObjectInsights(cc: CommandContext, command: Command, kind: 'post' | 'story' | 'reel'): Promise<void> {
@@ -327,14 +366,18 @@ interface AccountFlags {
   top: number;
   format?: Format;
   output?: string;
+  chart?: boolean;
 }
 
 async function runAccount(cc: CommandContext, command: Command): Promise<void> {
   const flags = command.opts<AccountFlags>();
+  const charts = flags.chart || flags.format === 'html' ? await import('../views/insights-charts.js') : undefined;
+  if (charts && flags.chart) charts.checkChartable(cc, flags, '--chart');
   const format = formatOf(cc, flags.format, flags.output);
   const metrics = metricsFlag(flags.metrics, DEFAULT_ACCOUNT_METRICS);
   const dailyAsked = metrics.some((m) => !isAudienceMetric(m));
   const audienceAsked = metrics.some((m) => isAudienceMetric(m));
+  if (flags.chart && !dailyAsked) throw new UsageError('--chart draws daily metrics; audience_* metrics print as tables without --chart');
   if (format === 'csv' && dailyAsked && audienceAsked) {
     throw new UsageError('a CSV holds one table: ask for daily metrics or audience_* metrics, not both, with --format csv', {
       hint: 'run the command twice, once with each kind of metric',
@@ -380,6 +423,16 @@ async function runAccount(cc: CommandContext, command: Command): Promise<void> {
     cc.out.warn(
       `the API answered ${[...new Set(result.totals.map((t) => t.metric))].join(', ')} with window totals, not daily values; see them with --format json`,
     );
+  }
+
+  if (charts && format === 'html') {
+    await charts.writeAccountReport(cc, flags.output, result);
+    return;
+  }
+  if (charts && flags.chart) {
+    if (audienceAsked) cc.out.warn('--chart draws the daily metrics only; run without --chart for the audience_* tables');
+    charts.drawAccountCharts(cc, result);
+    return;
   }
 
   type Entry = { metric: string; key: string; value: number };

@@ -6,7 +6,7 @@
 import type { Command } from 'commander';
 import type { Bind } from '../command.js';
 import type { CommandContext } from '../context.js';
-import { UsageError } from '../../errors.js';
+import { RefusedError, UsageError } from '../../errors.js';
 import { parseDuration, formatDuration } from '../../duration.js';
 import { connectionOf, reconnectNotice, withConnection, type ConnectionFlags } from '../connect/grpc-connection.js';
 import { destroyInput, linesOf } from '../terminal/input.js';
@@ -32,7 +32,7 @@ const collect = (value: string, all: string[]) => [...all, ...value.split(',').m
 export function registerMonitor(program: Command, bind: Bind): void {
   const monitor = program
     .command('monitor')
-    .description('Watch a running `miniapp serve`: its metrics as they change, its log lines as they are written, and the operators\' chat room.')
+    .description('Watch a running `miniapp serve`: its metrics as they change (as a table, JSON lines or a full-screen dashboard), its log lines as they are written, and the operators\' chat room.')
     .addHelpText('after', HELP);
 
   withConnection(
@@ -47,6 +47,20 @@ export function registerMonitor(program: Command, bind: Bind): void {
   )
     .addHelpText('after', '\nExamples:\n  miniapp monitor metrics\n  miniapp monitor metrics --name miniapp_http_,miniapp_grpc_server_handled --interval 2s\n  miniapp monitor metrics --count 1 --json | jq .metrics')
     .action(bind(runMetrics));
+
+  withConnection(
+    monitor
+      .command('dashboard')
+      .description(
+        'a full-screen live view of serve on a terminal, redrawn every --interval: request rate and p99 latency of HTTP and gRPC as ' +
+          'sparklines, errors by status, requests in flight, orders and payments a minute, webhook deliveries, readiness, and the last log lines; ' +
+          '`q` or Ctrl-C quits. Follows serve across restarts.',
+      )
+      .option('--interval <duration>', 'time between redraws (250ms to 1m)', '2s'),
+    'time limit of connecting',
+  )
+    .addHelpText('after', '\nExamples:\n  miniapp monitor dashboard\n  miniapp monitor dashboard --interval 1s --addr 127.0.0.1:50051')
+    .action(bind(runDashboard));
 
   withConnection(
     monitor
@@ -192,6 +206,25 @@ function drawMetrics(cc: CommandContext, data: MetricData, previous: { at: numbe
   if (series.length === 0) lines.push(c.dim('(no series match --name)'));
   // Redrawn in place, like `watch`.
   cc.out.write(`\x1b[H\x1b[2J${lines.join('\n')}\n`);
+}
+
+// ------------------------------------------------------------------ dashboard
+
+async function runDashboard(cc: CommandContext, command: Command): Promise<void> {
+  const flags = command.opts<ConnectionFlags & { interval: string }>();
+  if (!cc.out.human || !cc.io.stdout.isTTY) {
+    throw new RefusedError('monitor dashboard draws on a terminal; piped or as JSON, use `miniapp monitor metrics --json`');
+  }
+  const interval = parseDuration(flags.interval, '--interval');
+  if (interval < 250 || interval > 60_000) throw new UsageError(`--interval must be from 250ms to 1m; got "${flags.interval}"`);
+  const connection = await connectionOf(cc, flags, { service: SERVICE });
+  const [{ MonitoringClient }, { quietGrpcLogs }, { runDashboard: run }] = await Promise.all([
+    import('../../monitoring/client.js'),
+    import('../connect/grpc-logging.js'),
+    import('../views/dashboard.js'),
+  ]);
+  await quietGrpcLogs(cc.env);
+  await run(cc, { address: connection.address, intervalMs: interval, client: () => new MonitoringClient(connection), connectMs: connection.deadlineMs ?? 10_000 });
 }
 
 // ------------------------------------------------------------------ logs

@@ -121,6 +121,8 @@ export function fitColumns(columns: readonly ColumnFit[], width: number): number
 export interface OutputOptions {
   json: boolean;
   noColor: boolean;
+  /** `--color`: colours even where they would be off (piped, NO_COLOR). */
+  forceColor?: boolean | undefined;
   env: Readonly<Record<string, string | undefined>>;
 }
 
@@ -132,7 +134,7 @@ const plain: ChalkInstance = new Proxy(((...text: unknown[]) => text.join(' ')) 
 export async function createOutput(io: Io, options: OutputOptions): Promise<Output> {
   if (io.stdout.isTTY || io.stderr.isTTY) await loadTextWidths();
   const level = (stream: OutStream): ColorLevel =>
-    resolveColorLevel({ noColorFlag: options.noColor, env: options.env, isTTY: Boolean(stream.isTTY) });
+    resolveColorLevel({ noColorFlag: options.noColor, colorFlag: options.forceColor, env: options.env, isTTY: Boolean(stream.isTTY) });
   const [outLevel, errLevel] = [level(io.stdout), level(io.stderr)];
   if (outLevel === 0 && errLevel === 0) return new Output(io, options.json, plain, plain);
   const { Chalk } = await import('chalk');

@@ -8,9 +8,10 @@ import type { Column } from '../render/output.js';
 import { writeAtomically } from './files.js';
 import { UsageError } from '../../errors.js';
 
-export type Format = 'table' | 'csv' | 'json';
+/** `html`: one self-contained page of charts and tables (insights only; written by src/cli/views/insights-charts.ts). */
+export type Format = 'table' | 'csv' | 'json' | 'html';
 
-/** --json, else --format, else by the --output file's name (.json or CSV), else a table. */
+/** --json, else --format, else by the --output file's name (.json, .html or CSV), else a table. */
 export function formatOf(cc: CommandContext, format: Format | undefined, output: string | undefined): Format {
   if (cc.out.json) {
     if (format !== undefined && format !== 'json') throw new UsageError(`--json and --format ${format} contradict each other; give one of them`);
@@ -20,7 +21,7 @@ export function formatOf(cc: CommandContext, format: Format | undefined, output:
     if (format === 'table' && output !== undefined) throw new UsageError('a table is for the terminal: use --format csv or json with --output');
     return format;
   }
-  if (output !== undefined) return /\.json$/i.test(output) ? 'json' : 'csv';
+  if (output !== undefined) return /\.json$/i.test(output) ? 'json' : /\.html?$/i.test(output) ? 'html' : 'csv';
   return 'table';
 }
 
