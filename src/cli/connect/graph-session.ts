@@ -79,7 +79,8 @@ export async function accountOf(cc: CommandContext, session: GraphSession, flag:
   const { resolveAccount } = await import('../../insights/accounts.js');
   const account = await resolveAccount(session.client, { flag, setting: flag ? undefined : (await cc.settings.get('graph-account')).value });
   if (account.source === 'lookup' && cc.io.stderr.isTTY) {
-    session.activity.log(cc.out.errColor.dim(`using ${account.id}${account.name ? ` (${account.name})` : ''}, the only business account this token reaches`));
+    // Short enough for one line of an 80-column terminal with a usual account name (the charts below fill the rest).
+    session.activity.log(cc.out.errColor.dim(`account ${account.id}${account.name ? ` (${account.name})` : ''}: the only one this token reaches`));
   }
   return account.id;
 }
