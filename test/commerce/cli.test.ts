@@ -93,10 +93,14 @@ describe.each(BACKENDS)('miniapp inventory | orders | payments against serve on 
     expect(short.code).toBe(1);
     expect(short.stderr).toContain('FAILED_PRECONDITION: not enough stock: TEA (asked 2, available 1)');
     const order = await json(['orders', 'create', '--item', 'TEA:1']);
-    const declined = await json(['orders', 'pay', order.id, '--method', 'test_decline_card_declined']);
-    expect(declined).toMatchObject({ status: 'ABORTED', failure_code: 'CARD_DECLINED' });
+    const declinedRun = await sb.run(['orders', 'pay', order.id, '--method', 'test_decline_card_declined', '--json']);
+    expect(declinedRun.code).toBe(1);
+    expect(JSON.parse(declinedRun.stdout)).toMatchObject({ status: 'ABORTED', failure_code: 'CARD_DECLINED' });
+    expect(JSON.parse(declinedRun.stderr.trim().split('\n').at(-1)!)).toMatchObject({ error: { code: 'PAYMENT_DECLINED', exitCode: 1 } });
     expect((await json(['orders', 'get', order.id])).status).toBe('PAYMENT_FAILED');
     for (const argv of [
+      ['orders', 'create'],
+      ['orders', 'create', '--idempotency-key', 'no-items'],
       ['orders', 'create', '--item', 'TEA'],
       ['orders', 'create', '--item', 'TEA:0'],
       ['orders', 'create', '--item', 'TEA:1', '--item', 'TEA:2'],
@@ -115,5 +119,70 @@ describe.each(BACKENDS)('miniapp inventory | orders | payments against serve on 
     }
     expect(await json(['orders', 'list'])).toHaveLength(1);
     expect(await json(['inventory', 'stock', 'TEA'])).toEqual([expect.objectContaining({ on_hand: 1, reserved: 0 })]);
+    // No --item: a usage error before anything is made or sent (no generated key on stderr).
+    const none = await sb.run(['orders', 'create']);
+    expect(none.stderr).toContain('orders create needs at least one --item SKU:QUANTITY');
+    expect(none.stderr).not.toContain('idempotency key');
+    expect(none.stdout).toBe('');
+    const sent = await sb.run(['orders', 'create', '--idempotency-key', 'no-items']);
+    expect(sent.code).toBe(2);
+    // The key was never used: a real order may take it now.
+    expect((await json(['orders', 'create', '--item', 'TEA:1', '--idempotency-key', 'no-items'])).status).toBe('RESERVED');
+  });
+
+  it('payment outcomes in exit codes: declined 1, unknown 5 with the exact retry command, which then succeeds', async () => {
+    await json(['inventory', 'set', 'CUP', '--quantity', '5', '--price', '3000']);
+    for (const method of ['test_decline_card_declined', 'test_decline_insufficient_funds']) {
+      const order = await json(['orders', 'create', '--item', 'CUP:1']);
+      const declined = await sb.run(['orders', 'pay', order.id, '--method', method]);
+      expect(declined.code, declined.stderr).toBe(1);
+      expect(declined.stdout).toMatch(/^status\tABORTED$/m);
+      expect(declined.stderr).toMatch(/error: payment pay_\S+ of order ord_\S+ ABORTED \((CARD_DECLINED|INSUFFICIENT_FUNDS)\)/);
+      expect(declined.stderr).toContain('the order is not paid');
+    }
+
+    const order = await json(['orders', 'create', '--item', 'CUP:1']);
+    const lost = await sb.run(['orders', 'pay', order.id, '--method', 'test_timeout', '--idempotency-key', 'pay-lost']);
+    expect(lost.code, lost.stderr).toBe(5);
+    expect(lost.stdout).toMatch(/^status\tIN_PROGRESS$/m);
+    const retry = /ask again with exactly this command \(it never charges twice\): (miniapp .+)$/m.exec(lost.stderr)?.[1];
+    expect(retry).toBe(`miniapp orders pay ${order.id} --method test_timeout --idempotency-key pay-lost`);
+    // With --json the payment is still printed, and the exit code is the same.
+    const other = await json(['orders', 'create', '--item', 'CUP:1']);
+    const lostJson = await sb.run(['orders', 'pay', other.id, '--method', 'test_timeout', '--json']);
+    expect(lostJson.code).toBe(5);
+    expect(JSON.parse(lostJson.stdout)).toMatchObject({ order_id: other.id, status: 'IN_PROGRESS', method: 'test_timeout' });
+    expect(lostJson.stderr).toContain('"code":"PAYMENT_OUTCOME_UNKNOWN"');
+    // The printed command, run as printed, succeeds.
+    const again = await sb.run(retry!.split(' ').slice(1));
+    expect(again.code, again.stderr).toBe(0);
+    expect(again.stdout).toMatch(/^status\tDONE$/m);
+    expect((await json(['orders', 'get', order.id])).status).toBe('PAID');
+
+    const approved = await json(['orders', 'create', '--item', 'CUP:1']);
+    const paid = await sb.run(['orders', 'pay', approved.id]);
+    expect(paid.code, paid.stderr).toBe(0);
+    expect(paid.stderr).toContain(`order ${approved.id} paid`);
+  });
+
+  it('a replayed orders create says so and shows the order as it is now', async () => {
+    await json(['inventory', 'set', 'PEN', '--quantity', '5', '--price', '1500']);
+    const first = await sb.run(['orders', 'create', '--item', 'PEN:1', '--idempotency-key', 'checkout-9']);
+    expect(first.code, first.stderr).toBe(0);
+    expect(first.stderr).not.toContain('replay');
+    const orderId = /^id\t(ord_\S+)$/m.exec(first.stdout)![1]!;
+    const still = await sb.run(['orders', 'create', '--item', 'PEN:1', '--idempotency-key', 'checkout-9']);
+    expect(still.code, still.stderr).toBe(0);
+    expect(still.stderr).toContain(`replay: idempotency key checkout-9 was used before; order ${orderId} was not placed again, and it is still RESERVED`);
+    await json(['orders', 'pay', orderId]);
+    await json(['orders', 'cancel', orderId, '--reason', 'changed my mind']);
+    const replay = await sb.run(['orders', 'create', '--item', 'PEN:1', '--idempotency-key', 'checkout-9']);
+    expect(replay.code, replay.stderr).toBe(0);
+    expect(replay.stdout).toMatch(/^status\tRESERVED$/m);
+    expect(replay.stdout).toMatch(/^current_status\tCANCELLED$/m);
+    expect(replay.stderr).toContain('it is now CANCELLED (it was RESERVED when first answered)');
+    expect(replay.stderr).not.toContain('pay it with');
+    const replayJson = await json(['orders', 'create', '--item', 'PEN:1', '--idempotency-key', 'checkout-9']);
+    expect(replayJson).toMatchObject({ id: orderId, status: 'RESERVED', replayed: true, current: { id: orderId, status: 'CANCELLED' } });
   });
 });

@@ -146,8 +146,15 @@ export const ORDER_COLUMNS: readonly Column<OrderJson>[] = [
   { header: 'created_at', value: (o) => o.created_at },
 ];
 
-export function printOrder(out: Output, order: OrderMessage): void {
+/**
+ * One order as field/value pairs. A replayed CreateOrder (`replay`) prints
+ * the key's first answer, marked as such, with the order's current status
+ * and time beside it; under --json, `replayed: true` and `current` (the
+ * order as it is now) are added to the first answer's fields.
+ */
+export function printOrder(out: Output, order: OrderMessage, replay?: { replayed: true; current: OrderMessage }): void {
   const json = orderJson(order);
+  const current = replay && orderJson(replay.current);
   out.record(
     [
       ...ORDER_COLUMNS.map((column) => [column.header, column.value(json)] as const),
@@ -155,8 +162,15 @@ export function printOrder(out: Output, order: OrderMessage): void {
       ['paid_at', json.paid_at],
       ['cancelled_at', json.cancelled_at],
       ['cancel_reason', json.cancel_reason],
+      ...(current
+        ? ([
+            ['replayed', 'yes: the first answer of this idempotency key'],
+            ['current_status', current.status],
+            ['current_updated_at', current.updated_at],
+          ] as const)
+        : []),
     ],
-    json,
+    current ? { ...json, replayed: true, current } : json,
   );
 }
 
