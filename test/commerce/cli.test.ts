@@ -7,7 +7,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { Sandbox } from '../helpers/cli.js';
+import { Sandbox, plain } from '../helpers/cli.js';
 import { BACKENDS, createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 
 const bin = fileURLToPath(new URL('../../bin/miniapp.cjs', import.meta.url));
@@ -163,6 +163,48 @@ describe.each(BACKENDS)('miniapp inventory | orders | payments against serve on 
     const paid = await sb.run(['orders', 'pay', approved.id]);
     expect(paid.code, paid.stderr).toBe(0);
     expect(paid.stderr).toContain(`order ${approved.id} paid`);
+  });
+
+  it('orders list and users list keep ids, statuses and numbers whole at 60 and 120 columns, leaving whole columns out and naming them', async () => {
+    await json(['inventory', 'set', 'LAMP', '--quantity', '9', '--price', '30000', '--name', 'A desk lamp with a long, long name']);
+    const paid = await json(['orders', 'create', '--item', 'LAMP:1']);
+    const payment = await json(['orders', 'pay', paid.id]);
+    const failed = await json(['orders', 'create', '--item', 'LAMP:2']);
+    expect((await sb.run(['orders', 'pay', failed.id, '--method', 'test_decline_card_declined'])).code).toBe(1);
+    const reserved = await json(['orders', 'create', '--item', 'LAMP:3']);
+    await json(['users', 'create', '--username', 'ann', '--email', 'ann@example.com', '--password', 'secret-pass-1', '--full-name', 'Ann Long-Surname the Third']);
+
+    const table = (stdout: string) => {
+      const lines = plain(stdout).split('\n').filter(Boolean);
+      const cells = (line: string) => line.split('│').slice(1, -1).map((cell) => cell.trim());
+      const headers = cells(lines[1]!);
+      return { lines, headers, rows: lines.slice(2, -1).map((line) => Object.fromEntries(cells(line).map((cell, i) => [headers[i]!, cell]))) };
+    };
+    for (const width of [60, 120]) {
+      const list = await sb.run(['orders', 'list', '--no-color'], { tty: true, columns: width });
+      expect(list.code, list.stderr).toBe(0);
+      const { lines, headers, rows } = table(list.stdout);
+      for (const line of lines) expect(line.length, line).toBeLessThanOrEqual(width);
+      expect(list.stdout).not.toContain('…');
+      expect(rows.map((r) => [r.id, r.status, r.total])).toEqual([
+        [reserved.id, 'RESERVED', '90,000 KRW'],
+        [failed.id, 'PAYMENT_FAILED', '60,000 KRW'],
+        [paid.id, 'PAID', '30,000 KRW'],
+      ]);
+      const note = plain(list.stderr).replace(/\n/g, ' ');
+      const omitted = ['user_id', 'items', 'payment_id', 'created_at'].filter((h) => !headers.includes(h));
+      if (omitted.length) expect(note).toContain(`(not shown at ${width} columns: ${omitted.join(', ')}; a wider terminal or --json shows`);
+      if (width === 120) expect(rows.map((r) => r.payment_id)).toEqual(['', expect.stringMatching(/^pay_/), payment.id]);
+
+      const users = await sb.run(['users', 'list', '--no-color'], { tty: true, columns: width });
+      expect(users.code, users.stderr).toBe(0);
+      const u = table(users.stdout);
+      for (const line of u.lines) expect(line.length, line).toBeLessThanOrEqual(width);
+      expect(u.rows.map((r) => [r.id, r.username, r.email])).toEqual([['1', 'ann', 'ann@example.com']]);
+      // Nobody has roles: the empty column takes no room.
+      expect(u.headers).not.toContain('roles');
+      if (width === 120) expect(u.rows[0]!.full_name).toBe('Ann Long-Surname the Third');
+    }
   });
 
   it('a replayed orders create says so and shows the order as it is now', async () => {

@@ -35,8 +35,9 @@ async function runLogout(cc: CommandContext, command: Command): Promise<void> {
   }
   const fromEnv = cc.env.MINIAPP_ACCESS_TOKEN?.trim() || undefined;
   let accessToken = fromEnv ?? stored?.accessToken;
-  const { notLoggedIn, refreshStored, tokenState } = await import('../../login/session.js');
+  const [{ notLoggedIn, refreshStored, tokenState }, client] = await Promise.all([import('../../login/session.js'), partnerClient(cc, options)]);
   if (!accessToken) {
+    await client.close();
     // remove-by-user-key takes a Bearer token: without one it is refused upstream, so it is not sent.
     if (userKey !== undefined) {
       throw new AuthError(`logout --user-key needs an access token as its Bearer token, and none is stored in profile "${cc.profile}" (nor set in MINIAPP_ACCESS_TOKEN); nothing was sent`, {
@@ -46,7 +47,6 @@ async function runLogout(cc: CommandContext, command: Command): Promise<void> {
     }
     throw notLoggedIn(cc.profile);
   }
-  const client = await partnerClient(cc, options);
   try {
     const state = !fromEnv && stored ? tokenState(stored, cc.now()) : undefined;
     if (state?.accessExpired && !state.refreshExpired) {

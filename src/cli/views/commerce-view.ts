@@ -99,11 +99,11 @@ type StockJson = ReturnType<typeof stockJson>;
 export const STOCK_COLUMNS: readonly Column<StockJson>[] = [
   { header: 'sku', value: (s) => s.sku },
   { header: 'name', value: (s) => s.name, maxWidth: 30 },
-  { header: 'price', value: (s) => money(s.price, s.currency) },
+  { header: 'price', value: (s) => money(s.price, s.currency), drop: -1 },
   { header: 'on_hand', value: (s) => s.on_hand },
   { header: 'reserved', value: (s) => s.reserved },
-  { header: 'available', value: (s) => s.available },
-  { header: 'updated_at', value: (s) => s.updated_at },
+  { header: 'available', value: (s) => s.available, drop: -1 },
+  { header: 'updated_at', value: (s) => s.updated_at, drop: 3 },
 ];
 
 export function printStock(out: Output, level: StockLevelMessage): void {
@@ -136,14 +136,15 @@ type OrderJson = ReturnType<typeof orderJson>;
 
 const itemsText = (order: OrderJson) => order.items.map((item) => `${item.sku} x${item.quantity}`).join(', ');
 
+/** On a narrow terminal the items give way first, then created_at, payment_id and user_id go; id, status and total stay whole. */
 export const ORDER_COLUMNS: readonly Column<OrderJson>[] = [
   { header: 'id', value: (o) => o.id },
-  { header: 'status', value: (o) => o.status },
+  { header: 'status', value: (o) => o.status, drop: -1 },
   { header: 'user_id', value: (o) => o.user_id },
   { header: 'items', value: itemsText, maxWidth: 40 },
-  { header: 'total', value: (o) => money(o.total_amount, o.currency) },
-  { header: 'payment_id', value: (o) => o.payment_id },
-  { header: 'created_at', value: (o) => o.created_at },
+  { header: 'total', value: (o) => money(o.total_amount, o.currency), drop: -1 },
+  { header: 'payment_id', value: (o) => o.payment_id, drop: 2 },
+  { header: 'created_at', value: (o) => o.created_at, drop: 3 },
 ];
 
 /**
