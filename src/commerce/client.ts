@@ -112,8 +112,15 @@ export class CommerceClient {
     return this.#call<{ items: StockLevelMessage[] }>('inventory', 'CheckStock', { skus }).then((r) => r.items);
   }
 
-  setStock(request: { sku: string; quantity: number; price?: number | undefined; name?: string | undefined; currency?: string | undefined; reason?: string | undefined }): Promise<StockLevelMessage> {
-    return this.#call('inventory', 'SetStock', { ...request, has_price: request.price !== undefined, price: request.price ?? 0 });
+  /** Without a quantity, an existing SKU keeps its on-hand count (keep_quantity). */
+  setStock(request: { sku: string; quantity?: number | undefined; price?: number | undefined; name?: string | undefined; currency?: string | undefined; reason?: string | undefined }): Promise<StockLevelMessage> {
+    return this.#call('inventory', 'SetStock', {
+      ...request,
+      quantity: request.quantity ?? 0,
+      keep_quantity: request.quantity === undefined,
+      has_price: request.price !== undefined,
+      price: request.price ?? 0,
+    });
   }
 
   adjustStock(request: { sku: string; delta: number; reason: string }): Promise<StockLevelMessage> {

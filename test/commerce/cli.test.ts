@@ -109,6 +109,7 @@ describe.each(BACKENDS)('miniapp inventory | orders | payments against serve on 
       ['orders', 'list', '--status', 'shipped'],
       ['inventory', 'set', 'TEA', '--quantity', '-3'],
       ['inventory', 'set', 'T E A', '--quantity', '3'],
+      ['inventory', 'set', 'TEA'],
       ['inventory', 'adjust', 'TEA', '--by', '0', '--reason', 'x'],
       ['inventory', 'adjust', 'TEA', '--by', '2'],
       ['payments', 'refund', 'pay_x', '--amount', '0', '--reason', 'x'],
@@ -205,6 +206,22 @@ describe.each(BACKENDS)('miniapp inventory | orders | payments against serve on 
       expect(u.headers).not.toContain('roles');
       if (width === 120) expect(u.rows[0]!.full_name).toBe('Ann Long-Surname the Third');
     }
+  });
+
+  it('inventory set changes a price without --quantity, leaving the stock (and what orders reserved) as it is', async () => {
+    await json(['inventory', 'set', 'MUG', '--quantity', '10', '--price', '12000', '--name', 'Mug']);
+    await json(['orders', 'create', '--item', 'MUG:3']);
+    const repriced = await sb.run(['inventory', 'set', 'MUG', '--price', '13000']);
+    expect(repriced.code, repriced.stderr).toBe(0);
+    expect(repriced.stdout).toMatch(/^price\t13,000 KRW$/m);
+    expect(await json(['inventory', 'stock', 'MUG'])).toEqual([expect.objectContaining({ price: 13000, name: 'Mug', on_hand: 10, reserved: 3, available: 7 })]);
+    // A new SKU still needs its quantity; naming nothing to set is a usage error.
+    const fresh = await sb.run(['inventory', 'set', 'NEW', '--price', '100']);
+    expect(fresh.code).toBe(1);
+    expect(fresh.stderr).toContain('FAILED_PRECONDITION: SKU NEW is new: give its quantity on hand');
+    const nothing = await sb.run(['inventory', 'set', 'MUG']);
+    expect(nothing.code).toBe(2);
+    expect(nothing.stderr).toContain('inventory set needs --quantity, --price, --name or --currency');
   });
 
   it('a replayed orders create says so and shows the order as it is now', async () => {
