@@ -208,6 +208,25 @@ describe.each(BACKENDS)('miniapp inventory | orders | payments against serve on 
     }
   });
 
+  it('a full refund leaves the order PAID, and orders get says it was refunded in full; cancelling it then restocks', async () => {
+    await json(['inventory', 'set', 'BOWL', '--quantity', '4', '--price', '8000']);
+    const order = await json(['orders', 'create', '--item', 'BOWL:2']);
+    const payment = await json(['orders', 'pay', order.id]);
+    const refund = await sb.run(['payments', 'refund', payment.id, '--reason', 'never arrived']);
+    expect(refund.code, refund.stderr).toBe(0);
+    expect(refund.stdout).toMatch(/^status\tCANCELED$/m);
+    const shown = await sb.run(['orders', 'get', order.id]);
+    expect(shown.code, shown.stderr).toBe(0);
+    expect(shown.stdout).toMatch(/^status\tPAID$/m);
+    expect(shown.stdout).toMatch(/^payment_status\tCANCELED$/m);
+    expect(shown.stdout).toMatch(/^refunded\t16,000 KRW \(in full\)$/m);
+    expect(shown.stderr).toContain(`refunded in full (payment CANCELED); the order stays PAID until \`miniapp orders cancel ${order.id}\` puts its units back on hand`);
+    expect(await json(['orders', 'get', order.id])).toMatchObject({ status: 'PAID', payment: { status: 'CANCELED', amount: 16000, balance: 0, refunded: 16000 } });
+    expect(await json(['inventory', 'stock', 'BOWL'])).toEqual([expect.objectContaining({ on_hand: 2, reserved: 0 })]);
+    expect(await json(['orders', 'cancel', order.id, '--reason', 'returned'])).toMatchObject({ status: 'CANCELLED' });
+    expect(await json(['inventory', 'stock', 'BOWL'])).toEqual([expect.objectContaining({ on_hand: 4, reserved: 0 })]);
+  });
+
   it('inventory set changes a price without --quantity, leaving the stock (and what orders reserved) as it is', async () => {
     await json(['inventory', 'set', 'MUG', '--quantity', '10', '--price', '12000', '--name', 'Mug']);
     await json(['orders', 'create', '--item', 'MUG:3']);

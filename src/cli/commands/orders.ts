@@ -103,7 +103,16 @@ async function runCreate(cc: CommandContext, command: Command): Promise<void> {
 
 async function runGet(cc: CommandContext, command: Command): Promise<void> {
   const id = checkIdArgument(command.processedArgs[0] as string, 'ord');
-  printOrder(cc.out, await withCommerce(cc, command.opts<ConnectionFlags>(), (client) => client.getOrder(id)));
+  // A refund moves money, not the order: a PAID order refunded in full stays PAID until cancelled (which restocks), so
+  // its payment's state is shown beside it.
+  const { order, payment } = await withCommerce(cc, command.opts<ConnectionFlags>(), async (client) => {
+    const order = await client.getOrder(id);
+    return { order, payment: order.payment_id ? await client.getPayment(order.payment_id) : undefined };
+  });
+  printOrder(cc.out, order, undefined, payment);
+  if (!cc.out.json && order.status === 'PAID' && payment && Number(payment.balance) === 0) {
+    cc.out.info(`refunded in full (payment ${payment.status}); the order stays PAID until \`miniapp orders cancel ${id}\` puts its units back on hand`);
+  }
 }
 
 async function runList(cc: CommandContext, command: Command): Promise<void> {

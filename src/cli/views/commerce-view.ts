@@ -153,9 +153,10 @@ export const ORDER_COLUMNS: readonly Column<OrderJson>[] = [
  * and time beside it; under --json, `replayed: true` and `current` (the
  * order as it is now) are added to the first answer's fields.
  */
-export function printOrder(out: Output, order: OrderMessage, replay?: { replayed: true; current: OrderMessage }): void {
+export function printOrder(out: Output, order: OrderMessage, replay?: { replayed: true; current: OrderMessage }, payment?: PaymentMessage): void {
   const json = orderJson(order);
   const current = replay && orderJson(replay.current);
+  const paid = payment && { status: payment.status, amount: n(payment.amount), balance: n(payment.balance), refunded: n(payment.amount) - n(payment.balance) };
   out.record(
     [
       ...ORDER_COLUMNS.map((column) => [column.header, column.value(json)] as const),
@@ -170,8 +171,14 @@ export function printOrder(out: Output, order: OrderMessage, replay?: { replayed
             ['current_updated_at', current.updated_at],
           ] as const)
         : []),
+      ...(paid
+        ? ([
+            ['payment_status', paid.status],
+            ['refunded', paid.refunded > 0 ? `${money(paid.refunded, order.currency)}${paid.balance === 0 ? ' (in full)' : ''}` : ''],
+          ] as const)
+        : []),
     ],
-    current ? { ...json, replayed: true, current } : json,
+    current ? { ...json, replayed: true, current } : paid ? { ...json, payment: paid } : json,
   );
 }
 
