@@ -304,10 +304,8 @@ async function runComplete(words: readonly string[], ctx: Context, loaders: Load
         const [{ ConfigFile }, { configDir }] = await Promise.all([import('../config/file.js'), import('../config/paths.js')]);
         return new ConfigFile(configDir(ctx.env, ctx.homedir)).profileNames();
       },
-      metrics: async () => {
-        const catalogue = await import('../insights/metrics.js');
-        return [...new Set([...catalogue.POST_METRICS, ...catalogue.STORY_METRICS, ...catalogue.REEL_METRICS, ...catalogue.ACCOUNT_METRICS])].sort();
-      },
+      metrics: async () => (await import('../insights/metrics.js')).currentMetricNames(),
+      settings: async () => (await import('../config/keys.js')).SETTINGS.map((spec) => ({ value: spec.key, description: spec.description })),
     });
     for (const candidate of candidates) ctx.io.stdout.write(`${candidate.value}\t${candidate.description.replace(/\s+/g, ' ')}\n`);
   } catch {
