@@ -111,6 +111,7 @@ Exit codes:
   0  success          3  decryption failed
   1  failure          4  authentication (missing, expired or rejected credentials)
   2  usage or config  5  upstream, network, time-out or TLS failure
+  130 interrupted (Ctrl-C) before a command that reports its progress was done
 A setting a command needs that is not set is exit 4 when it is a credential
 (a token: access/refresh token, graph-token, grpc-token) and exit 2 otherwise,
 \`config get\` included.
