@@ -36,6 +36,8 @@ export interface Column<Row> {
   shrink?: number;
   /** The narrowest a shrinking column becomes before the next one gives way (default: 8, or its header when wider). */
   minWidth?: number;
+  /** Where a text cell too wide for its column is cut: at the end (default), or in the middle when its end matters as much. */
+  cut?: 'end' | 'middle';
   /**
    * When whole values do not fit, columns are left out (and named on
    * stderr): the highest `drop` first, the rightmost of equals first.
@@ -163,7 +165,7 @@ export class Output {
       this.io.stderr.write(`${this.errColor.dim('(nothing to show)')}\n`);
       return;
     }
-    const { textWidth, truncateToWidth } = textWidths();
+    const { textWidth, truncateMiddle, truncateToWidth } = textWidths();
     const cells = rows.map((row) => columns.map((c) => {
       const text = oneLine(cellText(c.value(row)));
       return c.maxWidth === undefined ? text : truncateToWidth(text, c.maxWidth);
@@ -188,10 +190,11 @@ export class Output {
     // Drawn here rather than by cli-table3, whose string-width counts some emoji (ZWJ sequences, flags) otherwise than
     // the cut above did: one measure for cutting and padding keeps the borders straight.
     const rule = (left: string, middle: string, right: string) => `${left}${widths.map((w) => '─'.repeat(w + 2)).join(middle)}${right}`;
+    const cutters = pick(columns).map((c) => (c.cut === 'middle' ? truncateMiddle : truncateToWidth));
     const line = (texts: readonly string[], style: (text: string) => string = (text) => text) =>
       `│${texts
         .map((text, i) => {
-          const cut = truncateToWidth(text, widths[i]!);
+          const cut = cutters[i]!(text, widths[i]!);
           return ` ${style(cut)}${' '.repeat(Math.max(0, widths[i]! - textWidth(cut)))} `;
         })
         .join('│')}│`;
