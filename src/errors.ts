@@ -12,6 +12,8 @@ export const ExitCode = {
   decrypt: 3,
   auth: 4,
   upstream: 5,
+  /** Stopped by Ctrl-C (SIGINT) or SIGTERM before it was done, as shells report 128 + SIGINT. */
+  interrupted: 130,
 } as const;
 export type ExitCode = (typeof ExitCode)[keyof typeof ExitCode];
 
@@ -90,6 +92,12 @@ export class UpstreamError extends MiniappError {
     super(message, options);
     if (options.code) this.code = options.code;
   }
+}
+
+/** A command stopped by a signal before its work was done; the message says how far it got. */
+export class InterruptedError extends MiniappError {
+  override readonly exitCode = ExitCode.interrupted;
+  override readonly code: string = 'INTERRUPTED';
 }
 
 export function exitCodeOf(error: unknown): ExitCode {

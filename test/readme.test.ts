@@ -39,6 +39,50 @@ export function shellBlocks(markdown: string): { line: number; code: string }[] 
   return blocks;
 }
 
+/** Every ```console block of the README (transcripts: `$ ` lines and what they print), with the line it starts on. */
+export function consoleBlocks(markdown: string): { line: number; lines: string[] }[] {
+  const blocks: { line: number; lines: string[] }[] = [];
+  const lines = markdown.split('\n');
+  for (let i = 0; i < lines.length; i++) {
+    if (lines[i]!.trim() !== '```console') continue;
+    const start = i + 1;
+    const body: string[] = [];
+    for (i++; i < lines.length && lines[i]!.trim() !== '```'; i++) body.push(lines[i]!);
+    blocks.push({ line: start, lines: body });
+  }
+  return blocks;
+}
+
+/**
+ * Transcripts a reader types along with the examples, in the same state:
+ * the config walkthrough (all but what needs a terminal), and the wrong-AAD
+ * decrypt, whose first error line must be what the README shows. Returned
+ * as bash that runs after the ```sh blocks.
+ */
+function transcripts(markdown: string): string {
+  const blocks = consoleBlocks(markdown);
+  const walkthrough = blocks.find((b) => b.lines[0]!.startsWith('$ export MINIAPP_PROFILE='));
+  const wrongAad = blocks.flatMap((b) => b.lines.map((text, i) => ({ text, next: b.lines[i + 1] ?? '' }))).find((l) => l.text.startsWith('$ MINIAPP_DECRYPT_AAD=00ff miniapp decrypt'));
+  if (!walkthrough || !wrongAad) throw new Error('the README lost the config walkthrough or the wrong-AAD example');
+  const command = (text: string) => text.slice(2).replace(/\s+#.*$/, '');
+  const steps = walkthrough.lines
+    .filter((text) => text.startsWith('$ ') && !text.includes('on a terminal'))
+    .map((text) => `${command(text)} > /dev/null`);
+  return [
+    `echo "### README.md line ${walkthrough.line} (the config walkthrough, typed along)" >&2`,
+    // What the walkthrough reads: a key file and a client key in pki/.
+    'printf "%s\\n" 603deb1015ca71be2b73aef0857d77811f352c073b6108d72d9810a30914dff4 > key.txt',
+    'mkdir -p pki && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout pki/client.key -out pki/client.crt -days 1 -subj /CN=readme 2>/dev/null',
+    ...steps,
+    // What the examples after it need of the default profile still works.
+    'miniapp me --json > /dev/null',
+    'echo "### README.md (the wrong-AAD decrypt, typed along)" >&2',
+    `set +e; ${command(wrongAad.text)} 2> wrong-aad.txt; code=$?; set -e`,
+    'test "$code" -eq 3',
+    `test "$(head -1 wrong-aad.txt)" = ${JSON.stringify(wrongAad.next)}`,
+  ].join('\n');
+}
+
 /**
  * `miniapp serve|sandbox ... &  # comment` becomes `... > bg-N.log 2>&1 &`
  * followed by a wait for its banner; other background commands just run.
@@ -99,6 +143,30 @@ process.stdin.on('data', (c) => (input += c)).on('end', () => {
 });
 `;
 
+describe('the README transcripts a reader types beside the examples', () => {
+  const readme = readFileSync(join(root, 'README.md'), 'utf8');
+  const typed = consoleBlocks(readme).flatMap((block) => block.lines.filter((line) => line.startsWith('$ ')));
+
+  it('create no user that a later example creates again (grpcurl CreateUser)', () => {
+    const created = new Set([...shellBlocks(readme).map((b) => b.code).join('\n').matchAll(/--username (\w+)/g)].map((m) => m[1]));
+    const grpcurl = typed.filter((line) => line.includes('UserService/CreateUser'));
+    expect(grpcurl.length).toBeGreaterThan(0);
+    for (const line of grpcurl) expect(created.has(/"username":"(\w+)"/.exec(line)![1]), line).toBe(false);
+  });
+
+  it('start no second serve on the quick start\'s ports (3000, 50051) or data dir while it runs', () => {
+    const serves = typed.filter((line) => /^\$ (\S+=\S+ )*miniapp serve\b/.test(line) && !line.includes('[--'));
+    expect(serves.length).toBeGreaterThan(0);
+    for (const line of serves) {
+      // A restart in its place, or a deployment's own machine (its PostgreSQL), takes the ports as its own.
+      if (line.includes('# in place of') || line.includes('--database ')) continue;
+      expect(line, line).toMatch(/--port (?!3000\b)\d+/);
+      expect(line, line).toMatch(/--grpc-port (?!50051\b)\d+|--no-grpc/);
+      expect(line, line).toMatch(/--data-dir |--store memory|--database /);
+    }
+  });
+});
+
 describe('the README examples', () => {
   it('run as written, in order, on a fresh data dir', { timeout: 240_000 }, async () => {
     const readme = readFileSync(join(root, 'README.md'), 'utf8');
@@ -137,6 +205,7 @@ describe('the README examples', () => {
         isolated ? 'ip link set lo up 2>/dev/null || true' : '',
         `cd ${JSON.stringify(work)}`,
         ...blocks.map((block) => `echo "### README.md line ${block.line}" >&2\n${backgroundWaits(block.code)}`),
+        transcripts(readme),
         'echo "### all README examples ran" >&2',
         // Stop what the examples left running (serve, the sandbox, a watch), as Ctrl-C would.
         'stop_jobs',

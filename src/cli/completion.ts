@@ -25,6 +25,21 @@ const FLAG_VALUES: Record<string, readonly string[]> = {
   '--state': ['pending', 'delivered', 'failed', 'cancelled', 'held'],
   '--component': ['http', 'grpc', 'webhooks', 'serve'],
   '--period': ['day', 'week', 'days_28', 'lifetime'],
+  '--breakdown': ['country', 'city', 'age', 'gender', 'age,gender'],
+};
+
+/** Values of a flag that means one thing in one command and another elsewhere, by command path. */
+const COMMAND_FLAG_VALUES: Record<string, Record<string, readonly string[]>> = {
+  'miniapp orders list': { '--status': ['RESERVED', 'PAYMENT_PENDING', 'PAID', 'PAYMENT_FAILED', 'EXPIRED', 'CANCELLED'] },
+  'miniapp orders pay': { '--method': ['test_approve', 'test_decline_insufficient_funds', 'test_decline_card_declined', 'test_timeout'] },
+};
+
+/** What the first argument of a command takes, by command path (a setting's name, a shell). */
+const ARGUMENT_VALUES: Record<string, 'settings' | readonly string[]> = {
+  'miniapp config set': 'settings',
+  'miniapp config get': 'settings',
+  'miniapp config unset': 'settings',
+  'miniapp completion': ['bash', 'zsh', 'fish'],
 };
 
 export const SHELLS = ['bash', 'zsh', 'fish'] as const;
@@ -38,8 +53,16 @@ export interface Candidate {
 export interface CompletionSources {
   /** The profiles of the config file (for --profile). */
   profiles: () => Promise<string[]>;
-  /** Metric names the insights commands know (for --metrics). */
+  /** Metric names the insights commands know, without the retired ones (for --metrics). */
   metrics: () => Promise<string[]>;
+  /** The settings `config set|get|unset` take. */
+  settings: () => Promise<Candidate[]>;
+}
+
+function pathOf(command: Command): string {
+  const names: string[] = [];
+  for (let current: Command | null = command; current; current = current.parent) names.unshift(current.name());
+  return names.join(' ');
 }
 
 function visible(command: Command): Command[] {
@@ -72,9 +95,12 @@ function takesValue(option: Option): boolean {
 export async function complete(program: Command, words: readonly string[], sources: CompletionSources): Promise<Candidate[]> {
   let command = program;
   const done = words.slice(0, -1);
-  const current = words.at(-1) ?? '';
+  let current = words.at(-1) ?? '';
   let expecting: Option | undefined;
+  let operands = 0;
   for (const word of done) {
+    // bash splits `--format=csv` at the "=" (COMP_WORDBREAKS): the "=" keeps the flag waiting for its value.
+    if (expecting && word === '=') continue;
     if (expecting) {
       expecting = undefined;
       continue;
@@ -87,24 +113,46 @@ export async function complete(program: Command, words: readonly string[], sourc
       continue;
     }
     const sub = command.commands.find((c) => c.name() === word || c.aliases().includes(word));
-    if (sub) command = sub;
+    if (sub) {
+      command = sub;
+      operands = 0;
+    } else operands++;
   }
+  if (expecting && current === '=') current = '';
   let candidates: Candidate[];
+  let prefix = '';
+  // zsh and fish keep `--format=cs` one word: its value is completed after the "=".
+  const inline = /^(--[^=]+)=(.*)$/.exec(current);
+  const inlineOption = inline ? findOption(command, inline[1]!) : undefined;
+  if (inline && inlineOption && takesValue(inlineOption)) {
+    expecting = inlineOption;
+    prefix = `${inline[1]}=`;
+    current = inline[2]!;
+  }
   if (expecting) {
-    candidates = await valuesOf(expecting, sources);
+    candidates = await valuesOf(expecting, command, sources);
+    // A list flag (--metrics reach,sa): the last item is completed, after the ones before it.
+    const comma = current.lastIndexOf(',');
+    if (comma >= 0 && expecting.long === '--metrics') {
+      prefix += current.slice(0, comma + 1);
+      current = current.slice(comma + 1);
+    }
   } else if (current.startsWith('-')) {
     candidates = optionsOf(command)
       .flatMap((option) => (option.long ? [{ value: option.long, description: option.description }] : []))
       .filter((c, index, all) => all.findIndex((other) => other.value === c.value) === index);
-  } else {
+  } else if (visible(command).length > 0) {
     candidates = visible(command).map((sub) => ({ value: sub.name(), description: sub.summary() || sub.description().split(/[.:]/)[0]! }));
+  } else {
+    const argument = operands === 0 ? ARGUMENT_VALUES[pathOf(command)] : undefined;
+    candidates = argument === 'settings' ? await sources.settings() : (argument ?? []).map((value) => ({ value, description: '' }));
   }
-  return candidates.filter((candidate) => candidate.value.startsWith(current));
+  return candidates.filter((candidate) => candidate.value.startsWith(current)).map((candidate) => ({ ...candidate, value: `${prefix}${candidate.value}` }));
 }
 
-async function valuesOf(option: Option, sources: CompletionSources): Promise<Candidate[]> {
+async function valuesOf(option: Option, command: Command, sources: CompletionSources): Promise<Candidate[]> {
   const flag = option.long ?? '';
-  let values: readonly string[] = option.argChoices ?? FLAG_VALUES[flag] ?? [];
+  let values: readonly string[] = option.argChoices ?? COMMAND_FLAG_VALUES[pathOf(command)]?.[flag] ?? FLAG_VALUES[flag] ?? [];
   if (flag === '--profile') values = await sources.profiles();
   if (flag === '--metrics') values = await sources.metrics();
   return values.map((value) => ({ value, description: '' }));
@@ -118,6 +166,7 @@ export function completionScript(shell: Shell): string {
 # (or add  source <(miniapp completion bash)  to ~/.bashrc)
 _miniapp() {
   local cur="\${COMP_WORDS[COMP_CWORD]}"
+  [[ $cur == = ]] && cur=
   local IFS=$'\\n'
   local candidates
   candidates=$(miniapp __complete "\${COMP_WORDS[@]:1:COMP_CWORD}" 2>/dev/null | cut -f1)

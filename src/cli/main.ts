@@ -4,7 +4,7 @@
  * `runCli` is what the launcher calls for everything the quick path
  * (quick.ts) does not serve, and what tests call in-process.
  */
-import { GROUP_SUMMARIES, groupNameOf, registerCompletion, runProgram, type Loaders } from './program.js';
+import { GROUP_SUMMARIES, groupNameOf, registerCompletion, registerVersion, runProgram, type Loaders } from './program.js';
 import type { Register } from './command.js';
 import { processContext, type Context } from './context.js';
 import type { ExitCode } from '../errors.js';
@@ -30,6 +30,7 @@ const LOADERS: Loaders = {
   sandbox: async () => (await import('./commands/sandbox.js')).registerSandbox,
   config: async () => (await import('./commands/config.js')).registerConfig,
   completion: async () => registerCompletion,
+  version: async () => registerVersion,
 };
 
 /** Every command group with its loader, in the order `miniapp --help` lists them. */
@@ -40,7 +41,7 @@ export const GROUPS: readonly { name: string; summary: string; load: () => Promi
 });
 
 /** Commands that serve rather than call: `serve` traces its own requests (its --otlp-endpoint), the sandbox none. */
-const UNTRACED_GROUPS = new Set(['serve', 'sandbox', 'completion', 'config']);
+const UNTRACED_GROUPS = new Set(['serve', 'sandbox', 'completion', 'config', 'version']);
 
 /** How long a traced command waits, once done, for its spans to be sent (an unreachable collector costs no more). */
 const FLUSH_MS = 2_000;

@@ -15,7 +15,7 @@ import { Command, CommanderError, Option } from './commander.js';
 import { ExitCode, MiniappError, RefusedError, UsageError, type ExitCode as Code } from '../errors.js';
 import type { CommandContext, Context } from './context.js';
 import type { OutStream } from './render/streams.js';
-import { groupNameOf, rewriteHelp } from './argv.js';
+import { groupNameOf, leadingOperands, rewriteHelp } from './argv.js';
 
 export { groupNameOf, leadingOperands, rewriteHelp } from './argv.js';
 
@@ -54,7 +54,25 @@ export const GROUP_SUMMARIES: readonly GroupSummary[] = [
   { name: 'sandbox', summary: 'offline emulators of the partner and graph APIs' },
   { name: 'config', summary: 'read and write settings of a profile' },
   { name: 'completion', summary: 'print the shell completion script (bash, zsh, fish)' },
+  { name: 'version', summary: 'print the version (--json: {"version","node"})' },
 ];
+
+/** What `miniapp version --json` and `miniapp --json --version` print. */
+function versionJson(version: string): { version: string; node: string } {
+  return { version, node: process.versions.node };
+}
+
+export function registerVersion(program: Command, bind: Bind): void {
+  program
+    .command('version')
+    .description('Print the version of miniapp, as --version does; with --json, {"version": ..., "node": ...}.')
+    .action(
+      bind(async (cc) => {
+        if (cc.out.json) cc.out.printJson(versionJson(cc.version));
+        else cc.out.line(cc.version);
+      }),
+    );
+}
 
 export function registerCompletion(program: Command, bind: Bind): void {
   program
@@ -93,6 +111,7 @@ Exit codes:
   0  success          3  decryption failed
   1  failure          4  authentication (missing, expired or rejected credentials)
   2  usage or config  5  upstream, network, time-out or TLS failure
+  130 interrupted (Ctrl-C) before a command that reports its progress was done
 A setting a command needs that is not set is exit 4 when it is a credential
 (a token: access/refresh token, graph-token, grpc-token) and exit 2 otherwise,
 \`config get\` included.
@@ -234,6 +253,29 @@ export async function buildProgram(
   return program;
 }
 
+/**
+ * `miniapp help A B`: every word must name a command, else it is the usage
+ * error an unknown command is (exit 2, with a suggestion), never the
+ * top-level help with exit 0.
+ */
+function checkHelpTopic(program: MiniappCommand, argv: readonly string[]): void {
+  const { words } = leadingOperands(argv);
+  if (words[0] !== 'help') return;
+  let current: Command = program;
+  for (const word of words.slice(1)) {
+    if (word === 'help' && current === program) return;
+    const names = current.commands.filter((c) => !(c as unknown as { _hidden?: boolean })._hidden).map((c) => c.name());
+    const next = current.commands.find((c) => c.name() === word || c.aliases().includes(word));
+    if (!next) {
+      const suggestion = closest(word, names);
+      const where = current === program ? '' : ` for '${commandPath(current)}'`;
+      program.problem.current = { message: `unknown command '${word}'${where}${suggestion ? ` (did you mean '${suggestion}'?)` : ''}`, command: current };
+      throw new CommanderError(ExitCode.usage, 'commander.unknownCommand', program.problem.current.message);
+    }
+    current = next;
+  }
+}
+
 /** Whether `--json` is among the options (before a `--`). */
 function wantsJson(argv: readonly string[]): boolean {
   const end = argv.indexOf('--');
@@ -270,10 +312,8 @@ async function runComplete(words: readonly string[], ctx: Context, loaders: Load
         const [{ ConfigFile }, { configDir }] = await Promise.all([import('../config/file.js'), import('../config/paths.js')]);
         return new ConfigFile(configDir(ctx.env, ctx.homedir)).profileNames();
       },
-      metrics: async () => {
-        const catalogue = await import('../insights/metrics.js');
-        return [...new Set([...catalogue.POST_METRICS, ...catalogue.STORY_METRICS, ...catalogue.REEL_METRICS, ...catalogue.ACCOUNT_METRICS])].sort();
-      },
+      metrics: async () => (await import('../insights/metrics.js')).currentMetricNames(),
+      settings: async () => (await import('../config/keys.js')).SETTINGS.map((spec) => ({ value: spec.key, description: spec.description })),
     });
     for (const candidate of candidates) ctx.io.stdout.write(`${candidate.value}\t${candidate.description.replace(/\s+/g, ' ')}\n`);
   } catch {
@@ -288,6 +328,11 @@ async function runComplete(words: readonly string[], ctx: Context, loaders: Load
  */
 export async function runProgram(argv: readonly string[], ctx: Context, loaders: Loaders, onCommand?: (path: string) => void): Promise<Code> {
   if (argv[0] === '__complete') return runComplete(argv.slice(1), ctx, loaders);
+  const leading = leadingOperands(argv);
+  if (leading.words.length === 0 && wantsJson(argv) && argv.slice(0, leading.start).some((arg) => arg === '--version' || arg === '-V')) {
+    ctx.io.stdout.write(`${JSON.stringify(versionJson(ctx.version))}\n`);
+    return ExitCode.ok;
+  }
   let active: { cc: CommandContext; command: Command } | undefined;
   let program: MiniappCommand | undefined;
   const args = rewriteHelp(argv);
@@ -301,6 +346,7 @@ export async function runProgram(argv: readonly string[], ctx: Context, loaders:
       },
       { loaders },
     )) as MiniappCommand;
+    checkHelpTopic(program, argv);
     await program.parseAsync([...args], { from: 'user' });
     return ExitCode.ok;
   } catch (thrown) {

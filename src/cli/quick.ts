@@ -24,6 +24,7 @@ const LOADERS: Loaders = {
   config: async () => (await import('./commands/config.js')).registerConfigGet,
   decrypt: async () => (await import('./commands/decrypt.js')).registerDecrypt,
   token: async () => (await import('./commands/token.js')).registerTokenShow,
+  version: async () => (await import('./program.js')).registerVersion,
 };
 
 /**
@@ -38,7 +39,7 @@ export function servesQuickly(argv: readonly string[]): boolean {
   if (wanted !== undefined && !Object.hasOwn(LOADERS, wanted)) return false;
   const [group, command] = leadingOperands(args).words;
   if (group === undefined || (group === 'help' && command === undefined)) return true;
-  if (group === 'decrypt') return true;
+  if (group === 'decrypt' || group === 'version') return true;
   return (group === 'config' && command === 'get') || (group === 'token' && command === 'show');
 }
 

@@ -72,6 +72,9 @@ export interface PaymentResponse {
   message: string;
 }
 
+/** Response metadata of serve's answer to an idempotency key seen before (commerce/kernel/grpc.ts). */
+const REPLAYED_METADATA = 'idempotent-replayed';
+
 type Service = 'inventory' | 'order' | 'payment';
 const NAMES = { inventory: 'inventory.v1.InventoryService', order: 'order.v1.OrderService', payment: 'payment.v1.PaymentService' } as const;
 type RawClient = grpc.Client & Record<string, (request: unknown, metadata: grpc.Metadata, options: grpc.CallOptions, callback: (error: grpc.ServiceError | null, response?: unknown) => void) => grpc.ClientUnaryCall>;
@@ -94,13 +97,14 @@ export class CommerceClient {
     return client;
   }
 
-  #call<Res>(service: Service, method: string, request: object): Promise<Res> {
+  #call<Res>(service: Service, method: string, request: object, onMetadata?: (metadata: grpc.Metadata) => void): Promise<Res> {
     const client = this.#client(service);
     return new Promise((resolve, reject) => {
-      client[method]!.call(client, request, this.#connection.metadata(), { deadline: this.#connection.deadline() }, (error, response) => {
+      const call = client[method]!.call(client, request, this.#connection.metadata(), { deadline: this.#connection.deadline() }, (error, response) => {
         if (error) reject(this.#connection.error(error));
         else resolve(response as Res);
       });
+      if (onMetadata) call.on('metadata', onMetadata);
     });
   }
 
@@ -108,16 +112,28 @@ export class CommerceClient {
     return this.#call<{ items: StockLevelMessage[] }>('inventory', 'CheckStock', { skus }).then((r) => r.items);
   }
 
-  setStock(request: { sku: string; quantity: number; price?: number | undefined; name?: string | undefined; currency?: string | undefined; reason?: string | undefined }): Promise<StockLevelMessage> {
-    return this.#call('inventory', 'SetStock', { ...request, has_price: request.price !== undefined, price: request.price ?? 0 });
+  /** Without a quantity, an existing SKU keeps its on-hand count (keep_quantity). */
+  setStock(request: { sku: string; quantity?: number | undefined; price?: number | undefined; name?: string | undefined; currency?: string | undefined; reason?: string | undefined }): Promise<StockLevelMessage> {
+    return this.#call('inventory', 'SetStock', {
+      ...request,
+      quantity: request.quantity ?? 0,
+      keep_quantity: request.quantity === undefined,
+      has_price: request.price !== undefined,
+      price: request.price ?? 0,
+    });
   }
 
   adjustStock(request: { sku: string; delta: number; reason: string }): Promise<StockLevelMessage> {
     return this.#call('inventory', 'AdjustStock', request);
   }
 
-  createOrder(request: { items: { sku: string; quantity: number }[]; user_id?: string; idempotency_key: string }): Promise<OrderMessage> {
-    return this.#call('order', 'CreateOrder', request);
+  /** The order; `replayed` when the key was seen before and this is its first answer, stored (the order may have moved on since). */
+  async createOrder(request: { items: { sku: string; quantity: number }[]; user_id?: string; idempotency_key: string }): Promise<{ order: OrderMessage; replayed: boolean }> {
+    let replayed = false;
+    const order = await this.#call<OrderMessage>('order', 'CreateOrder', request, (metadata) => {
+      replayed = metadata.get(REPLAYED_METADATA).some((value) => String(value) === 'true');
+    });
+    return { order, replayed };
   }
 
   getOrder(orderId: string): Promise<OrderMessage> {

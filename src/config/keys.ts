@@ -192,6 +192,16 @@ export const SETTINGS: readonly SettingSpec[] = [
     whereToGet: '`miniapp serve` stores its admin token here',
     validate: nonEmpty('grpc-token'),
   },
+  {
+    key: 'grpc-tls',
+    env: 'MINIAPP_GRPC_TLS',
+    description: 'true: connect to the gRPC services with TLS (`miniapp serve --grpc-tls-cert` writes it); grpc-ca implies it',
+    validate: (value) => {
+      const trimmed = value.trim().toLowerCase();
+      if (trimmed !== 'true' && trimmed !== 'false') throw new ConfigError(`grpc-tls must be true or false; got "${value}"`);
+      return trimmed;
+    },
+  },
   { key: 'grpc-ca', env: 'MINIAPP_GRPC_CA', description: 'CA for a TLS user service: file path or PEM text', validate: pem('grpc-ca', PEM_CERT, 'CERTIFICATE') },
   {
     key: 'database-url',

@@ -73,6 +73,12 @@ export const RETIRED_METRICS: Readonly<Record<string, readonly string[]>> = {
 };
 
 const KNOWN_MEDIA_METRICS = new Set(Object.values(METRICS_BY_KIND).flat());
+
+/** The names worth offering (completion): every metric the catalogue knows, media and account, but the retired ones. */
+export function currentMetricNames(): string[] {
+  const all = [...KNOWN_MEDIA_METRICS, ...ACCOUNT_METRICS, 'follower_demographics', 'views', 'accounts_engaged', 'total_interactions'];
+  return [...new Set(all)].filter((metric) => !Object.hasOwn(RETIRED_METRICS, metric)).sort();
+}
 const KNOWN_ACCOUNT_METRICS = new Set<string>([...ACCOUNT_METRICS, 'follower_demographics', 'views', 'accounts_engaged', 'total_interactions']);
 
 /** The kind of a media item from its fields: the product type wins for reels and stories. */

@@ -87,7 +87,7 @@ export const COPIED_TABLES: readonly TableCopy[] = [
   { table: 'unlink_events', columns: ['id', 'received_at', 'user_key', 'referrer', 'method', 'source'], key: ['id'], serial: 'unlink_events' },
   {
     table: 'webhook_deliveries',
-    columns: ['id', 'event', 'url', 'body', 'state', 'attempts', 'next_attempt_at', 'created_at', 'updated_at', 'original_id', 'traceparent'],
+    columns: ['id', 'event', 'url', 'body', 'state', 'attempts', 'next_attempt_at', 'created_at', 'updated_at', 'original_id', 'traceparent', 'delivery_key'],
     key: ['id'],
     serial: 'webhook_deliveries',
     refs: { original_id: 'webhook_deliveries' },

@@ -11,7 +11,7 @@ import Database from 'better-sqlite3';
 import { ConfigError } from '../errors.js';
 import { commerceSchema } from './commerce-schema.js';
 import { blogListingSchema, BLOG_LISTING } from './blog-listing-schema.js';
-import { LOGIN_FAILURES, WEBHOOK_CLAIMS, WEBHOOK_TRACE_CONTEXT } from './shared-migrations.js';
+import { LOGIN_FAILURES, WEBHOOK_CLAIMS, WEBHOOK_TRACE_CONTEXT, webhookDeliveryKeys } from './shared-migrations.js';
 
 export type Db = Database.Database;
 
@@ -236,6 +236,10 @@ export const MIGRATIONS: readonly Migration[] = [
         INSERT INTO users_search (rowid, username, email, full_name) VALUES (new.id, new.username, new.email, new.full_name);
       END;
     `,
+  },
+  {
+    version: 13,
+    ...webhookDeliveryKeys('sqlite'),
   },
 ];
 

@@ -50,3 +50,26 @@ export const WEBHOOK_TRACE_CONTEXT = {
       ALTER TABLE webhook_deliveries ADD COLUMN traceparent TEXT;
     `,
 };
+
+/**
+ * X-Webhook-Delivery keys unique across databases (SQLite 13, PostgreSQL 9): a UUID per delivery instead of its id,
+ * which a rebuilt database or another environment hands out again (and a receiver that de-duplicates on it would drop
+ * real events). New deliveries get a UUIDv7 from the outbox; the deliveries already there get a random (v4) UUID
+ * here, and a resend the key of the delivery it repeats, as it sent its id before.
+ */
+export function webhookDeliveryKeys(backend: 'sqlite' | 'postgres') {
+  const uuid =
+    backend === 'postgres'
+      ? 'gen_random_uuid()::text'
+      : `lower(hex(randomblob(4)) || '-' || hex(randomblob(2)) || '-4' || substr(hex(randomblob(2)), 2) || '-' ||
+          substr('89ab', 1 + (abs(random()) % 4), 1) || substr(hex(randomblob(2)), 2) || '-' || hex(randomblob(6)))`;
+  return {
+    description: 'webhook deliveries carry a UUID as X-Webhook-Delivery, unique across databases, kept by retries and resends',
+    sql: `
+      ALTER TABLE webhook_deliveries ADD COLUMN delivery_key TEXT;
+      UPDATE webhook_deliveries SET delivery_key = ${uuid} WHERE original_id IS NULL;
+      UPDATE webhook_deliveries SET delivery_key = (SELECT o.delivery_key FROM webhook_deliveries o WHERE o.id = webhook_deliveries.original_id)
+        WHERE original_id IS NOT NULL;
+    `,
+  };
+}

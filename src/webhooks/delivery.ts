@@ -5,6 +5,7 @@
  * may send to. The outbox (outbox.ts) stores them; the dispatcher
  * (dispatcher.ts) sends them.
  */
+import { randomBytes } from 'node:crypto';
 import { ConfigError } from '../errors.js';
 
 /** The waits after the 1st, 2nd and 3rd failure; one more failure and the delivery is failed. */
@@ -61,15 +62,37 @@ export interface Delivery {
   nextAttemptAt: string | null;
   createdAt: string;
   updatedAt: string;
-  /** For a resend, the delivery it repeats (the first of the line), whose id it sends as X-Webhook-Delivery; else null. */
+  /** For a resend, the delivery it repeats (the first of the line), whose key it sends as X-Webhook-Delivery; else null. */
   originalId: number | null;
+  /**
+   * What X-Webhook-Delivery carries: a UUIDv7 made when the delivery was
+   * enqueued, kept by every attempt and every resend of it, and unique across
+   * databases (ids are not: a rebuilt database or another environment counts
+   * from 1 again). Null only in a database not migrated yet, read as it is.
+   */
+  key: string | null;
   /** Oldest first. */
   attempts: DeliveryAttempt[];
 }
 
 /** The X-Webhook-Delivery of a delivery: the same for every attempt and every resend of it. */
-export function deliveryKey(delivery: Pick<Delivery, 'id'> & { originalId?: number | null | undefined }): number {
-  return delivery.originalId ?? delivery.id;
+export function deliveryKey(delivery: Pick<Delivery, 'id'> & { key?: string | null | undefined; originalId?: number | null | undefined }): string {
+  return delivery.key ?? String(delivery.originalId ?? delivery.id);
+}
+
+/**
+ * A new X-Webhook-Delivery key: a UUIDv7 (RFC 9562), the time in
+ * milliseconds then 74 random bits, so keys are unique wherever they are
+ * made and sort by when.
+ */
+export function newDeliveryKey(now: Date): string {
+  const bytes = randomBytes(16);
+  const ms = BigInt(now.getTime());
+  for (let i = 0; i < 6; i++) bytes[i] = Number((ms >> BigInt(8 * (5 - i))) & 0xffn);
+  bytes[6] = (bytes[6]! & 0x0f) | 0x70;
+  bytes[8] = (bytes[8]! & 0x3f) | 0x80;
+  const hex = bytes.toString('hex');
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
 }
 
 /** The spec's webhook payload: event, timestamp (ISO 8601) and data (a PostSchema for post.created). */

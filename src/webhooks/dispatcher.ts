@@ -175,7 +175,7 @@ export class WebhookDispatcher {
   }
 
   /** The headers of one delivery: its event, its signature over the stored body, its id. */
-  headersFor(delivery: Pick<Delivery, 'id' | 'event' | 'body'> & Partial<Pick<Delivery, 'originalId'>>): Record<string, string> {
+  headersFor(delivery: Pick<Delivery, 'id' | 'event' | 'body'> & Partial<Pick<Delivery, 'originalId' | 'key'>>): Record<string, string> {
     return {
       'content-type': 'application/json',
       'user-agent': this.#userAgent,

@@ -35,7 +35,7 @@
  */
 import type { Signals } from '../store/signals.js';
 import type { Param, Sql } from '../store/sql.js';
-import { RETRY_DELAYS_MS, type Claim, type Delivery, type DeliveryAttempt, type DeliveryState, type ListFilter, type Outcome, type Refusal, type WebhookPayload } from './delivery.js';
+import { newDeliveryKey, RETRY_DELAYS_MS, type Claim, type Delivery, type DeliveryAttempt, type DeliveryState, type ListFilter, type Outcome, type Refusal, type WebhookPayload } from './delivery.js';
 
 /**
  * How long a dispatcher's word that it sends to its URLs holds (see
@@ -57,6 +57,8 @@ interface DeliveryRow {
   updated_at: string;
   /** Absent in a database of schema 4 opened read-only (`webhooks list` before serve has migrated it). */
   original_id?: number | null;
+  /** Absent or null in a database not migrated to the delivery keys yet. */
+  delivery_key?: string | null;
 }
 
 interface AttemptRow {
@@ -126,10 +128,12 @@ export class WebhookOutbox {
     // The trace column only when there is a trace: without one the statement is the one every schema since 1 takes.
     const traced = traceparent !== undefined;
     const first = traced ? 5 : 4;
-    const values = urls.map((_, i) => `($1, $${i + first}, $2, 'pending', 0, $3, $3, $3${traced ? ', $4' : ''})`).join(', ');
+    // Each delivery's X-Webhook-Delivery key, unique across databases (delivery.ts).
+    const keys = urls.map(() => newDeliveryKey(this.now()));
+    const values = urls.map((_, i) => `($1, $${i + first}, $2, 'pending', 0, $3, $3, $3, $${i + first + urls.length}${traced ? ', $4' : ''})`).join(', ');
     const rows = await sql.all<{ id: number }>(
-      `INSERT INTO webhook_deliveries (event, url, body, state, attempts, next_attempt_at, created_at, updated_at${traced ? ', traceparent' : ''}) VALUES ${values} RETURNING id`,
-      traced ? [event, body, at, traceparent, ...urls] : [event, body, at, ...urls],
+      `INSERT INTO webhook_deliveries (event, url, body, state, attempts, next_attempt_at, created_at, updated_at, delivery_key${traced ? ', traceparent' : ''}) VALUES ${values} RETURNING id`,
+      traced ? [event, body, at, traceparent, ...urls, ...keys] : [event, body, at, ...urls, ...keys],
     );
     await this.#tell('enqueued', tx);
     // Ids follow the order of the VALUES, so sorted they follow `urls`.
@@ -404,16 +408,16 @@ export class WebhookOutbox {
           [original, id],
         );
         if (open) {
-          refused.push({ id, reason: `delivery ${open.id}, which sends the same X-Webhook-Delivery ${original}, is still ${open.state}` });
+          refused.push({ id, reason: `delivery ${open.id}, which sends the same X-Webhook-Delivery ${source.delivery_key ?? original}, is still ${open.state}` });
           continue;
         }
         if (source.state === 'held') {
           await tx.run(`UPDATE webhook_deliveries SET state = 'cancelled', updated_at = $1 WHERE id = $2`, [at, id]);
         }
         const row = await tx.one<DeliveryRow>(
-          `INSERT INTO webhook_deliveries (event, url, body, state, attempts, next_attempt_at, created_at, updated_at, original_id)
-           VALUES ($1, $2, $3, 'pending', 0, $4, $4, $4, $5) RETURNING *`,
-          [source.event, options.to ?? source.url, source.body, at, original],
+          `INSERT INTO webhook_deliveries (event, url, body, state, attempts, next_attempt_at, created_at, updated_at, original_id, delivery_key)
+           VALUES ($1, $2, $3, 'pending', 0, $4, $4, $4, $5, $6) RETURNING *`,
+          [source.event, options.to ?? source.url, source.body, at, original, source.delivery_key ?? newDeliveryKey(this.now())],
         );
         done.push(row!);
       }
@@ -447,6 +451,7 @@ export class WebhookOutbox {
       createdAt: row.created_at,
       updatedAt: row.updated_at,
       originalId: row.original_id === null || row.original_id === undefined ? null : Number(row.original_id),
+      key: row.delivery_key ?? null,
       attempts: byDelivery.get(Number(row.id)) ?? [],
     }));
   }

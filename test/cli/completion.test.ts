@@ -76,6 +76,48 @@ describe('miniapp completion bash, in a real bash', () => {
   });
 });
 
+describe('completion of arguments, command-specific flags and --flag=value (issue 24, item 13)', () => {
+  it('in bash: setting names, shells, statuses, methods, breakdowns, values after "=", and current metric names', () => {
+    const { offered } = bashComplete(
+      ['config', 'set', ''],
+      ['config', 'get', 'grpc-'],
+      ['config', 'unset', 'decrypt-'],
+      ['config', 'set', 'base-url', ''],
+      ['completion', ''],
+      ['orders', 'list', '--status', 'PA'],
+      ['orders', 'pay', 'ord_x', '--method', 'test_d'],
+      ['insights', 'account', '--breakdown', ''],
+      // bash splits `--format=` at the "=" (COMP_WORDBREAKS): the words are --format, = and what follows.
+      ['insights', 'media', '--format', '='],
+      ['insights', 'media', '--format', '=', 'cs'],
+      ['insights', 'media', '--metrics', ''],
+      ['insights', 'media', '--metrics', 'reach,to'],
+    );
+    const [keys, grpc, decrypt, value, shells, status, method, breakdown, afterEquals, afterEqualsCs, metrics, listed] = offered;
+    expect(keys).toEqual(expect.arrayContaining(['base-url', 'decrypt-key', 'grpc-addr', 'grpc-token', 'grpc-tls', 'graph-token']));
+    expect(grpc).toEqual(['grpc-addr', 'grpc-token', 'grpc-tls', 'grpc-ca']);
+    expect(decrypt).toEqual(['decrypt-key', 'decrypt-aad']);
+    // The value of a setting is free text: nothing but what bash offers by default (files), and no setting names.
+    expect(value).not.toContain('base-url');
+    expect(shells).toEqual(['bash', 'zsh', 'fish']);
+    expect(status).toEqual(['PAYMENT_PENDING', 'PAID', 'PAYMENT_FAILED']);
+    expect(method).toEqual(['test_decline_insufficient_funds', 'test_decline_card_declined']);
+    expect(breakdown).toEqual(['country', 'city', 'age', 'gender', 'age,gender']);
+    expect(afterEquals).toEqual(['table', 'csv', 'json']);
+    expect(afterEqualsCs).toEqual(['csv']);
+    expect(metrics).toEqual(expect.arrayContaining(['reach', 'saved', 'shares', 'views', 'total_interactions', 'navigation']));
+    for (const retired of ['impressions', 'plays', 'video_views', 'engagement', 'exits', 'taps_forward', 'taps_back', 'audience_city']) expect(metrics).not.toContain(retired);
+    expect(listed).toEqual(['reach,total_interactions']);
+  });
+
+  it('in zsh and fish, which keep --flag=value one word: the value after the "="', async () => {
+    const complete = async (...words: string[]) => (await sb.run(['__complete', ...words])).stdout.split('\n').filter(Boolean).map((line) => line.split('\t')[0]);
+    expect(await complete('insights', 'media', '--format=c')).toEqual(['--format=csv']);
+    expect(await complete('orders', 'list', '--status=EX')).toEqual(['--status=EXPIRED']);
+    expect(await complete('insights', 'media', '--metrics=reach,vie')).toEqual(['--metrics=reach,views']);
+  });
+});
+
 describe('miniapp completion', () => {
   it('prints a script for zsh and fish that asks the same engine', async () => {
     for (const shell of ['zsh', 'fish']) {

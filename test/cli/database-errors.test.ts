@@ -8,6 +8,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pg from 'pg';
 import { Sandbox, plain } from '../helpers/cli.js';
+import { launch } from '../helpers/launcher.js';
 import { serverUrl } from '../helpers/postgres.js';
 import { postgresError } from '../../src/store/postgres-sql.js';
 import { StoreUnavailableError } from '../../src/store/sql.js';
@@ -44,6 +45,18 @@ describe('PostgreSQL mistakes in the CLI', () => {
       expect(text).not.toContain('unexpected failure');
       expect(text).not.toContain(secret);
       expect(result.stdout).toBe('');
+    });
+  }
+
+  for (const [what, url, code, words] of cases) {
+    it(`names ${what} in serve --database (the real launcher), with exit ${code}, before it listens`, () => {
+      const result = launch(sb.root, ['serve', '--port', '0', '--grpc-port', '0', '--database', url()]);
+      const text = plain(result.stderr);
+      expect(result.code, text).toBe(code);
+      for (const word of words) expect(text).toContain(word);
+      expect(text).not.toContain('this is a bug');
+      expect(text).not.toContain(secret);
+      expect(result.stdout).not.toContain('listening');
     });
   }
 

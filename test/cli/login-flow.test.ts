@@ -108,9 +108,46 @@ describe('login flow against the sandbox', () => {
     const result = await run(['logout', '--user-key', '3003', '--json']);
     expect(result.code, result.stderr).toBe(0);
     expect(JSON.parse(result.stdout)).toEqual({ success: true, userKey: 3003 });
+    const callsBefore = sandbox.stats.partnerCalls;
     const unknown = await run(['logout', '--user-key', '3003']);
     expect(unknown.code).toBe(4); // our tokens were cleared: no Bearer token any more
+    expect(unknown.stderr).toContain('logout --user-key needs an access token as its Bearer token');
+    expect(unknown.stderr).toContain('nothing was sent');
+    expect(sandbox.stats.partnerCalls).toBe(callsBefore); // never sent without a token
     expect((await run(['logout', '--user-key', 'abc'])).code).toBe(2);
+  });
+
+  it('logs out with an expired access token (refreshed first), and clears tokens the API no longer takes', async () => {
+    await run(['token', 'exchange', '--code', await codeFor(4004), '--referrer', 'sandbox']);
+    expect((await run(['sandbox', 'advance', '2h', '--url', sandbox.url])).code).toBe(0);
+    const later = new Date(Date.now() + 2 * 3600_000);
+    const logout = await cli.run(['logout'], { env: sandbox.env, now: later });
+    expect(logout.code, logout.stderr).toBe(0);
+    expect(logout.stderr).toContain('removed the login connection');
+    expect(storedTokens()).toBeUndefined();
+
+    // Both tokens past their life: the API takes neither, and they are cleared all the same (exit 4 says the
+    // connection could not be removed).
+    await run(['token', 'exchange', '--code', await codeFor(4005), '--referrer', 'sandbox']);
+    expect((await run(['sandbox', 'advance', '15d', '--url', sandbox.url])).code).toBe(0);
+    const stale = await cli.run(['logout'], { env: sandbox.env, now: new Date(Date.now() + 16 * 86_400_000) });
+    expect(stale.code).toBe(4);
+    expect(stale.stderr).toContain('the tokens stored in profile "default" were cleared anyway');
+    expect(storedTokens()).toBeUndefined();
+  });
+
+  it('logout --local forgets the stored tokens without calling the API', async () => {
+    await run(['token', 'exchange', '--code', await codeFor(4006), '--referrer', 'sandbox']);
+    const callsBefore = sandbox.stats.partnerCalls;
+    const local = await run(['logout', '--local']);
+    expect(local.code, local.stderr).toBe(0);
+    expect(local.stderr).toContain('forgot the tokens stored in profile "default" (the partner API was not called)');
+    expect(storedTokens()).toBeUndefined();
+    expect(sandbox.stats.partnerCalls).toBe(callsBefore);
+    const again = await run(['logout', '--local', '--json']);
+    expect(again.code).toBe(0);
+    expect(JSON.parse(again.stdout)).toEqual({ success: true, local: true, cleared: false });
+    expect((await run(['logout', '--local', '--user-key', '1'])).code).toBe(2);
   });
 
   it('shows stored tokens masked, in full with --reveal or --json, and refreshes on request', async () => {

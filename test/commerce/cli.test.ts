@@ -7,7 +7,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { Sandbox } from '../helpers/cli.js';
+import { Sandbox, plain } from '../helpers/cli.js';
 import { BACKENDS, createTestDatabase, type TestDatabase } from '../helpers/postgres.js';
 
 const bin = fileURLToPath(new URL('../../bin/miniapp.cjs', import.meta.url));
@@ -93,10 +93,14 @@ describe.each(BACKENDS)('miniapp inventory | orders | payments against serve on 
     expect(short.code).toBe(1);
     expect(short.stderr).toContain('FAILED_PRECONDITION: not enough stock: TEA (asked 2, available 1)');
     const order = await json(['orders', 'create', '--item', 'TEA:1']);
-    const declined = await json(['orders', 'pay', order.id, '--method', 'test_decline_card_declined']);
-    expect(declined).toMatchObject({ status: 'ABORTED', failure_code: 'CARD_DECLINED' });
+    const declinedRun = await sb.run(['orders', 'pay', order.id, '--method', 'test_decline_card_declined', '--json']);
+    expect(declinedRun.code).toBe(1);
+    expect(JSON.parse(declinedRun.stdout)).toMatchObject({ status: 'ABORTED', failure_code: 'CARD_DECLINED' });
+    expect(JSON.parse(declinedRun.stderr.trim().split('\n').at(-1)!)).toMatchObject({ error: { code: 'PAYMENT_DECLINED', exitCode: 1 } });
     expect((await json(['orders', 'get', order.id])).status).toBe('PAYMENT_FAILED');
     for (const argv of [
+      ['orders', 'create'],
+      ['orders', 'create', '--idempotency-key', 'no-items'],
       ['orders', 'create', '--item', 'TEA'],
       ['orders', 'create', '--item', 'TEA:0'],
       ['orders', 'create', '--item', 'TEA:1', '--item', 'TEA:2'],
@@ -105,6 +109,7 @@ describe.each(BACKENDS)('miniapp inventory | orders | payments against serve on 
       ['orders', 'list', '--status', 'shipped'],
       ['inventory', 'set', 'TEA', '--quantity', '-3'],
       ['inventory', 'set', 'T E A', '--quantity', '3'],
+      ['inventory', 'set', 'TEA'],
       ['inventory', 'adjust', 'TEA', '--by', '0', '--reason', 'x'],
       ['inventory', 'adjust', 'TEA', '--by', '2'],
       ['payments', 'refund', 'pay_x', '--amount', '0', '--reason', 'x'],
@@ -115,5 +120,147 @@ describe.each(BACKENDS)('miniapp inventory | orders | payments against serve on 
     }
     expect(await json(['orders', 'list'])).toHaveLength(1);
     expect(await json(['inventory', 'stock', 'TEA'])).toEqual([expect.objectContaining({ on_hand: 1, reserved: 0 })]);
+    // No --item: a usage error before anything is made or sent (no generated key on stderr).
+    const none = await sb.run(['orders', 'create']);
+    expect(none.stderr).toContain('orders create needs at least one --item SKU:QUANTITY');
+    expect(none.stderr).not.toContain('idempotency key');
+    expect(none.stdout).toBe('');
+    const sent = await sb.run(['orders', 'create', '--idempotency-key', 'no-items']);
+    expect(sent.code).toBe(2);
+    // The key was never used: a real order may take it now.
+    expect((await json(['orders', 'create', '--item', 'TEA:1', '--idempotency-key', 'no-items'])).status).toBe('RESERVED');
+  });
+
+  it('payment outcomes in exit codes: declined 1, unknown 5 with the exact retry command, which then succeeds', async () => {
+    await json(['inventory', 'set', 'CUP', '--quantity', '5', '--price', '3000']);
+    for (const method of ['test_decline_card_declined', 'test_decline_insufficient_funds']) {
+      const order = await json(['orders', 'create', '--item', 'CUP:1']);
+      const declined = await sb.run(['orders', 'pay', order.id, '--method', method]);
+      expect(declined.code, declined.stderr).toBe(1);
+      expect(declined.stdout).toMatch(/^status\tABORTED$/m);
+      expect(declined.stderr).toMatch(/error: payment pay_\S+ of order ord_\S+ ABORTED \((CARD_DECLINED|INSUFFICIENT_FUNDS)\)/);
+      expect(declined.stderr).toContain('the order is not paid');
+    }
+
+    const order = await json(['orders', 'create', '--item', 'CUP:1']);
+    const lost = await sb.run(['orders', 'pay', order.id, '--method', 'test_timeout', '--idempotency-key', 'pay-lost']);
+    expect(lost.code, lost.stderr).toBe(5);
+    expect(lost.stdout).toMatch(/^status\tIN_PROGRESS$/m);
+    const retry = /ask again with exactly this command \(it never charges twice\): (miniapp .+)$/m.exec(lost.stderr)?.[1];
+    expect(retry).toBe(`miniapp orders pay ${order.id} --method test_timeout --idempotency-key pay-lost`);
+    // With --json the payment is still printed, and the exit code is the same.
+    const other = await json(['orders', 'create', '--item', 'CUP:1']);
+    const lostJson = await sb.run(['orders', 'pay', other.id, '--method', 'test_timeout', '--json']);
+    expect(lostJson.code).toBe(5);
+    expect(JSON.parse(lostJson.stdout)).toMatchObject({ order_id: other.id, status: 'IN_PROGRESS', method: 'test_timeout' });
+    expect(lostJson.stderr).toContain('"code":"PAYMENT_OUTCOME_UNKNOWN"');
+    // The printed command, run as printed, succeeds.
+    const again = await sb.run(retry!.split(' ').slice(1));
+    expect(again.code, again.stderr).toBe(0);
+    expect(again.stdout).toMatch(/^status\tDONE$/m);
+    expect((await json(['orders', 'get', order.id])).status).toBe('PAID');
+
+    const approved = await json(['orders', 'create', '--item', 'CUP:1']);
+    const paid = await sb.run(['orders', 'pay', approved.id]);
+    expect(paid.code, paid.stderr).toBe(0);
+    expect(paid.stderr).toContain(`order ${approved.id} paid`);
+  });
+
+  it('orders list and users list keep ids, statuses and numbers whole at 60 and 120 columns, leaving whole columns out and naming them', async () => {
+    await json(['inventory', 'set', 'LAMP', '--quantity', '9', '--price', '30000', '--name', 'A desk lamp with a long, long name']);
+    const paid = await json(['orders', 'create', '--item', 'LAMP:1']);
+    const payment = await json(['orders', 'pay', paid.id]);
+    const failed = await json(['orders', 'create', '--item', 'LAMP:2']);
+    expect((await sb.run(['orders', 'pay', failed.id, '--method', 'test_decline_card_declined'])).code).toBe(1);
+    const reserved = await json(['orders', 'create', '--item', 'LAMP:3']);
+    await json(['users', 'create', '--username', 'ann', '--email', 'ann@example.com', '--password', 'secret-pass-1', '--full-name', 'Ann Long-Surname the Third']);
+
+    const table = (stdout: string) => {
+      const lines = plain(stdout).split('\n').filter(Boolean);
+      const cells = (line: string) => line.split('│').slice(1, -1).map((cell) => cell.trim());
+      const headers = cells(lines[1]!);
+      return { lines, headers, rows: lines.slice(2, -1).map((line) => Object.fromEntries(cells(line).map((cell, i) => [headers[i]!, cell]))) };
+    };
+    for (const width of [60, 120]) {
+      const list = await sb.run(['orders', 'list', '--no-color'], { tty: true, columns: width });
+      expect(list.code, list.stderr).toBe(0);
+      const { lines, headers, rows } = table(list.stdout);
+      for (const line of lines) expect(line.length, line).toBeLessThanOrEqual(width);
+      expect(list.stdout).not.toContain('…');
+      expect(rows.map((r) => [r.id, r.status, r.total])).toEqual([
+        [reserved.id, 'RESERVED', '90,000 KRW'],
+        [failed.id, 'PAYMENT_FAILED', '60,000 KRW'],
+        [paid.id, 'PAID', '30,000 KRW'],
+      ]);
+      const note = plain(list.stderr).replace(/\n/g, ' ');
+      const omitted = ['user_id', 'items', 'payment_id', 'created_at'].filter((h) => !headers.includes(h));
+      if (omitted.length) expect(note).toContain(`(not shown at ${width} columns: ${omitted.join(', ')}; a wider terminal or --json shows`);
+      if (width === 120) expect(rows.map((r) => r.payment_id)).toEqual(['', expect.stringMatching(/^pay_/), payment.id]);
+
+      const users = await sb.run(['users', 'list', '--no-color'], { tty: true, columns: width });
+      expect(users.code, users.stderr).toBe(0);
+      const u = table(users.stdout);
+      for (const line of u.lines) expect(line.length, line).toBeLessThanOrEqual(width);
+      expect(u.rows.map((r) => [r.id, r.username, r.email])).toEqual([['1', 'ann', 'ann@example.com']]);
+      // Nobody has roles: the empty column takes no room.
+      expect(u.headers).not.toContain('roles');
+      if (width === 120) expect(u.rows[0]!.full_name).toBe('Ann Long-Surname the Third');
+    }
+  });
+
+  it('a full refund leaves the order PAID, and orders get says it was refunded in full; cancelling it then restocks', async () => {
+    await json(['inventory', 'set', 'BOWL', '--quantity', '4', '--price', '8000']);
+    const order = await json(['orders', 'create', '--item', 'BOWL:2']);
+    const payment = await json(['orders', 'pay', order.id]);
+    const refund = await sb.run(['payments', 'refund', payment.id, '--reason', 'never arrived']);
+    expect(refund.code, refund.stderr).toBe(0);
+    expect(refund.stdout).toMatch(/^status\tCANCELED$/m);
+    const shown = await sb.run(['orders', 'get', order.id]);
+    expect(shown.code, shown.stderr).toBe(0);
+    expect(shown.stdout).toMatch(/^status\tPAID$/m);
+    expect(shown.stdout).toMatch(/^payment_status\tCANCELED$/m);
+    expect(shown.stdout).toMatch(/^refunded\t16,000 KRW \(in full\)$/m);
+    expect(shown.stderr).toContain(`refunded in full (payment CANCELED); the order stays PAID until \`miniapp orders cancel ${order.id}\` puts its units back on hand`);
+    expect(await json(['orders', 'get', order.id])).toMatchObject({ status: 'PAID', payment: { status: 'CANCELED', amount: 16000, balance: 0, refunded: 16000 } });
+    expect(await json(['inventory', 'stock', 'BOWL'])).toEqual([expect.objectContaining({ on_hand: 2, reserved: 0 })]);
+    expect(await json(['orders', 'cancel', order.id, '--reason', 'returned'])).toMatchObject({ status: 'CANCELLED' });
+    expect(await json(['inventory', 'stock', 'BOWL'])).toEqual([expect.objectContaining({ on_hand: 4, reserved: 0 })]);
+  });
+
+  it('inventory set changes a price without --quantity, leaving the stock (and what orders reserved) as it is', async () => {
+    await json(['inventory', 'set', 'MUG', '--quantity', '10', '--price', '12000', '--name', 'Mug']);
+    await json(['orders', 'create', '--item', 'MUG:3']);
+    const repriced = await sb.run(['inventory', 'set', 'MUG', '--price', '13000']);
+    expect(repriced.code, repriced.stderr).toBe(0);
+    expect(repriced.stdout).toMatch(/^price\t13,000 KRW$/m);
+    expect(await json(['inventory', 'stock', 'MUG'])).toEqual([expect.objectContaining({ price: 13000, name: 'Mug', on_hand: 10, reserved: 3, available: 7 })]);
+    // A new SKU still needs its quantity; naming nothing to set is a usage error.
+    const fresh = await sb.run(['inventory', 'set', 'NEW', '--price', '100']);
+    expect(fresh.code).toBe(1);
+    expect(fresh.stderr).toContain('FAILED_PRECONDITION: SKU NEW is new: give its quantity on hand');
+    const nothing = await sb.run(['inventory', 'set', 'MUG']);
+    expect(nothing.code).toBe(2);
+    expect(nothing.stderr).toContain('inventory set needs --quantity, --price, --name or --currency');
+  });
+
+  it('a replayed orders create says so and shows the order as it is now', async () => {
+    await json(['inventory', 'set', 'PEN', '--quantity', '5', '--price', '1500']);
+    const first = await sb.run(['orders', 'create', '--item', 'PEN:1', '--idempotency-key', 'checkout-9']);
+    expect(first.code, first.stderr).toBe(0);
+    expect(first.stderr).not.toContain('replay');
+    const orderId = /^id\t(ord_\S+)$/m.exec(first.stdout)![1]!;
+    const still = await sb.run(['orders', 'create', '--item', 'PEN:1', '--idempotency-key', 'checkout-9']);
+    expect(still.code, still.stderr).toBe(0);
+    expect(still.stderr).toContain(`replay: idempotency key checkout-9 was used before; order ${orderId} was not placed again, and it is still RESERVED`);
+    await json(['orders', 'pay', orderId]);
+    await json(['orders', 'cancel', orderId, '--reason', 'changed my mind']);
+    const replay = await sb.run(['orders', 'create', '--item', 'PEN:1', '--idempotency-key', 'checkout-9']);
+    expect(replay.code, replay.stderr).toBe(0);
+    expect(replay.stdout).toMatch(/^status\tRESERVED$/m);
+    expect(replay.stdout).toMatch(/^current_status\tCANCELLED$/m);
+    expect(replay.stderr).toContain('it is now CANCELLED (it was RESERVED when first answered)');
+    expect(replay.stderr).not.toContain('pay it with');
+    const replayJson = await json(['orders', 'create', '--item', 'PEN:1', '--idempotency-key', 'checkout-9']);
+    expect(replayJson).toMatchObject({ id: orderId, status: 'RESERVED', replayed: true, current: { id: orderId, status: 'CANCELLED' } });
   });
 });

@@ -37,7 +37,9 @@ describe.each(BACKENDS)('commerce webhooks on %s', (backend) => {
   async function events(count: number): Promise<{ event: string; data: any; headers: IncomingHttpHeaders; valid: boolean }[]> {
     for (let i = 0; i < 500 && received.length < count; i++) await new Promise((resolve) => setTimeout(resolve, 20));
     // In the order they were enqueued (the delivery ids), whatever order the sends overlapped in.
-    const ordered = [...received].sort((x, y) => Number(x.headers['x-webhook-delivery']) - Number(y.headers['x-webhook-delivery']));
+    const rows = await running.commerce.sql.all<{ id: number; delivery_key: string }>('SELECT id, delivery_key FROM webhook_deliveries');
+    const idOf = new Map(rows.map((row) => [row.delivery_key, Number(row.id)]));
+    const ordered = [...received].sort((x, y) => idOf.get(String(x.headers['x-webhook-delivery']))! - idOf.get(String(y.headers['x-webhook-delivery']))!);
     return ordered.map((r) => {
       const payload = JSON.parse(r.body);
       return { event: payload.event, data: payload.data, headers: r.headers, valid: verifySignature(r.body, SECRET, String(r.headers['x-webhook-signature'])) };

@@ -201,6 +201,15 @@ describe.each(BACKENDS)('on %s', (backend) => {
         expect(await human.done).toBe(0);
         expect(plain(human.stdout.text)).toMatch(/series\s+value\s+per second/);
         expect(plain(human.stdout.text)).toContain('miniapp_http_requests_total{method="GET",route="/health",status="200"}');
+        // On a narrow terminal a long series takes lines of its own rather than being cut: two label sets never look alike.
+        const narrow = runLive(sb, ['monitor', 'metrics', '--interval', '100ms', '--count', '1', '--name', 'miniapp_http_requests_total'], env, { tty: true, columns: 60 });
+        expect(await narrow.done).toBe(0);
+        const drawn = plain(narrow.stdout.text);
+        expect(drawn).not.toContain('…');
+        for (const line of drawn.split('\n')) expect(line.length, line).toBeLessThanOrEqual(60);
+        const keys = Object.keys(snapshots[2].metrics).filter((key) => key.startsWith('miniapp_http_requests_total'));
+        expect(keys.length).toBeGreaterThan(0);
+        for (const key of keys) expect(drawn.replace(/\n {2}/g, ''), key).toContain(key);
       } finally {
         sb.dispose();
       }

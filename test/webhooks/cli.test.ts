@@ -116,6 +116,7 @@ describe.each(BACKENDS)('webhooks list on %s', (backend) => {
       createdAt: T0.toISOString(),
       updatedAt: T0.toISOString(),
       originalId: null,
+      key: expect.stringMatching(/^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/),
       attempts: [{ at: T0.toISOString(), statusCode: 200, error: null }],
     });
     expect(JSON.parse(deliveries[0].body)).toEqual({ event: 'post.created', timestamp: T0.toISOString(), data: { id: 1, title: 'First' } });

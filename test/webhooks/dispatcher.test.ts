@@ -147,7 +147,9 @@ describe('delivery', () => {
   it('POSTs the stored bytes with a signature the receiver verifies, and the spec\'s headers', async () => {
     const hooks = dispatcher();
     const [id] = await hooks.outbox.enqueue(POST_CREATED, POST, [receiver.url]);
-    const stored = (await hooks.outbox.get(id!))!.body;
+    const { body: stored, key } = (await hooks.outbox.get(id!))!;
+    // A UUIDv7 (RFC 9562): unique across databases, unlike the row's id.
+    expect(key).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
 
     expect(await hooks.runDue()).toBe(1);
 
@@ -159,7 +161,7 @@ describe('delivery', () => {
       'content-type': 'application/json',
       'x-webhook-event': 'post.created',
       'x-webhook-signature': signBody(stored, SECRET),
-      'x-webhook-delivery': String(id),
+      'x-webhook-delivery': key,
       'user-agent': `miniapp-webhooks/${VERSION}`,
       'content-length': String(Buffer.byteLength(stored)),
     });
@@ -184,7 +186,9 @@ describe('delivery', () => {
     const [a, b] = receiver.received;
     expect(a!.body.equals(b!.body)).toBe(true);
     expect(a!.headers['x-webhook-signature']).toBe(b!.headers['x-webhook-signature']);
-    expect([a!.headers['x-webhook-delivery'], b!.headers['x-webhook-delivery']].sort()).toEqual(ids.map(String).sort());
+    const keys = await Promise.all(ids.map(async (id) => (await hooks.outbox.get(id))!.key));
+    expect(new Set(keys).size).toBe(2);
+    expect([a!.headers['x-webhook-delivery'], b!.headers['x-webhook-delivery']].sort()).toEqual(keys.sort());
     expect(receiver.received.every((r) => r.valid)).toBe(true);
   });
 
@@ -518,7 +522,7 @@ describe('several dispatchers on one database', () => {
     const other = new WebhookOutbox(store);
     const [id] = await other.enqueue(POST_CREATED, POST, [receiver.url]);
     await until(async () => (await other.get(id!))?.state === 'delivered', 'the delivery');
-    expect(receiver.received.map((r) => r.headers['x-webhook-delivery'])).toEqual([String(id)]);
+    expect(receiver.received.map((r) => r.headers['x-webhook-delivery'])).toEqual([(await other.get(id!))!.key]);
   });
 
   it('sends a delivery whose sender died mid-send once the lease ends, with the same X-Webhook-Delivery and body', async () => {
@@ -546,7 +550,7 @@ describe('several dispatchers on one database', () => {
     expect(await b.runDue()).toBe(1);
     expect(receiver.received).toHaveLength(1);
     const [got] = receiver.received;
-    expect(got!.headers['x-webhook-delivery']).toBe(String(id));
+    expect(got!.headers['x-webhook-delivery']).toBe((await b.outbox.get(id!))!.key);
     expect(got!.body.toString('utf8')).toBe((await b.outbox.get(id!))!.body);
     expect(got!.valid).toBe(true);
     expect(await b.outbox.get(id!)).toMatchObject({ state: 'delivered', attemptCount: 1 });

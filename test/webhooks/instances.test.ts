@@ -170,7 +170,7 @@ describe('two instances on one PostgreSQL, both dispatchers running', () => {
     expect(await Promise.all([a.runDue(), b.runDue()])).toEqual([0, 0]);
     expect(deliveries.every((d) => d.attemptCount === 1)).toBe(true);
     for (const r of [one, two]) {
-      const sent = deliveries.filter((d) => d.url === r.url).map((d) => String(d.id));
+      const sent = deliveries.filter((d) => d.url === r.url).map((d) => d.key!);
       expect(sent).toHaveLength(6);
       expect(r.received.map((got) => got.headers['x-webhook-delivery']).sort()).toEqual(sent.sort());
       expect(r.received.every((got) => got.valid)).toBe(true);
@@ -200,8 +200,8 @@ describe('two instances on one PostgreSQL, both dispatchers running', () => {
     expect(hook.received).toHaveLength(2);
     const [first, second] = hook.received;
     expect(second!.from).toBe(survivor.name);
-    expect(second!.headers['x-webhook-delivery']).toBe(String(id));
-    expect(first!.headers['x-webhook-delivery']).toBe(String(id));
+    expect(second!.headers['x-webhook-delivery']).toBe(inFlight!.key);
+    expect(first!.headers['x-webhook-delivery']).toBe(inFlight!.key);
     expect(second!.body).toBe(first!.body);
     expect(second!.headers['x-webhook-signature']).toBe(first!.headers['x-webhook-signature']);
     expect(second!.valid).toBe(true);
@@ -226,7 +226,9 @@ describe('two instances on one PostgreSQL, both dispatchers running', () => {
       expect(result.code, result.stderr).toBe(0);
       const [queued] = (JSON.parse(result.stdout) as { queued: Delivery[] }).queued;
       await delivered([queued!.id]);
-      expect(hook.received.map((got) => got.headers['x-webhook-delivery'])).toEqual([String(id), String(id)]);
+      const key = (await outbox.get(id!))!.key;
+      expect(queued!.key).toBe(key);
+      expect(hook.received.map((got) => got.headers['x-webhook-delivery'])).toEqual([key, key]);
       expect(hook.received[1]!.body).toBe(hook.received[0]!.body);
     } finally {
       sb.dispose();

@@ -62,6 +62,23 @@ describe.each(BACKENDS)('the outbox on %s', (backend) => {
   }
 
   describe('enqueue', () => {
+    it('gives each delivery an X-Webhook-Delivery key unique across databases: a rebuilt one counts ids from 1 again, never keys', async () => {
+      const [first] = await outbox.enqueue(POST_CREATED, POST, ['http://127.0.0.1:1/a']);
+      const rebuilt = await webhookDatabase(backend);
+      try {
+        const other = new WebhookOutbox(await rebuilt.open(), () => now);
+        const [again] = await other.enqueue(POST_CREATED, POST, ['http://127.0.0.1:1/a']);
+        expect(again).toBe(first);
+        const [a, b] = [(await outbox.get(first!))!, (await other.get(again!))!];
+        expect(a.key).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+        expect(b.key).not.toBe(a.key);
+        // Made at the same instant, they still differ, and both start with that instant (UUIDv7).
+        expect(a.key!.replace(/-/g, '').slice(0, 12)).toBe(T0.getTime().toString(16).padStart(12, '0'));
+      } finally {
+        await rebuilt.dispose();
+      }
+    });
+
     it('stores one serialisation of { event, timestamp, data } per URL, pending and due now', async () => {
       const ids = await outbox.enqueue(POST_CREATED, POST, ['http://127.0.0.1:1/a', 'http://127.0.0.1:1/b']);
       expect(ids).toHaveLength(2);
@@ -307,7 +324,9 @@ describe.each(BACKENDS)('the outbox on %s', (backend) => {
       expect(first.done.map((d) => [d.originalId, d.state])).toEqual([[id, 'pending']]);
       const second = await outbox.resend([id!]);
       expect(second.done).toEqual([]);
-      expect(second.refused).toEqual([{ id, reason: `delivery ${first.done[0]!.id}, which sends the same X-Webhook-Delivery ${id}, is still pending` }]);
+      const key = (await outbox.get(id!))!.key;
+      expect(first.done[0]!.key).toBe(key);
+      expect(second.refused).toEqual([{ id, reason: `delivery ${first.done[0]!.id}, which sends the same X-Webhook-Delivery ${key}, is still pending` }]);
       expect((await outbox.resend([first.done[0]!.id])).refused[0]!.reason).toContain('still pending');
     });
 
@@ -353,8 +372,14 @@ describe('SQLite migration 5', () => {
       old.pragma(`user_version = ${m.version}`);
     }
     const v4 = new WebhookOutbox({ sql: new SqliteSql(old) }, () => T0);
-    // Version 4 has no original_id: enqueue writes only the columns both schemas have.
-    const ids = await v4.enqueue(POST_CREATED, { id: 1 }, ['http://127.0.0.1:1/a', 'http://127.0.0.1:1/b', 'http://127.0.0.1:1/c']);
+    // Deliveries as serve of schema 4 wrote them.
+    const insert = old.prepare(
+      "INSERT INTO webhook_deliveries (event, url, body, state, attempts, next_attempt_at, created_at, updated_at) VALUES (?, ?, ?, 'pending', 0, ?, ?, ?) RETURNING id",
+    );
+    const body = JSON.stringify({ event: POST_CREATED, timestamp: T0.toISOString(), data: { id: 1 } });
+    const ids = ['http://127.0.0.1:1/a', 'http://127.0.0.1:1/b', 'http://127.0.0.1:1/c'].map(
+      (url) => (insert.get(POST_CREATED, url, body, T0.toISOString(), T0.toISOString(), T0.toISOString()) as { id: number }).id,
+    );
     old.prepare('INSERT INTO webhook_attempts (delivery_id, attempted_at, status_code, error) VALUES (?, ?, 500, NULL)').run(ids[0], T0.toISOString());
     old.prepare('DELETE FROM webhook_deliveries WHERE id = ?').run(ids[2]);
     const before = await v4.list();
@@ -362,8 +387,15 @@ describe('SQLite migration 5', () => {
     migrate(old);
     expect(schemaVersion(old)).toBe(MIGRATIONS.at(-1)!.version);
     const after = new WebhookOutbox({ sql: new SqliteSql(old) }, () => T0);
-    expect(await after.list()).toEqual(before);
-    expect((await after.list()).map((d) => d.originalId)).toEqual([null, null]);
+    // The same deliveries, each with a key of its own now (migration 13): a random UUID.
+    const listed = await after.list();
+    expect(listed.map(({ key: _key, ...rest }) => rest)).toEqual(before.map(({ key: _key, ...rest }) => rest));
+    expect(before.map((d) => d.key)).toEqual([null, null]);
+    for (const d of listed) expect(d.key).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+    expect(new Set(listed.map((d) => d.key)).size).toBe(2);
+    expect(listed.map((d) => d.originalId)).toEqual([null, null]);
+    // A resend keeps the key of what it repeats.
+    expect((await after.resend([ids[0]!])).refused[0]!.reason).toContain('still pending');
     expect((await after.cancel([ids[1]!])).done[0]!.state).toBe('cancelled');
     expect(await after.enqueue(POST_CREATED, {}, ['http://127.0.0.1:1/d'])).toEqual([ids[2]! + 1]);
     expect(old.pragma('foreign_key_check')).toEqual([]);

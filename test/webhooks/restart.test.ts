@@ -134,7 +134,8 @@ describe('a restart without a URL', () => {
     clock = T0 + 3 * MINUTE;
     await startServe([gone.url, kept.url]);
     expect(gone.received).toHaveLength(2);
-    expect(gone.received[1]!.headers['x-webhook-delivery']).toBe(String(held[0]!.id));
+    expect(gone.received[1]!.headers['x-webhook-delivery']).toBe(held[0]!.key);
+    expect(gone.received[0]!.headers['x-webhook-delivery']).toBe(held[0]!.key);
     expect((await list('--url', gone.url)).map((d) => [d.state, d.attemptCount])).toEqual([['delivered', 2]]);
   });
 });
@@ -154,7 +155,7 @@ describe('webhooks resend and cancel, while serve runs', () => {
     expect(resent.code, resent.stderr).toBe(0);
     const { queued } = JSON.parse(resent.stdout) as { queued: Delivery[] };
     expect(queued).toHaveLength(1);
-    expect(queued[0]).toMatchObject({ url: moved.url, state: 'pending', originalId: held!.id, attemptCount: 0, body: held!.body });
+    expect(queued[0]).toMatchObject({ url: moved.url, state: 'pending', originalId: held!.id, key: held!.key, attemptCount: 0, body: held!.body });
     // The held one is closed, or serve would also resume it once its URL came back.
     expect((await list('--state', 'cancelled')).map((d) => d.id)).toEqual([held!.id]);
 
@@ -164,14 +165,15 @@ describe('webhooks resend and cancel, while serve runs', () => {
     expect(got.body).toBe(old.received[0]!.body);
     expect(got.headers['x-webhook-signature']).toBe(old.received[0]!.headers['x-webhook-signature']);
     expect(verifySignature(got.body, SECRET, String(got.headers['x-webhook-signature']))).toBe(true);
-    expect(got.headers['x-webhook-delivery']).toBe(String(held!.id));
+    expect(got.headers['x-webhook-delivery']).toBe(held!.key);
+    expect(old.received[0]!.headers['x-webhook-delivery']).toBe(held!.key);
 
     // A delivered one can be resent again: a receiver that de-duplicates sees the same id.
     const again = await cli(['resend', String(queued[0]!.id)]);
     expect(again.code, again.stderr).toBe(0);
     expect(again.stdout).toMatch(new RegExp(`^\\d+\\tpending\\t${moved.url}\\n$`));
     await serve!.webhooks.runDue();
-    expect(moved.received.map((r) => r.headers['x-webhook-delivery'])).toEqual([String(held!.id), String(held!.id)]);
+    expect(moved.received.map((r) => r.headers['x-webhook-delivery'])).toEqual([held!.key, held!.key]);
   });
 
   it('cancels every pending delivery to a URL, and serve makes no further attempt', async () => {
@@ -239,7 +241,7 @@ describe('webhooks resend and cancel, while serve runs', () => {
     expect(result.code, result.stderr).toBe(0);
     const stderr = plain(result.stderr);
     expect(stderr).toContain('\r\x1b[2Kresending · deliveries 0/1 (0%) · waiting for serve to send them · delivered 0 · failed 0');
-    expect(stderr).toMatch(/✓ delivery \d+ \(X-Webhook-Delivery \d+\) delivered after 1 attempt, HTTP 204/);
+    expect(stderr).toMatch(/✓ delivery \d+ \(X-Webhook-Delivery [0-9a-f-]{36}\) delivered after 1 attempt, HTTP 204/);
     expect(result.stdout).toBe('');
     expect(flaky.received).toHaveLength(3);
   });

@@ -63,7 +63,8 @@ async function runDoctor(cc: CommandContext, command: Command): Promise<void> {
     cc.out.table(checks, [
       { header: 'check', value: (c) => c.check },
       { header: 'status', value: (c) => mark[c.status] },
-      { header: 'detail', value: (c) => c.detail, maxWidth: 90 },
+      // The end of a detail is often its point (a path, "expires in 3 days"): cut in the middle, and only to fit the terminal.
+      { header: 'detail', value: (c) => c.detail, shrink: 1, drop: -1, cut: 'middle' },
     ]);
   } else {
     cc.out.printJson({ ok: !checks.some((c) => c.status === 'fail'), checks });

@@ -296,8 +296,10 @@ async function runMedia(cc: CommandContext, command: Command): Promise<void> {
     ...fields.map((field) => ({
       header: field,
       value: (row: Row) => row.fields[field],
-      // On a narrow terminal captions give way first, then links; IDs, types and numbers stay whole.
-      ...(field === 'caption' ? { shrink: 2 } : field === 'permalink' || field === 'media_url' || field === 'thumbnail_url' ? { shrink: 1 } : {}),
+      // On a narrow terminal captions give way first, then links; IDs, types and numbers stay whole, and when they do
+      // not fit, the caption and links go first, then the other fields, then the type; the id and metrics go last.
+      ...(field === 'caption' ? { shrink: 2, drop: 5 } : field === 'permalink' || field === 'media_url' || field === 'thumbnail_url' ? { shrink: 1, drop: 4 } : {}),
+      ...(field === 'id' ? {} : field === 'media_type' ? { drop: 1 } : field === 'caption' || /_url$|^permalink$/.test(field) ? {} : { drop: 2 }),
     })),
     ...metrics.map((metric) => ({ header: metric, value: (row: Row) => row.metrics[metric] })),
   ];

@@ -24,15 +24,15 @@ export function registerInventory(program: Command, bind: Bind): void {
   withConnection(
     inventory
       .command('set')
-      .description('create a SKU or set its on-hand quantity (and price, name); recorded in the ledger')
+      .description('create a SKU, or set its on-hand quantity, price or name (what is not given is kept); a quantity change is recorded in the ledger')
       .argument('<sku>', 'the SKU: 1 to 64 letters, digits, ".", "_", "-"')
-      .requiredOption('--quantity <n>', 'units on hand (not below what is reserved)')
+      .option('--quantity <n>', 'units on hand (not below what is reserved); required for a new SKU, else kept when not given')
       .option('--price <p>', 'unit price in the currency\'s minor unit (KRW has none); required for a new SKU')
       .option('--name <name>', 'display name')
       .option('--currency <code>', 'ISO 4217 code of the price (a new SKU: KRW)')
       .option('--reason <text>', 'why, for the ledger', 'set'),
   )
-    .addHelpText('after', '\nExamples:\n  miniapp inventory set MUG --quantity 10 --price 12000 --name "Mug"\n  miniapp inventory set MUG --quantity 25 --reason "stocktake"')
+    .addHelpText('after', '\nExamples:\n  miniapp inventory set MUG --quantity 10 --price 12000 --name "Mug"\n  miniapp inventory set MUG --quantity 25 --reason "stocktake"\n  miniapp inventory set MUG --price 13000        # the stock is left as it is')
     .action(bind(runSet));
 
   withConnection(
@@ -55,10 +55,13 @@ async function runStock(cc: CommandContext, command: Command): Promise<void> {
 
 async function runSet(cc: CommandContext, command: Command): Promise<void> {
   const sku = checkSkuArgument(command.processedArgs[0] as string);
-  const flags = command.opts<ConnectionFlags & { quantity: string; price?: string; name?: string; currency?: string; reason: string }>();
+  const flags = command.opts<ConnectionFlags & { quantity?: string; price?: string; name?: string; currency?: string; reason: string }>();
+  if (flags.quantity === undefined && flags.price === undefined && flags.name === undefined && flags.currency === undefined) {
+    throw new UsageError('inventory set needs --quantity, --price, --name or --currency: what to set');
+  }
   const request = {
     sku,
-    quantity: parseInteger(flags.quantity, '--quantity', 0, 1_000_000_000),
+    quantity: flags.quantity === undefined ? undefined : parseInteger(flags.quantity, '--quantity', 0, 1_000_000_000),
     price: flags.price === undefined ? undefined : parseInteger(flags.price, '--price', 0, 1_000_000_000_000),
     name: flags.name,
     currency: flags.currency,

@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import type { Bind } from '../command.js';
 import type { CommandContext } from '../context.js';
+import { AuthError, UsageError } from '../../errors.js';
 import { parseUserKey } from '../flags.js';
 import { partnerClient, timeoutOption, tokenStore } from '../connect/profile.js';
 
@@ -10,28 +11,64 @@ export function registerLogout(program: Command, bind: Bind): void {
     .description(
       'Remove the login connection with remove-by-access-token, or with remove-by-user-key for --user-key, ' +
         'using the stored access token (or MINIAPP_ACCESS_TOKEN) as the Bearer token; then clear the tokens ' +
-        'stored in the profile.',
+        'stored in the profile. An expired access token is refreshed first; tokens the API no longer takes are ' +
+        'cleared all the same. --local only forgets the stored tokens, without calling the API.',
     )
     .option('--user-key <n>', 'remove the connection of this userKey (remove-by-user-key)')
+    .option('--local', 'forget the tokens stored in the profile without calling the partner API')
     .addOption(timeoutOption())
-    .addHelpText('after', '\nExamples:\n  miniapp logout\n  miniapp logout --user-key 1001')
+    .addHelpText('after', '\nExamples:\n  miniapp logout\n  miniapp logout --user-key 1001\n  miniapp logout --local      # forget this profile\'s tokens, offline')
     .action(bind(runLogout));
 }
 
 async function runLogout(cc: CommandContext, command: Command): Promise<void> {
-  const options = command.opts<{ userKey?: string; timeout: string }>();
+  const options = command.opts<{ userKey?: string; timeout: string; local?: boolean }>();
   const userKey = options.userKey === undefined ? undefined : parseUserKey(options.userKey);
-  const [client, store] = await Promise.all([partnerClient(cc, options), tokenStore(cc)]);
-  const accessToken = cc.env.MINIAPP_ACCESS_TOKEN?.trim() || store.load()?.accessToken;
-  try {
+  if (options.local && userKey !== undefined) throw new UsageError('--local forgets the tokens of this profile and calls nothing; it does not go with --user-key');
+  const store = await tokenStore(cc);
+  const stored = store.load();
+  if (options.local) {
+    await store.clear();
+    if (cc.out.json) cc.out.printJson({ success: true, local: true, cleared: stored !== undefined });
+    else cc.out.success(stored ? `forgot the tokens stored in profile "${cc.profile}" (the partner API was not called)` : `no tokens were stored in profile "${cc.profile}"`);
+    return;
+  }
+  const fromEnv = cc.env.MINIAPP_ACCESS_TOKEN?.trim() || undefined;
+  let accessToken = fromEnv ?? stored?.accessToken;
+  const [{ notLoggedIn, refreshStored, tokenState }, client] = await Promise.all([import('../../login/session.js'), partnerClient(cc, options)]);
+  if (!accessToken) {
+    await client.close();
+    // remove-by-user-key takes a Bearer token: without one it is refused upstream, so it is not sent.
     if (userKey !== undefined) {
-      await client.removeByUserKey(userKey, accessToken);
-    } else {
-      if (!accessToken) {
-        const { notLoggedIn } = await import('../../login/session.js');
-        throw notLoggedIn(cc.profile);
+      throw new AuthError(`logout --user-key needs an access token as its Bearer token, and none is stored in profile "${cc.profile}" (nor set in MINIAPP_ACCESS_TOKEN); nothing was sent`, {
+        code: 'NOT_LOGGED_IN',
+        hint: 'exchange a code first (`miniapp token exchange --code CODE`), or set MINIAPP_ACCESS_TOKEN',
+      });
+    }
+    throw notLoggedIn(cc.profile);
+  }
+  try {
+    const state = !fromEnv && stored ? tokenState(stored, cc.now()) : undefined;
+    if (state?.accessExpired && !state.refreshExpired) {
+      // An access token past its expiry cannot remove anything: a fresh one can.
+      try {
+        accessToken = (await refreshStored(client, store, cc.now())).accessToken;
+      } catch (error) {
+        if (!(error instanceof AuthError)) throw error;
       }
-      await client.removeByAccessToken(accessToken);
+    }
+    try {
+      if (userKey !== undefined) await client.removeByUserKey(userKey, accessToken);
+      else await client.removeByAccessToken(accessToken);
+    } catch (error) {
+      if (!(error instanceof AuthError) || fromEnv || userKey !== undefined || !stored) throw error;
+      // The stored tokens no longer work (expired, revoked): they are useless, so they are forgotten all the same.
+      await store.clear();
+      throw new AuthError(`${error.message}; the tokens stored in profile "${cc.profile}" were cleared anyway`, {
+        code: error.code,
+        hint: 'the partner API did not take the stored token, so it could not be asked to remove the login connection; log in again and run `miniapp logout`, or remove it by userKey with `miniapp logout --user-key N`',
+        cause: error,
+      });
     }
   } finally {
     await client.close();

@@ -194,18 +194,35 @@ function drawMetrics(cc: CommandContext, data: MetricData, previous: { at: numbe
   const fit = (text: string) => (text.length > nameWidth ? `${text.slice(0, nameWidth - 1)}…` : text.padEnd(nameWidth));
   const number = (value: number) => (Number.isInteger(value) ? String(value) : value.toPrecision(6).replace(/\.?0+$/, ''));
   const lines = [
-    `${c.bold(data.service_name)}  ${c.dim(`${iso(data.timestamp)} · every ${formatDuration(interval)} · Ctrl-C stops`)}`,
+    // The title on two lines when one does not fit (the narrow terminal would wrap it anyway, and break the redraw).
+    `${c.bold(data.service_name)}${data.service_name.length + 2 + `${iso(data.timestamp)} · every ${formatDuration(interval)} · Ctrl-C stops`.length > width ? '\n' : '  '}${c.dim(`${iso(data.timestamp)} · every ${formatDuration(interval)} · Ctrl-C stops`)}`,
     c.bold(`${fit('series')}  ${'value'.padStart(12)}  ${'per second'.padStart(12)}`),
   ];
   for (const key of series) {
     const value = data.metrics[key]!;
     const before = previous?.metrics[key];
     const rate = seconds !== undefined && before !== undefined && CUMULATIVE.test(key) ? number((value - before) / seconds) : '';
-    lines.push(`${fit(key)}  ${number(value).padStart(12)}  ${rate.padStart(12)}`);
+    // A long series is never cut (two label sets cut alike would look like one series): it takes lines of its own.
+    if (key.length > nameWidth) lines.push(...wrapSeries(key, Math.max(width, nameWidth)));
+    lines.push(`${fit(key.length > nameWidth ? '' : key)}  ${number(value).padStart(12)}  ${rate.padStart(12)}`);
   }
   if (series.length === 0) lines.push(c.dim('(no series match --name)'));
   // Redrawn in place, like `watch`.
   cc.out.write(`\x1b[H\x1b[2J${lines.join('\n')}\n`);
+}
+
+/** A series name in lines of at most `width` characters, broken after a label's comma where it can be. */
+function wrapSeries(key: string, width: number): string[] {
+  const lines: string[] = [];
+  let rest = key;
+  while (rest.length > width) {
+    const comma = rest.lastIndexOf(',', width - 1);
+    const at = comma > 0 ? comma + 1 : width;
+    lines.push(rest.slice(0, at));
+    rest = `  ${rest.slice(at)}`;
+  }
+  lines.push(rest);
+  return lines;
 }
 
 // ------------------------------------------------------------------ dashboard

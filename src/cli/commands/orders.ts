@@ -7,7 +7,7 @@
 import type { Command } from 'commander';
 import type { Bind } from '../command.js';
 import type { CommandContext } from '../context.js';
-import { UsageError } from '../../errors.js';
+import { MiniappError, UpstreamError, UsageError } from '../../errors.js';
 import { withConnection, type ConnectionFlags } from '../connect/grpc-connection.js';
 import { parseId, parseInteger } from '../flags.js';
 import { checkIdArgument, checkSkuArgument, COMMERCE_HELP, idempotencyKeyOf, money, ORDER_COLUMNS, orderJson, printOrder, printPayment, withCommerce } from '../views/commerce-view.js';
@@ -78,18 +78,41 @@ function parseItem(text: string): { sku: string; quantity: number } {
 
 async function runCreate(cc: CommandContext, command: Command): Promise<void> {
   const flags = command.opts<ConnectionFlags & { item: string[]; user?: string; idempotencyKey?: string }>();
+  // commander takes the empty default of a repeatable option as given: the check is ours, before any key is made or sent.
+  if (flags.item.length === 0) throw new UsageError('orders create needs at least one --item SKU:QUANTITY, e.g. --item MUG:2');
   const items = flags.item.map(parseItem);
   const duplicate = items.find((item, i) => items.findIndex((other) => other.sku === item.sku) !== i);
   if (duplicate) throw new UsageError(`--item names ${duplicate.sku} twice: give it once with the total quantity`);
   const request = { items, user_id: flags.user === undefined ? '0' : parseId(flags.user, '--user'), idempotency_key: idempotencyKeyOf(cc, flags.idempotencyKey) };
-  const order = await withCommerce(cc, flags, (client) => client.createOrder(request));
-  printOrder(cc.out, order);
-  if (!cc.out.json) cc.out.success(`order ${order.id} ${order.status}: ${money(order.total_amount, order.currency)}; pay it with \`miniapp orders pay ${order.id}\``);
+  const { order, current } = await withCommerce(cc, flags, async (client) => {
+    const answer = await client.createOrder(request);
+    // A replay answers what the key first answered: the order as it is now is read beside it (Stripe's Idempotent-Replayed).
+    return { order: answer.order, current: answer.replayed ? await client.getOrder(answer.order.id) : undefined };
+  });
+  if (!current) {
+    printOrder(cc.out, order);
+    if (!cc.out.json) cc.out.success(`order ${order.id} ${order.status}: ${money(order.total_amount, order.currency)}; pay it with \`miniapp orders pay ${order.id}\``);
+    return;
+  }
+  printOrder(cc.out, order, { replayed: true, current });
+  if (cc.out.json) return;
+  const now = current.status === order.status ? `still ${current.status}` : `now ${current.status} (it was ${order.status} when first answered)`;
+  cc.out.warn(`replay: idempotency key ${request.idempotency_key} was used before; order ${order.id} was not placed again, and it is ${now}`);
+  if (current.status === 'RESERVED') cc.out.info(`pay it with \`miniapp orders pay ${order.id}\``);
 }
 
 async function runGet(cc: CommandContext, command: Command): Promise<void> {
   const id = checkIdArgument(command.processedArgs[0] as string, 'ord');
-  printOrder(cc.out, await withCommerce(cc, command.opts<ConnectionFlags>(), (client) => client.getOrder(id)));
+  // A refund moves money, not the order: a PAID order refunded in full stays PAID until cancelled (which restocks), so
+  // its payment's state is shown beside it.
+  const { order, payment } = await withCommerce(cc, command.opts<ConnectionFlags>(), async (client) => {
+    const order = await client.getOrder(id);
+    return { order, payment: order.payment_id ? await client.getPayment(order.payment_id) : undefined };
+  });
+  printOrder(cc.out, order, undefined, payment);
+  if (!cc.out.json && order.status === 'PAID' && payment && Number(payment.balance) === 0) {
+    cc.out.info(`refunded in full (payment ${payment.status}); the order stays PAID until \`miniapp orders cancel ${id}\` puts its units back on hand`);
+  }
 }
 
 async function runList(cc: CommandContext, command: Command): Promise<void> {
@@ -103,16 +126,45 @@ async function runList(cc: CommandContext, command: Command): Promise<void> {
   cc.out.table(page.orders.map(orderJson), ORDER_COLUMNS);
 }
 
+/** A payment the provider declined: the payment is printed, and the command fails (exit 1) so that `orders pay X && ship` does not ship. */
+export class PaymentDeclinedError extends MiniappError {
+  override readonly code: string = 'PAYMENT_DECLINED';
+}
+
+/** The exact command that asks again for the payment of `key` (the same request, so the same key is accepted). */
+function retryCommand(cc: CommandContext, id: string, method: string, key: string, flags: ConnectionFlags): string {
+  const words = ['miniapp'];
+  if (cc.profile !== 'default') words.push('--profile', cc.profile);
+  words.push('orders', 'pay', id, '--method', method, '--idempotency-key', key);
+  if (flags.addr !== undefined) words.push('--addr', flags.addr);
+  if (flags.tls) words.push('--tls');
+  if (flags.ca !== undefined) words.push('--ca', flags.ca);
+  if (flags.token !== undefined) words.push('--token', '"$TOKEN"');
+  return words.map((word) => (/^[A-Za-z0-9@%+=:,./_"$-]+$/.test(word) ? word : `'${word.replace(/'/g, `'\\''`)}'`)).join(' ');
+}
+
 async function runPay(cc: CommandContext, command: Command): Promise<void> {
   const id = checkIdArgument(command.processedArgs[0] as string, 'ord');
   const flags = command.opts<ConnectionFlags & { method?: string; idempotencyKey?: string }>();
   const key = idempotencyKeyOf(cc, flags.idempotencyKey);
   const answer = await withCommerce(cc, flags, (client) => client.payOrder({ order_id: id, method: flags.method ?? '', idempotency_key: key }));
-  printPayment(cc.out, answer.payment);
-  if (cc.out.json) return;
-  if (answer.payment.status === 'DONE') cc.out.success(`order ${id} paid: ${money(answer.payment.amount, answer.payment.currency)} (payment ${answer.payment.id})`);
-  else if (answer.payment.status === 'IN_PROGRESS') cc.out.warn(`${answer.message}: miniapp orders pay ${id} --idempotency-key ${key}`);
-  else cc.out.warn(`payment ${answer.payment.status}: ${answer.message}`);
+  const { payment } = answer;
+  printPayment(cc.out, payment);
+  if (payment.status === 'DONE') {
+    if (!cc.out.json) cc.out.success(`order ${id} paid: ${money(payment.amount, payment.currency)} (payment ${payment.id})`);
+    return;
+  }
+  if (payment.status === 'IN_PROGRESS') {
+    // Charged or not, nobody knows yet: a network-class outcome (exit 5), never a success a script would ship on.
+    throw new UpstreamError(`payment ${payment.id} of order ${id}: outcome unknown (${answer.message}); the order stays PAYMENT_PENDING`, {
+      code: 'PAYMENT_OUTCOME_UNKNOWN',
+      hint: `ask again with exactly this command (it never charges twice): ${retryCommand(cc, id, payment.method || flags.method || 'test_approve', key, flags)}`,
+    });
+  }
+  throw new PaymentDeclinedError(
+    `payment ${payment.id} of order ${id} ${payment.status}${payment.failure_code ? ` (${payment.failure_code})` : ''}: ${answer.message || payment.failure_message}; the order is not paid`,
+    { hint: 'its units were released (PAYMENT_FAILED); place a new order to try another method' },
+  );
 }
 
 async function runCancel(cc: CommandContext, command: Command): Promise<void> {

@@ -37,6 +37,7 @@ interface ServeFlags {
   rateLimit: string;
   rateBurst?: string;
   docs: boolean;
+  saveProfile?: boolean;
   webhookUrl: string[];
   webhookSecret?: string;
   publicUrl?: string;
@@ -82,6 +83,7 @@ export function registerServe(program: Command, bind: Bind): void {
     .option('--grpc-tls-cert <file>', 'serve gRPC over TLS with this certificate (PEM file or text)')
     .option('--grpc-tls-key <file>', 'and this private key')
     .option('--no-grpc', 'do not start the gRPC services')
+    .option('--save-profile', 'store this serve\'s gRPC address and admin token (and TLS) in the profile even when it has some already (default: only when it has none)')
     .option('--no-docs', 'do not publish the blog API\'s docs pages and OpenAPI descriptions')
     .option('--webhook-url <url>', 'send post.created, order.paid, order.cancelled and payment.refunded to this URL (repeatable)', (value: string, all: string[]) => [...all, value], [] as string[])
     .option('--webhook-secret <secret>', 'HMAC-SHA256 key of X-Webhook-Signature (or MINIAPP_WEBHOOK_SECRET)')
@@ -108,6 +110,47 @@ export function registerServe(program: Command, bind: Bind): void {
     .option('--rate-burst <n>', 'requests a token or address may send at once after a quiet spell (default: twice --rate-limit)')
     .addHelpText('after', '\nExamples:\n  miniapp serve\n  miniapp serve --port 8080 --cors-origin https://app.example.com --callback-auth partner:s3cret\n  miniapp serve --database postgres://miniapp:secret@db.internal:5432/miniapp --webhook-url https://hooks.example.com/miniapp')
     .action(bind(runServe));
+}
+
+/**
+ * Writes this serve's gRPC address, admin token and TLS into the profile
+ * when the profile has no grpc-addr nor grpc-token of its own, or when
+ * --save-profile asks; returns whether it wrote them. With TLS, grpc-tls is
+ * set, and a self-signed --grpc-tls-cert becomes grpc-ca (the clients'
+ * trust in it); without, both are removed so that the profile does not
+ * speak TLS to a plaintext port.
+ */
+async function saveToProfile(cc: CommandContext, grpc: { address: string; tls: boolean }, adminToken: string, flags: ServeFlags): Promise<boolean> {
+  const file = cc.settings.file();
+  const [addr, token] = [file.getSetting(cc.profile, 'grpc-addr'), file.getSetting(cc.profile, 'grpc-token')];
+  if (addr === grpc.address && token === adminToken && (file.getSetting(cc.profile, 'grpc-tls') === 'true') === grpc.tls) return true;
+  if ((addr !== undefined || token !== undefined) && !flags.saveProfile) return false;
+  const store = await cc.settings.store();
+  store.setSetting(cc.profile, 'grpc-token', adminToken);
+  store.setSetting(cc.profile, 'grpc-addr', grpc.address);
+  if (grpc.tls) {
+    store.setSetting(cc.profile, 'grpc-tls', 'true');
+    const cert = flags.grpcTlsCert;
+    if (cert && (await selfSigned(cert))) {
+      const { settingSpec } = await import('../../config/keys.js');
+      store.setSetting(cc.profile, 'grpc-ca', settingSpec('grpc-ca').validate(cert));
+    }
+  } else {
+    store.unsetSetting(cc.profile, 'grpc-tls');
+    store.unsetSetting(cc.profile, 'grpc-ca');
+  }
+  return true;
+}
+
+/** Whether a certificate (PEM file or text) is its own issuer, so that clients trust it by having it as their CA. */
+async function selfSigned(cert: string): Promise<boolean> {
+  const [{ X509Certificate }, { readPem }] = await Promise.all([import('node:crypto'), import('../../login/pem.js')]);
+  try {
+    const x509 = new X509Certificate(readPem(cert, '--grpc-tls-cert'));
+    return x509.checkIssued(x509) && x509.verify(x509.publicKey);
+  } catch {
+    return false;
+  }
 }
 
 function formatDrain(ms: number): string {
@@ -266,19 +309,15 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
     throw error;
   }
 
-  // Local `miniapp users` calls just work: the profile learns the admin token and the address.
-  if (running.adminToken && running.grpc) {
-    const store = await cc.settings.store();
-    store.setSetting(cc.profile, 'grpc-token', running.adminToken);
-    const configured = (await cc.settings.get('grpc-addr')).value;
-    if (configured !== running.grpc.address) store.setSetting(cc.profile, 'grpc-addr', running.grpc.address);
-  }
-
+  // Local `miniapp users` calls just work: a profile without a gRPC connection learns this one. One that has one keeps
+  // it unless --save-profile says otherwise: a second, throwaway serve must not take over the profile.
+  const profileSaved = running.adminToken && running.grpc ? await saveToProfile(cc, running.grpc, running.adminToken, flags) : false;
   const info = {
     url: running.url,
     metrics: `${running.url}/metrics`,
     grpc: running.grpc ? { address: running.grpc.address, tls: running.grpc.tls } : null,
     adminToken: running.adminToken ?? null,
+    profile: { name: cc.profile, saved: profileSaved },
     health: `${running.url}/health`,
     blog: { v1: `${running.url}/api/v1`, v2: `${running.url}/api/v2`, latest: `${running.url}/api` },
     relay: `${running.url}/api/auth`,
@@ -309,7 +348,11 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
       ...(running.grpc
         ? [
             `  gRPC      ${running.grpc.address}${running.grpc.tls ? ' (TLS)' : ''}: user.v1.UserService, monitoring.v1.MonitoringService, inventory.v1.InventoryService, payment.v1.PaymentService, order.v1.OrderService, grpc.health.v1, reflection`,
-            `  admin     token ${running.adminToken} (stored as grpc-token in profile "${cc.profile}")`,
+            `  admin     token ${running.adminToken} ${
+              profileSaved
+                ? `(stored as grpc-token in profile "${cc.profile}", with grpc-addr${running.grpc.tls ? ' and grpc-tls' : ''})`
+                : `(not stored: profile "${cc.profile}" has a gRPC connection of its own; --save-profile stores this one)`
+            }`,
           ]
         : []),
       `  upstream  ${info.upstream}${running.sandbox ? ' (embedded sandbox)' : ''}`,

@@ -267,7 +267,7 @@ async function runResend(cc: CommandContext, command: Command): Promise<void> {
     }
     const finished = await waitForDeliveries(cc, outbox, outcome.done.map((d) => d.id));
     report(cc, 'queued', { done: finished.deliveries, refused: outcome.refused }, ids.length, (d) =>
-      `delivery ${d.id} (X-Webhook-Delivery ${d.originalId}) ${d.state}${d.attempts.length ? ` after ${d.attemptCount} attempt${d.attemptCount === 1 ? '' : 's'}, ${lastResult(d.attempts.at(-1))}` : ''}`,
+      `delivery ${d.id} (X-Webhook-Delivery ${d.key ?? d.originalId}) ${d.state}${d.attempts.length ? ` after ${d.attemptCount} attempt${d.attemptCount === 1 ? '' : 's'}, ${lastResult(d.attempts.at(-1))}` : ''}`,
     );
     const unfinished = finished.deliveries.filter((d) => d.state !== 'delivered');
     if (unfinished.length > 0) {

@@ -54,7 +54,8 @@ export async function connectionOf(
   const ca = flags.ca ?? (await cc.settings.get('grpc-ca')).value;
   const deadlineMs = parseDuration(flags.deadline, '--deadline');
   if (deadlineMs <= 0) throw new UsageError('--deadline must be longer than 0');
-  return { address, token, tls: Boolean(flags.tls) || Boolean(ca), ca, deadlineMs, telemetry: cc.telemetry };
+  const tls = Boolean(flags.tls) || Boolean(ca) || (await cc.settings.get('grpc-tls')).value === 'true';
+  return { address, token, tls, ca, deadlineMs, telemetry: cc.telemetry };
 }
 
 

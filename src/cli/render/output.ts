@@ -13,6 +13,9 @@ import type { ChalkInstance } from 'chalk';
 import { resolveColorLevel, type ColorLevel } from './color.js';
 import { ProgressLine, type ProgressOptions } from './progress.js';
 import { loadTextWidths, textWidths } from './cells.js';
+import { planTable } from './table-plan.js';
+
+export { fitColumns, tableChrome, type ColumnFit } from './column-fit.js';
 import type { Io, OutStream } from './streams.js';
 
 export interface Column<Row> {
@@ -23,17 +26,25 @@ export interface Column<Row> {
   /** Cut longer cells on a TTY (never in TSV, CSV or JSON), even when the terminal has room. */
   maxWidth?: number;
   /**
-   * Which columns give way when a table is wider than the terminal: the
+   * Which text columns give way when a table is wider than the terminal: the
    * highest first (captions, then URLs and messages), each cut to its
-   * `minWidth` with an ellipsis before the next is touched. Default: 1 for
-   * a column with a `maxWidth` (long text by its own account); -1 for the
-   * first column, which names the row (an ID, a key) and is cut last, as gh
-   * does; else 0 (states, numbers, times: cut only when cutting the text
-   * columns was not enough).
+   * `minWidth` with an ellipsis before the next is touched. A column with a
+   * `maxWidth` is text by its own account (default 1). Columns without a
+   * shrink (IDs, states, numbers, times) are never cut: they are shown
+   * whole or left out (see `drop`).
    */
   shrink?: number;
   /** The narrowest a shrinking column becomes before the next one gives way (default: 8, or its header when wider). */
   minWidth?: number;
+  /** Where a text cell too wide for its column is cut: at the end (default), or in the middle when its end matters as much. */
+  cut?: 'end' | 'middle';
+  /**
+   * When whole values do not fit, columns are left out (and named on
+   * stderr): the highest `drop` first, the rightmost of equals first.
+   * Default: a text column's shrink, else 0; negative: never left out (the
+   * first column, which names the row, never is).
+   */
+  drop?: number;
 }
 
 export interface Spinner {
@@ -63,59 +74,22 @@ export function cellText(value: unknown): string {
   return JSON.stringify(value);
 }
 
+/** `text` in lines of at most `width` cells, broken between words (a word longer than a line stays whole). */
+function wrapWords(text: string, width: number): string[] {
+  const lines: string[] = [];
+  let current = '';
+  for (const word of text.split(' ')) {
+    if (current && current.length + 1 + word.length > width) {
+      lines.push(current);
+      current = word;
+    } else current = current ? `${current} ${word}` : word;
+  }
+  if (current) lines.push(current);
+  return lines;
+}
+
 function oneLine(text: string): string {
   return text.replace(/[\t\r\n]+/g, ' ');
-}
-
-/** The cells of padding and border that a table adds: `│ ` before each cell, ` ` after it, and the closing `│`. */
-export function tableChrome(columns: number): number {
-  return columns * 3 + 1;
-}
-
-export interface ColumnFit {
-  header: number;
-  /** The widest cell below the header. */
-  data: number;
-  shrink: number;
-  minWidth?: number | undefined;
-}
-
-/** What a column is cut to before the next priority gives way, unless its header is wider (and its cells are too). */
-const DEFAULT_MIN_WIDTH = 8;
-
-/** The header stays whole, unless it alone makes the column wide (comments_count over two-digit counts). */
-function floorOf(column: ColumnFit): number {
-  return Math.min(Math.max(column.header, column.data), column.minWidth ?? Math.max(DEFAULT_MIN_WIDTH, Math.min(column.header, column.data)));
-}
-
-/**
- * The width of each column so that the table, borders included, fits in
- * `width` cells: the highest `shrink` first, the widest column of a
- * priority first (so two long columns end up alike rather than one gone),
- * each down to its minimum; then, if that is not enough, in the same order
- * down to one cell. Only a terminal narrower than the borders themselves
- * leaves the table wider than asked.
- */
-export function fitColumns(columns: readonly ColumnFit[], width: number): number[] {
-  const widths = columns.map((c) => Math.max(1, c.header, c.data));
-  let over = widths.reduce((sum, w) => sum + w, 0) + tableChrome(columns.length) - width;
-  const squeeze = (members: number[], floor: (i: number) => number) => {
-    while (over > 0) {
-      let widest = -1;
-      for (const i of members) if (widths[i]! > floor(i) && (widest < 0 || widths[i]! > widths[widest]!)) widest = i;
-      if (widest < 0) return;
-      widths[widest]!--;
-      over--;
-    }
-  };
-  const groups = [...new Set(columns.map((c) => c.shrink))]
-    .sort((a, b) => b - a)
-    .map((priority) => columns.flatMap((c, i) => (c.shrink === priority ? [i] : [])));
-  // A negative priority (the first column by default) is cut only once every other column is down to an ellipsis.
-  for (const members of groups) if (columns[members[0]!]!.shrink >= 0) squeeze(members, (i) => floorOf(columns[i]!));
-  // Still too wide: the same order again, down to an ellipsis, so that the row's name and state outlast its text.
-  for (const members of groups) squeeze(members, () => 1);
-  return widths;
 }
 
 export interface OutputOptions {
@@ -193,39 +167,52 @@ export class Output {
       this.io.stderr.write(`${this.errColor.dim('(nothing to show)')}\n`);
       return;
     }
-    const { textWidth, truncateToWidth } = textWidths();
+    const { textWidth, truncateMiddle, truncateToWidth } = textWidths();
     const cells = rows.map((row) => columns.map((c) => {
       const text = oneLine(cellText(c.value(row)));
       return c.maxWidth === undefined ? text : truncateToWidth(text, c.maxWidth);
     }));
-    const fits = columns.map(
-      (c, i): ColumnFit => ({
+    const shrinks = columns.map((c) => c.shrink ?? (c.maxWidth !== undefined ? 1 : 0));
+    const width = this.io.stdout.columns || 80;
+    // A terminal that reports no width (0: script, some CI pseudo-terminals) is taken as 80 wide, as gh does.
+    const plan = planTable(
+      columns.map((c, i) => ({
         header: textWidth(c.header),
         data: cells.reduce((widest, r) => Math.max(widest, textWidth(r[i]!)), 0),
-        shrink: c.shrink ?? (c.maxWidth !== undefined ? 1 : i === 0 ? -1 : 0),
+        shrink: shrinks[i]!,
         minWidth: c.minWidth,
-      }),
+        text: shrinks[i]! > 0,
+        drop: c.drop ?? shrinks[i]!,
+        empty: cells.every((r) => r[i] === ''),
+      })),
+      width,
     );
-    // A terminal that reports no width (0: script, some CI pseudo-terminals) is taken as 80 wide, as gh does.
-    const widths = fitColumns(fits, this.io.stdout.columns || 80);
+    const widths = plan.widths;
+    const pick = <T,>(all: readonly T[]) => plan.shown.map((i) => all[i]!);
     // Drawn here rather than by cli-table3, whose string-width counts some emoji (ZWJ sequences, flags) otherwise than
     // the cut above did: one measure for cutting and padding keeps the borders straight.
     const rule = (left: string, middle: string, right: string) => `${left}${widths.map((w) => '─'.repeat(w + 2)).join(middle)}${right}`;
+    const cutters = pick(columns).map((c) => (c.cut === 'middle' ? truncateMiddle : truncateToWidth));
     const line = (texts: readonly string[], style: (text: string) => string = (text) => text) =>
       `│${texts
         .map((text, i) => {
-          const cut = truncateToWidth(text, widths[i]!);
+          const cut = cutters[i]!(text, widths[i]!);
           return ` ${style(cut)}${' '.repeat(Math.max(0, widths[i]! - textWidth(cut)))} `;
         })
         .join('│')}│`;
     const lines = [
       rule('┌', '┬', '┐'),
-      line(columns.map((c) => c.header), (header) => this.color.bold(header)),
+      line(pick(columns).map((c) => c.header), (header) => this.color.bold(header)),
       // No rule between rows: compact, like `gh` and `kubectl` listings.
-      ...cells.map((row) => line(row)),
+      ...cells.map((row) => line(pick(row))),
       rule('└', '┴', '┘'),
     ];
     this.line(lines.join('\n'));
+    if (plan.omitted.length > 0) {
+      const names = plan.omitted.map((i) => columns[i]!.header);
+      const note = `(not shown at ${width} columns: ${names.join(', ')}; a wider terminal or --json shows ${names.length === 1 ? 'it' : 'them'})`;
+      for (const part of wrapWords(note, width)) this.io.stderr.write(`${this.errColor.dim(part)}\n`);
+    }
   }
 
   /**
@@ -235,7 +222,7 @@ export class Output {
   record(pairs: readonly (readonly [string, unknown])[], jsonValue: unknown): void {
     this.table(pairs, [
       { header: 'field', value: ([field]) => field },
-      { header: 'value', value: ([, value]) => value, shrink: 1 },
+      { header: 'value', value: ([, value]) => value, shrink: 1, drop: -1 },
     ], jsonValue);
   }
 

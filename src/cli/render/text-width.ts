@@ -71,3 +71,33 @@ export function truncateToWidth(text: string, width: number): string {
   if (!full) copy();
   return `${out}${styled ? '\u001b[0m' : ''}…`;
 }
+
+/**
+ * `text` cut to at most `width` cells in the middle, `start…end`, when the
+ * end says as much as the start (a path, a detail that ends in its verdict).
+ * Text with colour codes is cut at the end instead, by truncateToWidth.
+ */
+export function truncateMiddle(text: string, width: number): string {
+  if (stringWidth(text) <= width) return text;
+  if (width <= 2 || text.includes('\u001b')) return truncateToWidth(text, width);
+  const graphemes = [...segmenter.segment(text)].map(({ segment }) => segment);
+  const room = width - 1;
+  const headRoom = Math.ceil(room / 2);
+  let head = '';
+  let used = 0;
+  for (const g of graphemes) {
+    const cells = stringWidth(g);
+    if (used + cells > headRoom) break;
+    head += g;
+    used += cells;
+  }
+  let tail = '';
+  let tailUsed = 0;
+  for (let i = graphemes.length - 1; i >= 0; i--) {
+    const cells = stringWidth(graphemes[i]!);
+    if (used + tailUsed + cells > room) break;
+    tail = graphemes[i]! + tail;
+    tailUsed += cells;
+  }
+  return `${head}…${tail}`;
+}

@@ -99,11 +99,11 @@ type StockJson = ReturnType<typeof stockJson>;
 export const STOCK_COLUMNS: readonly Column<StockJson>[] = [
   { header: 'sku', value: (s) => s.sku },
   { header: 'name', value: (s) => s.name, maxWidth: 30 },
-  { header: 'price', value: (s) => money(s.price, s.currency) },
+  { header: 'price', value: (s) => money(s.price, s.currency), drop: -1 },
   { header: 'on_hand', value: (s) => s.on_hand },
   { header: 'reserved', value: (s) => s.reserved },
-  { header: 'available', value: (s) => s.available },
-  { header: 'updated_at', value: (s) => s.updated_at },
+  { header: 'available', value: (s) => s.available, drop: -1 },
+  { header: 'updated_at', value: (s) => s.updated_at, drop: 3 },
 ];
 
 export function printStock(out: Output, level: StockLevelMessage): void {
@@ -136,18 +136,27 @@ type OrderJson = ReturnType<typeof orderJson>;
 
 const itemsText = (order: OrderJson) => order.items.map((item) => `${item.sku} x${item.quantity}`).join(', ');
 
+/** On a narrow terminal the items give way first, then created_at, payment_id and user_id go; id, status and total stay whole. */
 export const ORDER_COLUMNS: readonly Column<OrderJson>[] = [
   { header: 'id', value: (o) => o.id },
-  { header: 'status', value: (o) => o.status },
+  { header: 'status', value: (o) => o.status, drop: -1 },
   { header: 'user_id', value: (o) => o.user_id },
   { header: 'items', value: itemsText, maxWidth: 40 },
-  { header: 'total', value: (o) => money(o.total_amount, o.currency) },
-  { header: 'payment_id', value: (o) => o.payment_id },
-  { header: 'created_at', value: (o) => o.created_at },
+  { header: 'total', value: (o) => money(o.total_amount, o.currency), drop: -1 },
+  { header: 'payment_id', value: (o) => o.payment_id, drop: 2 },
+  { header: 'created_at', value: (o) => o.created_at, drop: 3 },
 ];
 
-export function printOrder(out: Output, order: OrderMessage): void {
+/**
+ * One order as field/value pairs. A replayed CreateOrder (`replay`) prints
+ * the key's first answer, marked as such, with the order's current status
+ * and time beside it; under --json, `replayed: true` and `current` (the
+ * order as it is now) are added to the first answer's fields.
+ */
+export function printOrder(out: Output, order: OrderMessage, replay?: { replayed: true; current: OrderMessage }, payment?: PaymentMessage): void {
   const json = orderJson(order);
+  const current = replay && orderJson(replay.current);
+  const paid = payment && { status: payment.status, amount: n(payment.amount), balance: n(payment.balance), refunded: n(payment.amount) - n(payment.balance) };
   out.record(
     [
       ...ORDER_COLUMNS.map((column) => [column.header, column.value(json)] as const),
@@ -155,8 +164,21 @@ export function printOrder(out: Output, order: OrderMessage): void {
       ['paid_at', json.paid_at],
       ['cancelled_at', json.cancelled_at],
       ['cancel_reason', json.cancel_reason],
+      ...(current
+        ? ([
+            ['replayed', 'yes: the first answer of this idempotency key'],
+            ['current_status', current.status],
+            ['current_updated_at', current.updated_at],
+          ] as const)
+        : []),
+      ...(paid
+        ? ([
+            ['payment_status', paid.status],
+            ['refunded', paid.refunded > 0 ? `${money(paid.refunded, order.currency)}${paid.balance === 0 ? ' (in full)' : ''}` : ''],
+          ] as const)
+        : []),
     ],
-    json,
+    current ? { ...json, replayed: true, current } : paid ? { ...json, payment: paid } : json,
   );
 }
 

@@ -36,14 +36,19 @@ export function userJson(user: UserMessage): UserJson {
   };
 }
 
+/**
+ * On a narrow terminal the full name gives way first (then goes), created_at
+ * goes before it, and an empty roles column is left out; the id, username and
+ * e-mail (identifiers people copy) stay whole.
+ */
 export const USER_COLUMNS: readonly Column<UserJson>[] = [
   { header: 'id', value: (u) => u.id },
-  { header: 'username', value: (u) => u.username },
-  { header: 'email', value: (u) => u.email, maxWidth: 40 },
+  { header: 'username', value: (u) => u.username, drop: -1 },
+  { header: 'email', value: (u) => u.email, drop: -1 },
   { header: 'full_name', value: (u) => u.full_name, maxWidth: 30 },
   { header: 'active', value: (u) => u.is_active },
   { header: 'roles', value: (u) => u.roles.join(',') },
-  { header: 'created_at', value: (u) => u.created_at },
+  { header: 'created_at', value: (u) => u.created_at, drop: 3 },
 ];
 
 /** One user as field/value pairs (a table on a terminal, TSV when piped, the object with --json). */

@@ -124,7 +124,8 @@ const reservationSql = {
 
 export interface SetStock {
   sku: string;
-  quantity: number;
+  /** The new on-hand quantity; undefined keeps an existing SKU's (a new SKU needs one). */
+  quantity?: number | undefined;
   price?: number | undefined;
   name?: string | undefined;
   currency?: string | undefined;
@@ -156,6 +157,7 @@ export class Inventory {
       const current = await tx.one<ProductRow>(`SELECT ${PRODUCT_COLUMNS} FROM products WHERE sku = $1${forUpdate(tx)}`, [change.sku]);
       if (!current) {
         if (change.price === undefined) throw precondition(`SKU ${change.sku} is new: give its price (minor units of the currency)`);
+        if (change.quantity === undefined) throw precondition(`SKU ${change.sku} is new: give its quantity on hand`);
         const created = await tx.run(
           `INSERT INTO products (sku, name, price, currency, on_hand, reserved, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, 0, $6, $6)
            ON CONFLICT (sku) DO NOTHING`,
@@ -167,19 +169,21 @@ export class Inventory {
         return (await this.levels([change.sku], tx))[0]!;
       }
       const reserved = num(current.reserved);
-      if (change.quantity < reserved) {
-        throw precondition(`SKU ${change.sku} has ${reserved} units reserved: on_hand cannot be set to ${change.quantity} (at least ${reserved})`);
+      const quantity = change.quantity ?? num(current.on_hand);
+      if (quantity < reserved) {
+        throw precondition(`SKU ${change.sku} has ${reserved} units reserved: on_hand cannot be set to ${quantity} (at least ${reserved})`);
       }
-      await tx.run('UPDATE products SET on_hand = $2, price = $3, name = $4, currency = $5, updated_at = $6 WHERE sku = $1', [
+      // Without a quantity the on-hand count is not written at all: an order reserving or committing meanwhile keeps its change.
+      await tx.run('UPDATE products SET on_hand = COALESCE($2, on_hand), price = $3, name = $4, currency = $5, updated_at = $6 WHERE sku = $1', [
         change.sku,
-        change.quantity,
+        change.quantity ?? null,
         change.price ?? num(current.price),
         change.name || current.name,
         change.currency || current.currency,
         at,
       ]);
-      const delta = change.quantity - num(current.on_hand);
-      if (delta !== 0) await tx.run(LEDGER, [change.sku, delta, change.reason, change.actor, at]);
+      const delta = quantity - num(current.on_hand);
+      if (change.quantity !== undefined && delta !== 0) await tx.run(LEDGER, [change.sku, delta, change.reason, change.actor, at]);
       return (await this.levels([change.sku], tx))[0]!;
     });
   }

@@ -71,11 +71,11 @@ export class InventoryServiceImpl {
         const reservation = await this.options.sql.transaction((tx) => inventory.reserve(tx, items, ttl === 0 ? {} : { ttlMs: ttl * 1000 }));
         return { reservation: reservationMessage(reservation) };
       }),
-      SetStock: unary(async (request: { sku: string; quantity: string; price: string; has_price: boolean; name: string; currency: string; reason: string }, principal) => {
+      SetStock: unary(async (request: { sku: string; quantity: string; price: string; has_price: boolean; name: string; currency: string; reason: string; keep_quantity: boolean }, principal) => {
         requireAdmin(principal, 'setting stock');
         const change = {
           sku: checkSku(request.sku),
-          quantity: integer('quantity', request.quantity, 0, MAX_STOCK),
+          quantity: request.keep_quantity ? undefined : integer('quantity', request.quantity, 0, MAX_STOCK),
           price: request.has_price ? integer('price', request.price, 0, MAX_AMOUNT) : undefined,
           name: checkText('name', request.name),
           currency: checkCurrency(request.currency, ''),

@@ -9,6 +9,10 @@ import type { Principal } from '../../auth/tokens.js';
 import { toTimestamp, type Timestamp } from '../../grpc/protos.js';
 import { RpcError, unavailableStatus } from '../../grpc/status.js';
 import { CommerceError } from './common.js';
+import { wasReplayed } from './idempotency.js';
+
+/** Response metadata of an answer to an idempotency key seen before (Stripe's `Idempotent-Replayed` header). */
+export const REPLAYED_METADATA = 'idempotent-replayed';
 
 export type Authenticate = (metadata: grpc.Metadata) => Promise<Principal>;
 export type InternalLog = (message: string, fields?: Record<string, unknown>) => void;
@@ -27,7 +31,14 @@ export function unaryFactory(authenticate: Authenticate, log: InternalLog | unde
       authenticate(call.metadata)
         .then((principal) => run(call.request, principal))
         .then(
-          (response) => callback(null, response),
+          (response) => {
+            if (wasReplayed(response)) {
+              const metadata = new grpc.Metadata();
+              metadata.set(REPLAYED_METADATA, 'true');
+              call.sendMetadata(metadata);
+            }
+            callback(null, response);
+          },
           (error: unknown) => {
             const status = commerceStatus(error);
             if (status.code === grpc.status.INTERNAL) log?.('commerce service internal error', { error: error instanceof Error ? (error.stack ?? error.message) : String(error) });

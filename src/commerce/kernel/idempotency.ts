@@ -37,6 +37,20 @@ export interface KeyedWork<T, M> {
   run: () => Promise<M>;
 }
 
+/** Answers given to a key seen before (stored, or resumed), so that the gRPC side can say so (`idempotent-replayed`). */
+const replayed = new WeakSet<object>();
+
+/** `answer` as a replay: what a retry with a key seen before gets. Returns `answer`. */
+export function markReplayed<T>(answer: T): T {
+  if (typeof answer === 'object' && answer !== null) replayed.add(answer);
+  return answer;
+}
+
+/** Whether `answer` is the answer to a key seen before, rather than the work of this request. */
+export function wasReplayed(answer: unknown): boolean {
+  return typeof answer === 'object' && answer !== null && replayed.has(answer);
+}
+
 const METHOD: Record<KeyScope, string> = {
   'order.create': 'CreateOrder',
   'payment.process': 'ProcessPayment',
@@ -132,9 +146,9 @@ export class IdempotencyKeys {
   /** The answer for a key another call claimed: its stored answer, or its work resumed; FAILED_PRECONDITION for another request. */
   replay<T>(scope: KeyScope, key: string, record: KeyRecord, hash: string, resume: (resourceId: string) => Promise<T>): Promise<T> {
     sameRequest(scope, key, record, hash);
-    if (record.response) return Promise.resolve(JSON.parse(record.response) as T);
+    if (record.response) return Promise.resolve(markReplayed(JSON.parse(record.response) as T));
     if (!record.resourceId) throw new CommerceError('ABORTED', `a request with idempotency_key "${key}" is being processed; retry shortly`);
-    return resume(record.resourceId);
+    return resume(record.resourceId).then(markReplayed);
   }
 
   /** Forgets keys past their 15 days. */

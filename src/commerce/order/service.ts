@@ -4,6 +4,7 @@
  * orders.ts; ProcessPayment is PaymentService's, one implementation.
  */
 import type * as grpc from '@grpc/grpc-js';
+import { markReplayed, wasReplayed } from '../kernel/idempotency.js';
 import { timestampOf, unaryFactory, type Authenticate, type InternalLog } from '../kernel/grpc.js';
 import { processPayment } from '../payment/service.js';
 import type { Payments } from '../payment/payments.js';
@@ -42,9 +43,11 @@ export class OrderServiceImpl {
     const unary = unaryFactory(this.options.authenticate, this.options.log);
     const { orders, payments } = this.options;
     return {
-      CreateOrder: unary(async (request: { items: { sku: string; quantity: string }[]; user_id: string; idempotency_key: string }, principal) =>
-        orderMessage(await orders.create(principal, { items: request.items, userId: request.user_id, key: request.idempotency_key })),
-      ),
+      CreateOrder: unary(async (request: { items: { sku: string; quantity: string }[]; user_id: string; idempotency_key: string }, principal) => {
+        const order = await orders.create(principal, { items: request.items, userId: request.user_id, key: request.idempotency_key });
+        const message = orderMessage(order);
+        return wasReplayed(order) ? markReplayed(message) : message;
+      }),
       GetOrder: unary(async (request: { order_id: string }, principal) => orderMessage(await orders.get(principal, request.order_id ?? ''))),
       ProcessPayment: unary(processPayment(orders, payments)),
       ListOrders: unary(async (request: { page_size: number; page_token: string; status: string; user_id: string }, principal) => {

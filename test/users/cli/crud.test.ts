@@ -180,7 +180,8 @@ describe.each(BACKENDS)('on %s', (backend) => {
 
       const tty = await users(['list'], { tty: true });
       const text = plain(tty.stdout);
-      expect(text.split('\n')[1]).toMatch(/│ id +│ username +│ email +│ full_name +│ active +│ roles +│ created_at +│/);
+      // Nobody here has a full name or roles: the empty columns are left out.
+      expect(text.split('\n')[1]).toMatch(/│ id +│ username +│ email +│ active +│ created_at +│/);
       expect(text).toMatch(/│ 5 +│ eve +│ eve@example\.com/);
       expect(plain(tty.stderr)).toContain('5 users');
     });

@@ -170,10 +170,10 @@ export interface LiveRun {
  * test presses. `terminal`: stdin, stdout and stderr are all a terminal
  * (the person types on stdin).
  */
-export function runLive(sb: Sandbox, argv: string[], env: Record<string, string>, options: { tty?: boolean; terminal?: boolean } = {}): LiveRun {
+export function runLive(sb: Sandbox, argv: string[], env: Record<string, string>, options: { tty?: boolean; terminal?: boolean; columns?: number } = {}): LiveRun {
   const stdin = new PassThrough();
-  const stdout = options.terminal ? new TerminalCapture() : new Capture(options.tty ?? false);
-  const stderr = options.terminal ? new TerminalCapture() : new Capture(options.tty ?? false);
+  const stdout = options.terminal ? new TerminalCapture() : new Capture(options.tty ?? false, options.columns);
+  const stderr = options.terminal ? new TerminalCapture() : new Capture(options.tty ?? false, options.columns);
   let interrupt!: (signal: string) => void;
   const shutdown = new Promise<string>((resolve) => {
     interrupt = resolve;

@@ -128,11 +128,16 @@ export function registerUsers(program: Command, bind: Bind): void {
           'CSV with a header row (username,email,password[,full_name]); streams the rows and prints the created and ' +
           'failed counts with every failure, by the line of the file. On a terminal a progress line shows the rows ' +
           'answered (of the total, for a file), created, failed, the rate and the time left, and each failure as it ' +
-          'comes. Exits 1 when any row failed, so that scripts notice. Needs an admin token.',
+          'comes. Exits 1 when any row failed, so that scripts notice. Ctrl-C stops it and says how many rows were sent ' +
+          'and created (exit 130); run it again with --skip-existing to go on. Needs an admin token.',
       )
-      .argument('<file>', 'the input file, or - for stdin'),
+      .argument('<file>', 'the input file, or - for stdin')
+      .option('--skip-existing', 'a row whose username or e-mail is taken (ALREADY_EXISTS) is skipped, not failed: to go on after an interrupted run'),
   )
-    .addHelpText('after', '\nExamples:\n  miniapp users bulk-create users.jsonl\n  miniapp users bulk-create users.csv --json\n  generate-users | miniapp users bulk-create -')
+    .addHelpText(
+      'after',
+      '\nExamples:\n  miniapp users bulk-create users.jsonl\n  miniapp users bulk-create users.csv --json\n  generate-users | miniapp users bulk-create -\n  miniapp users bulk-create users.jsonl --skip-existing   # after Ctrl-C: the rest',
+    )
     .action(lazy(bind, () => import('./bulk-create.js').then((m) => m.runBulkCreate)));
 
   withConnection(
