@@ -103,7 +103,7 @@ describe('completion of arguments, command-specific flags and --flag=value (issu
     expect(status).toEqual(['PAYMENT_PENDING', 'PAID', 'PAYMENT_FAILED']);
     expect(method).toEqual(['test_decline_insufficient_funds', 'test_decline_card_declined']);
     expect(breakdown).toEqual(['country', 'city', 'age', 'gender', 'age,gender']);
-    expect(afterEquals).toEqual(['table', 'csv', 'json']);
+    expect(afterEquals).toEqual(['table', 'csv', 'json', 'html']);
     expect(afterEqualsCs).toEqual(['csv']);
     expect(metrics).toEqual(expect.arrayContaining(['reach', 'saved', 'shares', 'views', 'total_interactions', 'navigation']));
     for (const retired of ['impressions', 'plays', 'video_views', 'engagement', 'exits', 'taps_forward', 'taps_back', 'audience_city']) expect(metrics).not.toContain(retired);
