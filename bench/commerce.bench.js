@@ -96,7 +96,7 @@ async function measure(backend, store, settings, ctx) {
     await commerce.setStock({ sku: SKU, quantity: stockAtStart, price: 12_000, name: 'Bench item' });
     const checkout = async () => {
       const i = sequence++;
-      const order = await commerce.createOrder({ items: [{ sku: SKU, quantity: 1 }], idempotency_key: `o-${run}-${i}` });
+      const { order } = await commerce.createOrder({ items: [{ sku: SKU, quantity: 1 }], idempotency_key: `o-${run}-${i}` });
       const paid = await commerce.payOrder({ order_id: order.id, idempotency_key: `p-${run}-${i}` });
       if (paid.payment.status !== 'DONE') throw new Error(`checkout ${order.id} ended ${paid.payment.status}: ${paid.message}`);
       ordered++;
