@@ -342,7 +342,7 @@ export default async function blog(ctx) {
             `rounds: real ${list(cold, 'real', 'rps', 0)} req/s, floor ${list(cold, 'floor', 'rps', 0)} req/s; ` +
             `p50 real ${summary(cold, 'real', 'p50').toFixed(2)}, floor ${summary(cold, 'floor', 'p50').toFixed(2)} ms; ` +
             `p99 real ${summary(cold, 'real', 'p99').toFixed(2)}, floor ${summary(cold, 'floor', 'p99').toFixed(2)} ms; ` +
-            `${offset >= 100 ? 'the page seeks from the nearest remembered position (every 100th key of the filter, kept under the posts\' version) and skips fewer than 100 rows; ' : ''}same setup`,
+            `${offset >= 100 ? 'a page by number is read from the nearer end of the list, its start found through the index alone (the rows before it are skipped in the index, never read); ' : ''}same setup`,
         },
       ];
     });
