@@ -12,57 +12,17 @@
  * on the PATH).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { execFile } from 'node:child_process';
-import { accessSync, constants, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { delimiter, join } from 'node:path';
 import { request } from 'undici';
 import type { RunningServe } from '../../src/server/serve.js';
 import { API_CSP, docsCsp } from '../../src/http/security-headers.js';
 import { startTestServe } from '../helpers/serve.js';
-
-function findChromium(): string {
-  const named = process.env.MINIAPP_TEST_CHROMIUM;
-  if (named) return named;
-  for (const dir of (process.env.PATH ?? '').split(delimiter)) {
-    for (const name of ['chromium', 'chromium-browser', 'google-chrome']) {
-      try {
-        accessSync(join(dir, name), constants.X_OK);
-        return join(dir, name);
-      } catch {
-        // not here
-      }
-    }
-  }
-  throw new Error(
-    'no Chromium found: this test renders the docs page in a real browser to check its content security policy. ' +
-      'Install chromium (apt-get install chromium) or set MINIAPP_TEST_CHROMIUM to a Chromium or Chrome binary.',
-  );
-}
+import { findChromium, runChromium } from '../helpers/chromium.js';
 
 /** The page's DOM after its scripts ran (virtual time: no wall-clock wait), and the browser's console lines. */
-function render(chromium: string, url: string): Promise<{ dom: string; console: string[] }> {
-  const profile = mkdtempSync(join(tmpdir(), 'miniapp-chromium-'));
-  const args = [
-    '--headless',
-    '--no-sandbox',
-    '--disable-gpu',
-    '--no-first-run',
-    `--user-data-dir=${profile}`,
-    '--enable-logging=stderr',
-    '--v=0',
-    '--virtual-time-budget=5000',
-    '--dump-dom',
-    url,
-  ];
+async function render(url: string): Promise<{ dom: string; console: string[] }> {
   // Asynchronous: serve answers the browser from this very process.
-  return new Promise((resolve, reject) => {
-    execFile(chromium, args, { maxBuffer: 16 * 1024 * 1024, timeout: 50_000 }, (error, stdout, stderr) => {
-      rmSync(profile, { recursive: true, force: true });
-      if (error && !stdout) return reject(new Error(`${chromium} failed: ${error.message}\n${stderr}`));
-      resolve({ dom: stdout, console: stderr.split('\n').filter((line) => line.includes(':CONSOLE')) });
-    });
-  });
+  const { stdout, stderr } = await runChromium(['--dump-dom', url], { timeoutMs: 50_000 });
+  return { dom: stdout, console: stderr.split('\n').filter((line) => line.includes(':CONSOLE')) };
 }
 
 const OPERATIONS = ['/blog/posts', '/blog/posts/{post_id}', '/users', '/auth/login', '/upload/image', '/upload/images'];
@@ -116,13 +76,13 @@ describe('security headers', () => {
   });
 
   it('renders Swagger UI in headless Chromium under that policy: every operation drawn, no CSP violation', { timeout: 120_000 }, async () => {
-    const chromium = findChromium();
+    findChromium(); // without a browser, fail at once saying how to point the test at one
     // With and without the trailing slash: the page links its assets differently.
     for (const [mount, expected] of [
       ['/api/v2/docs/', OPERATIONS],
       ['/api/v1/docs', OPERATIONS],
     ] as const) {
-      const { dom, console } = await render(chromium, `${running.url}${mount}`);
+      const { dom, console } = await render(`${running.url}${mount}`);
       expect(dom, mount).toContain('class="swagger-ui"');
       for (const path of expected) expect(dom, `${mount}: operation ${path}`).toContain(`data-path="${path}"`);
       expect(dom, mount).toMatch(/miniapp blog API v[12]/);

@@ -8,30 +8,15 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { execFile } from 'node:child_process';
-import { accessSync, constants, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { delimiter, join } from 'node:path';
+import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { BIN } from '../helpers/launcher.js';
+import { runChromium } from '../helpers/chromium.js';
 import { readPng, type Image } from '../helpers/png.js';
 import { MAIN_ACCOUNT_ID, SANDBOX_GRAPH_TOKENS } from '../../src/sandbox/graph/data.js';
 import { startGraphSandbox, type GraphSandbox } from './graph-sandbox.js';
-
-function findChromium(): string {
-  const named = process.env.MINIAPP_TEST_CHROMIUM;
-  if (named) return named;
-  for (const dir of (process.env.PATH ?? '').split(delimiter)) {
-    for (const name of ['chromium', 'chromium-browser', 'google-chrome']) {
-      try {
-        accessSync(join(dir, name), constants.X_OK);
-        return join(dir, name);
-      } catch {
-        // not here
-      }
-    }
-  }
-  throw new Error('no Chromium found: this test opens the HTML report in a real browser. Install chromium or set MINIAPP_TEST_CHROMIUM.');
-}
 
 let graph: GraphSandbox;
 let home: string;
@@ -65,33 +50,10 @@ function miniapp(args: string[]): Promise<{ code: number; stdout: string; stderr
   });
 }
 
-/** Headless Chromium, networking off: every host unresolvable and every proxy a closed port, a fresh profile. */
+/** Headless Chromium, networking off: every host unresolvable and every proxy a closed port. */
 function chromium(args: string[]): Promise<{ stdout: string; stderr: string }> {
-  const profile = mkdtempSync(join(tmpdir(), 'miniapp-chromium-'));
-  const flags = [
-    '--headless',
-    '--no-sandbox',
-    '--disable-gpu',
-    '--disable-quic',
-    '--no-first-run',
-    '--disable-background-networking',
-    '--disable-component-update',
-    '--disable-sync',
-    `--user-data-dir=${profile}`,
-    '--proxy-server=127.0.0.1:9',
-    '--host-resolver-rules=MAP * ~NOTFOUND',
-    '--hide-scrollbars',
-    '--window-size=1200,1400',
-    '--enable-logging=stderr',
-    '--v=0',
-    '--virtual-time-budget=5000',
-  ];
-  return new Promise((resolve, reject) => {
-    execFile(findChromium(), [...flags, ...args], { maxBuffer: 32 * 1024 * 1024, timeout: 60_000 }, (error, stdout, stderr) => {
-      rmSync(profile, { recursive: true, force: true });
-      if (error && !stdout && !/bytes written to file/.test(stderr)) return reject(new Error(`chromium failed: ${error.message}\n${stderr}`));
-      resolve({ stdout, stderr });
-    });
+  return runChromium(['--proxy-server=127.0.0.1:9', '--host-resolver-rules=MAP * ~NOTFOUND', '--hide-scrollbars', '--window-size=1200,1400', ...args], {
+    accept: (stdout, stderr) => stdout !== '' || /bytes written to file/.test(stderr),
   });
 }
 
