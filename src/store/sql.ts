@@ -113,8 +113,6 @@ function sqliteError(error: unknown): unknown {
 interface CommitGroup {
   /** Resolves once the group committed; rejects with the COMMIT's error. */
   readonly committed: Promise<void>;
-  /** Resolves when the group ended either way. */
-  readonly ended: Promise<void>;
   /** What to run once it commits (`afterCommit`). */
   readonly hooks: (() => void)[];
   /** Set when SQLite rolled the whole transaction back by itself (an I/O error, a full disk): nothing of it is kept. */
@@ -197,11 +195,17 @@ export class SqliteSql implements Sql {
     else queueMicrotask(hook);
   }
 
-  async transaction<T>(work: (tx: Sql) => Promise<T>): Promise<T> {
-    if (this.#open !== 0 && this.#inside.getStore() === this.#open) return this.#savepoint(work);
+  /** Queues the caller for the connection: `previous` resolves when its turn comes, `release` gives it to the next. */
+  #takeTurn(): { previous: Promise<void>; release: () => void } {
     let release!: () => void;
     const previous = this.#turn;
     this.#turn = new Promise<void>((resolve) => (release = resolve));
+    return { previous, release };
+  }
+
+  async transaction<T>(work: (tx: Sql) => Promise<T>): Promise<T> {
+    if (this.#open !== 0 && this.#inside.getStore() === this.#open) return this.#savepoint(work);
+    const { previous, release } = this.#takeTurn();
     this.#pending++;
     try {
       await previous;
@@ -241,19 +245,21 @@ export class SqliteSql implements Sql {
     const committed = new Promise<void>((resolve, reject) => ((commit = resolve), (fail = reject)));
     // A caller whose own savepoint failed never awaits `committed`; its rejection must not go unhandled.
     committed.catch(() => undefined);
-    const group: CommitGroup = { committed, ended: committed.then(() => undefined, () => undefined), hooks: [] };
+    const group: CommitGroup = { committed, hooks: [] };
     this.#group = group;
     setImmediate(() => {
-      let release!: () => void;
-      const previous = this.#turn;
-      this.#turn = new Promise<void>((resolve) => (release = resolve));
+      const { previous, release } = this.#takeTurn();
       void previous.then(() => {
         if (this.#group === group) this.#group = undefined;
         try {
           if (group.lost !== undefined) throw group.lost;
           this.db.exec('COMMIT');
         } catch (error) {
-          if (group.lost === undefined && this.db.inTransaction) this.db.exec('ROLLBACK');
+          try {
+            if (group.lost === undefined && this.db.inTransaction) this.db.exec('ROLLBACK');
+          } catch {
+            // The COMMIT's error is the one its callers hear; the connection rolls back when it closes.
+          }
           fail(sqliteError(error));
           release();
           return;
@@ -269,7 +275,7 @@ export class SqliteSql implements Sql {
   /** Waits for the open group, if any, to commit or fail (closing the database must not roll it back). */
   async settled(): Promise<void> {
     await this.#turn;
-    await this.#group?.ended;
+    await this.#group?.committed.catch(() => undefined);
   }
 
   async #savepoint<T>(work: (tx: Sql) => Promise<T>): Promise<T> {
