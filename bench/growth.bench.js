@@ -39,7 +39,7 @@
  *   by the schema's triggers; on PostgreSQL the 'posts' counter is bumped.
  * - orders 1..N (+ one reservation, committed, and one item each): PAID,
  *   for N/20 users, 20 orders each, created one second apart.
- * - products N/100 SKUs, stock_movements 1..N: 100 movements per SKU.
+ * - products N/100 SKUs (each with its stock_holds row), stock_movements 1..N: 100 movements per SKU.
  *
  * Rows (value = p50 at the large size, floor = p50 at the small size,
  * ratio = value / floor, target from issue 22), per backend:
@@ -225,9 +225,14 @@ function seedPlan(dialect, n, passwordHash, eventsEpochMs) {
         over(
           lo,
           hi,
-          (from) => `INSERT INTO products (sku, name, price, currency, on_hand, reserved, created_at, updated_at)
+          (from) => `INSERT INTO products (sku, name, price, currency, on_hand, released_total, created_at, updated_at)
           SELECT ${sku('i')}, 'Product ' || i, 1000 + i % 100, 'USD', ${Math.floor(n / skus)}, 0, ${at('i')}, ${at('i')} FROM ${from}`,
         ),
+    ],
+    [
+      'stock_holds',
+      skus,
+      (lo, hi) => over(lo, hi, (from) => `INSERT INTO stock_holds (sku, reserved_total, updated_at) SELECT ${sku('i')}, 0, ${at('i')} FROM ${from}`),
     ],
     [
       'reservations',
@@ -273,7 +278,7 @@ function seedPlan(dialect, n, passwordHash, eventsEpochMs) {
           SELECT i, ${sku(`(i - 1) % ${skus}`)}, 1, ${d.div('i - 1', skus)} + 1, 'seeded', 'admin', ${at('i')} FROM ${from}`,
         ),
     ],
-  ].map(([table, rows, statement]) => ({ table, rows, statement, start: table === 'products' ? 0 : 1 }));
+  ].map(([table, rows, statement]) => ({ table, rows, statement, start: table === 'products' || table === 'stock_holds' ? 0 : 1 }));
 }
 
 function batches(start, rows) {
@@ -668,7 +673,7 @@ export default async function growth(ctx) {
         const seedNote =
           `seeding (set-based SQL through the store's schema, apart from the timings): ${count(small)} rows per table in ${seconds(seeding.small.seedMs)}, ` +
           `${count(large)} in ${seconds(seeding.large.seedMs)} (+ ${seeding.large.extra} ${seconds(seeding.large.extraMs)}; ${seconds(seeding.small.extraMs)} at ${count(small)}); ` +
-          `tables: users, user_events, posts (+ post_tags), orders (+ reservations, order_items), stock_movements, and products (1 per 100 rows); one password hash shared by every seeded user`;
+          `tables: users, user_events, posts (+ post_tags), orders (+ reservations, order_items), stock_movements, and products (+ stock_holds, 1 per 100 rows); one password hash shared by every seeded user`;
         for (const op of operations(small)) {
           const result = await measure(op, sides, { samples: op.after || op.key === 'users-filter' ? Math.min(samples, 60) : samples, seconds: budget });
           ctx.log(

@@ -7,7 +7,9 @@
  *
  * The CHECKs are the last line of defence of the stock rules: a change that
  * would take on_hand below reserved, or either below zero, fails in the
- * database whatever the code above it does.
+ * database whatever the code above it does. (Since SQLite 14 / PostgreSQL 10
+ * what is reserved is kept in stock_holds, and the rule across the two rows
+ * by a trigger on each: shared-migrations.ts, stockHolds.)
  */
 import type { Dialect } from './sql.js';
 

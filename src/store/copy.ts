@@ -100,7 +100,8 @@ export const COPIED_TABLES: readonly TableCopy[] = [
     refs: { delivery_id: 'webhook_deliveries' },
   },
   // The commerce services (migration 8 / 4), parents before children.
-  { table: 'products', columns: ['sku', 'name', 'price', 'currency', 'on_hand', 'reserved', 'created_at', 'updated_at'], key: ['sku'] },
+  { table: 'products', columns: ['sku', 'name', 'price', 'currency', 'on_hand', 'released_total', 'created_at', 'updated_at'], key: ['sku'] },
+  { table: 'stock_holds', columns: ['sku', 'reserved_total', 'updated_at'], key: ['sku'] },
   { table: 'stock_movements', columns: ['id', 'sku', 'delta', 'on_hand', 'reason', 'actor', 'at'], key: ['id'], serial: 'stock_movements' },
   { table: 'reservations', columns: ['id', 'order_id', 'state', 'expires_at', 'created_at', 'updated_at'], key: ['id'] },
   { table: 'reservation_items', columns: ['reservation_id', 'sku', 'quantity'], key: ['reservation_id', 'sku'] },

@@ -12,7 +12,7 @@
  */
 import { blogListingSchema, BLOG_LISTING } from './blog-listing-schema.js';
 import { commerceSchema } from './commerce-schema.js';
-import { LOGIN_FAILURES, WEBHOOK_CLAIMS, WEBHOOK_TRACE_CONTEXT, webhookDeliveryKeys } from './shared-migrations.js';
+import { LOGIN_FAILURES, stockHolds, WEBHOOK_CLAIMS, WEBHOOK_TRACE_CONTEXT, webhookDeliveryKeys } from './shared-migrations.js';
 
 export interface PostgresMigration {
   version: number;
@@ -251,5 +251,9 @@ export const POSTGRES_MIGRATIONS: readonly PostgresMigration[] = [
   {
     version: 9,
     ...webhookDeliveryKeys('postgres'),
+  },
+  {
+    version: 10,
+    ...stockHolds('postgres'),
   },
 ];

@@ -73,3 +73,79 @@ export function webhookDeliveryKeys(backend: 'sqlite' | 'postgres') {
     `,
   };
 }
+
+/**
+ * Stock holds (SQLite 14, PostgreSQL 10): what a SKU has reserved moves out of its products row, so that
+ * placing an order and settling one lock different rows. Placing adds to stock_holds.reserved_total (units ever
+ * reserved); a sale or a release adds to products.released_total (units ever let go of: sold, given back or
+ * expired) and, for a sale, takes on_hand down. What is reserved now is reserved_total - released_total, and
+ * the old CHECK (0 <= reserved <= on_hand), which spans the two rows now, is kept by a trigger on each side:
+ * a change that breaks it fails in the database, as the CHECK made it fail, whatever the code above does. (On
+ * PostgreSQL, a change that leaves less available locks the stock_holds row in its trigger, so that two
+ * transactions cannot each pass their own check and together break the rule; and a reservation's items
+ * reference stock_holds rather than products, so that placing an order takes no lock on a products row.
+ * SQLite, whose writes take turns, keeps that reference on products.)
+ * The rows already there keep their numbers: reserved_total starts at what was reserved, released_total at 0.
+ */
+export function stockHolds(backend: 'sqlite' | 'postgres') {
+  const message = 'stock rule broken: reserved must stay between 0 and on_hand';
+  const guards =
+    backend === 'postgres'
+      ? `
+      CREATE FUNCTION stock_holds_within() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN
+        IF EXISTS (SELECT 1 FROM products p WHERE p.sku = NEW.sku AND NEW.reserved_total - p.released_total NOT BETWEEN 0 AND p.on_hand) THEN
+          RAISE EXCEPTION '${message} (SKU %)', NEW.sku USING ERRCODE = 'check_violation';
+        END IF;
+        RETURN NULL;
+      END $$;
+      CREATE FUNCTION products_within_holds() RETURNS trigger LANGUAGE plpgsql AS $$
+      DECLARE
+        held BIGINT;
+      BEGIN
+        -- Less available (on_hand set or adjusted down): the SKU's stock_holds row is locked, so that a reservation in
+        -- flight is waited for and counted, and none starts until this commits. A sale (on_hand and reserved down
+        -- alike) or a release (more available) locks nothing: a reservation that reads them late only sees less.
+        IF NEW.on_hand + NEW.released_total < OLD.on_hand + OLD.released_total THEN
+          SELECT reserved_total INTO held FROM stock_holds WHERE sku = NEW.sku FOR SHARE;
+        ELSE
+          SELECT reserved_total INTO held FROM stock_holds WHERE sku = NEW.sku;
+        END IF;
+        IF held - NEW.released_total NOT BETWEEN 0 AND NEW.on_hand THEN
+          RAISE EXCEPTION '${message} (SKU %)', NEW.sku USING ERRCODE = 'check_violation';
+        END IF;
+        RETURN NULL;
+      END $$;
+      CREATE TRIGGER stock_holds_within AFTER INSERT OR UPDATE ON stock_holds FOR EACH ROW EXECUTE FUNCTION stock_holds_within();
+      -- A reservation's items name the SKU's stock_holds row (itself bound to products), which the reservation has
+      -- locked already: checking them against products took a key-share lock there, on the row every settlement
+      -- updates, and the two ways of locking one row deadlocked under load.
+      ALTER TABLE reservation_items DROP CONSTRAINT reservation_items_sku_fkey;
+      ALTER TABLE reservation_items ADD CONSTRAINT reservation_items_sku_fkey FOREIGN KEY (sku) REFERENCES stock_holds (sku);
+      CREATE TRIGGER products_within_holds AFTER UPDATE OF on_hand, released_total ON products FOR EACH ROW EXECUTE FUNCTION products_within_holds();
+    `
+      : `
+      CREATE TRIGGER stock_holds_within AFTER UPDATE ON stock_holds
+        WHEN EXISTS (SELECT 1 FROM products p WHERE p.sku = NEW.sku AND NEW.reserved_total - p.released_total NOT BETWEEN 0 AND p.on_hand)
+        BEGIN SELECT RAISE(ABORT, '${message}'); END;
+      CREATE TRIGGER stock_holds_within_insert AFTER INSERT ON stock_holds
+        WHEN EXISTS (SELECT 1 FROM products p WHERE p.sku = NEW.sku AND NEW.reserved_total - p.released_total NOT BETWEEN 0 AND p.on_hand)
+        BEGIN SELECT RAISE(ABORT, '${message}'); END;
+      CREATE TRIGGER products_within_holds AFTER UPDATE OF on_hand, released_total ON products
+        WHEN EXISTS (SELECT 1 FROM stock_holds h WHERE h.sku = NEW.sku AND h.reserved_total - NEW.released_total NOT BETWEEN 0 AND NEW.on_hand)
+        BEGIN SELECT RAISE(ABORT, '${message}'); END;
+    `;
+  return {
+    description: "what a SKU has reserved is kept in stock_holds, apart from its products row, so that placing an order and settling one lock different rows",
+    sql: `
+      ALTER TABLE products ADD COLUMN released_total BIGINT NOT NULL DEFAULT 0 CHECK (released_total >= 0);
+      CREATE TABLE stock_holds (
+        sku TEXT PRIMARY KEY REFERENCES products (sku),
+        reserved_total BIGINT NOT NULL CHECK (reserved_total >= 0),
+        updated_at TEXT NOT NULL
+      );
+      INSERT INTO stock_holds (sku, reserved_total, updated_at) SELECT sku, reserved, updated_at FROM products;
+      ALTER TABLE products DROP COLUMN reserved;
+      ${guards}`,
+  };
+}

@@ -174,16 +174,16 @@ describe('the one-statement steps on PostgreSQL', () => {
     expect(await written()).toEqual(taken);
   });
 
-  it('placing an order waits for a SKU\'s row another transaction holds, and goes by the stock that one left: short, it writes nothing and the order takes the transaction', async () => {
+  it('placing an order waits for a SKU\'s stock_holds row another transaction holds, and goes by the stock that one left: short, it writes nothing and the order takes the transaction', async () => {
     const other = await openStore(location.location());
     try {
       let locked!: () => void;
       const lockTaken = new Promise<void>((resolve) => (locked = resolve));
       let release!: () => void;
       const released = new Promise<void>((resolve) => (release = resolve));
-      // Another instance holds the SKU's row, then takes two of its three units away.
+      // Another instance holds the SKU's stock_holds row (as whatever takes from what is available does first), then takes two of its three units away.
       const adjusting = other.sql.transaction(async (tx) => {
-        await tx.one("SELECT sku FROM products WHERE sku = 'MUG' FOR UPDATE");
+        await tx.one("SELECT sku FROM stock_holds WHERE sku = 'MUG' FOR UPDATE");
         locked();
         await released;
         await tx.run("UPDATE products SET on_hand = 1 WHERE sku = 'MUG'");

@@ -3,16 +3,24 @@
  * SQLite and PostgreSQL): the catalogue entry and on-hand count of each SKU,
  * the ledger of every change of on_hand, and reservations.
  *
- * available = on_hand - reserved. Every change is one conditional UPDATE of
- * the SKU's row (`... WHERE on_hand - reserved >= $qty`), so stock never goes
- * negative whatever runs at the same time, in this process or another
- * instance on the same PostgreSQL: the row lock orders the writers and each
- * re-checks the condition against the row as the one before left it (on
- * PostgreSQL, the statement that places an order locks the rows first and
- * checks the same condition on them before it writes anything:
- * order/postgres-steps.ts). The table's CHECKs back this up. Items are
- * always updated in SKU order, so two reservations of the same SKUs cannot
- * deadlock.
+ * available = on_hand - reserved, where reserved is what the SKU's
+ * stock_holds row has ever reserved less what its products row has ever
+ * released (sold, given back, expired). The two counters live in two rows so
+ * that the two halves of a checkout lock different rows: placing an order
+ * adds to stock_holds only, settling it writes products only (on_hand and
+ * released_total), and on PostgreSQL neither waits for the other on a SKU
+ * every order wants. Whatever only adds to what is available (a sale takes
+ * the same units from on_hand and from reserved, a release gives them back)
+ * can be read late without harm; what takes from it (a reservation, or
+ * on_hand set or adjusted down) locks the SKU's stock_holds row first, so
+ * those are ordered and each checks against what the one before left. A
+ * reservation is one conditional UPDATE of that row (`... WHERE available >=
+ * $qty`); on PostgreSQL, the statement that places an order locks the rows
+ * first and checks the same condition on them before it writes anything
+ * (order/postgres-steps.ts). A trigger on each side keeps 0 <= reserved <=
+ * on_hand in the database (migration SQLite 14 / PostgreSQL 10), as the
+ * CHECK on one row did. Items are always taken in SKU order, stock_holds
+ * before products, so two changes of the same SKUs cannot deadlock.
  *
  * Domain module: nothing here prints or reads the environment.
  */
@@ -63,7 +71,13 @@ interface ProductRow {
   updated_at: string;
 }
 
-const PRODUCT_COLUMNS = 'sku, name, price, currency, on_hand, reserved, updated_at';
+/** A SKU's level: its products row with its stock_holds row (`p`, `h`); changed last by whichever changed last. */
+const SELECT_LEVEL = `SELECT p.sku, p.name, p.price, p.currency, p.on_hand, h.reserved_total - p.released_total AS reserved,
+  CASE WHEN h.updated_at > p.updated_at THEN h.updated_at ELSE p.updated_at END AS updated_at
+  FROM products p JOIN stock_holds h ON h.sku = p.sku`;
+
+/** What is available of the SKU of products row `p` and stock_holds row `h`. */
+const AVAILABLE = '(p.on_hand - (h.reserved_total - p.released_total))';
 
 function level(row: ProductRow): StockLevel {
   const onHand = num(row.on_hand);
@@ -71,9 +85,15 @@ function level(row: ProductRow): StockLevel {
   return { sku: row.sku, name: row.name, price: num(row.price), currency: row.currency, onHand, reserved, available: onHand - reserved, updatedAt: row.updated_at };
 }
 
-/** Row locks where the engine has them (PostgreSQL); SQLite's write transactions are serialised already. */
-function forUpdate(sql: Sql): string {
-  return sql.dialect === 'postgres' ? ' FOR UPDATE' : '';
+/**
+ * On PostgreSQL, locks the stock_holds rows of `skus` (in SKU order), as
+ * whatever may take from what is available does first: after it, no
+ * reservation of them is in flight, and the next statement reads them as
+ * the last one left them. SQLite's write transactions are serialised already.
+ */
+async function lockHolds(tx: Sql, skus: readonly string[]): Promise<void> {
+  if (tx.dialect !== 'postgres' || skus.length === 0) return;
+  await tx.all(`SELECT sku FROM stock_holds WHERE sku IN (${skus.map((_, i) => `$${i + 1}`).join(', ')}) ORDER BY sku FOR UPDATE`, [...skus].sort());
 }
 
 const LEDGER = `INSERT INTO stock_movements (sku, delta, on_hand, reason, actor, at)
@@ -111,13 +131,19 @@ const reservationSql = {
     const now = s.$(at);
     return `UPDATE reservations SET state = ${s.$(to)}, updated_at = ${now} WHERE id = ${reservation} AND state IN (${from.map((state) => s.$(state)).join(', ')})${due ? ` AND expires_at <= ${now}` : ''}`;
   },
-  /** Locks its SKUs' rows in SKU order, the order every change of stock takes them in (PostgreSQL; SQLite's write transactions are serialised already). */
+  /**
+   * Locks its SKUs' products rows in SKU order, the order every change of
+   * stock takes them in (PostgreSQL; SQLite's write transactions are
+   * serialised already). FOR NO KEY UPDATE, the lock the UPDATE takes: it
+   * leaves alone the key-share locks with which the orders being placed
+   * meanwhile check that their SKUs exist.
+   */
   lock(reservation: string): string {
-    return `SELECT p.sku FROM products p JOIN reservation_items i ON i.sku = p.sku WHERE i.reservation_id = ${reservation} ORDER BY p.sku FOR UPDATE OF p`;
+    return `SELECT p.sku FROM products p JOIN reservation_items i ON i.sku = p.sku WHERE i.reservation_id = ${reservation} ORDER BY p.sku FOR NO KEY UPDATE OF p`;
   },
-  /** Its units leave reserved, and on_hand too when they are sold. */
+  /** Its units are let go of (released_total), and leave on_hand too when they are sold: its products rows only. */
   stock(s: Statement, reservation: string, sold: boolean, at: string): string {
-    return `UPDATE products SET ${sold ? 'on_hand = products.on_hand - i.quantity, ' : ''}reserved = products.reserved - i.quantity, updated_at = ${s.$(at)}
+    return `UPDATE products SET ${sold ? 'on_hand = products.on_hand - i.quantity, ' : ''}released_total = products.released_total + i.quantity, updated_at = ${s.$(at)}
       FROM reservation_items i WHERE i.reservation_id = ${reservation} AND i.sku = products.sku`;
   },
 };
@@ -141,9 +167,9 @@ export class Inventory {
 
   /** Levels of the SKUs named (NOT_FOUND naming the unknown ones), or of every SKU. */
   async levels(skus: readonly string[] = [], sql: Sql = this.sql): Promise<StockLevel[]> {
-    if (skus.length === 0) return (await sql.all<ProductRow>(`SELECT ${PRODUCT_COLUMNS} FROM products ORDER BY sku`)).map(level);
+    if (skus.length === 0) return (await sql.all<ProductRow>(`${SELECT_LEVEL} ORDER BY p.sku`)).map(level);
     const placeholders = skus.map((_, i) => `$${i + 1}`).join(', ');
-    const rows = await sql.all<ProductRow>(`SELECT ${PRODUCT_COLUMNS} FROM products WHERE sku IN (${placeholders})`, skus);
+    const rows = await sql.all<ProductRow>(`${SELECT_LEVEL} WHERE p.sku IN (${placeholders})`, skus);
     const bySku = new Map(rows.map((row) => [row.sku, level(row)]));
     const unknown = skus.filter((sku) => !bySku.has(sku));
     if (unknown.length > 0) throw notFound(`no such SKU: ${unknown.join(', ')}`);
@@ -154,17 +180,19 @@ export class Inventory {
   async set(change: SetStock): Promise<StockLevel> {
     return this.sql.transaction(async (tx) => {
       const at = this.now().toISOString();
-      const current = await tx.one<ProductRow>(`SELECT ${PRODUCT_COLUMNS} FROM products WHERE sku = $1${forUpdate(tx)}`, [change.sku]);
+      await lockHolds(tx, [change.sku]);
+      const current = await tx.one<ProductRow>(`${SELECT_LEVEL} WHERE p.sku = $1${tx.dialect === 'postgres' ? ' FOR UPDATE OF p' : ''}`, [change.sku]);
       if (!current) {
         if (change.price === undefined) throw precondition(`SKU ${change.sku} is new: give its price (minor units of the currency)`);
         if (change.quantity === undefined) throw precondition(`SKU ${change.sku} is new: give its quantity on hand`);
         const created = await tx.run(
-          `INSERT INTO products (sku, name, price, currency, on_hand, reserved, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, 0, $6, $6)
+          `INSERT INTO products (sku, name, price, currency, on_hand, released_total, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, 0, $6, $6)
            ON CONFLICT (sku) DO NOTHING`,
           [change.sku, change.name || change.sku, change.price, change.currency || DEFAULT_CURRENCY, change.quantity, at],
         );
         // Created by another call meanwhile: set it as an existing SKU.
         if (created === 0) return this.set(change);
+        await tx.run('INSERT INTO stock_holds (sku, reserved_total, updated_at) VALUES ($1, 0, $2)', [change.sku, at]);
         await tx.run(LEDGER, [change.sku, change.quantity, change.reason, change.actor, at]);
         return (await this.levels([change.sku], tx))[0]!;
       }
@@ -192,7 +220,11 @@ export class Inventory {
   async adjust(sku: string, delta: number, reason: string, actor: string): Promise<StockLevel> {
     return this.sql.transaction(async (tx) => {
       const at = this.now().toISOString();
-      const changed = await tx.run('UPDATE products SET on_hand = on_hand + $2, updated_at = $3 WHERE sku = $1 AND on_hand + $2 >= reserved', [sku, delta, at]);
+      await lockHolds(tx, [sku]);
+      const changed = await tx.run(
+        'UPDATE products SET on_hand = on_hand + $2, updated_at = $3 WHERE sku = $1 AND on_hand + $2 >= (SELECT h.reserved_total FROM stock_holds h WHERE h.sku = products.sku) - released_total',
+        [sku, delta, at],
+      );
       if (changed === 0) {
         const [current] = await this.levels([sku], tx);
         throw precondition(`SKU ${sku} has ${current!.onHand} on hand, ${current!.reserved} reserved: removing ${-delta} would leave less than is reserved (at most ${current!.available} can be removed)`);
@@ -204,10 +236,10 @@ export class Inventory {
 
   /**
    * Reserves every item or none, in `tx`: ShortStock naming each SKU that
-   * is short (NOT_FOUND for unknown ones) and nothing held. The rows of the
-   * reservation are written first and the stock is taken last (after
-   * `beforeTaking`, where the caller writes what goes with it), so that the
-   * SKUs' rows stay locked only for the UPDATEs and the commit. `id`,
+   * is short (NOT_FOUND for unknown ones) and nothing held. The SKUs'
+   * stock_holds rows are locked first (PostgreSQL), then the rows of the
+   * reservation are written and the stock is taken last (after
+   * `beforeTaking`, where the caller writes what goes with it). `id`,
    * `now` and `expiresAt` are the caller's when it names the reservation in
    * what it writes.
    */
@@ -222,6 +254,12 @@ export class Inventory {
     if (!options.skusChecked) await this.levels(sorted.map((item) => item.sku), tx);
     const id = options.id ?? newId('res');
     const expiresAt = options.expiresAt ?? new Date(now.getTime() + (options.ttlMs ?? DEFAULT_RESERVATION_TTL_MS)).toISOString();
+    // Before the reservation's items, whose reference to stock_holds takes a key-share lock on these rows (PostgreSQL):
+    // two reservations that took that first and then wanted the rows whole would wait for each other.
+    await lockHolds(
+      tx,
+      sorted.map((item) => item.sku),
+    );
     const row = new Statement();
     await tx.one(reservationSql.insert(row, id, options.orderId ?? null, expiresAt, at), row.params);
     const lines = new Statement();
@@ -231,7 +269,11 @@ export class Inventory {
     await options.beforeTaking?.(reservation);
     const missing: Quantity[] = [];
     for (const item of sorted) {
-      const changed = await tx.run('UPDATE products SET reserved = reserved + $2, updated_at = $3 WHERE sku = $1 AND on_hand - reserved >= $2', [item.sku, item.quantity, at]);
+      const changed = await tx.run(
+        `UPDATE stock_holds SET reserved_total = reserved_total + $2, updated_at = $3
+         WHERE sku = $1 AND EXISTS (SELECT 1 FROM products p WHERE p.sku = $1 AND p.on_hand - (stock_holds.reserved_total - p.released_total) >= $2)`,
+        [item.sku, item.quantity, at],
+      );
       if (changed === 0) missing.push(item);
     }
     if (missing.length > 0) throw await this.#short(tx, missing, at);
@@ -247,9 +289,9 @@ export class Inventory {
   async #short(tx: Sql, missing: readonly Quantity[], at: string): Promise<ShortStock> {
     const placeholders = missing.map((_, i) => `$${i + 2}`).join(', ');
     const rows = await tx.all<{ sku: string; available: number; due: number }>(
-      `SELECT sku, on_hand - reserved AS available,
+      `SELECT p.sku, ${AVAILABLE} AS available,
          CASE WHEN EXISTS (SELECT 1 FROM reservations WHERE state = 'active' AND expires_at <= $1) THEN 1 ELSE 0 END AS due
-       FROM products WHERE sku IN (${placeholders})`,
+       FROM products p JOIN stock_holds h ON h.sku = p.sku WHERE p.sku IN (${placeholders})`,
       [at, ...missing.map((m) => m.sku)],
     );
     const available = new Map(rows.map((row) => [row.sku, num(row.available)]));
@@ -338,7 +380,7 @@ export class Inventory {
     return [
       `reservation AS (${reservationSql.insert(s, reservation.id, reservation.orderId, reservation.expiresAt, at, when)})`,
       'reservation_item AS (INSERT INTO reservation_items (reservation_id, sku, quantity) SELECT r.id, i.sku, i.quantity FROM reservation r CROSS JOIN item i)',
-      `taken AS (UPDATE products SET reserved = products.reserved + i.quantity, updated_at = ${s.$(at)} FROM item i WHERE i.sku = products.sku AND EXISTS (SELECT 1 FROM reservation))`,
+      `taken AS (UPDATE stock_holds SET reserved_total = stock_holds.reserved_total + i.quantity, updated_at = ${s.$(at)} FROM item i WHERE i.sku = stock_holds.sku AND EXISTS (SELECT 1 FROM reservation))`,
     ];
   }
 
