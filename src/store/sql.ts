@@ -22,7 +22,7 @@ export type Dialect = 'sqlite' | 'postgres';
  * A statement's parameter. Lists are for PostgreSQL's `= ANY($1)` (a batch
  * of keys: batched-read.ts) and are refused by SQLite, which has no arrays.
  */
-export type Param = string | number | bigint | boolean | null | Buffer | readonly string[] | readonly number[];
+export type Param = string | number | bigint | boolean | null | Buffer | readonly (string | null)[] | readonly (number | null)[];
 
 export interface Sql {
   readonly dialect: Dialect;

@@ -174,6 +174,41 @@ describe('the one-statement steps on PostgreSQL', () => {
     expect(await written()).toEqual(taken);
   });
 
+  it('orders that come while one is being placed are placed together, in one statement, each answered for itself', async () => {
+    await commerce.inventory.set({ sku: 'CUP', quantity: 10, price: 3000, reason: 'initial count', actor: 'admin' });
+    const counted = counting(store.sql);
+    const together = new PostgresSteps({ sql: counted.sql, now: () => new Date(clock), keys: commerce.keys, inventory: commerce.inventory, payments: commerce.payments });
+    const claim = (key: string) => ({ owner: 'admin', key, hash: `hash-${key}` });
+    const cup = (quantity: number) => order({ items: [{ sku: 'CUP', name: 'CUP', quantity, unitPrice: 3000, amount: 3000 * quantity }], totalAmount: 3000 * quantity });
+    const first = order({ quantity: 1 });
+    // Three MUGs are left after the first; the orders after it, in turn: 2 MUG (placed), 1 MUG and 4 CUP (placed: 3 left),
+    // 1 MUG (short: the two before it took them), a price that changed (refused), 6 CUP (placed: 10 CUP in all), k2 again
+    // (a key once a statement: it waits for the next, where the key is taken), and 1 CUP (short).
+    const orders = [
+      order({ quantity: 2 }),
+      order({ items: [{ sku: 'MUG', name: 'MUG', quantity: 1, unitPrice: 12000, amount: 12000 }, { sku: 'CUP', name: 'CUP', quantity: 4, unitPrice: 3000, amount: 12000 }], totalAmount: 24000 }),
+      order({ quantity: 1 }),
+      order({ price: 11000 }),
+      cup(6),
+      order({ quantity: 1 }),
+      cup(1),
+    ];
+    const keys = ['k2', 'k3', 'k4', 'k5', 'k6', 'k2', 'k7'];
+    await commerce.inventory.adjust('MUG', 1, 'delivery', 'admin');
+    counted.counts.statements = 0;
+    const placing = [together.place(claim('k1'), first), ...orders.map((o, i) => together.place(claim(keys[i]!), o))];
+    expect(await Promise.all(placing)).toEqual([true, true, true, false, false, true, false, false]);
+    // The first alone; the rest together but the second k2, which went after them.
+    expect(counted.counts.statements).toBe(3);
+    for (const placed of [first, orders[0]!, orders[1]!, orders[4]!]) expect(await commerce.orders.get(ADMIN, placed.id)).toEqual(placed);
+    expect(await commerce.inventory.levels(['CUP', 'MUG'])).toMatchObject([
+      { sku: 'CUP', onHand: 10, reserved: 10 },
+      { sku: 'MUG', onHand: 4, reserved: 4 },
+    ]);
+    expect((await commerce.keys.find('order.create', 'admin', 'k2'))!.resourceId).toBe(orders[0]!.id);
+    expect(await written()).toMatchObject({ counts: { idempotency_keys: 4, reservations: 4, reservation_items: 5, orders: 4, order_items: 5 } });
+  });
+
   it('placing an order waits for a SKU\'s stock_holds row another transaction holds, and goes by the stock that one left: short, it writes nothing and the order takes the transaction', async () => {
     const other = await openStore(location.location());
     try {
@@ -191,7 +226,7 @@ describe('the one-statement steps on PostgreSQL', () => {
       await lockTaken;
       const before = await written();
       const placing = steps.place({ owner: 'admin', key: 'k1', hash: 'h1' }, order({ quantity: 2 }));
-      for (let i = 0; i < 500 && !(await other.sql.one("SELECT 1 AS waiting FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'WITH item%'")); i++) {
+      for (let i = 0; i < 500 && !(await other.sql.one("SELECT 1 AS waiting FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'WITH o AS (%'")); i++) {
         await new Promise((resolve) => setTimeout(resolve, 10));
       }
       release();

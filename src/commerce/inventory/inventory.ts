@@ -368,19 +368,22 @@ export class Inventory {
   }
 
   /**
-   * A reservation as pieces of one PostgreSQL statement (placing an order:
-   * order/postgres-steps.ts), written when `when` holds: the reservation of
-   * the rows of a piece `item` (sku, quantity), whose SKUs' rows an earlier
-   * piece has locked and found to have enough of each. So no UPDATE of
-   * stock fails here; were one to take more than is there, the CHECKs would
-   * refuse the whole statement, not leave half of it.
+   * Reservations as pieces of one PostgreSQL statement (placing orders:
+   * order/postgres-steps.ts): one for each row of a piece `claimed` (its
+   * columns reservation_id, id, the order's, expires_at and created_at), of
+   * its rows of a piece `item` (ord, sku, quantity), whose SKUs' stock_holds
+   * rows an earlier piece has locked and found to have enough for all of
+   * them. So no UPDATE of stock fails here; were one to take more than is
+   * there, the trigger would refuse the whole statement, not leave half of
+   * it.
    */
-  reservePieces(s: Statement, when: string, reservation: { id: string; orderId: string; expiresAt: string; now: Date }): string[] {
-    const at = reservation.now.toISOString();
+  reserveAllPieces(s: Statement, at: string): string[] {
     return [
-      `reservation AS (${reservationSql.insert(s, reservation.id, reservation.orderId, reservation.expiresAt, at, when)})`,
-      'reservation_item AS (INSERT INTO reservation_items (reservation_id, sku, quantity) SELECT r.id, i.sku, i.quantity FROM reservation r CROSS JOIN item i)',
-      `taken AS (UPDATE stock_holds SET reserved_total = stock_holds.reserved_total + i.quantity, updated_at = ${s.$(at)} FROM item i WHERE i.sku = stock_holds.sku AND EXISTS (SELECT 1 FROM reservation))`,
+      `reservation AS (INSERT INTO reservations (id, order_id, state, expires_at, created_at, updated_at)
+        SELECT reservation_id, id, 'active', expires_at, created_at, created_at FROM claimed RETURNING id)`,
+      'reservation_item AS (INSERT INTO reservation_items (reservation_id, sku, quantity) SELECT c.reservation_id, i.sku, i.quantity FROM claimed c JOIN item i ON i.ord = c.ord)',
+      `taken AS (UPDATE stock_holds SET reserved_total = stock_holds.reserved_total + t.quantity, updated_at = ${s.$(at)}
+        FROM (SELECT i.sku, SUM(i.quantity) AS quantity FROM claimed c JOIN item i ON i.ord = c.ord GROUP BY i.sku) t WHERE t.sku = stock_holds.sku)`,
     ];
   }
 

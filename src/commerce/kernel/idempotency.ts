@@ -92,10 +92,26 @@ export class IdempotencyKeys {
    * wants a WHERE before ON CONFLICT in any case.
    */
   claimSql(s: Statement, claim: { scope: KeyScope; owner: string; key: string; hash: string; resourceId: string; answer?: unknown }, when = 'true'): string {
+    const values = [claim.scope, claim.owner, claim.key, claim.hash, claim.resourceId, claim.answer === undefined ? null : JSON.stringify(claim.answer)];
+    return this.#claiming(s, `${values.map((value) => s.$(value)).join(', ')}`, ` WHERE ${when}`);
+  }
+
+  /**
+   * Claims as one statement (placing orders together: postgres-steps.ts),
+   * a key for each row of `from` (a FROM clause with its WHERE, whose rows
+   * have the columns owner, key, request_hash, resource_id and answer), as
+   * claimSql claims one. Each (owner, key) may come once: PostgreSQL
+   * refuses a statement that claims one key twice.
+   */
+  claimAllSql(s: Statement, scope: KeyScope, from: string): string {
+    return this.#claiming(s, `${s.$(scope)}, owner, key, request_hash, resource_id, answer`, ` FROM ${from}`);
+  }
+
+  /** The INSERT of claims: `columns`, the scope to the answer, then the times of now, from `rest`. */
+  #claiming(s: Statement, columns: string, rest: string): string {
     const now = this.now();
-    const values = [claim.scope, claim.owner, claim.key, claim.hash, claim.resourceId, claim.answer === undefined ? null : JSON.stringify(claim.answer), now.toISOString(), new Date(now.getTime() + IDEMPOTENCY_TTL_MS).toISOString()];
     return `INSERT INTO idempotency_keys (scope, owner, key, request_hash, resource_id, response, created_at, expires_at)
-      SELECT ${values.map((value) => s.$(value)).join(', ')} WHERE ${when}
+      SELECT ${columns}, ${s.$(now.toISOString())}, ${s.$(new Date(now.getTime() + IDEMPOTENCY_TTL_MS).toISOString())}${rest}
       ON CONFLICT (scope, owner, key) DO UPDATE SET request_hash = excluded.request_hash, resource_id = excluded.resource_id, response = excluded.response,
         created_at = excluded.created_at, expires_at = excluded.expires_at
       WHERE idempotency_keys.expires_at <= excluded.created_at

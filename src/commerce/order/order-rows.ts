@@ -36,11 +36,17 @@ export interface OrderRecord {
   cancelReason: string | null;
 }
 
-/** The INSERT of a new order's row (RETURNING its id); its reservation's id is an SQL expression, from the rows of `from` (a FROM clause) when given. */
-export function insertOrderSql(s: Statement, order: OrderRecord, reservation: string, from = ''): string {
+const INSERT_ORDER = 'INSERT INTO orders (id, user_id, state, currency, total_amount, reservation_id, created_at, updated_at)';
+
+/** The INSERT of a new order's row (RETURNING its id); its reservation's id is an SQL expression. */
+export function insertOrderSql(s: Statement, order: OrderRecord, reservation: string): string {
   const at = s.$(order.createdAt);
-  return `INSERT INTO orders (id, user_id, state, currency, total_amount, reservation_id, created_at, updated_at)
-    SELECT ${s.$(order.id)}, ${s.$(order.userId)}, 'RESERVED', ${s.$(order.currency)}, ${s.$(order.totalAmount)}, ${reservation}, ${at}, ${at}${from} RETURNING id`;
+  return `${INSERT_ORDER} SELECT ${s.$(order.id)}, ${s.$(order.userId)}, 'RESERVED', ${s.$(order.currency)}, ${s.$(order.totalAmount)}, ${reservation}, ${at}, ${at} RETURNING id`;
+}
+
+/** The INSERT of new orders' rows (RETURNING their ids), from the rows of `from` (a FROM clause with its WHERE, whose rows have the columns of OrderRows). */
+export function insertOrdersSql(from: string): string {
+  return `${INSERT_ORDER} SELECT id, user_id, 'RESERVED', currency, total_amount, reservation_id, created_at, created_at FROM ${from} RETURNING id`;
 }
 
 /** An order's move as its payment settles (from PAYMENT_PENDING): PAID, or PAYMENT_FAILED. `order` is an SQL expression giving its id. */

@@ -19,13 +19,13 @@
  *
  * Domain module: nothing here prints or reads the environment.
  */
-import type { Sql } from '../../store/sql.js';
+import type { Param, Sql } from '../../store/sql.js';
 import { newId, num, type Caller } from '../kernel/common.js';
 import type { IdempotencyKeys } from '../kernel/idempotency.js';
 import { Statement } from '../kernel/statement.js';
 import type { Inventory } from '../inventory/inventory.js';
 import { paymentRecord, type PaymentRecord, type PaymentRow, type Payments } from '../payment/payments.js';
-import { insertOrderSql, type OrderRecord } from './order-rows.js';
+import { insertOrdersSql, type OrderRecord } from './order-rows.js';
 
 /** A key's claim: its scope and owner, the key and the request's hash. */
 interface Claim {
@@ -33,6 +33,17 @@ interface Claim {
   key: string;
   hash: string;
 }
+
+/** An order waiting to be placed, and its caller's answer. */
+interface Placing {
+  claim: Claim;
+  order: OrderRecord;
+  placed: (placed: boolean) => void;
+  failed: (error: unknown) => void;
+}
+
+/** The most orders one statement places. */
+const PLACED_TOGETHER = 64;
 
 export class PostgresSteps {
   constructor(
@@ -42,42 +53,120 @@ export class PostgresSteps {
   /**
    * Places `order`, priced from the catalogue as it was read just before:
    * its key claimed with it as the answer, its reservation and rows
-   * written, its units taken; true when it went ahead. The SKUs'
-   * stock_holds rows are locked first, and it goes ahead only where each is
-   * priced as it was and has enough.
+   * written, its units taken; true when it went ahead. It goes ahead only
+   * where each SKU is priced as it was and has enough.
+   *
+   * Orders are placed together: while a statement placing some is in
+   * flight, the orders that come are kept, and the next statement places
+   * them all (at most PLACED_TOGETHER, each key once). Under load a popular
+   * SKU's stock_holds row is then locked, and a commit waited for, once a
+   * statement rather than once an order; alone, an order goes at once.
    */
-  async place(claim: Claim, order: OrderRecord): Promise<boolean> {
+  place(claim: Claim, order: OrderRecord): Promise<boolean> {
+    return new Promise((placed, failed) => {
+      this.#waiting.push({ claim, order, placed, failed });
+      if (!this.#placing) this.#placeNext();
+    });
+  }
+
+  /** Orders waiting for the statement in flight to end. */
+  #waiting: Placing[] = [];
+  #placing = false;
+
+  /** Sends the next statement, of the orders waiting (each key once: the others wait for the one after). */
+  #placeNext(): void {
+    const batch: Placing[] = [];
+    const rest: Placing[] = [];
+    const keys = new Set<string>();
+    for (const placing of this.#waiting) {
+      const key = JSON.stringify([placing.claim.owner, placing.claim.key]);
+      if (batch.length < PLACED_TOGETHER && !keys.has(key)) {
+        keys.add(key);
+        batch.push(placing);
+      } else {
+        rest.push(placing);
+      }
+    }
+    this.#waiting = rest;
+    this.#placing = batch.length > 0;
+    if (!this.#placing) return;
+    this.#placeAll(batch)
+      .then(
+        (placed) => {
+          for (const placing of batch) placing.placed(placed.has(placing.order.id));
+        },
+        (error: unknown) => {
+          for (const placing of batch) placing.failed(error);
+        },
+      )
+      .finally(() => this.#placeNext());
+  }
+
+  /**
+   * One statement placing `batch`: the ids of the orders it placed. The
+   * SKUs' stock_holds rows are locked first (in SKU order), then an order
+   * goes ahead when each of its SKUs is priced as it was and has enough for
+   * it and for every order before it in the batch that is priced as it was
+   * (whether or not that one's key turns out to be free: an order refused
+   * for stock it might have had takes the general way, which places it).
+   */
+  async #placeAll(batch: readonly Placing[]): Promise<Set<string>> {
     const s = new Statement();
-    const skus = s.$(order.items.map((item) => item.sku));
-    const when = '(SELECT go FROM go)';
+    const orders = batch.map((placing) => placing.order);
+    const items = orders.flatMap((order, ord) => order.items.map((item, position) => ({ ord, position, ...item })));
+    /** A piece of rows given as arrays, a column each: one statement text whatever their number. */
+    const rows = (columns: Record<string, [values: (string | number | null)[], type: string]>) =>
+      `SELECT * FROM unnest(${Object.values(columns)
+        .map(([values, type]) => `${s.$(values as Param)}::${type}[]`)
+        .join(', ')}) AS r (${Object.keys(columns).join(', ')})`;
     const pieces = [
-      // The items in the order's positions.
-      `item AS (SELECT * FROM unnest(${s.$(order.items.map((_, position) => position))}::int[], ${skus}::text[], ${s.$(order.items.map((item) => item.quantity))}::bigint[],
-        ${s.$(order.items.map((item) => item.name))}::text[], ${s.$(order.items.map((item) => item.unitPrice))}::bigint[], ${s.$(order.items.map((item) => item.amount))}::bigint[])
-        AS i (position, sku, quantity, name, unit_price, amount))`,
+      `o AS (${rows({
+        ord: [orders.map((_, ord) => ord), 'int'],
+        id: [orders.map((order) => order.id), 'text'],
+        user_id: [orders.map((order) => order.userId), 'bigint'],
+        currency: [orders.map((order) => order.currency), 'text'],
+        total_amount: [orders.map((order) => order.totalAmount), 'bigint'],
+        reservation_id: [orders.map((order) => order.reservationId), 'text'],
+        expires_at: [orders.map((order) => order.reservationExpiresAt), 'text'],
+        created_at: [orders.map((order) => order.createdAt), 'text'],
+        items: [orders.map((order) => order.items.length), 'int'],
+        owner: [batch.map((placing) => placing.claim.owner), 'text'],
+        key: [batch.map((placing) => placing.claim.key), 'text'],
+        request_hash: [batch.map((placing) => placing.claim.hash), 'text'],
+        answer: [orders.map((order) => JSON.stringify(order)), 'text'],
+      })})`,
+      // The items, each in its order's position.
+      `item AS (${rows({
+        ord: [items.map((item) => item.ord), 'int'],
+        position: [items.map((item) => item.position), 'int'],
+        sku: [items.map((item) => item.sku), 'text'],
+        quantity: [items.map((item) => item.quantity), 'bigint'],
+        name: [items.map((item) => item.name), 'text'],
+        unit_price: [items.map((item) => item.unitPrice), 'bigint'],
+        amount: [items.map((item) => item.amount), 'bigint'],
+      })})`,
       // The SKUs' stock_holds rows locked, in SKU order (inventory.ts): their products rows are read as they are, without waiting for a settlement.
       `stock AS (SELECT h.sku, p.on_hand - (h.reserved_total - p.released_total) AS available, p.name, p.price, p.currency
-        FROM stock_holds h JOIN products p ON p.sku = h.sku WHERE h.sku = ANY(${skus}::text[]) ORDER BY h.sku FOR UPDATE OF h)`,
-      `go AS (SELECT COUNT(*) = ${s.$(order.items.length)} AND bool_and(s.available >= i.quantity AND s.name = i.name AND s.price = i.unit_price AND s.currency = ${s.$(order.currency)}) AS go
-        FROM item i JOIN stock s ON s.sku = i.sku)`,
-      `claim AS (${this.options.keys.claimSql(s, { scope: 'order.create', ...claim, resourceId: order.id, answer: order }, when)})`,
-      ...this.options.inventory.reservePieces(s, 'EXISTS (SELECT 1 FROM claim)', {
-        id: order.reservationId,
-        orderId: order.id,
-        expiresAt: order.reservationExpiresAt,
-        now: new Date(order.createdAt),
-      }),
-      `placed AS (${insertOrderSql(s, order, 'r.id', ' FROM reservation r')})`,
+        FROM stock_holds h JOIN products p ON p.sku = h.sku WHERE h.sku IN (SELECT sku FROM item) ORDER BY h.sku FOR UPDATE OF h)`,
+      `priced AS (SELECT o.ord FROM o JOIN item i ON i.ord = o.ord JOIN stock s ON s.sku = i.sku
+        GROUP BY o.ord, o.items HAVING COUNT(*) = o.items AND bool_and(s.name = i.name AND s.price = i.unit_price AND s.currency = o.currency))`,
+      // What the priced orders up to each one take of each SKU.
+      `taking AS (SELECT i.ord, i.sku, SUM(i.quantity) OVER (PARTITION BY i.sku ORDER BY i.ord, i.position) AS upto FROM item i WHERE i.ord IN (SELECT ord FROM priced))`,
+      `go AS (SELECT t.ord FROM taking t JOIN stock s ON s.sku = t.sku GROUP BY t.ord HAVING bool_and(t.upto <= s.available))`,
+      `claim AS (${this.options.keys.claimAllSql(s, 'order.create', '(SELECT owner, key, request_hash, id AS resource_id, answer FROM o WHERE ord IN (SELECT ord FROM go)) AS asked')})`,
+      'claimed AS (SELECT * FROM o WHERE o.id IN (SELECT resource_id FROM claim))',
+      ...this.options.inventory.reserveAllPieces(s, this.options.now().toISOString()),
+      `placed AS (${insertOrdersSql('claimed c WHERE c.reservation_id IN (SELECT id FROM reservation)')})`,
       `order_item AS (INSERT INTO order_items (order_id, position, sku, name, quantity, unit_price, amount)
-        SELECT o.id, i.position, i.sku, i.name, i.quantity, i.unit_price, i.amount FROM placed o CROSS JOIN item i)`,
+        SELECT c.id, i.position, i.sku, i.name, i.quantity, i.unit_price, i.amount FROM claimed c JOIN item i ON i.ord = c.ord)`,
     ];
     try {
-      const row = await this.options.sql.one<{ placed: number }>(`WITH ${pieces.join(',\n')}\nSELECT COUNT(*) AS placed FROM placed`, s.params);
-      return num(row!.placed) === 1;
+      const rows = await this.options.sql.all<{ id: string }>(`WITH ${pieces.join(',\n')}\nSELECT id FROM placed`, s.params);
+      return new Set(rows.map((row) => row.id));
     } catch (error) {
       // The stock rule's trigger refused it (check_violation): on_hand was set down after the statement began, by a
-      // change that held the SKU's stock_holds row before this one did. Nothing was written; the general way says why.
-      if ((error as { code?: unknown }).code === '23514') return false;
+      // change that held a SKU's stock_holds row before this one did. Nothing was written; the general way says why.
+      if ((error as { code?: unknown }).code === '23514') return new Set();
       throw error;
     }
   }
