@@ -10,6 +10,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { Commerce } from '../../src/commerce/commerce.js';
 import { PostgresSteps } from '../../src/commerce/order/postgres-steps.js';
 import type { OrderRecord } from '../../src/commerce/order/orders.js';
+import type { PaymentRecord } from '../../src/commerce/payment/payments.js';
 import { openStore, type Store } from '../../src/store/store.js';
 import type { Param, Sql } from '../../src/store/sql.js';
 import { BACKENDS } from '../helpers/postgres.js';
@@ -207,6 +208,66 @@ describe('the one-statement steps on PostgreSQL', () => {
     ]);
     expect((await commerce.keys.find('order.create', 'admin', 'k2'))!.resourceId).toBe(orders[0]!.id);
     expect(await written()).toMatchObject({ counts: { idempotency_keys: 4, reservations: 4, reservation_items: 5, orders: 4, order_items: 5 } });
+  });
+
+  it('payments settled at once are settled together, in one statement: each order PAID or PAYMENT_FAILED, and a ledger line of each sale with the on_hand it left', async () => {
+    // The first settlement waits until every charge has its provider's answer, so that the others come while it is in flight.
+    let charged = 0;
+    let allCharged!: () => void;
+    const answered = new Promise<void>((resolve) => (allCharged = resolve));
+    const gated: Sql = {
+      ...store.sql,
+      dialect: store.sql.dialect,
+      all: async <T>(text: string, params?: readonly Param[]) => {
+        if (text.startsWith('WITH v AS')) await answered;
+        return store.sql.all<T>(text, params);
+      },
+      one: async <T>(text: string, params?: readonly Param[]) => {
+        const row = await store.sql.one<T>(text, params);
+        if (text.includes('INSERT INTO sandbox_charges') && ++charged === 5) setImmediate(allCharged);
+        return row;
+      },
+      run: (text: string, params?: readonly Param[]) => store.sql.run(text, params),
+      exec: (text: string) => store.sql.exec(text),
+      afterCommit: (hook: () => void) => store.sql.afterCommit(hook),
+      transaction: <T>(work: (tx: Sql) => Promise<T>) => store.sql.transaction(work),
+    };
+    const counted = counting(gated);
+    const together = new Commerce({ sql: counted.sql, now: () => new Date(clock), authenticate: () => Promise.reject(new Error('no calls')), sweepMs: 0 });
+    await together.inventory.adjust('MUG', 7, 'delivery', 'admin');
+    await together.inventory.set({ sku: 'CUP', quantity: 10, price: 3000, reason: 'initial count', actor: 'admin' });
+    const methods = ['test_approve', 'test_approve', 'test_decline_card_declined', 'test_approve', 'test_approve'];
+    const asked = [[{ sku: 'MUG', quantity: 2 }], [{ sku: 'MUG', quantity: 1 }, { sku: 'CUP', quantity: 3 }], [{ sku: 'MUG', quantity: 4 }], [{ sku: 'CUP', quantity: 1 }], [{ sku: 'MUG', quantity: 3 }]];
+    const payments: PaymentRecord[] = [];
+    for (const [i, items] of asked.entries()) {
+      const placed = await together.orders.create(ADMIN, { items, key: `o${i}` });
+      payments.push((await steps.startPayment(ADMIN, { orderId: placed.id, asked: 0, currency: '', method: methods[i]! }, { owner: 'admin', key: `p${i}`, hash: `h${i}` }))!);
+    }
+    const movementsBefore = Number((await store.sql.one<{ n: number }>('SELECT MAX(id) AS n FROM stock_movements'))!.n);
+    counted.counts.statements = 0;
+    // The provider's books take a statement each; the settlements two: the first alone, the four that came while it was in flight together.
+    const outcomes = await Promise.all(payments.map((payment) => together.payments.charge(payment)));
+    expect(counted.counts.statements).toBe(payments.length + 2);
+    expect(outcomes.map((outcome) => outcome.payment.status)).toEqual(['DONE', 'DONE', 'ABORTED', 'DONE', 'DONE']);
+    for (const [i, outcome] of outcomes.entries()) {
+      expect(await together.payments.get(ADMIN, outcome.payment.id)).toEqual(outcome.payment);
+      expect(await together.orders.get(ADMIN, outcome.payment.orderId!)).toMatchObject({ status: i === 2 ? 'PAYMENT_FAILED' : 'PAID', paidAt: outcome.payment.approvedAt });
+      expect(JSON.parse((await together.keys.find('payment.process', 'admin', `p${i}`))!.response!)).toEqual(outcome);
+    }
+    // MUG 10: 2 + 1 + 3 sold, the 4 declined given back; CUP 10: 3 + 1 sold.
+    expect(await together.inventory.levels(['CUP', 'MUG'])).toMatchObject([
+      { sku: 'CUP', onHand: 6, reserved: 0 },
+      { sku: 'MUG', onHand: 4, reserved: 0 },
+    ]);
+    const lines = await store.sql.all<{ sku: string; delta: number; on_hand: number }>('SELECT sku, delta, on_hand FROM stock_movements WHERE id > $1 ORDER BY id', [movementsBefore]);
+    const bySku = (sku: string) => lines.filter((line) => line.sku === sku).map((line) => [Number(line.delta), Number(line.on_hand)]);
+    // In the order of the ledger, each line's on_hand is the one before it less its own units.
+    for (const [sku, start] of [['CUP', 10], ['MUG', 10]] as const) {
+      let onHand: number = start;
+      for (const [delta, after] of bySku(sku)) expect(after).toBe((onHand += delta!));
+    }
+    expect(bySku('MUG').map(([delta]) => delta).sort()).toEqual([-1, -2, -3]);
+    expect(bySku('CUP').map(([delta]) => delta).sort()).toEqual([-1, -3]);
   });
 
   it('placing an order waits for a SKU\'s stock_holds row another transaction holds, and goes by the stock that one left: short, it writes nothing and the order takes the transaction', async () => {

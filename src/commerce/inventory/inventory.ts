@@ -388,26 +388,31 @@ export class Inventory {
   }
 
   /**
-   * The end of a reservation, committed (a sale, with ledger lines) or
-   * released, as pieces of one PostgreSQL statement: `reservation` is an SQL
-   * expression giving its id, from earlier pieces. The same moves as
-   * commit and release, in the same order of rows.
+   * The ends of reservations, each committed (a sale, with ledger lines) or
+   * released, as pieces of one PostgreSQL statement: `ending` is a query of
+   * their rows (id, sold, reason: a sale's ledger reason, at). The same
+   * moves as commit and release: every SKU's products row locked first, in
+   * SKU order, then changed once by what all of them take; a sale's ledger
+   * lines say the on_hand after each of them, in the order of their ids.
    */
-  endPieces(s: Statement, reservation: string, end: { to: 'released' } | { to: 'committed'; reason: string; actor: string }): string[] {
-    const at = this.now().toISOString();
-    const sold = end.to === 'committed';
-    const pieces = [
-      `ended AS (${reservationSql.move(s, reservation, ['active', 'held'], end.to, at)} RETURNING id)`,
-      `locked AS (${reservationSql.lock('(SELECT id FROM ended)')})`,
+  endAllPieces(s: Statement, ending: string): string[] {
+    const at = s.$(this.now().toISOString());
+    return [
+      `ending AS (${ending})`,
+      `ended AS (UPDATE reservations SET state = CASE WHEN e.sold THEN 'committed' ELSE 'released' END, updated_at = e.at
+        FROM ending e WHERE reservations.id = e.id AND reservations.state IN ('active', 'held') RETURNING reservations.id, e.sold, e.reason)`,
+      `locked AS (${reservationSql.lock('ANY (SELECT id FROM ended)')})`,
+      `line AS (SELECT i.sku, i.quantity, e.sold, e.reason, row_number() OVER (ORDER BY i.sku, e.id) AS n FROM ended e JOIN reservation_items i ON i.reservation_id = e.id)`,
       // Only rows the piece before has locked (all of them, in SKU order, before any is changed).
-      `stocked AS (${reservationSql.stock(s, '(SELECT id FROM ended)', sold, at)} AND products.sku IN (SELECT sku FROM locked) RETURNING products.sku, products.on_hand, i.quantity)`,
+      `stocked AS (UPDATE products SET on_hand = products.on_hand - t.sold, released_total = products.released_total + t.quantity, updated_at = ${at}
+        FROM (SELECT sku, SUM(quantity) AS quantity, SUM(CASE WHEN sold THEN quantity ELSE 0 END) AS sold FROM line GROUP BY sku) t
+        WHERE t.sku = products.sku AND products.sku IN (SELECT sku FROM locked) RETURNING products.sku, products.on_hand)`,
+      // on_hand after a line: what is left once it and the lines before it are taken, the lines after it still there.
+      `ledger AS (INSERT INTO stock_movements (sku, delta, on_hand, reason, actor, at)
+        SELECT l.sku, -l.quantity, st.on_hand + COALESCE(SUM(l.quantity) OVER (PARTITION BY l.sku ORDER BY l.n ROWS BETWEEN 1 FOLLOWING AND UNBOUNDED FOLLOWING), 0),
+          l.reason, 'system', ${at}
+        FROM line l JOIN stocked st ON st.sku = l.sku WHERE l.sold ORDER BY l.n)`,
     ];
-    if (end.to === 'committed') {
-      pieces.push(
-        `ledger AS (INSERT INTO stock_movements (sku, delta, on_hand, reason, actor, at) SELECT sku, -quantity, on_hand, ${s.$(end.reason)}, ${s.$(end.actor)}, ${s.$(at)} FROM stocked ORDER BY sku)`,
-      );
-    }
-    return pieces;
   }
 
   /** Puts units of a committed sale back on hand (a cancelled paid order), with ledger lines. */

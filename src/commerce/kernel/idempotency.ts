@@ -173,6 +173,11 @@ export class IdempotencyKeys {
   }
 }
 
+/** Stores the final answers of the keys that made resources, from the rows of `answers` (a FROM item with the columns resource_id and response). */
+export function completeAllSql(s: Statement, scope: KeyScope, answers: string): string {
+  return `UPDATE idempotency_keys SET response = a.response FROM ${answers} a WHERE idempotency_keys.scope = ${s.$(scope)} AND idempotency_keys.resource_id = a.resource_id`;
+}
+
 /** Stores `response` as the final answer of the key that made the resource `resource` (an SQL expression: a placeholder, or a subquery). */
 export function completeSql(s: Statement, scope: KeyScope, resource: string, response: unknown): string {
   return `UPDATE idempotency_keys SET response = ${s.$(JSON.stringify(response))} WHERE scope = ${s.$(scope)} AND resource_id = ${resource}`;

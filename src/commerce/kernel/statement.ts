@@ -15,6 +15,16 @@ export class Statement {
     return `$${this.params.length}`;
   }
 
+  /**
+   * `SELECT * FROM unnest($1::int[], $2::text[], ...) AS r (a, b, ...)`:
+   * rows given as arrays, a column each (PostgreSQL), so that the
+   * statement's text is one whatever their number and its plan is kept.
+   */
+  unnest(columns: Record<string, [values: readonly (string | number | boolean | null)[], type: string]>): string {
+    const arrays = Object.values(columns).map(([values, type]) => `${this.$(values as Param)}::${type}[]`);
+    return `SELECT * FROM unnest(${arrays.join(', ')}) AS r (${Object.keys(columns).join(', ')})`;
+  }
+
   /** `($1, $2), ($3, $4), ...`: the rows of a multi-row VALUES. */
   rows(rows: readonly (readonly Param[])[]): string {
     return rows.map((row) => `(${row.map((value) => this.$(value)).join(', ')})`).join(', ');

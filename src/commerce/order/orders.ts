@@ -113,7 +113,7 @@ export class Orders {
     options.payments.onSettle({
       inTransaction: (tx, payment) => this.#settled(tx, payment),
       // An order.paid event is written in the settlement's transaction: with webhooks, the settlement is one.
-      pieces: options.publish ? undefined : (s, settled, payment) => this.#settledPieces(s, settled, payment),
+      pieces: options.publish ? undefined : (s, settled) => this.#settledPieces(s, settled),
     });
   }
 
@@ -387,17 +387,20 @@ export class Orders {
     }
   }
 
-  /** The same as #settled, as pieces of the settlement's one statement on PostgreSQL (`settled`: the payment's row once settled). */
-  #settledPieces(s: Statement, settled: string, payment: PaymentRecord): string[] {
-    if (!payment.orderId) return [];
-    const paid = payment.status === 'DONE';
-    const order = `(SELECT order_id FROM ${settled})`;
+  /**
+   * The same as #settled, as pieces of one statement on PostgreSQL settling
+   * payments together (`settled`: their rows once settled, with id,
+   * order_id, status and at; a payment of no order has nothing here).
+   */
+  #settledPieces(s: Statement, settled: string): string[] {
+    const paid = "st.status = 'DONE'";
     return [
-      `moved AS (${settleOrderSql(s, order, paid, this.#now().toISOString())})`,
-      ...this.options.inventory.endPieces(
+      `moved AS (UPDATE orders SET state = CASE WHEN ${paid} THEN 'PAID' ELSE 'PAYMENT_FAILED' END, paid_at = CASE WHEN ${paid} THEN st.at ELSE orders.paid_at END,
+        updated_at = st.at FROM ${settled} st WHERE orders.id = st.order_id AND orders.state = 'PAYMENT_PENDING')`,
+      // The order moved to PAYMENT_PENDING with the payment (pay), so it moves now; had it not, its reservation ends with the payment still.
+      ...this.options.inventory.endAllPieces(
         s,
-        `COALESCE((SELECT reservation_id FROM moved), (SELECT reservation_id FROM orders WHERE id = ${order}))`,
-        paid ? { to: 'committed', reason: `order ${payment.orderId} paid`, actor: 'system' } : { to: 'released' },
+        `SELECT o.reservation_id AS id, ${paid} AS sold, 'order ' || o.id || ' paid' AS reason, st.at FROM ${settled} st JOIN orders o ON o.id = st.order_id`,
       ),
     ];
   }

@@ -19,7 +19,7 @@
  *
  * Domain module: nothing here prints or reads the environment.
  */
-import type { Param, Sql } from '../../store/sql.js';
+import type { Sql } from '../../store/sql.js';
 import { newId, num, type Caller } from '../kernel/common.js';
 import type { IdempotencyKeys } from '../kernel/idempotency.js';
 import { Statement } from '../kernel/statement.js';
@@ -114,13 +114,8 @@ export class PostgresSteps {
     const s = new Statement();
     const orders = batch.map((placing) => placing.order);
     const items = orders.flatMap((order, ord) => order.items.map((item, position) => ({ ord, position, ...item })));
-    /** A piece of rows given as arrays, a column each: one statement text whatever their number. */
-    const rows = (columns: Record<string, [values: (string | number | null)[], type: string]>) =>
-      `SELECT * FROM unnest(${Object.values(columns)
-        .map(([values, type]) => `${s.$(values as Param)}::${type}[]`)
-        .join(', ')}) AS r (${Object.keys(columns).join(', ')})`;
     const pieces = [
-      `o AS (${rows({
+      `o AS (${s.unnest({
         ord: [orders.map((_, ord) => ord), 'int'],
         id: [orders.map((order) => order.id), 'text'],
         user_id: [orders.map((order) => order.userId), 'bigint'],
@@ -136,7 +131,7 @@ export class PostgresSteps {
         answer: [orders.map((order) => JSON.stringify(order)), 'text'],
       })})`,
       // The items, each in its order's position.
-      `item AS (${rows({
+      `item AS (${s.unnest({
         ord: [items.map((item) => item.ord), 'int'],
         position: [items.map((item) => item.position), 'int'],
         sku: [items.map((item) => item.sku), 'text'],

@@ -19,7 +19,7 @@
  */
 import type { Sql } from '../../store/sql.js';
 import { actorOf, checkCurrency, checkKey, DEFAULT_CURRENCY, checkText, CommerceError, integer, mayAccess, MAX_AMOUNT, newId, notFound, num, precondition, requestHash, type Caller } from '../kernel/common.js';
-import { completeSql, type IdempotencyKeys } from '../kernel/idempotency.js';
+import { completeAllSql, type IdempotencyKeys } from '../kernel/idempotency.js';
 import { Statement } from '../kernel/statement.js';
 import { ProviderTimeoutError, type ChargeResult, type PaymentProvider } from './provider.js';
 
@@ -97,16 +97,28 @@ export interface PaymentsOptions {
 /**
  * The order's side of a settlement (approved or declined): the order moves
  * with its payment. `inTransaction` writes it in the settlement's
- * transaction; `pieces`, where given, are the same writes as pieces of the
- * settlement's one statement on PostgreSQL (data-modifying CTEs after the
- * payment's own, `settled`: the payment's row once settled, none when
- * another call settled it first). Without `pieces` (webhooks to write) the
- * settlement is a transaction on every backend.
+ * transaction; `pieces`, where given, are the same writes as pieces of one
+ * statement on PostgreSQL that settles payments together (data-modifying
+ * CTEs after the payments' own, `settled`: their rows once settled, with
+ * the columns id, order_id, status and at; none for a payment another call
+ * settled first). Without `pieces` (webhooks to write) the settlement is a
+ * transaction on every backend.
  */
 export interface SettleHook {
   inTransaction: (tx: Sql, payment: PaymentRecord) => Promise<void>;
-  pieces?: ((s: Statement, settled: string, payment: PaymentRecord) => string[]) | undefined;
+  pieces?: ((s: Statement, settled: string) => string[]) | undefined;
 }
+
+/** A settlement waiting to be written (Payments.#settleTogether), and its caller's answer. */
+interface Settling {
+  settled: PaymentRecord;
+  outcome: PaymentOutcome;
+  done: (settled: boolean) => void;
+  failed: (error: unknown) => void;
+}
+
+/** The most payments one statement settles. */
+const SETTLED_TOGETHER = 64;
 
 export interface PaymentRow {
   id: string;
@@ -161,6 +173,9 @@ export class Payments {
   readonly #now: () => Date;
   readonly #keys: IdempotencyKeys;
   #onSettle: SettleHook = { inTransaction: async () => undefined, pieces: () => [] };
+  /** Settlements waiting for the statement in flight to end (PostgreSQL: #settleTogether). */
+  #settling: Settling[] = [];
+  #settlingNow = false;
 
   constructor(private readonly options: PaymentsOptions) {
     this.#sql = options.sql;
@@ -285,19 +300,16 @@ export class Payments {
         ? { ...payment, status: 'DONE', balance: payment.amount, providerReference: result.reference, approvedAt: at, updatedAt: at }
         : { ...payment, status: 'ABORTED', failureCode: result.code, failureMessage: result.message, updatedAt: at };
     const outcome: PaymentOutcome = { payment: settled, message: result.outcome === 'approved' ? 'approved' : `declined: ${result.code}: ${result.message}` };
-    const s = new Statement();
-    const update = `UPDATE payments SET status = ${s.$(settled.status)}, balance = ${s.$(settled.balance)}, provider_reference = ${s.$(settled.providerReference)},
-      failure_code = ${s.$(settled.failureCode)}, failure_message = ${s.$(settled.failureMessage)}, approved_at = ${s.$(settled.approvedAt)}, updated_at = ${s.$(at)}
-      WHERE id = ${s.$(payment.id)} AND status = 'IN_PROGRESS'`;
     const pieces = this.#onSettle.pieces;
     let settledNow: boolean;
     if (this.#sql.dialect === 'postgres' && pieces) {
-      const all = [`settled AS (${update} RETURNING id, order_id)`, `answered AS (${completeSql(s, 'payment.process', '(SELECT id FROM settled)', outcome)})`, ...pieces(s, 'settled', settled)];
-      const row = await this.#sql.one<{ settled: number }>(`WITH ${all.join(',\n')}\nSELECT COUNT(*) AS settled FROM settled`, s.params);
-      settledNow = num(row!.settled) === 1;
+      settledNow = await this.#settleTogether(settled, outcome, pieces);
     } else {
+      const update = `UPDATE payments SET status = $1, balance = $2, provider_reference = $3, failure_code = $4, failure_message = $5, approved_at = $6, updated_at = $7
+        WHERE id = $8 AND status = 'IN_PROGRESS'`;
+      const params = [settled.status, settled.balance, settled.providerReference, settled.failureCode, settled.failureMessage, settled.approvedAt, at, payment.id];
       settledNow = await this.#sql.transaction(async (tx) => {
-        if ((await tx.run(update, s.params)) === 0) return false;
+        if ((await tx.run(update, params)) === 0) return false;
         await this.#keys.complete(tx, 'payment.process', payment.id, outcome);
         // Last: the order's side takes the stock's rows, held only until the commit.
         await this.#onSettle.inTransaction(tx, settled);
@@ -308,6 +320,71 @@ export class Payments {
     if (!settledNow) return { payment: (await this.record(payment.id))!, message: outcome.message };
     this.options.observe?.payment?.(result.outcome, settled.currency, settled.amount);
     return outcome;
+  }
+
+  /**
+   * Settles `settled` with the settlements that come while a statement
+   * settling others is in flight: the next statement settles them all (at
+   * most SETTLED_TOGETHER, each payment once), so that under load the
+   * products rows of a popular SKU are locked, and a commit waited for, once
+   * a statement rather than once a payment. Alone, a settlement goes at
+   * once. True when this call settled it (false: another did first).
+   */
+  #settleTogether(settled: PaymentRecord, outcome: PaymentOutcome, pieces: NonNullable<SettleHook['pieces']>): Promise<boolean> {
+    return new Promise((done, failed) => {
+      this.#settling.push({ settled, outcome, done, failed });
+      if (!this.#settlingNow) this.#settleNext(pieces);
+    });
+  }
+
+  #settleNext(pieces: NonNullable<SettleHook['pieces']>): void {
+    const batch: Settling[] = [];
+    const rest: Settling[] = [];
+    const ids = new Set<string>();
+    for (const settling of this.#settling) {
+      if (batch.length < SETTLED_TOGETHER && !ids.has(settling.settled.id)) {
+        ids.add(settling.settled.id);
+        batch.push(settling);
+      } else {
+        rest.push(settling);
+      }
+    }
+    this.#settling = rest;
+    this.#settlingNow = batch.length > 0;
+    if (!this.#settlingNow) return;
+    const s = new Statement();
+    const payments = batch.map((settling) => settling.settled);
+    const all = [
+      `v AS (${s.unnest({
+        id: [payments.map((p) => p.id), 'text'],
+        status: [payments.map((p) => p.status), 'text'],
+        balance: [payments.map((p) => p.balance), 'bigint'],
+        provider_reference: [payments.map((p) => p.providerReference), 'text'],
+        failure_code: [payments.map((p) => p.failureCode), 'text'],
+        failure_message: [payments.map((p) => p.failureMessage), 'text'],
+        approved_at: [payments.map((p) => p.approvedAt), 'text'],
+        at: [payments.map((p) => p.updatedAt), 'text'],
+        response: [batch.map((settling) => JSON.stringify(settling.outcome)), 'text'],
+      })})`,
+      // An IN_PROGRESS payment changes in no other way (only a DONE one is refunded): each is written as its caller computed it.
+      `settled AS (UPDATE payments SET status = v.status, balance = v.balance, provider_reference = v.provider_reference, failure_code = v.failure_code,
+        failure_message = v.failure_message, approved_at = v.approved_at, updated_at = v.at
+        FROM v WHERE payments.id = v.id AND payments.status = 'IN_PROGRESS' RETURNING payments.id, payments.order_id, payments.status, v.at)`,
+      `answered AS (${completeAllSql(s, 'payment.process', '(SELECT v.id AS resource_id, v.response FROM v JOIN settled ON settled.id = v.id)')})`,
+      ...pieces(s, 'settled'),
+    ];
+    this.#sql
+      .all<{ id: string }>(`WITH ${all.join(',\n')}\nSELECT id FROM settled`, s.params)
+      .then(
+        (rows) => {
+          const settledNow = new Set(rows.map((row) => row.id));
+          for (const settling of batch) settling.done(settledNow.has(settling.settled.id));
+        },
+        (error: unknown) => {
+          for (const settling of batch) settling.failed(error);
+        },
+      )
+      .finally(() => this.#settleNext(pieces));
   }
 
   /**
