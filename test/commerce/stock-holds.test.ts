@@ -14,7 +14,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { Commerce } from '../../src/commerce/commerce.js';
 import { databasePath, MIGRATIONS } from '../../src/store/database.js';
 import { POSTGRES_MIGRATIONS } from '../../src/store/postgres-schema.js';
-import { openStore, type Store } from '../../src/store/store.js';
+import { openStore, type Store, type StoreLocation } from '../../src/store/store.js';
 import { BACKENDS, createTestDatabase } from '../helpers/postgres.js';
 import { useBackendStore } from '../helpers/backend-store.js';
 import { adminSql } from '../helpers/pg-admin.js';
@@ -95,6 +95,19 @@ describe('the stock rule between two PostgreSQL transactions', () => {
   });
 });
 
+/** Opens (so migrates) a database made before stock_holds, with MUG 5 on hand and 2 reserved: the numbers are kept, and the rule holds. */
+async function keepsItsNumbers(location: StoreLocation): Promise<void> {
+  const store = await openStore(location);
+  try {
+    expect(await commerceOn(store).inventory.levels(['MUG'])).toEqual([
+      { sku: 'MUG', name: 'Mug', price: 12000, currency: 'KRW', onHand: 5, reserved: 2, available: 3, updatedAt: '2026-11-02T00:00:00.000Z' },
+    ]);
+    await expect(store.sql.run("UPDATE products SET on_hand = 1 WHERE sku = 'MUG'")).rejects.toThrow(/stock rule broken/);
+  } finally {
+    await store.close();
+  }
+}
+
 describe('a database made before stock_holds', () => {
   it('on SQLite keeps what each SKU had reserved, and the rule', async () => {
     const dataDir = mkdtempSync(join(tmpdir(), 'miniapp-holds-'));
@@ -107,15 +120,7 @@ describe('a database made before stock_holds', () => {
       db.exec(`INSERT INTO products (sku, name, price, currency, on_hand, reserved, created_at, updated_at)
         VALUES ('MUG', 'Mug', 12000, 'KRW', 5, 2, '2026-11-01T00:00:00.000Z', '2026-11-02T00:00:00.000Z')`);
       db.close();
-      const store = await openStore({ kind: 'sqlite', dataDir });
-      try {
-        expect(await commerceOn(store).inventory.levels(['MUG'])).toEqual([
-          { sku: 'MUG', name: 'Mug', price: 12000, currency: 'KRW', onHand: 5, reserved: 2, available: 3, updatedAt: '2026-11-02T00:00:00.000Z' },
-        ]);
-        await expect(store.sql.run("UPDATE products SET on_hand = 1 WHERE sku = 'MUG'")).rejects.toThrow(/stock rule broken/);
-      } finally {
-        await store.close();
-      }
+      await keepsItsNumbers({ kind: 'sqlite', dataDir });
     } finally {
       rmSync(dataDir, { recursive: true, force: true });
     }
@@ -132,15 +137,7 @@ describe('a database made before stock_holds', () => {
       }
       await admin.unsafe(`INSERT INTO products (sku, name, price, currency, on_hand, reserved, created_at, updated_at)
         VALUES ('MUG', 'Mug', 12000, 'KRW', 5, 2, '2026-11-01T00:00:00.000Z', '2026-11-02T00:00:00.000Z')`);
-      const store = await openStore({ kind: 'postgres', url: database.url, poolSize: 2 });
-      try {
-        expect(await commerceOn(store).inventory.levels(['MUG'])).toEqual([
-          { sku: 'MUG', name: 'Mug', price: 12000, currency: 'KRW', onHand: 5, reserved: 2, available: 3, updatedAt: '2026-11-02T00:00:00.000Z' },
-        ]);
-        await expect(store.sql.run("UPDATE products SET on_hand = 1 WHERE sku = 'MUG'")).rejects.toThrow(/stock rule broken/);
-      } finally {
-        await store.close();
-      }
+      await keepsItsNumbers({ kind: 'postgres', url: database.url, poolSize: 2 });
     } finally {
       await admin.end();
       await database.drop();

@@ -23,6 +23,7 @@ import type { Sql } from '../../store/sql.js';
 import { newId, num, type Caller } from '../kernel/common.js';
 import type { IdempotencyKeys } from '../kernel/idempotency.js';
 import { Statement } from '../kernel/statement.js';
+import { Together } from '../kernel/together.js';
 import type { Inventory } from '../inventory/inventory.js';
 import { paymentRecord, type PaymentRecord, type PaymentRow, type Payments } from '../payment/payments.js';
 import { insertOrdersSql, type OrderRecord } from './order-rows.js';
@@ -34,16 +35,6 @@ interface Claim {
   hash: string;
 }
 
-/** An order waiting to be placed, and its caller's answer. */
-interface Placing {
-  claim: Claim;
-  order: OrderRecord;
-  placed: (placed: boolean) => void;
-  failed: (error: unknown) => void;
-}
-
-/** The most orders one statement places. */
-const PLACED_TOGETHER = 64;
 
 export class PostgresSteps {
   constructor(
@@ -56,51 +47,21 @@ export class PostgresSteps {
    * written, its units taken; true when it went ahead. It goes ahead only
    * where each SKU is priced as it was and has enough.
    *
-   * Orders are placed together: while a statement placing some is in
-   * flight, the orders that come are kept, and the next statement places
-   * them all (at most PLACED_TOGETHER, each key once). Under load a popular
-   * SKU's stock_holds row is then locked, and a commit waited for, once a
-   * statement rather than once an order; alone, an order goes at once.
+   * Orders are placed together (kernel/together.ts): while a statement
+   * placing some is in flight, the orders that come wait, and the next
+   * statement places them all (each key once).
    */
   place(claim: Claim, order: OrderRecord): Promise<boolean> {
-    return new Promise((placed, failed) => {
-      this.#waiting.push({ claim, order, placed, failed });
-      if (!this.#placing) this.#placeNext();
-    });
+    return this.#placing.add({ claim, order });
   }
 
-  /** Orders waiting for the statement in flight to end. */
-  #waiting: Placing[] = [];
-  #placing = false;
-
-  /** Sends the next statement, of the orders waiting (each key once: the others wait for the one after). */
-  #placeNext(): void {
-    const batch: Placing[] = [];
-    const rest: Placing[] = [];
-    const keys = new Set<string>();
-    for (const placing of this.#waiting) {
-      const key = JSON.stringify([placing.claim.owner, placing.claim.key]);
-      if (batch.length < PLACED_TOGETHER && !keys.has(key)) {
-        keys.add(key);
-        batch.push(placing);
-      } else {
-        rest.push(placing);
-      }
-    }
-    this.#waiting = rest;
-    this.#placing = batch.length > 0;
-    if (!this.#placing) return;
-    this.#placeAll(batch)
-      .then(
-        (placed) => {
-          for (const placing of batch) placing.placed(placed.has(placing.order.id));
-        },
-        (error: unknown) => {
-          for (const placing of batch) placing.failed(error);
-        },
-      )
-      .finally(() => this.#placeNext());
-  }
+  readonly #placing = new Together<{ claim: Claim; order: OrderRecord }, boolean>(
+    async (batch) => {
+      const placed = await this.#placeAll(batch);
+      return batch.map(({ order }) => placed.has(order.id));
+    },
+    ({ claim }) => [JSON.stringify([claim.owner, claim.key])],
+  );
 
   /**
    * One statement placing `batch`: the ids of the orders it placed. The
@@ -110,7 +71,7 @@ export class PostgresSteps {
    * (whether or not that one's key turns out to be free: an order refused
    * for stock it might have had takes the general way, which places it).
    */
-  async #placeAll(batch: readonly Placing[]): Promise<Set<string>> {
+  async #placeAll(batch: readonly { claim: Claim; order: OrderRecord }[]): Promise<Set<string>> {
     const s = new Statement();
     const orders = batch.map((placing) => placing.order);
     const items = orders.flatMap((order, ord) => order.items.map((item, position) => ({ ord, position, ...item })));

@@ -21,6 +21,7 @@ import type { Sql } from '../../store/sql.js';
 import { actorOf, checkCurrency, checkKey, DEFAULT_CURRENCY, checkText, CommerceError, integer, mayAccess, MAX_AMOUNT, newId, notFound, num, precondition, requestHash, type Caller } from '../kernel/common.js';
 import { completeAllSql, type IdempotencyKeys } from '../kernel/idempotency.js';
 import { Statement } from '../kernel/statement.js';
+import { Together } from '../kernel/together.js';
 import { ProviderTimeoutError, type ChargeResult, type PaymentProvider } from './provider.js';
 
 export type PaymentStatus = 'IN_PROGRESS' | 'DONE' | 'ABORTED' | 'CANCELED' | 'PARTIAL_CANCELED';
@@ -109,17 +110,6 @@ export interface SettleHook {
   pieces?: ((s: Statement, settled: string) => string[]) | undefined;
 }
 
-/** A settlement waiting to be written (Payments.#settleTogether), and its caller's answer. */
-interface Settling {
-  settled: PaymentRecord;
-  outcome: PaymentOutcome;
-  done: (settled: boolean) => void;
-  failed: (error: unknown) => void;
-}
-
-/** The most payments one statement settles. */
-const SETTLED_TOGETHER = 64;
-
 export interface PaymentRow {
   id: string;
   order_id: string | null;
@@ -173,9 +163,7 @@ export class Payments {
   readonly #now: () => Date;
   readonly #keys: IdempotencyKeys;
   #onSettle: SettleHook = { inTransaction: async () => undefined, pieces: () => [] };
-  /** Settlements waiting for the statement in flight to end (PostgreSQL: #settleTogether). */
-  #settling: Settling[] = [];
-  #settlingNow = false;
+
 
   constructor(private readonly options: PaymentsOptions) {
     this.#sql = options.sql;
@@ -303,7 +291,7 @@ export class Payments {
     const pieces = this.#onSettle.pieces;
     let settledNow: boolean;
     if (this.#sql.dialect === 'postgres' && pieces) {
-      settledNow = await this.#settleTogether(settled, outcome, pieces);
+      settledNow = await this.#settleTogether(settled, outcome);
     } else {
       const update = `UPDATE payments SET status = $1, balance = $2, provider_reference = $3, failure_code = $4, failure_message = $5, approved_at = $6, updated_at = $7
         WHERE id = $8 AND status = 'IN_PROGRESS'`;
@@ -324,34 +312,22 @@ export class Payments {
 
   /**
    * Settles `settled` with the settlements that come while a statement
-   * settling others is in flight: the next statement settles them all (at
-   * most SETTLED_TOGETHER, each payment once), so that under load the
-   * products rows of a popular SKU are locked, and a commit waited for, once
-   * a statement rather than once a payment. Alone, a settlement goes at
-   * once. True when this call settled it (false: another did first).
+   * settling others is in flight (kernel/together.ts): the next statement
+   * settles them all, each payment once, so that under load the products
+   * rows of a popular SKU are locked, and a commit waited for, once a
+   * statement rather than once a payment. True when this call settled it
+   * (false: another did first).
    */
-  #settleTogether(settled: PaymentRecord, outcome: PaymentOutcome, pieces: NonNullable<SettleHook['pieces']>): Promise<boolean> {
-    return new Promise((done, failed) => {
-      this.#settling.push({ settled, outcome, done, failed });
-      if (!this.#settlingNow) this.#settleNext(pieces);
-    });
+  #settleTogether(settled: PaymentRecord, outcome: PaymentOutcome): Promise<boolean> {
+    return this.#settling.add({ settled, outcome });
   }
 
-  #settleNext(pieces: NonNullable<SettleHook['pieces']>): void {
-    const batch: Settling[] = [];
-    const rest: Settling[] = [];
-    const ids = new Set<string>();
-    for (const settling of this.#settling) {
-      if (batch.length < SETTLED_TOGETHER && !ids.has(settling.settled.id)) {
-        ids.add(settling.settled.id);
-        batch.push(settling);
-      } else {
-        rest.push(settling);
-      }
-    }
-    this.#settling = rest;
-    this.#settlingNow = batch.length > 0;
-    if (!this.#settlingNow) return;
+  readonly #settling = new Together<{ settled: PaymentRecord; outcome: PaymentOutcome }, boolean>(
+    (batch) => this.#settleAll(batch),
+    ({ settled }) => [settled.id],
+  );
+
+  async #settleAll(batch: readonly { settled: PaymentRecord; outcome: PaymentOutcome }[]): Promise<boolean[]> {
     const s = new Statement();
     const payments = batch.map((settling) => settling.settled);
     const all = [
@@ -371,20 +347,11 @@ export class Payments {
         failure_message = v.failure_message, approved_at = v.approved_at, updated_at = v.at
         FROM v WHERE payments.id = v.id AND payments.status = 'IN_PROGRESS' RETURNING payments.id, payments.order_id, payments.status, v.at)`,
       `answered AS (${completeAllSql(s, 'payment.process', '(SELECT v.id AS resource_id, v.response FROM v JOIN settled ON settled.id = v.id)')})`,
-      ...pieces(s, 'settled'),
+      ...this.#onSettle.pieces!(s, 'settled'),
     ];
-    this.#sql
-      .all<{ id: string }>(`WITH ${all.join(',\n')}\nSELECT id FROM settled`, s.params)
-      .then(
-        (rows) => {
-          const settledNow = new Set(rows.map((row) => row.id));
-          for (const settling of batch) settling.done(settledNow.has(settling.settled.id));
-        },
-        (error: unknown) => {
-          for (const settling of batch) settling.failed(error);
-        },
-      )
-      .finally(() => this.#settleNext(pieces));
+    const rows = await this.#sql.all<{ id: string }>(`WITH ${all.join(',\n')}\nSELECT id FROM settled`, s.params);
+    const settledNow = new Set(rows.map((row) => row.id));
+    return payments.map((payment) => settledNow.has(payment.id));
   }
 
   /**

@@ -1,0 +1,74 @@
+/**
+ * Writes batched while one is in flight (PostgreSQL's checkout steps:
+ * order/postgres-steps.ts, payment/payments.ts). An item that comes while
+ * no write is in flight goes at once, alone; those that come while one is
+ * in flight wait, and the next write takes them all (at most `max`), so
+ * that under load a statement carries many and a popular SKU's rows are
+ * locked, and a commit waited for, once a statement rather than once an
+ * item. Items whose keys meet go in different writes (a statement may not
+ * claim one idempotency key, or move one row, twice): the later waits for
+ * the next. Each caller gets its own answer, or the write's error.
+ *
+ * Domain module: nothing here prints or reads the environment.
+ */
+
+/** The most items one write takes. */
+export const WRITTEN_TOGETHER = 64;
+
+interface Waiting<T, R> {
+  item: T;
+  answer: (result: R) => void;
+  fail: (error: unknown) => void;
+}
+
+export class Together<T, R> {
+  #waiting: Waiting<T, R>[] = [];
+  #writing = false;
+
+  /**
+   * `write` writes a batch and answers each item, in the batch's order;
+   * `keys` are what two items of one batch must not share.
+   */
+  constructor(
+    private readonly write: (batch: readonly T[]) => Promise<R[]>,
+    private readonly keys: (item: T) => readonly string[],
+  ) {}
+
+  /** Writes `item` with whatever else waits, and answers it. */
+  add(item: T): Promise<R> {
+    return new Promise<R>((answer, fail) => {
+      this.#waiting.push({ item, answer, fail });
+      if (!this.#writing) this.#next();
+    });
+  }
+
+  #next(): void {
+    const batch: Waiting<T, R>[] = [];
+    const later: Waiting<T, R>[] = [];
+    const taken = new Set<string>();
+    for (const waiting of this.#waiting) {
+      const keys = this.keys(waiting.item);
+      if (batch.length < WRITTEN_TOGETHER && !keys.some((key) => taken.has(key))) {
+        for (const key of keys) taken.add(key);
+        batch.push(waiting);
+      } else {
+        later.push(waiting);
+      }
+    }
+    this.#waiting = later;
+    this.#writing = batch.length > 0;
+    if (!this.#writing) return;
+    let writing: Promise<R[]>;
+    try {
+      writing = this.write(batch.map((waiting) => waiting.item));
+    } catch (error) {
+      writing = Promise.reject(error);
+    }
+    writing
+      .then(
+        (results) => batch.forEach((waiting, i) => waiting.answer(results[i] as R)),
+        (error: unknown) => batch.forEach((waiting) => waiting.fail(error)),
+      )
+      .finally(() => this.#next());
+  }
+}
