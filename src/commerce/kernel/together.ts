@@ -7,7 +7,11 @@
  * locked, and a commit waited for, once a statement rather than once an
  * item. Items whose keys meet go in different writes (a statement may not
  * claim one idempotency key, or move one row, twice): the later waits for
- * the next. Each caller gets its own answer, or the write's error.
+ * the next. Each caller gets its own answer, or the write's error. A batch
+ * is written in the order of `order` (its rows locked in that order, the
+ * same in every instance); should it still meet another instance's batch in
+ * a deadlock, each of its items is written again alone, as it would have
+ * been unbatched.
  *
  * Domain module: nothing here prints or reads the environment.
  */
@@ -32,6 +36,7 @@ export class Together<T, R> {
   constructor(
     private readonly write: (batch: readonly T[]) => Promise<R[]>,
     private readonly keys: (item: T) => readonly string[],
+    private readonly order: (item: T) => string,
   ) {}
 
   /** Writes `item` with whatever else waits, and answers it. */
@@ -58,17 +63,26 @@ export class Together<T, R> {
     this.#waiting = later;
     this.#writing = batch.length > 0;
     if (!this.#writing) return;
-    let writing: Promise<R[]>;
-    try {
-      writing = this.write(batch.map((waiting) => waiting.item));
-    } catch (error) {
-      writing = Promise.reject(error);
-    }
-    writing
+    batch.sort((a, b) => (this.order(a.item) < this.order(b.item) ? -1 : this.order(a.item) > this.order(b.item) ? 1 : 0));
+    this.#write(batch.map((waiting) => waiting.item))
       .then(
         (results) => batch.forEach((waiting, i) => waiting.answer(results[i] as R)),
         (error: unknown) => batch.forEach((waiting) => waiting.fail(error)),
       )
       .finally(() => this.#next());
   }
+
+  async #write(items: T[]): Promise<R[]> {
+    try {
+      return await this.write(items);
+    } catch (error) {
+      if (items.length === 1 || (error as { code?: unknown }).code !== DEADLOCK) throw error;
+      const results: R[] = [];
+      for (const item of items) results.push(...(await this.write([item])));
+      return results;
+    }
+  }
 }
+
+/** PostgreSQL's deadlock_detected: the statement was rolled back whole. */
+const DEADLOCK = '40P01';

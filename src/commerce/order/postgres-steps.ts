@@ -61,6 +61,7 @@ export class PostgresSteps {
       return batch.map(({ order }) => placed.has(order.id));
     },
     ({ claim }) => [JSON.stringify([claim.owner, claim.key])],
+    ({ claim }) => JSON.stringify([claim.owner, claim.key]),
   );
 
   /**

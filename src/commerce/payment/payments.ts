@@ -325,6 +325,7 @@ export class Payments {
   readonly #settling = new Together<{ settled: PaymentRecord; outcome: PaymentOutcome }, boolean>(
     (batch) => this.#settleAll(batch),
     ({ settled }) => [settled.id],
+    ({ settled }) => settled.id,
   );
 
   async #settleAll(batch: readonly { settled: PaymentRecord; outcome: PaymentOutcome }[]): Promise<boolean[]> {
