@@ -247,10 +247,12 @@ export function planListing(dialect: Dialect, filter: PostFilter, sort: PostSort
         const aggregated =
           `SELECT '[' || coalesce(string_agg(${POSTGRES_POST_JSON}, ',' ${ordered}), '') || ']' AS json, count(*) AS shown, ` +
           `(${keys})[1] AS first_key, (${ids})[1] AS first_id, (${keys})[count(*)] AS last_key, (${ids})[count(*)] AS last_id FROM (${rows.sql}) page`;
-        const beside = cursorStart
-          ? `, EXISTS (SELECT 1 FROM ${from}${where([beyond(true, '(a.first_key, a.first_id)')])}) AS more_before` +
-            `, EXISTS (SELECT 1 FROM ${from}${where([beyond(false, '(a.last_key, a.last_id)')])}) AS more_after`
-          : '';
+        // The row next to each end, sought through the list's index (a scalar subquery keeps its ORDER BY; PostgreSQL
+        // drops it from an EXISTS, whose generic plan then looked for any row beyond the end by a scan of the posts:
+        // 0.6 ms at 2,000 posts, as long as it took to meet such a row: up to every post).
+        const next = (reverse: boolean, end: 'first' | 'last') =>
+          `(SELECT TRUE FROM ${from}${where([beyond(reverse, `(a.${end}_key, a.${end}_id)`)])} ORDER BY ${order(reverse)} LIMIT 1) IS NOT NULL`;
+        const beside = cursorStart ? `, ${next(true, 'first')} AS more_before, ${next(false, 'last')} AS more_after` : '';
         // c is read once on most pages (PostgreSQL then inlines it) and kept when the page reads it too (from the end).
         return {
           text: `WITH c AS (SELECT ${totalOf} AS total) SELECT ${version} AS version, ${total} AS total, a.*${beside} FROM (${aggregated}) a`,
