@@ -46,8 +46,8 @@ export interface ListOptions {
 
 /** One page of a list, as the API answers it. */
 export interface PostPage {
-  /** The posts, as the UTF-8 bytes of their JSON array. */
-  json: Buffer;
+  /** The posts' JSON array: its UTF-8 bytes (SQLite), or the text (PostgreSQL). */
+  json: Buffer | string;
   total: number;
   /** The posts' version the page was read at. */
   version: string;
@@ -311,7 +311,7 @@ export class PostStore {
     // Text written with a lone surrogate is stored by SQLite as its WTF-8 bytes, which are not UTF-8: those pages
     // are decoded as list() decodes them (each invalid sequence a U+FFFD) and encoded again, so that no client meets
     // invalid UTF-8. PostgreSQL's text is UTF-8.
-    const json = typeof row.json === 'string' ? Buffer.from(row.json) : isUtf8(row.json) ? row.json : Buffer.from(row.json.toString('utf8'));
+    const json = typeof row.json === 'string' ? row.json : isUtf8(row.json) ? row.json : Buffer.from(row.json.toString('utf8'));
     const page = { json, total: Number(row.total), shown: Number(row.shown), ...ends(row) };
     const moreBefore = offset === undefined ? Boolean(row.more_before) : offset > 0 && page.total > 0;
     return {
@@ -326,7 +326,7 @@ export class PostStore {
   /** Same as page(), the JSON and the count only (the v1 list and older callers). */
   async listJson(filter: PostFilter, options: ListOptions = {}): Promise<{ json: Buffer; total: number }> {
     const { json, total } = await this.page(filter, options);
-    return { json, total };
+    return { json: typeof json === 'string' ? Buffer.from(json) : json, total };
   }
 
   /**
