@@ -39,10 +39,11 @@ export class ListCache<T = string> {
     return entry.body;
   }
 
-  set(key: string, version: string, body: T): void {
+  /** Keeps `body` (made by it when a function, and only if kept) for `key` under `version`. */
+  set(key: string, version: string, body: T | (() => T)): void {
     if (this.#seen && !this.#admit(key, version)) return;
     this.#entries.delete(key);
-    this.#entries.set(key, { version, body });
+    this.#entries.set(key, { version, body: typeof body === 'function' ? (body as () => T)() : body });
     if (this.#entries.size > this.capacity) this.#entries.delete(this.#entries.keys().next().value!);
   }
 

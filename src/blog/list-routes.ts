@@ -69,10 +69,14 @@ export async function registerPostLists(app: FastifyInstance, options: PostListO
   const lists = new ListCache<Buffer>(512, { admitOnSecondRequest: true });
   /**
    * Answers a post list from the cache while the posts are unchanged;
-   * otherwise computes its JSON (as UTF-8 bytes) and keeps it under the
-   * version it was read at (see ListCache for which it keeps).
+   * otherwise computes its JSON and keeps it under the version it was read
+   * at (see ListCache for which it keeps). A computed answer in text (from
+   * PostgreSQL) is sent as text: Node encodes it into the socket's write, and
+   * no Buffer of the page's size is made for it (memory outside V8's heap,
+   * which V8 answers with full collections). What is kept is kept as bytes,
+   * so that a cached answer is not encoded again at every send.
    */
-  const cachedList = async (request: FastifyRequest, reply: FastifyReply, compute: (version: string | undefined) => Promise<{ body: Buffer; version: string }>) => {
+  const cachedList = async (request: FastifyRequest, reply: FastifyReply, compute: (version: string | undefined) => Promise<{ body: Buffer | string; version: string }>) => {
     // The links in a list depend on the URL only (see pageUrl), so the URL is the key.
     const key = request.url;
     // A write acknowledged by any instance has changed the version (see PostStore.version): known without asking
@@ -80,11 +84,12 @@ export async function registerPostLists(app: FastifyInstance, options: PostListO
     // that computes the page reads the version with it).
     let current = posts.knownVersion();
     if (current === undefined && lists.has(key)) current = await posts.version();
-    let body = current === undefined ? undefined : lists.get(key, current);
+    let body: Buffer | string | undefined = current === undefined ? undefined : lists.get(key, current);
     if (body === undefined) {
       const computed = await compute(current);
-      body = computed.body;
-      lists.set(key, computed.version, body);
+      const answer = computed.body;
+      body = answer;
+      lists.set(key, computed.version, typeof answer === 'string' ? () => Buffer.from(answer) : answer);
     }
     return reply.type('application/json; charset=utf-8').send(body);
   };
@@ -194,8 +199,10 @@ export async function registerPostLists(app: FastifyInstance, options: PostListO
           );
           const { next, previous } = pageLinks(request, query, page);
           // What JSON.stringify({ count, next, previous, results }) gives, around the posts' JSON as the store wrote it.
-          const head = Buffer.from(`{"count":${JSON.stringify(page.total)},"next":${JSON.stringify(next)},"previous":${JSON.stringify(previous)},"results":`);
-          return { body: Buffer.concat([head, page.json, CLOSE_BRACE], head.length + page.json.length + 1), version: page.version };
+          const head = `{"count":${JSON.stringify(page.total)},"next":${JSON.stringify(next)},"previous":${JSON.stringify(previous)},"results":`;
+          if (typeof page.json === 'string') return { body: `${head}${page.json}}`, version: page.version };
+          const headBytes = Buffer.from(head);
+          return { body: Buffer.concat([headBytes, page.json, CLOSE_BRACE], headBytes.length + page.json.length + 1), version: page.version };
         });
       },
     );

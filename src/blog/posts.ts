@@ -46,8 +46,8 @@ export interface ListOptions {
 
 /** One page of a list, as the API answers it. */
 export interface PostPage {
-  /** The posts, as the UTF-8 bytes of their JSON array. */
-  json: Buffer;
+  /** The posts' JSON array: its UTF-8 bytes (SQLite), or the text (PostgreSQL). */
+  json: Buffer | string;
   total: number;
   /** The posts' version the page was read at. */
   version: string;
@@ -116,11 +116,11 @@ function tagRows(post: Row, tags: readonly string[]): { text: string; params: Pa
   return { text: `INSERT INTO post_tags (post_id, tag, is_published, created_at) VALUES ${values} ON CONFLICT DO NOTHING`, params };
 }
 
-/** SQLite's answer to a page's statement: one row, the page's JSON in it. */
+/** The answer to a page's statement: one row, the page's JSON in it (a BLOB from SQLite, text from PostgreSQL). */
 interface PageRow {
   version: number | string | null;
   total: number;
-  json: Buffer;
+  json: Buffer | string;
   shown: number;
   first_key: string | null;
   first_id: number | null;
@@ -128,30 +128,8 @@ interface PageRow {
   last_id: number | null;
   more_before?: boolean | number;
   more_after?: boolean | number;
-  /** A page by number: the [key, id] of each of its posts, in order (JSON), instead of the ends. */
+  /** A page by number on SQLite: the [key, id] of each of its posts, in order (JSON), instead of the ends. */
   places?: string;
-}
-
-/** PostgreSQL's: a row per post, or one without a post for an empty page. */
-interface PostJsonRow extends Omit<Row, 'author_id' | 'published_at' | 'is_published'> {
-  version: number | string;
-  total: number;
-  k: string | null;
-  i: number | null;
-  is_published: boolean;
-  more_before?: boolean;
-  more_after?: boolean;
-}
-
-/**
- * A post's JSON as JSON.stringify(toPost(row)) writes it, without the object: its strings escaped by
- * JSON.stringify, its tags as stored (JSON.stringify wrote them).
- */
-function postJson(row: PostJsonRow): string {
-  return (
-    `{"id":${Number(row.id)},"title":${JSON.stringify(row.title)},"content":${JSON.stringify(row.content)},"author":${JSON.stringify(row.author)},` +
-    `"created_at":${JSON.stringify(row.created_at)},"updated_at":${JSON.stringify(row.updated_at)},"tags":${row.tags},"is_published":${row.is_published}}`
-  );
 }
 
 const cursorOf = (key: string | null, id: number | null): PageCursor | undefined => (key === null || id === null ? undefined : { key, id: Number(id) });
@@ -327,42 +305,20 @@ export class PostStore {
    * test/blog/posts.test.ts holds the two to the same bytes.
    */
   async page(filter: PostFilter, options: ListOptions = {}): Promise<PostPage> {
-    const { rows, version, start } = await this.#run<PageRow | PostJsonRow>(filter, options, 'json');
+    const { rows, version, start } = await this.#run<PageRow>(filter, options, 'json');
     const offset = 'offset' in start ? start.offset : undefined;
-    let page: Omit<PostPage, 'version' | 'moreBefore' | 'moreAfter' | 'isFirstPage'>;
-    let around: { more_before?: boolean | number | undefined; more_after?: boolean | number | undefined };
-    if (this.sql.dialect === 'postgres') {
-      const posts = (rows as PostJsonRow[]).filter((row) => row.i !== null);
-      const head = rows[0] as PostJsonRow;
-      const first = posts[0];
-      const last = posts.at(-1);
-      page = {
-        json: Buffer.from(`[${posts.map(postJson).join(',')}]`),
-        total: Number(head.total),
-        shown: posts.length,
-        first: first && cursorOf(first.k, first.i),
-        last: last && cursorOf(last.k, last.i),
-      };
-      around = head;
-    } else {
-      const row = rows[0] as PageRow;
-      // Text written with a lone surrogate is stored by SQLite as its WTF-8 bytes, which are not UTF-8: those pages
-      // are decoded as list() decodes them (each invalid sequence a U+FFFD) and encoded again, so that no client meets
-      // invalid UTF-8.
-      page = {
-        json: isUtf8(row.json) ? row.json : Buffer.from(row.json.toString('utf8')),
-        total: Number(row.total),
-        shown: Number(row.shown),
-        ...ends(row),
-      };
-      around = row;
-    }
-    const moreBefore = offset === undefined ? Boolean(around.more_before) : offset > 0 && page.total > 0;
+    const row = rows[0]!;
+    // Text written with a lone surrogate is stored by SQLite as its WTF-8 bytes, which are not UTF-8: those pages
+    // are decoded as list() decodes them (each invalid sequence a U+FFFD) and encoded again, so that no client meets
+    // invalid UTF-8. PostgreSQL's text is UTF-8.
+    const json = typeof row.json === 'string' ? row.json : isUtf8(row.json) ? row.json : Buffer.from(row.json.toString('utf8'));
+    const page = { json, total: Number(row.total), shown: Number(row.shown), ...ends(row) };
+    const moreBefore = offset === undefined ? Boolean(row.more_before) : offset > 0 && page.total > 0;
     return {
       ...page,
       version,
       moreBefore,
-      moreAfter: offset === undefined ? Boolean(around.more_after) : offset + page.shown < page.total,
+      moreAfter: offset === undefined ? Boolean(row.more_after) : offset + page.shown < page.total,
       isFirstPage: options.before !== undefined && !moreBefore,
     };
   }
@@ -370,7 +326,7 @@ export class PostStore {
   /** Same as page(), the JSON and the count only (the v1 list and older callers). */
   async listJson(filter: PostFilter, options: ListOptions = {}): Promise<{ json: Buffer; total: number }> {
     const { json, total } = await this.page(filter, options);
-    return { json, total };
+    return { json: typeof json === 'string' ? Buffer.from(json) : json, total };
   }
 
   /**
@@ -403,7 +359,7 @@ export class PostStore {
         continue;
       }
       // The page before a cursor that lies within the first page is that first page, whole.
-      const shown = sql.dialect === 'postgres' ? rows.filter((row) => (row as { i?: unknown }).i != null).length : Number(rows[0]?.shown ?? 0);
+      const shown = Number(rows[0]?.shown ?? 0);
       if ('before' in start && shape === 'json' && limit !== undefined && shown < limit && attempt === 1) {
         start = { offset: 0 };
         continue;

@@ -107,4 +107,15 @@ describe('ListCache', () => {
     expect(cache.get('b', 'v2')).toBe('B2');
     expect(cache.get('a', 'v2')).toBeUndefined();
   });
+
+  it('makes an answer given as a function only when it keeps it', () => {
+    const cache = new ListCache<Buffer>(2, { admitOnSecondRequest: true });
+    let made = 0;
+    const answer = () => (made++, Buffer.from('A'));
+    cache.set('a', 'v1', answer);
+    expect(made).toBe(0);
+    cache.set('a', 'v1', answer);
+    expect(made).toBe(1);
+    expect(cache.get('a', 'v1')).toEqual(Buffer.from('A'));
+  });
 });
