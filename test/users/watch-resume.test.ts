@@ -40,12 +40,14 @@ function unary(client: AnyClient, method: string, request: unknown, metadata: gr
 function watchCall(client: AnyClient, request: Record<string, unknown>, metadata: grpc.Metadata) {
   const events: Event[] = [];
   const call = client.WatchUserChanges(request, metadata) as grpc.ClientReadableStream<Event>;
+  // Live once the server says where the watch starts (its first metadata: the position, or with the first change).
+  const live = new Promise<void>((resolve) => call.once('metadata', () => resolve()));
   const ended = new Promise<grpc.ServiceError | undefined>((resolve) => {
     call.on('data', (event: Event) => events.push(event));
     call.on('error', (error: grpc.ServiceError) => resolve(error));
     call.on('end', () => resolve(undefined));
   });
-  return { events, ended, cancel: () => call.cancel() };
+  return { events, ended, live, cancel: () => call.cancel() };
 }
 
 async function until(condition: () => boolean | Promise<boolean>, what: string, timeoutMs = 20_000): Promise<void> {
@@ -114,6 +116,9 @@ describe.each(BACKENDS)('WatchUserChanges with resume_after, on %s', (backend) =
     const head = watchCall(client, { resume_after: '6' }, clients.auth());
     const now = watchCall(client, {}, clients.auth());
     calls.push(head, now);
+    // Both live as their client sees it (the server said where each starts), not only counted by the server: a watch
+    // from now is placed when its join reads the log, which may be after a change made as soon as it was counted.
+    await Promise.all([head.live, now.live]);
     await until(() => clients.running.users.watcherCount() >= 2, 'both watchers');
     await unary(client, 'CreateUser', newUser('fay'), clients.auth());
     await until(() => head.events.length === 1 && now.events.length === 1, 'the new change on both');
