@@ -121,10 +121,10 @@ export class ShortStock extends CommerceError {
  * Either way the same SQL.
  */
 const reservationSql = {
-  /** A new active reservation (RETURNING its id), written when `when` holds. */
-  insert(s: Statement, id: string, orderId: string | null, expiresAt: string, at: string, when = 'true'): string {
+  /** A new active reservation (RETURNING its id). */
+  insert(s: Statement, id: string, orderId: string | null, expiresAt: string, at: string): string {
     const now = s.$(at);
-    return `INSERT INTO reservations (id, order_id, state, expires_at, created_at, updated_at) SELECT ${s.$(id)}, ${s.$(orderId)}, 'active', ${s.$(expiresAt)}, ${now}, ${now} WHERE ${when} RETURNING id`;
+    return `INSERT INTO reservations (id, order_id, state, expires_at, created_at, updated_at) VALUES (${s.$(id)}, ${s.$(orderId)}, 'active', ${s.$(expiresAt)}, ${now}, ${now}) RETURNING id`;
   },
   /** The reservation from one of `from` to `to` (and only when due, for an expiry). */
   move(s: Statement, reservation: string, from: readonly ReservationState[], to: ReservationState, at: string, due = false): string {
