@@ -17,6 +17,22 @@ export class UniqueViolation extends Error {
   }
 }
 
+/** The engine's code of a statement's error (PostgreSQL's SQLSTATE, SQLite's extended result code), if any. */
+function codeOf(error: unknown): unknown {
+  return typeof error === 'object' && error !== null ? (error as { code?: unknown }).code : undefined;
+}
+
+/** A CHECK, or a trigger standing for one, refused the statement: it was undone whole. */
+export function isCheckViolation(error: unknown): boolean {
+  const code = codeOf(error);
+  return code === '23514' || code === 'SQLITE_CONSTRAINT_CHECK' || code === 'SQLITE_CONSTRAINT_TRIGGER';
+}
+
+/** PostgreSQL ended the statement in a deadlock with another transaction: it was undone whole, and may be tried again. */
+export function isDeadlock(error: unknown): boolean {
+  return codeOf(error) === '40P01';
+}
+
 /**
  * The database cannot answer now: it cannot be reached, did not answer
  * within the time-out, has no connection slot left, is starting or

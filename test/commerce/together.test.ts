@@ -19,7 +19,6 @@ function recording(fail?: (batch: readonly string[]) => unknown) {
       return batch.map((item) => `wrote ${item}`);
     },
     (item) => [item.split(':')[0]!],
-    (item) => item,
   );
   return { together, writes };
 }

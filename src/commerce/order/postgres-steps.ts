@@ -19,6 +19,7 @@
  *
  * Domain module: nothing here prints or reads the environment.
  */
+import { isCheckViolation } from '../../store/errors.js';
 import type { Sql } from '../../store/sql.js';
 import { newId, num, type Caller } from '../kernel/common.js';
 import type { IdempotencyKeys } from '../kernel/idempotency.js';
@@ -34,7 +35,6 @@ interface Claim {
   key: string;
   hash: string;
 }
-
 
 export class PostgresSteps {
   constructor(
@@ -61,7 +61,6 @@ export class PostgresSteps {
       return batch.map(({ order }) => placed.has(order.id));
     },
     ({ claim }) => [JSON.stringify([claim.owner, claim.key])],
-    ({ claim }) => JSON.stringify([claim.owner, claim.key]),
   );
 
   /**
@@ -121,9 +120,9 @@ export class PostgresSteps {
       const rows = await this.options.sql.all<{ id: string }>(`WITH ${pieces.join(',\n')}\nSELECT id FROM placed`, s.params);
       return new Set(rows.map((row) => row.id));
     } catch (error) {
-      // The stock rule's trigger refused it (check_violation): on_hand was set down after the statement began, by a
+      // The stock rule's trigger refused it: on_hand was set down after the statement began, by a
       // change that held a SKU's stock_holds row before this one did. Nothing was written; the general way says why.
-      if ((error as { code?: unknown }).code === '23514') return new Set();
+      if (isCheckViolation(error)) return new Set();
       throw error;
     }
   }

@@ -291,7 +291,7 @@ export class Payments {
     const pieces = this.#onSettle.pieces;
     let settledNow: boolean;
     if (this.#sql.dialect === 'postgres' && pieces) {
-      settledNow = await this.#settleTogether(settled, outcome);
+      settledNow = await this.#settling.add({ settled, outcome });
     } else {
       const update = `UPDATE payments SET status = $1, balance = $2, provider_reference = $3, failure_code = $4, failure_message = $5, approved_at = $6, updated_at = $7
         WHERE id = $8 AND status = 'IN_PROGRESS'`;
@@ -311,21 +311,16 @@ export class Payments {
   }
 
   /**
-   * Settles `settled` with the settlements that come while a statement
-   * settling others is in flight (kernel/together.ts): the next statement
+   * Settlements written with those that come while a statement settling
+   * others is in flight (kernel/together.ts): the next statement
    * settles them all, each payment once, so that under load the products
    * rows of a popular SKU are locked, and a commit waited for, once a
-   * statement rather than once a payment. True when this call settled it
-   * (false: another did first).
+   * statement rather than once a payment. Each answers true when this call
+   * settled it (false: another did first).
    */
-  #settleTogether(settled: PaymentRecord, outcome: PaymentOutcome): Promise<boolean> {
-    return this.#settling.add({ settled, outcome });
-  }
-
   readonly #settling = new Together<{ settled: PaymentRecord; outcome: PaymentOutcome }, boolean>(
     (batch) => this.#settleAll(batch),
     ({ settled }) => [settled.id],
-    ({ settled }) => settled.id,
   );
 
   async #settleAll(batch: readonly { settled: PaymentRecord; outcome: PaymentOutcome }[]): Promise<boolean[]> {
