@@ -274,8 +274,9 @@ export function openDatabase(location: { dataDir: string } | 'memory', options: 
       db.pragma('journal_mode = WAL');
       // Every COMMIT waits for the disk, as PostgreSQL's synchronous_commit does: an acknowledged order or
       // payment survives a power cut. better-sqlite3's build default for WAL is NORMAL, which applied only to a
-      // database opened already in WAL mode (a restart), while a new file ran FULL: now both are FULL. The cost is
-      // one flush per commit group (sql.ts).
+      // database opened already in WAL mode (a restart), while a new file ran FULL: now both are FULL (the
+      // migrations below included). The store's connection then takes the flush over, off the event loop, and
+      // answers nobody before it (SqliteSql's "Flushes off the event loop").
       db.pragma('synchronous = FULL');
     }
   }

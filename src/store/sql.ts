@@ -15,6 +15,7 @@
  * UNAVAILABLE.
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
+import { open, type FileHandle } from 'node:fs/promises';
 import type { Database as SqliteDatabase, Statement } from 'better-sqlite3';
 
 export type Dialect = 'sqlite' | 'postgres';
@@ -97,18 +98,37 @@ function sqliteError(error: unknown): unknown {
  * it was enabled; ids never repeat, so a task left over from an earlier
  * transaction never passes for the open one.
  *
- * Group commit. The database is opened with `synchronous = FULL`, so a
- * COMMIT waits for the disk, and it blocks the event loop while it waits.
- * Transactions that begin in one turn of the event loop therefore share
- * one: the first opens it (BEGIN IMMEDIATE) and each runs in a savepoint of
- * its own, which a failure rolls back alone (that caller gets its error at
- * once); the group commits once, after the turn's I/O callbacks
- * (setImmediate), and only then does each caller get its result and its
- * after-commit hooks run. No caller hears of a write before it is on disk,
- * as before; a failed COMMIT fails every caller of the group, and none of
- * their writes are kept. A statement from outside that comes between the
- * group's transactions runs in the group too, and its answer waits for the
- * commit (and fails with it), so nobody reads what may yet be undone.
+ * Group commit. Transactions that begin in one turn of the event loop
+ * share one: the first opens it (BEGIN IMMEDIATE) and each runs in a
+ * savepoint of its own, which a failure rolls back alone (that caller gets
+ * its error at once); the group commits once, after the turn's I/O
+ * callbacks (setImmediate), and only then does each caller get its result
+ * and its after-commit hooks run. A failed COMMIT fails every caller of the
+ * group, and none of their writes are kept. A statement from outside that
+ * comes between the group's transactions runs in the group too, and its
+ * answer waits for the commit (and fails with it), so nobody reads what may
+ * yet be undone.
+ *
+ * Flushes off the event loop. No caller hears of a write before it is on
+ * the disk. Opened bare, the connection runs `synchronous = FULL`: each
+ * COMMIT fsyncs the log, and blocks the event loop while the disk works.
+ * Given a flush (the store's, for a database in a file: an fdatasync of the
+ * -wal file on libuv's thread pool), the connection runs NORMAL instead:
+ * SQLite writes each commit to the log and returns, and the flush makes it
+ * last. A group is answered once a flush that began after its COMMIT has
+ * finished; the next group fills and commits meanwhile, and one flush
+ * covers every commit made before it began (as PostgreSQL's WAL writer
+ * flushes for many backends at once). A write outside any transaction
+ * commits by itself and is answered the same way, and a read made while
+ * commits are not yet flushed is answered after they are: nobody is told
+ * what a power cut could take back. NORMAL keeps the database consistent
+ * on its own (the log's checksums end it at the last whole commit, and a
+ * checkpoint syncs the log before it copies it), so the flush adds exactly
+ * the durability FULL gave. A flush that fails fails its callers and every
+ * statement after it (FlushFailedError): after a failed fsync the kernel
+ * may have dropped the pages it could not write, and a later fsync succeed
+ * without them, so, as PostgreSQL does, the store promises nothing more
+ * until it is opened again.
  */
 interface CommitGroup {
   /** Resolves once the group committed; rejects with the COMMIT's error. */
@@ -118,6 +138,31 @@ interface CommitGroup {
   /** Set when SQLite rolled the whole transaction back by itself (an I/O error, a full disk): nothing of it is kept. */
   lost?: unknown;
 }
+
+/**
+ * Flushes the write-ahead log to the disk (fdatasync of the -wal file) off
+ * the event loop; see SqliteSql's "Flushes off the event loop".
+ */
+export type WalFlush = () => Promise<void>;
+
+/** A flush of the WAL file at `path`, through one handle opened at the first flush and kept (walFlush.close ends it). */
+export function walFlush(path: string): WalFlush & { close: () => Promise<void> } {
+  let handle: Promise<FileHandle> | undefined;
+  const flush = async () => {
+    handle ??= open(path, 'r');
+    await (await handle).datasync();
+  };
+  return Object.assign(flush, {
+    close: async () => {
+      const opened = handle;
+      handle = undefined;
+      await (await opened?.catch(() => undefined))?.close();
+    },
+  });
+}
+
+/** The disk refused a flush: what was committed since the last good one may not be on it, and nothing more is promised. */
+export class FlushFailedError extends Error {}
 
 export class SqliteSql implements Sql {
   readonly dialect = 'sqlite' as const;
@@ -130,8 +175,25 @@ export class SqliteSql implements Sql {
   #pending = 0;
   /** The transaction being filled this turn, if any (see the class comment). */
   #group: CommitGroup | undefined;
+  /** With a flush (a database in a file): the commits are flushed by it, off the event loop (see the class comment). */
+  readonly #flush: WalFlush | undefined;
+  /** Commits made (a group's, or a write's outside any), and how many of them are known to be on the disk. */
+  #written = 0;
+  #flushed = 0;
+  /** The flush in flight: it covers the commits up to `upTo`. */
+  #flushing: { upTo: number; done: Promise<void> } | undefined;
+  /** Those waiting for the flush after the one in flight, which covers every commit made before it starts. */
+  #nextFlush: { promise: Promise<void>; resolve: () => void; reject: (error: unknown) => void } | undefined;
+  #flushFailed: FlushFailedError | undefined;
 
-  constructor(readonly db: SqliteDatabase) {}
+  constructor(
+    readonly db: SqliteDatabase,
+    options: { flush?: WalFlush | undefined } = {},
+  ) {
+    this.#flush = options.flush;
+    // SQLite still writes every commit to the log before it returns; the flush that makes it last is ours.
+    if (this.#flush) db.pragma('synchronous = NORMAL');
+  }
 
   #statement(text: string): Statement {
     let statement = this.#statements.get(text);
@@ -142,19 +204,72 @@ export class SqliteSql implements Sql {
     return statement;
   }
 
-  #sync<T>(run: () => T): Promise<T> {
+  /** Runs a statement (`text`: a prepared one, which may only read; none: DDL, taken as a write). */
+  #sync<T>(run: () => T, text?: string): Promise<T> {
     // A transaction is running and the caller is not in it: its statements must not see that one's half-done work.
-    if (this.#open !== 0 && this.#inside.getStore() !== this.#open) return this.#turn.then(() => this.#sync(run));
+    if (this.#open !== 0 && this.#inside.getStore() !== this.#open) return this.#turn.then(() => this.#sync(run, text));
+    if (this.#flushFailed) return Promise.reject(this.#flushFailed);
     let value: T;
     try {
       value = run();
     } catch (error) {
       return Promise.reject(sqliteError(error));
     }
+    // Inside a transaction: what counts is its commit.
+    if (this.#open !== 0) return Promise.resolve(value);
     // Between the transactions of an open group, a statement from outside runs in it (so it does not stall the
     // turn), and its caller hears of it only once the group has committed: nobody is told what may yet be undone.
-    const group = this.#open === 0 ? this.#group : undefined;
-    return group ? group.committed.then(() => value) : Promise.resolve(value);
+    const group = this.#group;
+    if (group) return group.committed.then(() => value);
+    if (!this.#flush) return Promise.resolve(value);
+    // A write outside a transaction commits by itself; a read may have read commits not yet flushed. Either is
+    // answered once they are on the disk.
+    if (text === undefined || !this.#statements.get(text)!.readonly) this.#written++;
+    return this.#written > this.#flushed ? this.#durable().then(() => value) : Promise.resolve(value);
+  }
+
+  /** Resolves once every commit made so far is on the disk: with the flush in flight, or the one after it. */
+  #durable(): Promise<void> {
+    if (this.#flushFailed) return Promise.reject(this.#flushFailed);
+    const upTo = this.#written;
+    if (!this.#flush || upTo <= this.#flushed) return Promise.resolve();
+    if (this.#flushing && upTo <= this.#flushing.upTo) return this.#flushing.done;
+    if (!this.#nextFlush) {
+      let resolve!: () => void;
+      let reject!: (error: unknown) => void;
+      const promise = new Promise<void>((yes, no) => ((resolve = yes), (reject = no)));
+      this.#nextFlush = { promise, resolve, reject };
+    }
+    const next = this.#nextFlush.promise;
+    if (!this.#flushing) this.#startFlush();
+    return next;
+  }
+
+  #startFlush(): void {
+    const waiting = this.#nextFlush;
+    this.#nextFlush = undefined;
+    if (!waiting) return;
+    if (this.#flushFailed) return waiting.reject(this.#flushFailed);
+    const upTo = this.#written;
+    const done = this.#flush!().then(
+      () => {
+        this.#flushed = Math.max(this.#flushed, upTo);
+      },
+      (error: unknown) => {
+        // After a failed fsync the kernel may have dropped the pages it could not write, and a later fsync
+        // succeed without them: nothing is promised from here on, as PostgreSQL stops on such a failure.
+        this.#flushFailed ??= new FlushFailedError(
+          `the disk did not take the database's last writes (${(error as Error).message}); nothing written since is known to last: restart serve`,
+          { cause: error },
+        );
+        throw this.#flushFailed;
+      },
+    );
+    this.#flushing = { upTo, done };
+    void done.then(waiting.resolve, waiting.reject).finally(() => {
+      this.#flushing = undefined;
+      this.#startFlush();
+    });
   }
 
   all<T>(text: string, params?: readonly Param[]): Promise<T[]> {
@@ -162,7 +277,7 @@ export class SqliteSql implements Sql {
       const statement = this.#statement(text);
       const bound = sqliteParams(params);
       return (bound ? statement.all(bound) : statement.all()) as T[];
-    });
+    }, text);
   }
 
   one<T>(text: string, params?: readonly Param[]): Promise<T | undefined> {
@@ -170,7 +285,7 @@ export class SqliteSql implements Sql {
       const statement = this.#statement(text);
       const bound = sqliteParams(params);
       return (bound ? statement.get(bound) : statement.get()) as T | undefined;
-    });
+    }, text);
   }
 
   run(text: string, params?: readonly Param[]): Promise<number> {
@@ -178,7 +293,7 @@ export class SqliteSql implements Sql {
       const statement = this.#statement(text);
       const bound = sqliteParams(params);
       return (bound ? statement.run(bound) : statement.run()).changes;
-    });
+    }, text);
   }
 
   /** Synchronous access for the few callers that need it (migrations, copy): the raw statement. */
@@ -239,6 +354,7 @@ export class SqliteSql implements Sql {
 
   /** Opens the group of this turn and schedules its commit, which takes its turn after the transactions already queued. */
   #begin(): CommitGroup {
+    if (this.#flushFailed) throw this.#flushFailed;
     this.db.exec('BEGIN IMMEDIATE');
     let commit!: () => void;
     let fail!: (error: unknown) => void;
@@ -264,9 +380,19 @@ export class SqliteSql implements Sql {
           release();
           return;
         }
-        for (const hook of group.hooks) queueMicrotask(hook);
-        commit();
+        if (!this.#flush) {
+          for (const hook of group.hooks) queueMicrotask(hook);
+          commit();
+          release();
+          return;
+        }
+        // In the log, not yet on the disk: the next group fills while the flush runs, and this one is answered after it.
+        this.#written++;
         release();
+        this.#durable().then(() => {
+          for (const hook of group.hooks) queueMicrotask(hook);
+          commit();
+        }, fail);
       });
     });
     return group;
@@ -276,6 +402,7 @@ export class SqliteSql implements Sql {
   async settled(): Promise<void> {
     await this.#turn;
     await this.#group?.committed.catch(() => undefined);
+    await this.#durable().catch(() => undefined);
   }
 
   async #savepoint<T>(work: (tx: Sql) => Promise<T>): Promise<T> {

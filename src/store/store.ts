@@ -11,7 +11,7 @@ import { ConfigError } from '../errors.js';
 import { databasePath, openDatabase, schemaVersion, MIGRATIONS } from './database.js';
 import { POSTGRES_MIGRATIONS } from './postgres-schema.js';
 import { LocalSignals, type Signals } from './signals.js';
-import { SqliteSql, type Sql } from './sql.js';
+import { SqliteSql, walFlush, type Sql } from './sql.js';
 import { storeErrorForCli } from './errors.js';
 
 export type StoreLocation =
@@ -122,8 +122,11 @@ export function parsePostgresUrl(text: string): ParsedPostgresUrl {
 
 export async function openStore(location: StoreLocation): Promise<Store> {
   if (location.kind !== 'postgres') {
-    const db = openDatabase(location.kind === 'memory' ? 'memory' : { dataDir: location.dataDir }, { readonly: location.kind === 'sqlite' && location.readonly === true });
-    const sql = new SqliteSql(db);
+    const readonly = location.kind === 'sqlite' && location.readonly === true;
+    const db = openDatabase(location.kind === 'memory' ? 'memory' : { dataDir: location.dataDir }, { readonly });
+    // A database in a file is flushed off the event loop (sql.ts); one in memory has nothing to flush.
+    const flush = location.kind === 'sqlite' && !readonly ? walFlush(`${databasePath(location.dataDir)}-wal`) : undefined;
+    const sql = new SqliteSql(db, { flush });
     return {
       kind: location.kind,
       sql,
@@ -134,6 +137,7 @@ export async function openStore(location: StoreLocation): Promise<Store> {
       close: async () => {
         // A commit group still open would be rolled back by closing: let it commit first.
         await sql.settled();
+        await flush?.close();
         db.close();
       },
     };

@@ -6,10 +6,12 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { openStore, migrationStatus, redactUrl, parsePostgresUrl, type Store } from '../../src/store/store.js';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, statSync } from 'node:fs';
+import { open } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { SqliteSql, UniqueViolation, type Sql } from '../../src/store/sql.js';
+import { FlushFailedError, SqliteSql, UniqueViolation, type Sql } from '../../src/store/sql.js';
+import { openDatabase } from '../../src/store/database.js';
 import { POSTGRES_MIGRATIONS } from '../../src/store/postgres-schema.js';
 import { BACKENDS, createTestDatabase, testLocation } from '../helpers/postgres.js';
 
@@ -269,11 +271,19 @@ describe('SQLite commit groups', () => {
     rmSync(dataDir, { recursive: true, force: true });
   });
 
-  it('runs FULL: a commit waits for the disk, on a new file and on one opened again', async () => {
-    expect(sqlite().db.pragma('synchronous', { simple: true })).toBe(2);
+  it('flushes the log itself, off the event loop, on a new file and on one opened again; a bare connection runs FULL', async () => {
+    // NORMAL: SQLite writes each commit to the log and leaves the flush to the store (see the next suite).
+    expect(sqlite().db.pragma('synchronous', { simple: true })).toBe(1);
     await store.close();
     store = await openStore({ kind: 'sqlite', dataDir });
-    expect(sqlite().db.pragma('synchronous', { simple: true })).toBe(2);
+    expect(sqlite().db.pragma('synchronous', { simple: true })).toBe(1);
+    const bare = openDatabase({ dataDir });
+    try {
+      new SqliteSql(bare);
+      expect(bare.pragma('synchronous', { simple: true })).toBe(2);
+    } finally {
+      bare.close();
+    }
   });
 
   it('commits the transactions begun in one turn once, and answers each only after that commit', async () => {
@@ -364,6 +374,137 @@ describe('SQLite commit groups', () => {
     await write;
     store = await openStore({ kind: 'sqlite', dataDir });
     expect(await keys(store.sql)).toEqual([9]);
+  });
+});
+
+describe('SQLite flushes', () => {
+  let dataDir: string;
+  let db: ReturnType<typeof openDatabase>;
+  let sql: SqliteSql;
+  /** The flushes asked for, each finished by the test. */
+  let flushes: { done: () => void; fail: (error: Error) => void }[];
+  const insert = (tx: Sql, key: number) =>
+    tx.run('INSERT INTO unlink_events (received_at, user_key, method) VALUES ($1, $2, $3)', ['2026-01-01T00:00:00.000Z', key, 'GET']);
+  /** A turn of the event loop and the next: a group begun in this one has committed (its commit is a setImmediate of its own). */
+  const turn = async () => {
+    await new Promise((resolve) => setImmediate(resolve));
+    await new Promise((resolve) => setImmediate(resolve));
+  };
+  /** Whether `promise` has settled, after the callbacks of two turns. */
+  const settled = async (promise: Promise<unknown>) => {
+    let done = false;
+    void promise.then(
+      () => (done = true),
+      () => (done = true),
+    );
+    await turn();
+    await turn();
+    return done;
+  };
+
+  beforeEach(() => {
+    dataDir = mkdtempSync(join(tmpdir(), 'miniapp-flush-'));
+    db = openDatabase({ dataDir });
+    flushes = [];
+    const flush = () => new Promise<void>((done, fail) => flushes.push({ done, fail }));
+    sql = new SqliteSql(db, { flush });
+  });
+  afterEach(async () => {
+    // What a test left waiting commits before the database closes.
+    const left = sql.settled();
+    while (!(await settled(left))) for (const flush of flushes) flush.done();
+    db.close();
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  it('answers a transaction, and runs its hooks, only once its commit is flushed', async () => {
+    const hooks: string[] = [];
+    const write = sql.transaction(async (tx) => {
+      await insert(tx, 1);
+      tx.afterCommit(() => hooks.push('hook'));
+    });
+    expect(await settled(write)).toBe(false);
+    // Committed to the log (another connection sees it), not yet answered.
+    expect(db.inTransaction).toBe(false);
+    expect(flushes).toHaveLength(1);
+    expect(hooks).toEqual([]);
+    flushes[0]!.done();
+    await write;
+    await turn();
+    expect(hooks).toEqual(['hook']);
+  });
+
+  it('answers a write outside any transaction, and a read of what is not flushed yet, only after the flush', async () => {
+    const write = insert(sql, 1);
+    expect(await settled(write)).toBe(false);
+    const read = sql.one<{ n: number }>('SELECT count(*) AS n FROM unlink_events');
+    expect(await settled(read)).toBe(false);
+    expect(flushes).toHaveLength(1);
+    flushes[0]!.done();
+    expect(await write).toBe(1);
+    expect(await read).toEqual({ n: 1 });
+    // Everything is on the disk: a read is answered at once, and asks for no flush.
+    expect(await settled(sql.one('SELECT count(*) AS n FROM unlink_events'))).toBe(true);
+    expect(flushes).toHaveLength(1);
+  });
+
+  it('lets the next groups commit while a flush runs, and covers them all with one flush after it', async () => {
+    const first = sql.transaction((tx) => insert(tx, 1));
+    await turn();
+    expect(flushes).toHaveLength(1);
+    // Two more groups commit to the log while the first flush is in flight.
+    const second = sql.transaction((tx) => insert(tx, 2));
+    await turn();
+    const third = sql.transaction((tx) => insert(tx, 3));
+    await turn();
+    expect(await db.prepare('SELECT count(*) AS n FROM unlink_events').get()).toEqual({ n: 3 });
+    expect(flushes).toHaveLength(1);
+    flushes[0]!.done();
+    await first;
+    expect(await settled(second)).toBe(false);
+    expect(flushes).toHaveLength(2);
+    flushes[1]!.done();
+    await Promise.all([second, third]);
+    expect(flushes).toHaveLength(2);
+  });
+
+  it('fails the callers of a failed flush, and every statement after it, saying to restart', async () => {
+    const write = sql.transaction((tx) => insert(tx, 1));
+    const outside = insert(sql, 2);
+    await turn();
+    const outcomes = Promise.allSettled([write, outside]);
+    flushes[0]!.fail(Object.assign(new Error('EIO: i/o error, fdatasync'), { code: 'EIO' }));
+    const [failed, failedOutside] = (await outcomes) as PromiseRejectedResult[];
+    expect(failed!.reason).toBeInstanceOf(FlushFailedError);
+    expect(String(failed!.reason)).toMatch(/EIO.*restart serve/);
+    expect(failedOutside!.reason).toBeInstanceOf(FlushFailedError);
+    // The kernel may have dropped what it could not write: nothing more is promised, reads included.
+    await expect(sql.one('SELECT 1 AS one')).rejects.toBeInstanceOf(FlushFailedError);
+    await expect(sql.transaction((tx) => insert(tx, 3))).rejects.toBeInstanceOf(FlushFailedError);
+    expect(flushes).toHaveLength(1);
+  });
+
+  it('flushes the real log file through the store, whose writes are there after a reopen', async () => {
+    const store = await openStore({ kind: 'sqlite', dataDir });
+    try {
+      const wal = `${join(dataDir, 'miniapp.db')}-wal`;
+      // FileHandle is not exported: its prototype is that of any handle.
+      const handle = await open(wal, 'r');
+      await handle.close();
+      const datasync = vi.spyOn(Object.getPrototypeOf(handle) as { datasync: () => Promise<void> }, 'datasync');
+      await Promise.all([1, 2, 3].map((key) => store.sql.transaction((tx) => insert(tx, key))));
+      expect(datasync).toHaveBeenCalledTimes(1);
+      expect(statSync(wal).size).toBeGreaterThan(0);
+    } finally {
+      vi.restoreAllMocks();
+      await store.close();
+    }
+    const again = await openStore({ kind: 'sqlite', dataDir });
+    try {
+      expect(await again.sql.all('SELECT user_key FROM unlink_events ORDER BY user_key')).toEqual([{ user_key: 1 }, { user_key: 2 }, { user_key: 3 }]);
+    } finally {
+      await again.close();
+    }
   });
 });
 
