@@ -12,7 +12,10 @@ import type { Param, Sql } from '../store/sql.js';
 import type { VersionLease } from '../store/version-lease.js';
 import { FreshRead } from '../store/fresh-read.js';
 import { ListCache } from './list-cache.js';
-import { planListing, type CountSource, type ListingPlan, type PageCursor, type PageStart, type PostFilter, type PostSort } from './post-listing.js';
+import { planListing, POST_COLUMNS, type CountSource, type ListingPlan, type PageCursor, type PageStart, type PostFilter, type PostSort } from './post-listing.js';
+
+/** A post's row as the store reads it (never PostgreSQL's answer_json, which only list pages join). */
+const POST_ROW = POST_COLUMNS.join(', ');
 
 export type { PageCursor } from './post-listing.js';
 
@@ -224,7 +227,7 @@ export class PostStore {
     const written = await this.sql.transaction(async (tx) => {
       const row = (await tx.one<Row>(
         `INSERT INTO posts (title, content, author_id, author, tags, is_published, created_at, updated_at, published_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $8) RETURNING *`,
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $8) RETURNING ${POST_ROW}`,
         [input.title, input.content, input.authorId, input.author, JSON.stringify(tags), published, at, published ? at : null],
       ))!;
       if (tags.length > 0) {
@@ -240,7 +243,7 @@ export class PostStore {
   }
 
   async get(id: number): Promise<(Post & { authorId: number | null; firstPublished: boolean }) | undefined> {
-    const row = await this.sql.one<Row>('SELECT * FROM posts WHERE id = $1', [id]);
+    const row = await this.sql.one<Row>(`SELECT ${POST_ROW} FROM posts WHERE id = $1`, [id]);
     return row ? { ...toPost(row), authorId: row.author_id === null ? null : Number(row.author_id), firstPublished: row.published_at !== null } : undefined;
   }
 
@@ -257,7 +260,7 @@ export class PostStore {
     const written = await this.sql.transaction(async (tx) => {
       // PostgreSQL: the row stays locked until the commit, so two updates that publish the same draft
       // cannot both see it unpublished (SQLite's write transaction already excludes the other).
-      const current = await tx.one<Row>(`SELECT * FROM posts WHERE id = $1${tx.dialect === 'postgres' ? ' FOR UPDATE' : ''}`, [id]);
+      const current = await tx.one<Row>(`SELECT ${POST_ROW} FROM posts WHERE id = $1${tx.dialect === 'postgres' ? ' FOR UPDATE' : ''}`, [id]);
       if (!current) return { result: undefined, moved: undefined };
       const at = this.now().toISOString();
       const firstPublication = changes.is_published === true && current.published_at === null;
@@ -265,7 +268,7 @@ export class PostStore {
       // A change of is_published reaches the post's tags by trigger (store/blog-listing-schema.ts).
       const row = (await tx.one<Row>(
         `UPDATE posts SET title = $2, content = $3, tags = $4, is_published = $5,
-           updated_at = $6, published_at = COALESCE(published_at, $7) WHERE id = $1 RETURNING *`,
+           updated_at = $6, published_at = COALESCE(published_at, $7) WHERE id = $1 RETURNING ${POST_ROW}`,
         [
           id,
           changes.title ?? current.title,

