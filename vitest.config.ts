@@ -11,8 +11,9 @@ export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
     environment: 'node',
-    // One PostgreSQL server for the run; files make their own databases on it.
-    globalSetup: ['test/global-postgres.ts'],
+    // One PostgreSQL server for the run; files make their own databases on it. The page tests' browser, installed
+    // on a fresh machine where the run may (test/global-chromium.ts).
+    globalSetup: ['test/global-chromium.ts', 'test/global-postgres.ts'],
     testTimeout: 20_000,
     hookTimeout: 20_000,
     // Tests must never reach beyond 127.0.0.1; nothing here needs a shell environment leak.
