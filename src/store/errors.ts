@@ -58,7 +58,8 @@ export type UnavailableReason =
   | 'shutting-down'
   | 'credentials'
   | 'no-database'
-  | 'tls';
+  | 'tls'
+  | 'disk';
 
 const HINTS: Record<UnavailableReason, string> = {
   unreachable: 'check the host and port of the database URL (--database, MINIAPP_DATABASE_URL or the profile\'s database-url) and that PostgreSQL runs',
@@ -70,6 +71,7 @@ const HINTS: Record<UnavailableReason, string> = {
   credentials: 'check the user and password in the database URL',
   'no-database': 'create the database (createdb NAME) or fix its name in the URL',
   tls: 'check sslmode in the database URL: the server must offer TLS for require, verify-ca and verify-full (or use sslmode=disable)',
+  disk: 'the disk of the data dir refused a write (full, or failing): fix it, then restart serve',
 };
 
 /**

@@ -59,7 +59,7 @@ export interface TransactionOptions {
 }
 
 export { StoreUnavailableError, UniqueViolation, type UnavailableReason } from './errors.js';
-import { UniqueViolation } from './errors.js';
+import { StoreUnavailableError, UniqueViolation } from './errors.js';
 
 // ------------------------------------------------------------------ SQLite
 
@@ -161,8 +161,18 @@ export function walFlush(path: string): WalFlush & { close: () => Promise<void> 
   });
 }
 
-/** The disk refused a flush: what was committed since the last good one may not be on it, and nothing more is promised. */
-export class FlushFailedError extends Error {}
+/**
+ * The disk refused a flush: what was committed since the last good one may
+ * not be on it, and nothing more is promised. A StoreUnavailableError, so
+ * that callers are answered 503 / UNAVAILABLE, as for a database that
+ * cannot be reached, never a bug's 500.
+ */
+export class FlushFailedError extends StoreUnavailableError {
+  constructor(message: string, options: { cause: unknown }) {
+    super(message, { ...options, reason: 'disk' });
+    this.name = 'FlushFailedError';
+  }
+}
 
 export class SqliteSql implements Sql {
   readonly dialect = 'sqlite' as const;

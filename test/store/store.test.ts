@@ -10,7 +10,7 @@ import { mkdtempSync, rmSync, statSync } from 'node:fs';
 import { open } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { FlushFailedError, SqliteSql, UniqueViolation, type Sql } from '../../src/store/sql.js';
+import { FlushFailedError, SqliteSql, StoreUnavailableError, UniqueViolation, type Sql } from '../../src/store/sql.js';
 import { openDatabase } from '../../src/store/database.js';
 import { POSTGRES_MIGRATIONS } from '../../src/store/postgres-schema.js';
 import { BACKENDS, createTestDatabase, testLocation } from '../helpers/postgres.js';
@@ -478,6 +478,9 @@ describe('SQLite flushes', () => {
     expect(failed!.reason).toBeInstanceOf(FlushFailedError);
     expect(String(failed!.reason)).toMatch(/EIO.*restart serve/);
     expect(failedOutside!.reason).toBeInstanceOf(FlushFailedError);
+    // Answered as a database that cannot be reached (503 / UNAVAILABLE), not as a bug.
+    expect(failed!.reason).toBeInstanceOf(StoreUnavailableError);
+    expect((failed!.reason as StoreUnavailableError).reason).toBe('disk');
     // The kernel may have dropped what it could not write: nothing more is promised, reads included.
     await expect(sql.one('SELECT 1 AS one')).rejects.toBeInstanceOf(FlushFailedError);
     await expect(sql.transaction((tx) => insert(tx, 3))).rejects.toBeInstanceOf(FlushFailedError);
