@@ -216,7 +216,7 @@ export default async function postgresBench(ctx) {
           `rounds: PostgreSQL ${list(measured.results.postgres)}, SQLite ${list(measured.results.sqlite)} req/s; p99 PostgreSQL ${p99('postgres')} ms, SQLite ${p99('sqlite')} ms; ` +
           (kind === 'cached'
             ? 'on PostgreSQL the posts\' version is known without a round trip while the instance holds its lease (every write waits until each instance holding one has heard of it, so no instance serves a page older than a write acknowledged by another); SQLite reads its own counters in-process; '
-            : 'every request a distinct URL: one statement on each backend (the page as JSON written by the database, its kept count, and on PostgreSQL the version it was read at); ') +
+            : 'every request a distinct URL: one statement on each backend (the page as JSON written by the database, on PostgreSQL joined from the JSON of each post stored when it was written, its kept count, and on PostgreSQL the version it was read at); ') +
           `${kind === 'cached' ? `seeded through the API at ${seeded.postgres.toFixed(0)} posts/s on PostgreSQL, ${seeded.sqlite.toFixed(0)} on SQLite; ` : ''}` +
           `autocannon ${connections} connections, ${seconds} s x ${Math.min(rounds, 2)} rounds alternating; targets from issue 22`,
       });
