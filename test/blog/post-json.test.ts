@@ -7,10 +7,9 @@
  * fills in.
  */
 import { describe, expect, it } from 'vitest';
-import { adminSql } from '../helpers/pg-admin.js';
+import { adminSql, migrateUpTo } from '../helpers/pg-admin.js';
 import { createTestDatabase } from '../helpers/postgres.js';
 import { openStore, type Store } from '../../src/store/store.js';
-import { POSTGRES_MIGRATIONS } from '../../src/store/postgres-schema.js';
 import { PostStore } from '../../src/blog/posts.js';
 
 /** Every page of `posts` (published or not, both sorts) is JSON.stringify's bytes of the posts the list reads. */
@@ -63,11 +62,7 @@ describe('the JSON PostgreSQL keeps of each post', () => {
     const database = await createTestDatabase();
     const admin = adminSql(database.url);
     try {
-      await admin.unsafe('CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, description TEXT NOT NULL, applied_at TEXT NOT NULL)');
-      for (const migration of POSTGRES_MIGRATIONS.filter((m) => m.version <= 10)) {
-        await admin.unsafe(migration.sql);
-        await admin.unsafe('INSERT INTO schema_migrations (version, description, applied_at) VALUES ($1, $2, $3)', [migration.version, migration.description, new Date().toISOString()]);
-      }
+      await migrateUpTo(admin, 10);
       await admin.unsafe(`INSERT INTO posts (title, content, author, tags, is_published, created_at, updated_at) VALUES
         ('old "one"', 'tab\there', 'ops', '["kept"]', TRUE, '2026-11-01T00:00:00.000Z', '2026-11-01T00:00:00.000Z'),
         ('old draft', '한국어 😀', 'ops', '[]', FALSE, '2026-11-02T00:00:00.000Z', '2026-11-03T00:00:00.000Z')`);

@@ -13,11 +13,10 @@ import Database from 'better-sqlite3';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { Commerce } from '../../src/commerce/commerce.js';
 import { databasePath, MIGRATIONS } from '../../src/store/database.js';
-import { POSTGRES_MIGRATIONS } from '../../src/store/postgres-schema.js';
 import { openStore, type Store, type StoreLocation } from '../../src/store/store.js';
 import { BACKENDS, createTestDatabase } from '../helpers/postgres.js';
 import { useBackendStore } from '../helpers/backend-store.js';
-import { adminSql } from '../helpers/pg-admin.js';
+import { adminSql, migrateUpTo } from '../helpers/pg-admin.js';
 
 const ADMIN = { isAdmin: true, userId: null };
 const commerceOn = (store: Store) => new Commerce({ sql: store.sql, now: () => new Date(), authenticate: () => Promise.reject(new Error('no calls')), sweepMs: 0 });
@@ -130,11 +129,7 @@ describe('a database made before stock_holds', () => {
     const database = await createTestDatabase();
     const admin = adminSql(database.url);
     try {
-      await admin.unsafe('CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, description TEXT NOT NULL, applied_at TEXT NOT NULL)');
-      for (const migration of POSTGRES_MIGRATIONS.filter((m) => m.version <= 9)) {
-        await admin.unsafe(migration.sql);
-        await admin.unsafe('INSERT INTO schema_migrations (version, description, applied_at) VALUES ($1, $2, $3)', [migration.version, migration.description, new Date().toISOString()]);
-      }
+      await migrateUpTo(admin, 9);
       await admin.unsafe(`INSERT INTO products (sku, name, price, currency, on_hand, reserved, created_at, updated_at)
         VALUES ('MUG', 'Mug', 12000, 'KRW', 5, 2, '2026-11-01T00:00:00.000Z', '2026-11-02T00:00:00.000Z')`);
       await keepsItsNumbers({ kind: 'postgres', url: database.url, poolSize: 2 });

@@ -6,6 +6,7 @@
  * statements run in the order they are made.
  */
 import pg from 'pg';
+import { POSTGRES_MIGRATIONS } from '../../src/store/postgres-schema.js';
 
 export interface AdminSql {
   // eslint-disable-next-line @typescript-eslint/no-explicit-any
@@ -24,4 +25,13 @@ export function adminSql(url: string): AdminSql {
   const tag = <T>(strings: TemplateStringsArray, ...values: unknown[]): Promise<T[]> =>
     unsafe<T>(strings.reduce((text, part, i) => `${text}$${i}${part}`), values);
   return Object.assign(tag, { unsafe, end: () => pool.end() }) as AdminSql;
+}
+
+/** Gives an empty database serve's schema as it stood at migration `version`, recorded as serve records it: a database an older serve made. */
+export async function migrateUpTo(admin: AdminSql, version: number): Promise<void> {
+  await admin.unsafe('CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, description TEXT NOT NULL, applied_at TEXT NOT NULL)');
+  for (const migration of POSTGRES_MIGRATIONS.filter((m) => m.version <= version)) {
+    await admin.unsafe(migration.sql);
+    await admin.unsafe('INSERT INTO schema_migrations (version, description, applied_at) VALUES ($1, $2, $3)', [migration.version, migration.description, new Date().toISOString()]);
+  }
 }
