@@ -124,8 +124,11 @@ export async function openStore(location: StoreLocation): Promise<Store> {
   if (location.kind !== 'postgres') {
     const readonly = location.kind === 'sqlite' && location.readonly === true;
     const db = openDatabase(location.kind === 'memory' ? 'memory' : { dataDir: location.dataDir }, { readonly });
-    // A database in a file is flushed off the event loop (sql.ts); one in memory has nothing to flush.
-    const flush = location.kind === 'sqlite' && !readonly ? walFlush(`${databasePath(location.dataDir)}-wal`) : undefined;
+    // A database in a file is flushed off the event loop (sql.ts); one in memory has nothing to flush. Only in WAL mode:
+    // where SQLite could not switch to it (a file system without shared memory), there is no -wal file to flush, and
+    // the connection keeps FULL.
+    const wal = location.kind === 'sqlite' && !readonly && db.pragma('journal_mode', { simple: true }) === 'wal';
+    const flush = wal ? walFlush(`${databasePath(location.dataDir)}-wal`) : undefined;
     const sql = new SqliteSql(db, { flush });
     return {
       kind: location.kind,
