@@ -25,6 +25,10 @@
  * and the user of the calls of one turn in one statement each
  * (store/batched-read.ts), so the floor is the faster one.
  *
+ * The throughput row's note also gives the CPU a checkout and a GetUser
+ * cost, by thread: serve, the load generator, the other threads, and
+ * PostgreSQL (cpu-split.js, from /proc; left out where there is none).
+ *
  * Settings: BENCH_COMMERCE_SECONDS (per run, default 5), BENCH_COMMERCE_ROUNDS
  * (default 3), BENCH_COMMERCE_CONCURRENCY (in flight, default 16),
  * BENCH_COMMERCE_BACKENDS (default "sqlite,postgres").
@@ -35,6 +39,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { benchServe, createDatabase, envNumber, median, quantile } from './lib.js';
 import { runRoleIfWorker, spawnRole } from './worker-roles.js';
+import { cpuPerOperation, cpuSnapshot, describeCpu } from './cpu-split.js';
 import { startEmbeddedPostgres } from '../test/helpers/embedded-postgres.js';
 
 const ROOT = dirname(dirname(fileURLToPath(import.meta.url)));
@@ -61,7 +66,7 @@ await runRoleIfWorker(ROLE_FLAG, { serve: startServeRole });
 async function startPostgres() {
   const postgres = await startEmbeddedPostgres({ prefix: 'miniapp-bench-pg-', password: 'miniapp-bench' });
   await createDatabase(postgres.url('postgres'), 'bench');
-  return { url: postgres.url('bench'), stop: () => postgres.stop() };
+  return { url: postgres.url('bench'), pid: () => postgres.pid(), stop: () => postgres.stop() };
 }
 
 /** `concurrency` lanes each running `one` back to back for `seconds`: operations per second and the latencies in ms. */
@@ -80,10 +85,11 @@ async function load(one, { seconds, concurrency }) {
   return { rate: latencies.length / ((performance.now() - start) / 1000), latencies };
 }
 
-async function measure(backend, store, settings, ctx) {
+async function measure(backend, store, settings, ctx, postgresPid) {
   const [{ CommerceClient }, { connectUserService }] = await Promise.all([dist('commerce/client.js'), dist('users/client.js')]);
   const side = spawnRole(new URL(import.meta.url), ROLE_FLAG, 'serve', { store });
-  const { address, token } = await side.ready;
+  const { address, token, osThread } = await side.ready;
+  const cpuOf = () => cpuSnapshot({ serveThread: osThread, postgresPid });
   const commerce = new CommerceClient({ address, token, deadlineMs: 30_000 });
   const users = connectUserService({ address, token, deadlineMs: 30_000 });
   const run = `${process.pid}-${Date.now()}`;
@@ -109,9 +115,12 @@ async function measure(backend, store, settings, ctx) {
     const kinds = { checkout, getUser };
     for (const name of Object.keys(kinds)) await load(kinds[name], { seconds: Math.min(1, settings.seconds), concurrency: settings.concurrency });
     const results = { checkout: [], getUser: [] };
+    const cpu = { checkout: [], getUser: [] };
     for (let round = 0; round < settings.rounds; round++) {
       for (const name of round % 2 === 0 ? ['checkout', 'getUser'] : ['getUser', 'checkout']) {
+        const before = cpuOf();
         const result = await load(kinds[name], settings);
+        cpu[name].push(cpuPerOperation(before, cpuOf(), result.latencies.length));
         results[name].push(result);
         ctx.log(`${backend} round ${round + 1} ${name}: ${result.rate.toFixed(0)}/s, p99 ${quantile([...result.latencies].sort((a, b) => a - b), 0.99).toFixed(1)} ms`);
       }
@@ -125,6 +134,7 @@ async function measure(backend, store, settings, ctx) {
       checkout: { rate: median(results.checkout.map((r) => r.rate)), p99: p99(results.checkout), rounds: results.checkout.map((r) => r.rate.toFixed(0)) },
       getUser: { rate: median(results.getUser.map((r) => r.rate)), p99: p99(results.getUser), rounds: results.getUser.map((r) => r.rate.toFixed(0)) },
       ordered,
+      cpu: [describeCpu('a checkout', cpu.checkout), describeCpu('a GetUser', cpu.getUser)].filter(Boolean).join('; '),
     };
   } finally {
     commerce.close();
@@ -150,7 +160,7 @@ export default async function commerce(ctx) {
     if (backends.includes('postgres')) {
       ctx.log('starting the embedded PostgreSQL');
       postgres = await startPostgres();
-      measured.postgres = await measure('postgres', { kind: 'postgres', url: postgres.url, poolSize: 10 }, settings, ctx);
+      measured.postgres = await measure('postgres', { kind: 'postgres', url: postgres.url, poolSize: 10 }, settings, ctx, postgres.pid());
     }
     // Issue 22's targets; the p99 on SQLite is this benchmark's own (the issue gives none).
     const targets = { sqlite: { rate: 0.25, p99: 20, p99Source: "this benchmark's own" }, postgres: { rate: 0.2, p99: 4, p99Source: "issue 22's" } };
@@ -167,7 +177,7 @@ export default async function commerce(ctx) {
         floorValue: m.getUser.rate,
         target: target.rate,
         better: 'higher',
-        note: `rounds: checkout ${m.checkout.rounds.join(', ')}/s; GetUser ${m.getUser.rounds.join(', ')}/s; ${how}; target ${target.rate}x is issue 22's`,
+        note: `rounds: checkout ${m.checkout.rounds.join(', ')}/s; GetUser ${m.getUser.rounds.join(', ')}/s; ${how}; target ${target.rate}x is issue 22's${m.cpu ? `; ${m.cpu}` : ''}`,
       });
       rows.push({
         name: `Checkout p99 on ${backend}`,

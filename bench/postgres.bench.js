@@ -30,7 +30,9 @@
  * The targets of rows 1 and 2 are issue 22's (GetUser at least 0.85x,
  * the blog list at least 0.9x cached and 0.7x uncached); those of rows 3
  * and 4 are this file's own, what the design should give (see each row's
- * note).
+ * note). The blog rows' notes also give the CPU a request costs on each
+ * side, by thread: serve, the load generator, the other threads, and
+ * PostgreSQL (cpu-split.js, from /proc; left out where there is none).
  *
  * Settings from the environment: BENCH_PG_SECONDS (per run, default 5),
  * BENCH_PG_ROUNDS (default 3), BENCH_PG_CONCURRENCY (gRPC calls in flight,
@@ -43,6 +45,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { benchServe, closeRoles, createDatabase, envNumber, median } from './lib.js';
 import { runRoleIfWorker, spawnRole } from './worker-roles.js';
+import { cpuPerOperation, cpuSnapshot, describeCpu } from './cpu-split.js';
 import { startEmbeddedPostgres } from '../test/helpers/embedded-postgres.js';
 import { bulkRows, loadGetUser } from './users.bench.js';
 import { authorTokens, fetchPage, load, pathOf, seed } from './blog.bench.js';
@@ -84,6 +87,7 @@ async function startPostgres() {
       await createDatabase(postgres.url('postgres'), name);
       return postgres.url(name);
     },
+    pid: () => postgres.pid(),
     stop: () => postgres.stop(),
   };
 }
@@ -184,11 +188,14 @@ export default async function postgresBench(ctx) {
       await load(autocannon, { url: side.url, path, seconds: warmupSeconds, connections, expectBody: expectBody[name], label: `${name} warm-up` });
     }
     const blogRuns = { cached: {}, uncached: {} };
+    const blogCpu = { cached: { postgres: [], sqlite: [] }, uncached: { postgres: [], sqlite: [] } };
     for (const kind of ['cached', 'uncached']) {
       const measured = await alternate(
         ['postgres', 'sqlite'],
         Math.min(rounds, 2),
         async (name) => {
+          const cpuOf = () => cpuSnapshot({ serveThread: sides[name].osThread, postgresPid: name === 'postgres' ? pg.pid() : undefined });
+          const before = cpuOf();
           const run = await load(autocannon, {
             url: sides[name].url,
             path,
@@ -198,6 +205,7 @@ export default async function postgresBench(ctx) {
             ...(kind === 'cached' ? { expectBody: expectBody[name] } : { distinct: true }),
           });
           blogRuns[kind][name] = [...(blogRuns[kind][name] ?? []), run];
+          blogCpu[kind][name].push(cpuPerOperation(before, cpuOf(), run.total));
           return run.rps;
         },
         ctx.log,
@@ -218,7 +226,8 @@ export default async function postgresBench(ctx) {
             ? 'on PostgreSQL the posts\' version is known without a round trip while the instance holds its lease (every write waits until each instance holding one has heard of it, so no instance serves a page older than a write acknowledged by another); SQLite reads its own counters in-process; '
             : 'every request a distinct URL: one statement on each backend (the page as JSON written by the database, on PostgreSQL joined from the JSON of each post stored when it was written, its kept count, and on PostgreSQL the version it was read at); ') +
           `${kind === 'cached' ? `seeded through the API at ${seeded.postgres.toFixed(0)} posts/s on PostgreSQL, ${seeded.sqlite.toFixed(0)} on SQLite; ` : ''}` +
-          `autocannon ${connections} connections, ${seconds} s x ${Math.min(rounds, 2)} rounds alternating; targets from issue 22`,
+          `autocannon ${connections} connections, ${seconds} s x ${Math.min(rounds, 2)} rounds alternating; targets from issue 22` +
+          ['postgres', 'sqlite'].map((name) => describeCpu(`a request on ${name === 'postgres' ? 'PostgreSQL' : 'SQLite'}`, blogCpu[kind][name])).filter(Boolean).map((text) => `; ${text}`).join(''),
       });
     }
 

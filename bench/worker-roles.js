@@ -6,6 +6,7 @@
  * that role, reports { ready, info } (or { error }) and closes on 'close'.
  */
 import { Worker, isMainThread, parentPort, workerData } from 'node:worker_threads';
+import { osThreadId } from './cpu-split.js';
 
 /** In a worker spawned with `flag`, starts `roles[workerData.role]` and serves the protocol; elsewhere does nothing. */
 export async function runRoleIfWorker(flag, roles) {
@@ -13,7 +14,8 @@ export async function runRoleIfWorker(flag, roles) {
   let running;
   try {
     running = await roles[workerData.role](workerData);
-    parentPort.postMessage({ ready: true, info: running.info });
+    // The kernel's id of this thread, so that the main thread can tell its CPU apart (cpu-split.js).
+    parentPort.postMessage({ ready: true, info: { ...running.info, osThread: osThreadId() } });
   } catch (error) {
     parentPort.postMessage({ error: error.stack ?? String(error) });
     return;

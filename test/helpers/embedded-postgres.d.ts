@@ -9,6 +9,8 @@ export interface RunningPostgres {
   binaries: string;
   /** A superuser's URL of `database` (default postgres). */
   url(database?: string): string;
+  /** The process id of the server's postmaster (its sessions are its children), while it runs. */
+  pid(): number | undefined;
   /** Stops the server and removes its directory. */
   stop(): Promise<void>;
 }

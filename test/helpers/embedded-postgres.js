@@ -206,6 +206,7 @@ export async function startEmbeddedPostgres({ prefix = 'miniapp-pg-', password =
     port,
     binaries: native,
     url: (database = 'postgres') => `postgres://postgres:${password}@127.0.0.1:${port}/${database}`,
+    pid: () => child?.pid,
     stop: async () => {
       await server.stop();
       rmSync(dir, { recursive: true, force: true });

@@ -7,7 +7,7 @@
  */
 import { afterAll, describe, expect, it } from 'vitest';
 import { execFileSync } from 'node:child_process';
-import { chmodSync, cpSync, mkdtempSync, rmSync } from 'node:fs';
+import { chmodSync, cpSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
@@ -43,6 +43,8 @@ describe('the embedded PostgreSQL of the tests', () => {
       const { rows } = await client.query('SELECT current_user AS who, 6 * 7 AS answer');
       await client.end();
       expect(rows).toEqual([{ who: 'postgres', answer: 42 }]);
+      // pid() is the postmaster's (the benchmarks count its CPU and its sessions'): the process started on the data directory.
+      if (existsSync('/proc/self')) expect(readFileSync(`/proc/${server.pid()}/cmdline`, 'utf8').split('\0')).toContain('-D');
       // And again after a restart, on the same port and data.
       await server.server.stop();
       await server.server.start();
