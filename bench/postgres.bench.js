@@ -212,6 +212,7 @@ export default async function postgresBench(ctx) {
         `blog ${kind} req/s`,
       );
       const p99 = (name) => median(blogRuns[kind][name].map((run) => run.p99)).toFixed(2);
+      const cpu = ['postgres', 'sqlite'].map((name) => describeCpu(`a request on ${name === 'postgres' ? 'PostgreSQL' : 'SQLite'}`, blogCpu[kind][name])).filter(Boolean).join('; ');
       rows.push({
         name: `blog GET ${path} ${kind} on PostgreSQL, ${postCount} posts`,
         value: measured.medians.postgres,
@@ -226,8 +227,7 @@ export default async function postgresBench(ctx) {
             ? 'on PostgreSQL the posts\' version is known without a round trip while the instance holds its lease (every write waits until each instance holding one has heard of it, so no instance serves a page older than a write acknowledged by another); SQLite reads its own counters in-process; '
             : 'every request a distinct URL: one statement on each backend (the page as JSON written by the database, on PostgreSQL joined from the JSON of each post stored when it was written, its kept count, and on PostgreSQL the version it was read at); ') +
           `${kind === 'cached' ? `seeded through the API at ${seeded.postgres.toFixed(0)} posts/s on PostgreSQL, ${seeded.sqlite.toFixed(0)} on SQLite; ` : ''}` +
-          `autocannon ${connections} connections, ${seconds} s x ${Math.min(rounds, 2)} rounds alternating; targets from issue 22` +
-          ['postgres', 'sqlite'].map((name) => describeCpu(`a request on ${name === 'postgres' ? 'PostgreSQL' : 'SQLite'}`, blogCpu[kind][name])).filter(Boolean).map((text) => `; ${text}`).join(''),
+          `autocannon ${connections} connections, ${seconds} s x ${Math.min(rounds, 2)} rounds alternating; targets from issue 22${cpu ? `; ${cpu}` : ''}`,
       });
     }
 
