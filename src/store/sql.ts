@@ -46,6 +46,24 @@ export interface Sql {
   afterCommit(hook: () => void): void;
 }
 
+/**
+ * `condition` as a check on rows found by something else (their key),
+ * never as a way of finding them: `(condition) IS TRUE`, which no index
+ * answers, and which a WHERE keeps exactly as it keeps `condition` (both
+ * drop false and NULL). Without it, PostgreSQL's planner, told by its
+ * statistics that few rows are in some state, may find "the row with this
+ * id in this state" by walking the state's index: every row in that state
+ * (payments left in progress by a provider's outage, carts left open in a
+ * sale, deliveries piling up for a receiver that is down, since the last
+ * ANALYZE), where the key finds the one row. For lookups by key in the
+ * tables with an index on a state: payments, refunds, reservations
+ * (commerce-schema.ts) and webhook deliveries. test/store/row-check.test.ts
+ * holds the checkout and the outbox to it.
+ */
+export function rowCheck(condition: string): string {
+  return `(${condition}) IS TRUE`;
+}
+
 /** `%text%` for `LIKE ... ESCAPE '\\'`: the text matched anywhere, its own %, _ and \\ taken literally. */
 export function containsPattern(text: string): string {
   return `%${text.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;

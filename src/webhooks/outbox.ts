@@ -34,7 +34,7 @@
  * Domain module: it never prints and never reads process.env.
  */
 import type { Signals } from '../store/signals.js';
-import type { Param, Sql } from '../store/sql.js';
+import { rowCheck, type Param, type Sql } from '../store/sql.js';
 import { newDeliveryKey, RETRY_DELAYS_MS, type Claim, type Delivery, type DeliveryAttempt, type DeliveryState, type ListFilter, type Outcome, type Refusal, type WebhookPayload } from './delivery.js';
 
 /**
@@ -226,7 +226,7 @@ export class WebhookOutbox {
       `WITH picked AS MATERIALIZED (SELECT id FROM webhook_deliveries WHERE state = 'pending' AND next_attempt_at <= $2${only}
                                     ORDER BY next_attempt_at, id LIMIT 1${lockClause(this.sql, 'skip')})
        UPDATE webhook_deliveries SET next_attempt_at = $1, updated_at = $2, claims = claims + 1
-       WHERE id IN (SELECT id FROM picked) AND state = 'pending' AND next_attempt_at <= $2
+       WHERE id IN (SELECT id FROM picked) AND ${rowCheck("state = 'pending' AND next_attempt_at <= $2")}
        RETURNING *`,
       urls === undefined ? [until.toISOString(), now.toISOString()] : [until.toISOString(), now.toISOString(), JSON.stringify(urls)],
     );
@@ -245,7 +245,7 @@ export class WebhookOutbox {
   async release(claim: { id: number; claim: number }): Promise<boolean> {
     const at = this.now().toISOString();
     const row = await this.sql.one<{ id: number }>(
-      `UPDATE webhook_deliveries SET next_attempt_at = $1, updated_at = $1 WHERE id = $2 AND claims = $3 AND state = 'pending' RETURNING id`,
+      `UPDATE webhook_deliveries SET next_attempt_at = $1, updated_at = $1 WHERE id = $2 AND ${rowCheck("claims = $3 AND state = 'pending'")} RETURNING id`,
       [at, claim.id, claim.claim],
     );
     if (row) await this.#tell('released', undefined);
@@ -347,7 +347,7 @@ export class WebhookOutbox {
       const refused: Refusal[] = [];
       for (const id of ids) {
         const row = await tx.one<DeliveryRow>(
-          `UPDATE webhook_deliveries SET state = 'cancelled', next_attempt_at = NULL, updated_at = $1 WHERE id = $2 AND state IN ('pending', 'held') RETURNING *`,
+          `UPDATE webhook_deliveries SET state = 'cancelled', next_attempt_at = NULL, updated_at = $1 WHERE id = $2 AND ${rowCheck("state IN ('pending', 'held')")} RETURNING *`,
           [at, id],
         );
         if (row) {

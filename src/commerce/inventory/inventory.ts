@@ -24,7 +24,7 @@
  *
  * Domain module: nothing here prints or reads the environment.
  */
-import type { Sql } from '../../store/sql.js';
+import { rowCheck, type Sql } from '../../store/sql.js';
 import { CommerceError, DEFAULT_CURRENCY, DEFAULT_RESERVATION_TTL_MS, newId, notFound, num, precondition, sortedItems, type Quantity } from '../kernel/common.js';
 import { Statement } from '../kernel/statement.js';
 
@@ -129,7 +129,7 @@ const reservationSql = {
   /** The reservation from one of `from` to `to` (and only when due, for an expiry). */
   move(s: Statement, reservation: string, from: readonly ReservationState[], to: ReservationState, at: string, due = false): string {
     const now = s.$(at);
-    return `UPDATE reservations SET state = ${s.$(to)}, updated_at = ${now} WHERE id = ${reservation} AND state IN (${from.map((state) => s.$(state)).join(', ')})${due ? ` AND expires_at <= ${now}` : ''}`;
+    return `UPDATE reservations SET state = ${s.$(to)}, updated_at = ${now} WHERE id = ${reservation} AND ${rowCheck(`state IN (${from.map((state) => s.$(state)).join(', ')})${due ? ` AND expires_at <= ${now}` : ''}`)}`;
   },
   /**
    * Locks its SKUs' products rows in SKU order, the order every change of
@@ -337,7 +337,7 @@ export class Inventory {
    * active any more or has expired.
    */
   async hold(tx: Sql, id: string): Promise<boolean> {
-    const changed = await tx.run("UPDATE reservations SET state = 'held', updated_at = $2 WHERE id = $1 AND state = 'active' AND expires_at > $2", [id, this.now().toISOString()]);
+    const changed = await tx.run(`UPDATE reservations SET state = 'held', updated_at = $2 WHERE id = $1 AND ${rowCheck("state = 'active' AND expires_at > $2")}`, [id, this.now().toISOString()]);
     return changed === 1;
   }
 
@@ -400,7 +400,7 @@ export class Inventory {
     return [
       `ending AS (${ending})`,
       `ended AS (UPDATE reservations SET state = CASE WHEN e.sold THEN 'committed' ELSE 'released' END, updated_at = e.at
-        FROM ending e WHERE reservations.id = e.id AND reservations.state IN ('active', 'held') RETURNING reservations.id, e.sold, e.reason)`,
+        FROM ending e WHERE reservations.id = e.id AND ${rowCheck("reservations.state IN ('active', 'held')")} RETURNING reservations.id, e.sold, e.reason)`,
       `locked AS (${reservationSql.lock('ANY (SELECT id FROM ended)')})`,
       `line AS (SELECT i.sku, i.quantity, e.sold, e.reason, row_number() OVER (ORDER BY i.sku, e.id) AS n FROM ended e JOIN reservation_items i ON i.reservation_id = e.id)`,
       // Only rows the piece before has locked (all of them, in SKU order, before any is changed).

@@ -20,7 +20,7 @@
  * Domain module: nothing here prints or reads the environment.
  */
 import { isCheckViolation } from '../../store/errors.js';
-import type { Sql } from '../../store/sql.js';
+import { rowCheck, type Sql } from '../../store/sql.js';
 import { newId, num, type Caller } from '../kernel/common.js';
 import type { IdempotencyKeys } from '../kernel/idempotency.js';
 import { Statement } from '../kernel/statement.js';
@@ -145,7 +145,7 @@ export class PostgresSteps {
     const claimed = 'EXISTS (SELECT 1 FROM claim)';
     const pieces = [
       `payable AS (SELECT id, user_id, total_amount, currency, reservation_id FROM orders WHERE ${conditions.join(' AND ')} FOR UPDATE)`,
-      `holdable AS (SELECT id FROM reservations WHERE id = (SELECT reservation_id FROM payable) AND state = 'active' AND expires_at > ${now} FOR UPDATE)`,
+      `holdable AS (SELECT id FROM reservations WHERE id = (SELECT reservation_id FROM payable) AND ${rowCheck(`state = 'active' AND expires_at > ${now}`)} FOR UPDATE)`,
       `claim AS (${this.options.keys.claimSql(s, { scope: 'payment.process', ...claim, resourceId: id }, 'EXISTS (SELECT 1 FROM holdable)')})`,
       `moved AS (UPDATE orders SET state = 'PAYMENT_PENDING', payment_id = ${s.$(id)}, updated_at = ${now} WHERE id = (SELECT id FROM payable) AND ${claimed})`,
       `held AS (UPDATE reservations SET state = 'held', updated_at = ${now} WHERE id = (SELECT id FROM holdable) AND ${claimed})`,

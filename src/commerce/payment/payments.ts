@@ -17,7 +17,7 @@
  *
  * Domain module: nothing here prints or reads the environment.
  */
-import type { Sql } from '../../store/sql.js';
+import { rowCheck, type Sql } from '../../store/sql.js';
 import { actorOf, checkCurrency, checkKey, DEFAULT_CURRENCY, checkText, CommerceError, integer, mayAccess, MAX_AMOUNT, newId, notFound, num, precondition, requestHash, type Caller } from '../kernel/common.js';
 import { completeAllSql, type IdempotencyKeys } from '../kernel/idempotency.js';
 import { Statement } from '../kernel/statement.js';
@@ -294,7 +294,7 @@ export class Payments {
       settledNow = await this.#settling.add({ settled, outcome });
     } else {
       const update = `UPDATE payments SET status = $1, balance = $2, provider_reference = $3, failure_code = $4, failure_message = $5, approved_at = $6, updated_at = $7
-        WHERE id = $8 AND status = 'IN_PROGRESS'`;
+        WHERE id = $8 AND ${rowCheck("status = 'IN_PROGRESS'")}`;
       const params = [settled.status, settled.balance, settled.providerReference, settled.failureCode, settled.failureMessage, settled.approvedAt, at, payment.id];
       settledNow = await this.#sql.transaction(async (tx) => {
         if ((await tx.run(update, params)) === 0) return false;
@@ -341,7 +341,7 @@ export class Payments {
       // An IN_PROGRESS payment changes in no other way (only a DONE one is refunded): each is written as its caller computed it.
       `settled AS (UPDATE payments SET status = v.status, balance = v.balance, provider_reference = v.provider_reference, failure_code = v.failure_code,
         failure_message = v.failure_message, approved_at = v.approved_at, updated_at = v.at
-        FROM v WHERE payments.id = v.id AND payments.status = 'IN_PROGRESS' RETURNING payments.id, payments.order_id, payments.status, v.at)`,
+        FROM v WHERE payments.id = v.id AND ${rowCheck("payments.status = 'IN_PROGRESS'")} RETURNING payments.id, payments.order_id, payments.status, v.at)`,
       `answered AS (${completeAllSql(s, 'payment.process', '(SELECT v.id AS resource_id, v.response FROM v JOIN settled ON settled.id = v.id)')})`,
       ...this.#onSettle.pieces!(s, 'settled'),
     ];
@@ -407,7 +407,7 @@ export class Payments {
     let settledNow = false;
     const outcome = await this.#sql.transaction(async (tx) => {
       const at = this.#now().toISOString();
-      if ((await tx.run("UPDATE refunds SET status = 'DONE', updated_at = $2 WHERE id = $1 AND status = 'PENDING'", [refundId, at])) === 1) {
+      if ((await tx.run(`UPDATE refunds SET status = 'DONE', updated_at = $2 WHERE id = $1 AND ${rowCheck("status = 'PENDING'")}`, [refundId, at])) === 1) {
         settledNow = true;
         await tx.run("UPDATE payments SET status = CASE WHEN balance = 0 THEN 'CANCELED' ELSE 'PARTIAL_CANCELED' END, updated_at = $2 WHERE id = $1", [payment.id, at]);
         const outcome = await this.#refundRecord(refundId, tx);

@@ -1,0 +1,183 @@
+/**
+ * Rows found by their keys on PostgreSQL, whatever the statistics say of
+ * their states (src/store/sql.ts, rowCheck). Payments, refunds,
+ * reservations and webhook deliveries each have an index on their state,
+ * for the sweeps that look for the rare ones (in progress, pending, due).
+ * Told by the last ANALYZE that few rows are in such a state, the planner
+ * found "the payment with this id, IN_PROGRESS" by walking every
+ * IN_PROGRESS payment. With 20,000 payments left in progress by a
+ * provider's outage and 20,000 carts left open in a sale, a payment took
+ * 33 ms instead of 7, and it grew with them (bench/RESULTS.md,
+ * 2026-11-28). A backlog of deliveries to a receiver that is down did the
+ * same to each claim of the outbox.
+ */
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { Commerce } from '../../src/commerce/commerce.js';
+import { openStore, type Store } from '../../src/store/store.js';
+import { WebhookOutbox } from '../../src/webhooks/outbox.js';
+import type { Param, Sql } from '../../src/store/sql.js';
+import { useBackendStore } from '../helpers/backend-store.js';
+
+const ADMIN = { isAdmin: true, userId: null };
+/** The indexes of states, which only the sweeps may use. */
+const STATE_INDEXES = ['payments_status', 'refunds_status', 'reservations_due'];
+
+interface PlanNode {
+  'Node Type': string;
+  'Index Name'?: string;
+  'Relation Name'?: string;
+  'Actual Rows'?: number;
+  'Actual Loops'?: number;
+  'Rows Removed by Filter'?: number;
+  Plans?: PlanNode[];
+}
+
+/** The most rows one scan of a plan run with ANALYZE read (kept or filtered out), and which scan. */
+function mostRead(node: PlanNode, most = { rows: 0, scan: '' }): { rows: number; scan: string } {
+  if (node['Node Type'].includes('Scan') && node['Relation Name']) {
+    const rows = ((node['Actual Rows'] ?? 0) + (node['Rows Removed by Filter'] ?? 0)) * (node['Actual Loops'] ?? 1);
+    if (rows > most.rows) Object.assign(most, { rows, scan: `${node['Node Type']} ${node['Index Name'] ?? ''} on ${node['Relation Name']}` });
+  }
+  for (const child of node.Plans ?? []) mostRead(child, most);
+  return most;
+}
+
+/** Every index a plan reads, by name. */
+function indexesOf(node: PlanNode, found: string[] = []): string[] {
+  if (node['Index Name']) found.push(node['Index Name']);
+  for (const child of node.Plans ?? []) indexesOf(child, found);
+  return found;
+}
+
+/** `sql`, keeping the text and parameters of each statement sent through it (and through its transactions). */
+function recording(sql: Sql, sent: { text: string; params: readonly Param[] | undefined }[]): Sql {
+  const wrap = (inner: Sql): Sql => ({
+    dialect: inner.dialect,
+    all: <T>(text: string, params?: readonly Param[]) => (sent.push({ text, params }), inner.all<T>(text, params)),
+    one: <T>(text: string, params?: readonly Param[]) => (sent.push({ text, params }), inner.one<T>(text, params)),
+    run: (text: string, params?: readonly Param[]) => (sent.push({ text, params }), inner.run(text, params)),
+    exec: (text: string) => inner.exec(text),
+    afterCommit: (hook: () => void) => inner.afterCommit(hook),
+    transaction: <T>(work: (tx: Sql) => Promise<T>) => inner.transaction((tx) => work(wrap(tx))),
+  });
+  return wrap(sql);
+}
+
+describe('a checkout on PostgreSQL with many rows in rare states since the last ANALYZE', () => {
+  const location = useBackendStore('postgres');
+  let store: Store;
+
+  /**
+   * `count` payments, refunds (each of one of the first settled payments, at `position`) and reservations, named
+   * `name` and their number, in the states given.
+   */
+  const seed = async (name: string, count: number, as: { payment: string; refund: string; position: number; reservation: string; expiresAt: string; at: string }) => {
+    const sql = store.sql;
+    const balance = as.payment === 'DONE' ? 100 : 0;
+    await sql.run(`INSERT INTO payments (id, order_id, user_id, status, amount, balance, currency, method, provider, created_at, updated_at)
+      SELECT 'pay_${name}' || g, NULL, NULL, $1, 100, ${balance}, 'KRW', 'test_approve', 'sandbox', $2, $2 FROM generate_series(1, ${count}) g`, [as.payment, as.at]);
+    await sql.run(`INSERT INTO refunds (id, payment_id, position, amount, reason, status, created_at, updated_at)
+      SELECT 'ref_${name}' || g, 'pay_old' || g, ${as.position}, 1, $1, $2, $3, $3 FROM generate_series(1, ${count}) g`, [name, as.refund, as.at]);
+    await sql.run(`INSERT INTO reservations (id, order_id, state, expires_at, created_at, updated_at)
+      SELECT 'res_${name}' || g, NULL, $1, $2, $3, $3 FROM generate_series(1, ${count}) g`, [as.reservation, as.expiresAt, as.at]);
+  };
+
+  beforeEach(async () => {
+    store = await openStore(location.location());
+    // What the last ANALYZE saw: payments settled, refunds done, reservations ended.
+    await seed('old', 20_000, { payment: 'DONE', refund: 'DONE', position: 1, reservation: 'committed', expiresAt: '2020-01-01T00:00:00.000Z', at: '2026-01-01' });
+    await store.sql.exec('ANALYZE payments; ANALYZE refunds; ANALYZE reservations');
+    // Since then: payments left in progress by a provider's outage, refunds pending, carts left open in a sale.
+    await seed('stuck', 2_000, { payment: 'IN_PROGRESS', refund: 'PENDING', position: 2, reservation: 'active', expiresAt: '2099-01-01T00:00:00.000Z', at: '2026-01-02' });
+  });
+  afterEach(async () => {
+    await store.close();
+  });
+
+  /** The indexes of states that the plans of `sent` read, with the statement that reads each. */
+  const stateIndexesRead = async (sent: { text: string; params: readonly Param[] | undefined }[]) => {
+    const read: string[] = [];
+    for (const { text, params } of sent) {
+      if (!/^\s*(WITH|SELECT|UPDATE|INSERT|DELETE)/i.test(text)) continue;
+      const [row] = await store.sql.all<{ 'QUERY PLAN': [{ Plan: PlanNode }] }>(`EXPLAIN (FORMAT JSON) ${text}`, params);
+      for (const index of indexesOf(row!['QUERY PLAN'][0].Plan)) if (STATE_INDEXES.includes(index)) read.push(`${index}: ${text.replace(/\s+/g, ' ').slice(0, 80)}`);
+    }
+    return read;
+  };
+
+  it.each([
+    ['settled in one statement', undefined],
+    ['settled in a transaction (webhooks on)', async () => undefined],
+  ])('create, pay (%s), refund and cancel find each row by its key', async (_, publish) => {
+    const sent: { text: string; params: readonly Param[] | undefined }[] = [];
+    const commerce = new Commerce({ sql: recording(store.sql, sent), now: () => new Date(), authenticate: () => Promise.reject(new Error('no calls')), sweepMs: 0, publish });
+    await commerce.inventory.set({ sku: 'MUG', quantity: 10, price: 12000, reason: 'initial count', actor: 'admin' });
+    // Several rounds, so that the statements prepared on the server are planned for any parameters (generic plans) too.
+    for (let round = 0; round < 6; round++) {
+      const order = await commerce.orders.create(ADMIN, { items: [{ sku: 'MUG', quantity: 1 }], key: `o${round}` });
+      const paid = await commerce.orders.pay(ADMIN, { orderId: order.id, key: `p${round}` });
+      expect(paid.payment.status).toBe('DONE');
+      const refunded = await commerce.payments.refund(ADMIN, { paymentId: paid.payment.id, amount: 0, reason: 'returned', key: `r${round}` });
+      expect(refunded.refund.status).toBe('DONE');
+      const open = await commerce.orders.create(ADMIN, { items: [{ sku: 'MUG', quantity: 1 }], key: `c${round}` });
+      expect((await commerce.orders.cancel(ADMIN, open.id, 'changed my mind')).status).toBe('CANCELLED');
+    }
+    expect(sent.some(({ text }) => text.includes('payments') && text.includes('IN_PROGRESS'))).toBe(true);
+    expect(await stateIndexesRead(sent)).toEqual([]);
+    // The sweeps still find the rare ones by those indexes.
+    expect(await stateIndexesRead([{ text: "SELECT id FROM payments WHERE status = 'IN_PROGRESS' ORDER BY created_at", params: undefined }])).toEqual([
+      "payments_status: SELECT id FROM payments WHERE status = 'IN_PROGRESS' ORDER BY created_at",
+    ]);
+  });
+});
+
+describe('the webhook outbox on PostgreSQL with a backlog of pending deliveries since the last ANALYZE', () => {
+  const location = useBackendStore('postgres');
+  let store: Store;
+
+  beforeEach(async () => {
+    store = await openStore(location.location());
+    await store.sql.run(`INSERT INTO webhook_deliveries (event, url, body, state, attempts, next_attempt_at, created_at, updated_at)
+      SELECT 'order.paid', 'http://127.0.0.1:1/hook', '{}', 'delivered', 1, NULL, '2026-01-01', '2026-01-01' FROM generate_series(1, 20000)`);
+    await store.sql.exec('ANALYZE webhook_deliveries');
+    // The receiver has been down since: 2,000 deliveries pending, due now.
+    await store.sql.run(`INSERT INTO webhook_deliveries (event, url, body, state, attempts, next_attempt_at, created_at, updated_at)
+      SELECT 'order.paid', 'http://127.0.0.1:1/hook', '{}', 'pending', 3, to_char(timestamp '2026-01-02' + g * interval '1 second', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
+        '2026-01-02', '2026-01-02' FROM generate_series(1, 2000) g`);
+  });
+  afterEach(async () => {
+    await store.close();
+  });
+
+  it('claiming one, giving it back and cancelling one each read a few rows, not the backlog', async () => {
+    const sent: { text: string; params: readonly Param[] | undefined }[] = [];
+    const now = new Date('2026-11-28T12:00:00.000Z');
+    const outbox = new WebhookOutbox({ sql: recording(store.sql, sent) }, () => now);
+    const [mine] = await outbox.enqueue('order.paid', { id: 'ord_1' }, ['http://127.0.0.1:1/hook']);
+    for (let round = 0; round < 6; round++) {
+      // The first due: one of the backlog's (the earliest), given back at once.
+      const claim = await outbox.claim(now, new Date(now.getTime() + 60_000));
+      expect(claim?.delivery.state).toBe('pending');
+      expect(await outbox.release({ id: claim!.delivery.id, claim: claim!.claim })).toBe(true);
+    }
+    expect((await outbox.cancel([mine!])).done.map((delivery) => delivery.id)).toEqual([mine]);
+    const read: string[] = [];
+    for (const { text, params } of sent.filter(({ text }) => text.startsWith('WITH picked') || text.startsWith('UPDATE'))) {
+      // Run again for its plan, and undone. (The pick reads its first rows in a batch of 32, for its sort.)
+      await store.sql
+        .transaction(async (tx) => {
+          const [row] = await tx.all<{ 'QUERY PLAN': [{ Plan: PlanNode }] }>(`EXPLAIN (ANALYZE, FORMAT JSON) ${text}`, params);
+          const most = mostRead(row!["QUERY PLAN"][0].Plan);
+          if (most.rows > 100) read.push(`${most.rows} rows by ${most.scan}: ${text.replace(/\s+/g, ' ').slice(0, 80)}`);
+          throw new Undone();
+        })
+        .catch((error: unknown) => {
+          if (!(error instanceof Undone)) throw error;
+        });
+    }
+    expect(sent.length).toBeGreaterThan(12);
+    expect(read).toEqual([]);
+  });
+});
+
+class Undone extends Error {}
