@@ -77,8 +77,9 @@
  *   after the statistics were taken, as a sale leaves them: the statistics
  *   say that nearly every reservation is committed, and a plan that
  *   trusted them walked every open cart to find one (store/sql.ts,
- *   rowCheck). Measured last, as it writes; the target, 1.5x, is this
- *   file's own (the issue names no checkout row).
+ *   rowCheck). Measured last, as it writes. The target is this file's
+ *   own (the issue names no checkout row): 1.3x, the issue's for a lookup
+ *   by id, as a checkout finds every row it reads by its key.
  *
  * Every answer is checked once before timing (sizes, counts, ids), and any
  * failed call fails the benchmark.
@@ -610,7 +611,7 @@ function operations(small) {
   ops.push({
     key: 'checkout',
     label: 'checkout (CreateOrder + ProcessPayment), 2% of carts open since the last statistics',
-    target: 1.5,
+    target: 1.3,
     check: async (s) => {
       await s.commerce.setStock({ sku: 'GROWTH-CHECKOUT', quantity: 1_000_000_000, price: 1_000, name: 'Growth checkout' });
       await checkout(s);
