@@ -37,7 +37,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { benchServe, createDatabase, envNumber, median, quantile } from './lib.js';
+import { benchServe, checkoutOnce, createDatabase, envNumber, median, quantile } from './lib.js';
 import { runRoleIfWorker, spawnRole } from './worker-roles.js';
 import { cpuPerOperation, cpuSnapshot, describeCpu } from './cpu-split.js';
 import { startEmbeddedPostgres } from '../test/helpers/embedded-postgres.js';
@@ -102,10 +102,7 @@ async function measure(backend, store, settings, ctx, postgresPid) {
     const stockAtStart = 1_000_000_000;
     await commerce.setStock({ sku: SKU, quantity: stockAtStart, price: 12_000, name: 'Bench item' });
     const checkout = async () => {
-      const i = sequence++;
-      const { order } = await commerce.createOrder({ items: [{ sku: SKU, quantity: 1 }], idempotency_key: `o-${run}-${i}` });
-      const paid = await commerce.payOrder({ order_id: order.id, idempotency_key: `p-${run}-${i}` });
-      if (paid.payment.status !== 'DONE') throw new Error(`checkout ${order.id} ended ${paid.payment.status}: ${paid.message}`);
+      await checkoutOnce(commerce, SKU, `${run}-${sequence++}`);
       ordered++;
     };
     const getUser = async () => {

@@ -95,7 +95,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { benchServe, closeRoles, createDatabase, envNumber, quantile } from './lib.js';
+import { benchServe, checkoutOnce, closeRoles, createDatabase, envNumber, quantile } from './lib.js';
 import { runRoleIfWorker, spawnRole } from './worker-roles.js';
 import { startEmbeddedPostgres } from '../test/helpers/embedded-postgres.js';
 
@@ -602,12 +602,7 @@ function operations(small) {
   });
   // Last: it writes. One unit of a SKU of its own a checkout, each under keys of its own.
   let checkouts = 0;
-  const checkout = async (s) => {
-    const key = `growth-${s.size}-${++checkouts}`;
-    const { order } = await s.commerce.createOrder({ items: [{ sku: 'GROWTH-CHECKOUT', quantity: 1 }], idempotency_key: `o-${key}` });
-    const paid = await s.commerce.payOrder({ order_id: order.id, idempotency_key: `p-${key}` });
-    if (paid.payment.status !== 'DONE') throw new Error(`checkout ${order.id} ended ${paid.payment.status}: ${paid.message}`);
-  };
+  const checkout = (s) => checkoutOnce(s.commerce, 'GROWTH-CHECKOUT', `growth-${s.size}-${++checkouts}`);
   ops.push({
     key: 'checkout',
     label: 'checkout (CreateOrder + ProcessPayment), 2% of carts open since the last statistics',

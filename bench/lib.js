@@ -171,3 +171,15 @@ export async function createDatabase(adminUrl, name) {
     await client.end();
   }
 }
+
+/**
+ * One checkout through the CLI's commerce client (dist/commerce/client.js):
+ * one unit of `sku` ordered, then paid, under idempotency keys made from
+ * `key` (o-KEY, p-KEY: unique per checkout, or a retry answers the stored
+ * one); throws unless the payment ended DONE.
+ */
+export async function checkoutOnce(commerce, sku, key) {
+  const { order } = await commerce.createOrder({ items: [{ sku, quantity: 1 }], idempotency_key: `o-${key}` });
+  const paid = await commerce.payOrder({ order_id: order.id, idempotency_key: `p-${key}` });
+  if (paid.payment.status !== 'DONE') throw new Error(`checkout ${order.id} ended ${paid.payment.status}: ${paid.message}`);
+}

@@ -15,6 +15,7 @@ import { openStore, type Store } from '../../src/store/store.js';
 import type { Param, Sql } from '../../src/store/sql.js';
 import { BACKENDS } from '../helpers/postgres.js';
 import { useBackendStore } from '../helpers/backend-store.js';
+import { observedSql } from '../helpers/observed-sql.js';
 
 const T0 = Date.parse('2026-11-21T12:00:00.000Z');
 const ADMIN = { isAdmin: true, userId: null };
@@ -22,19 +23,11 @@ const ADMIN = { isAdmin: true, userId: null };
 /** The store's Sql, counting what goes to the database: statements outside a transaction, and transactions. */
 function counting(sql: Sql): { sql: Sql; counts: { statements: number; transactions: number } } {
   const counts = { statements: 0, transactions: 0 };
-  const wrap = (inner: Sql, inside: boolean): Sql => ({
-    dialect: inner.dialect,
-    all: <T>(text: string, params?: readonly Param[]) => (inside || counts.statements++, inner.all<T>(text, params)),
-    one: <T>(text: string, params?: readonly Param[]) => (inside || counts.statements++, inner.one<T>(text, params)),
-    run: (text: string, params?: readonly Param[]) => (inside || counts.statements++, inner.run(text, params)),
-    exec: (text: string) => inner.exec(text),
-    afterCommit: (hook: () => void) => inner.afterCommit(hook),
-    transaction: <T>(work: (tx: Sql) => Promise<T>) => {
-      counts.transactions++;
-      return inner.transaction((tx) => work(wrap(tx, true)));
-    },
+  const observed = observedSql(sql, {
+    statement: (_text, _params, inTransaction) => void (inTransaction || counts.statements++),
+    transaction: () => void counts.transactions++,
   });
-  return { sql: wrap(sql, false), counts };
+  return { sql: observed, counts };
 }
 
 describe.each(BACKENDS)('checkout round trips on %s', (backend) => {

@@ -17,6 +17,7 @@ import { openStore, type Store } from '../../src/store/store.js';
 import { WebhookOutbox } from '../../src/webhooks/outbox.js';
 import type { Param, Sql } from '../../src/store/sql.js';
 import { useBackendStore } from '../helpers/backend-store.js';
+import { observedSql } from '../helpers/observed-sql.js';
 
 const ADMIN = { isAdmin: true, userId: null };
 /** The indexes of states, which only the sweeps may use. */
@@ -32,36 +33,35 @@ interface PlanNode {
   Plans?: PlanNode[];
 }
 
-/** The most rows one scan of a plan run with ANALYZE read (kept or filtered out), and which scan. */
-function mostRead(node: PlanNode, most = { rows: 0, scan: '' }): { rows: number; scan: string } {
-  if (node['Node Type'].includes('Scan') && node['Relation Name']) {
-    const rows = ((node['Actual Rows'] ?? 0) + (node['Rows Removed by Filter'] ?? 0)) * (node['Actual Loops'] ?? 1);
-    if (rows > most.rows) Object.assign(most, { rows, scan: `${node['Node Type']} ${node['Index Name'] ?? ''} on ${node['Relation Name']}` });
-  }
-  for (const child of node.Plans ?? []) mostRead(child, most);
-  return most;
+interface Scan {
+  /** Its index's name, if it reads one. */
+  index: string | undefined;
+  /** "Index Scan payments_pkey on payments". */
+  name: string;
+  /** The rows it read, kept or filtered out (a plan run with ANALYZE; 0 otherwise). */
+  rows: number;
 }
 
-/** Every index a plan reads, by name. */
-function indexesOf(node: PlanNode, found: string[] = []): string[] {
-  if (node['Index Name']) found.push(node['Index Name']);
-  for (const child of node.Plans ?? []) indexesOf(child, found);
+/** Every scan of a plan: of a table, or of an index alone (a Bitmap Index Scan names no table). */
+function scansOf(node: PlanNode, found: Scan[] = []): Scan[] {
+  if (node['Node Type'].includes('Scan') && (node['Relation Name'] || node['Index Name'])) {
+    found.push({
+      index: node['Index Name'],
+      name: `${node['Node Type']} ${node['Index Name'] ?? ''} on ${node['Relation Name'] ?? 'its table'}`,
+      rows: ((node['Actual Rows'] ?? 0) + (node['Rows Removed by Filter'] ?? 0)) * (node['Actual Loops'] ?? 1),
+    });
+  }
+  for (const child of node.Plans ?? []) scansOf(child, found);
   return found;
 }
 
-/** `sql`, keeping the text and parameters of each statement sent through it (and through its transactions). */
-function recording(sql: Sql, sent: { text: string; params: readonly Param[] | undefined }[]): Sql {
-  const wrap = (inner: Sql): Sql => ({
-    dialect: inner.dialect,
-    all: <T>(text: string, params?: readonly Param[]) => (sent.push({ text, params }), inner.all<T>(text, params)),
-    one: <T>(text: string, params?: readonly Param[]) => (sent.push({ text, params }), inner.one<T>(text, params)),
-    run: (text: string, params?: readonly Param[]) => (sent.push({ text, params }), inner.run(text, params)),
-    exec: (text: string) => inner.exec(text),
-    afterCommit: (hook: () => void) => inner.afterCommit(hook),
-    transaction: <T>(work: (tx: Sql) => Promise<T>) => inner.transaction((tx) => work(wrap(tx))),
-  });
-  return wrap(sql);
-}
+type Sent = { text: string; params: readonly Param[] | undefined }[];
+
+/** `sql`, keeping in `sent` the text and parameters of each statement sent through it (and through its transactions). */
+const recording = (sql: Sql, sent: Sent): Sql => observedSql(sql, { statement: (text, params) => void sent.push({ text, params }) });
+
+/** A statement shortened for a message. */
+const brief = (text: string) => text.replace(/\s+/g, ' ').slice(0, 80);
 
 describe('a checkout on PostgreSQL with many rows in rare states since the last ANALYZE', () => {
   const location = useBackendStore('postgres');
@@ -95,12 +95,12 @@ describe('a checkout on PostgreSQL with many rows in rare states since the last 
   });
 
   /** The indexes of states that the plans of `sent` read, with the statement that reads each. */
-  const stateIndexesRead = async (sent: { text: string; params: readonly Param[] | undefined }[]) => {
+  const stateIndexesRead = async (sent: Sent) => {
     const read: string[] = [];
     for (const { text, params } of sent) {
       if (!/^\s*(WITH|SELECT|UPDATE|INSERT|DELETE)/i.test(text)) continue;
       const [row] = await store.sql.all<{ 'QUERY PLAN': [{ Plan: PlanNode }] }>(`EXPLAIN (FORMAT JSON) ${text}`, params);
-      for (const index of indexesOf(row!['QUERY PLAN'][0].Plan)) if (STATE_INDEXES.includes(index)) read.push(`${index}: ${text.replace(/\s+/g, ' ').slice(0, 80)}`);
+      for (const { index } of scansOf(row!['QUERY PLAN'][0].Plan)) if (index && STATE_INDEXES.includes(index)) read.push(`${index}: ${brief(text)}`);
     }
     return read;
   };
@@ -109,7 +109,7 @@ describe('a checkout on PostgreSQL with many rows in rare states since the last 
     ['settled in one statement', undefined],
     ['settled in a transaction (webhooks on)', async () => undefined],
   ])('create, pay (%s), refund and cancel find each row by its key', async (_, publish) => {
-    const sent: { text: string; params: readonly Param[] | undefined }[] = [];
+    const sent: Sent = [];
     const commerce = new Commerce({ sql: recording(store.sql, sent), now: () => new Date(), authenticate: () => Promise.reject(new Error('no calls')), sweepMs: 0, publish });
     await commerce.inventory.set({ sku: 'MUG', quantity: 10, price: 12000, reason: 'initial count', actor: 'admin' });
     // Several rounds, so that the statements prepared on the server are planned for any parameters (generic plans) too.
@@ -150,7 +150,7 @@ describe('the webhook outbox on PostgreSQL with a backlog of pending deliveries 
   });
 
   it('claiming one, giving it back and cancelling one each read a few rows, not the backlog', async () => {
-    const sent: { text: string; params: readonly Param[] | undefined }[] = [];
+    const sent: Sent = [];
     const now = new Date('2026-11-28T12:00:00.000Z');
     const outbox = new WebhookOutbox({ sql: recording(store.sql, sent) }, () => now);
     const [mine] = await outbox.enqueue('order.paid', { id: 'ord_1' }, ['http://127.0.0.1:1/hook']);
@@ -167,8 +167,7 @@ describe('the webhook outbox on PostgreSQL with a backlog of pending deliveries 
       await store.sql
         .transaction(async (tx) => {
           const [row] = await tx.all<{ 'QUERY PLAN': [{ Plan: PlanNode }] }>(`EXPLAIN (ANALYZE, FORMAT JSON) ${text}`, params);
-          const most = mostRead(row!["QUERY PLAN"][0].Plan);
-          if (most.rows > 100) read.push(`${most.rows} rows by ${most.scan}: ${text.replace(/\s+/g, ' ').slice(0, 80)}`);
+          for (const scan of scansOf(row!['QUERY PLAN'][0].Plan)) if (scan.rows > 100) read.push(`${scan.rows} rows by ${scan.name}: ${brief(text)}`);
           throw new Undone();
         })
         .catch((error: unknown) => {
