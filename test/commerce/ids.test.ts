@@ -1,16 +1,36 @@
 /**
- * The commerce ids (kernel/common.ts newId): a prefix and 128 random bits,
- * drawn from a pool of the CSPRNG's bytes, none used twice.
+ * The commerce ids (kernel/common.ts newId): a prefix, the second they were
+ * made (8 characters that sort as the times do) and 80 random bits, drawn
+ * from a pool of the CSPRNG's bytes, none used twice.
  */
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { newId } from '../../src/commerce/kernel/common.js';
 
+afterEach(() => {
+  vi.useRealTimers();
+});
+
 describe('newId', () => {
-  it('gives a prefix and 22 base64url characters (128 bits), none repeated across many refills of its pool', () => {
+  it('gives a prefix, 8 characters of time and 14 base64url characters (80 bits), none repeated across many refills of its pool', () => {
     const ids = Array.from({ length: 5000 }, (_, i) => newId(i % 2 === 0 ? 'ord' : 'pay'));
-    for (const id of ids) expect(id).toMatch(/^(ord|pay)_[A-Za-z0-9_-]{22}$/);
-    expect(new Set(ids.map((id) => id.slice(4))).size).toBe(ids.length);
-    // Not a counter: consecutive ids share no long run of characters.
-    expect(ids.slice(1).filter((id, i) => id.slice(4, 12) === ids[i]!.slice(4, 12))).toEqual([]);
+    for (const id of ids) expect(id).toMatch(/^(ord|pay)_[0-9a-v]{8}[A-Za-z0-9_-]{14}$/);
+    const random = ids.map((id) => id.slice(12));
+    expect(new Set(random).size).toBe(ids.length);
+    // Not a counter: consecutive ids share no long run of their random characters.
+    expect(random.slice(1).filter((part, i) => part.slice(0, 8) === random[i]!.slice(0, 8))).toEqual([]);
+  });
+
+  it('sorts ids made later after those made earlier, bytewise and under a locale, through the years', () => {
+    vi.useFakeTimers();
+    const times = [Date.UTC(2001, 0, 1), Date.UTC(2026, 10, 28, 8, 0, 0, 999), Date.UTC(2026, 10, 28, 8, 0, 1), Date.UTC(2026, 10, 28, 8, 0, 2, 500), Date.UTC(2100, 0, 1), Date.UTC(9999, 11, 31)];
+    const ids = times.map((time) => {
+      vi.setSystemTime(time);
+      return newId('ord');
+    });
+    expect(ids.map((id) => id.slice(4, 12))).toEqual(times.map((time) => Math.floor(time / 1000).toString(32).padStart(8, '0')));
+    for (const id of ids) expect(id).toHaveLength(26);
+    const shuffled = [...ids].reverse();
+    expect([...shuffled].sort()).toEqual(ids);
+    expect([...shuffled].sort((a, b) => a.localeCompare(b, 'en-US'))).toEqual(ids);
   });
 });
