@@ -23,11 +23,13 @@ const ADMIN = { isAdmin: true, userId: null };
 /** The store's Sql, counting what goes to the database: statements outside a transaction, and transactions. */
 function counting(sql: Sql): { sql: Sql; counts: { statements: number; transactions: number } } {
   const counts = { statements: 0, transactions: 0 };
-  const observed = observedSql(sql, {
-    statement: (_text, _params, inTransaction) => void (inTransaction || counts.statements++),
-    transaction: () => void counts.transactions++,
-  });
-  return { sql: observed, counts };
+  return {
+    sql: observedSql(sql, {
+      statement: (_text, _params, inTransaction) => void (inTransaction || counts.statements++),
+      transaction: () => void counts.transactions++,
+    }),
+    counts,
+  };
 }
 
 describe.each(BACKENDS)('checkout round trips on %s', (backend) => {

@@ -3,7 +3,7 @@
  * its transactions) before sending it, and of each transaction begun: for
  * tests that count a step's round trips or look at its statements' plans.
  */
-import type { Param, Sql } from '../../src/store/sql.js';
+import type { Param, Sql, TransactionOptions } from '../../src/store/sql.js';
 
 export interface SqlObserver {
   /** A statement about to be sent; `inTransaction`: inside one of this Sql's transactions. */
@@ -22,9 +22,9 @@ export function observedSql(sql: Sql, observer: SqlObserver): Sql {
       run: (text: string, params?: readonly Param[]) => (seen(text, params), inner.run(text, params)),
       exec: (text: string) => inner.exec(text),
       afterCommit: (hook: () => void) => inner.afterCommit(hook),
-      transaction: <T>(work: (tx: Sql) => Promise<T>) => {
+      transaction: <T>(work: (tx: Sql) => Promise<T>, options?: TransactionOptions) => {
         observer.transaction?.();
-        return inner.transaction((tx) => work(wrap(tx, true)));
+        return inner.transaction((tx) => work(wrap(tx, true)), options);
       },
     };
   };

@@ -68,15 +68,8 @@ export function newId(prefix: 'ord' | 'pay' | 'res' | 'ref' | 'sbx'): string {
  * only bytewise.
  */
 function timePrefix(second: number): string {
-  if (second !== lastSecond) {
-    lastSecond = second;
-    lastPrefix = second.toString(32).padStart(8, '0');
-  }
-  return lastPrefix;
+  return second.toString(32).padStart(8, '0');
 }
-
-let lastSecond = -1;
-let lastPrefix = '';
 
 // The CSPRNG's bytes for ids, drawn 4 KiB at a time (409 ids), each byte used once: a system call for every id cost a
 // checkout, which makes five, about 5% of its CPU on SQLite (as crypto.randomUUID keeps a cache of its own).
