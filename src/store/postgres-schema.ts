@@ -12,7 +12,7 @@
  */
 import { blogListingSchema, BLOG_LISTING } from './blog-listing-schema.js';
 import { commerceSchema } from './commerce-schema.js';
-import { LOGIN_FAILURES, stockHolds, WEBHOOK_CLAIMS, WEBHOOK_TRACE_CONTEXT, webhookDeliveryKeys } from './shared-migrations.js';
+import { LOGIN_FAILURES, stockHolds, WEBHOOK_CLAIMS, WEBHOOK_TRACE_CONTEXT, webhookDeliveryKeys, webhookDueByUrl } from './shared-migrations.js';
 
 export interface PostgresMigration {
   version: number;
@@ -279,5 +279,9 @@ export const POSTGRES_MIGRATIONS: readonly PostgresMigration[] = [
       UPDATE posts SET id = id;
       ALTER TABLE posts ALTER COLUMN answer_json SET NOT NULL;
     `,
+  },
+  {
+    version: 12,
+    ...webhookDueByUrl('postgres'),
   },
 ];

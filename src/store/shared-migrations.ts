@@ -149,3 +149,20 @@ export function stockHolds(backend: 'sqlite' | 'postgres') {
       ${guards}`,
   };
 }
+
+/**
+ * Each URL's deliveries in the order they fall due (SQLite 15, PostgreSQL 12): the index on (url, state) gains
+ * next_attempt_at (and, on PostgreSQL, id; on SQLite the rowid ends every index), so that a dispatcher that sends to
+ * a list of URLs finds the first due delivery of each of its own URLs in one descent, instead of walking the due
+ * deliveries of every URL (other instances', or a receiver that is down) until it meets one of its own. The index
+ * still serves the list's filters by URL and state, as before.
+ */
+export function webhookDueByUrl(backend: 'sqlite' | 'postgres') {
+  return {
+    description: "each URL's webhook deliveries indexed in the order they fall due, for dispatchers that send to a list of URLs",
+    sql: `
+      DROP INDEX webhook_deliveries_url;
+      CREATE INDEX webhook_deliveries_url ON webhook_deliveries (url, state, next_attempt_at${backend === 'postgres' ? ', id' : ''});
+    `,
+  };
+}

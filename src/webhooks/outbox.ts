@@ -90,9 +90,37 @@ function jsonValues(sql: Sql, expression: string, alias: string): string {
  * has one writer at a time (a write transaction begins IMMEDIATE): nothing
  * to add.
  */
-function lockClause(sql: Sql, mode: 'skip' | 'wait'): string {
+function lockClause(sql: Sql, mode: 'skip' | 'wait', of?: string): string {
   if (sql.dialect !== 'postgres') return '';
-  return mode === 'skip' ? ' FOR UPDATE SKIP LOCKED' : ' FOR UPDATE';
+  const rows = of === undefined ? '' : ` OF ${of}`;
+  return mode === 'skip' ? ` FOR UPDATE${rows} SKIP LOCKED` : ` FOR UPDATE${rows}`;
+}
+
+/**
+ * The deliveries to the URL `url` (an SQL expression) in `state`, due by
+ * `dueBy` when given, written as one range of webhook_deliveries_url:
+ * row comparisons on (url, state[, next_attempt_at]), which select
+ * exactly the rows that `url = ... AND state = ... AND next_attempt_at <=
+ * ...` would. Only that index answers them. Written as equalities, they
+ * also fit webhook_deliveries_due (state, next_attempt_at), and a planner
+ * told by the last ANALYZE that few deliveries are pending (or held)
+ * walks all of them there, every URL's, to find one URL's. Order by
+ * `url, state, next_attempt_at, id` to read them in the index's order.
+ */
+function ofUrl(url: string, state: 'pending' | 'held', dueBy?: string): string {
+  return dueBy === undefined
+    ? `(url, state) >= (${url}, '${state}') AND (url, state) <= (${url}, '${state}')`
+    : `(url, state, next_attempt_at) >= (${url}, '${state}', '') AND (url, state, next_attempt_at) <= (${url}, '${state}', ${dueBy})`;
+}
+
+/**
+ * `id` is one of the ids the CTE `picked` found, read through the primary
+ * key. PostgreSQL cannot tell how many rows a join of a list with a range
+ * finds, guesses many, and then scans the whole table for them (a
+ * semi-join); an array of them is taken as a few, as they are.
+ */
+function pickedIds(sql: Sql): string {
+  return sql.dialect === 'postgres' ? 'id = ANY (ARRAY(SELECT id FROM picked))' : 'id IN (SELECT id FROM picked)';
 }
 
 const byId = (a: DeliveryRow, b: DeliveryRow) => Number(a.id) - Number(b.id);
@@ -199,11 +227,18 @@ export class WebhookOutbox {
 
   /** When the earliest pending delivery (to one of `urls`, when given) is due, or undefined when none is pending. */
   async nextDueAt(urls?: readonly string[]): Promise<Date | undefined> {
-    const only = urls === undefined ? '' : ` AND url IN (SELECT value FROM ${jsonValues(this.sql, '$1', 'wanted')})`;
-    const row = await this.sql.one<{ at: string | null }>(
-      `SELECT min(next_attempt_at) AS at FROM webhook_deliveries WHERE state = 'pending'${only}`,
-      urls === undefined ? [] : [JSON.stringify(urls)],
-    );
+    // For a list of URLs, each URL's earliest (one descent of webhook_deliveries_url each), not the minimum over
+    // every pending delivery of theirs: the cost stays that of the list, whatever the backlog.
+    const row =
+      urls === undefined
+        ? await this.sql.one<{ at: string | null }>(`SELECT min(next_attempt_at) AS at FROM webhook_deliveries WHERE state = 'pending'`)
+        : await this.sql.one<{ at: string | null }>(
+            `SELECT min(first.at) AS at FROM (
+               SELECT (SELECT next_attempt_at FROM webhook_deliveries WHERE ${ofUrl('wanted.value', 'pending')}
+                       ORDER BY url, state, next_attempt_at LIMIT 1) AS at
+               FROM ${jsonValues(this.sql, '$1', 'wanted')}) AS first`,
+            [JSON.stringify(urls)],
+          );
     return row?.at ? new Date(row.at) : undefined;
   }
 
@@ -219,12 +254,25 @@ export class WebhookOutbox {
    * The pick is a MATERIALIZED CTE, not `id IN (SELECT ... LIMIT 1)`:
    * PostgreSQL may run such a sub-select again for each row it updates,
    * and it then picks (and claims) one row after another.
+   *
+   * With `urls`, the pick is the most overdue of each URL's first due
+   * delivery (each found in one descent of webhook_deliveries_url, the
+   * lock taken there), not a walk of every due delivery in time order
+   * until one to these URLs comes up: deliveries to other instances'
+   * URLs, or a backlog for a receiver that is down, cost nothing here.
    */
   async claim(now: Date, until: Date, urls?: readonly string[]): Promise<Claim | undefined> {
-    const only = urls === undefined ? '' : ` AND url IN (SELECT value FROM ${jsonValues(this.sql, '$3', 'wanted')})`;
+    const skip = lockClause(this.sql, 'skip');
+    const pick =
+      urls === undefined
+        ? `SELECT id FROM webhook_deliveries WHERE state = 'pending' AND next_attempt_at <= $2 ORDER BY next_attempt_at, id LIMIT 1${skip}`
+        : `SELECT id FROM webhook_deliveries WHERE id IN (
+             SELECT (SELECT id FROM webhook_deliveries WHERE ${ofUrl('wanted.value', 'pending', '$2')}
+                     ORDER BY url, state, next_attempt_at, id LIMIT 1${skip})
+             FROM ${jsonValues(this.sql, '$3', 'wanted')})
+           ORDER BY next_attempt_at, id LIMIT 1`;
     const row = await this.sql.one<DeliveryRow & { claims: number; traceparent: string | null }>(
-      `WITH picked AS MATERIALIZED (SELECT id FROM webhook_deliveries WHERE state = 'pending' AND next_attempt_at <= $2${only}
-                                    ORDER BY next_attempt_at, id LIMIT 1${lockClause(this.sql, 'skip')})
+      `WITH picked AS MATERIALIZED (${pick})
        UPDATE webhook_deliveries SET next_attempt_at = $1, updated_at = $2, claims = claims + 1
        WHERE id IN (SELECT id FROM picked) AND ${rowCheck("state = 'pending' AND next_attempt_at <= $2")}
        RETURNING *`,
@@ -316,23 +364,32 @@ export class WebhookOutbox {
   async holdOthers(urls: readonly string[]): Promise<{ held: Delivery[]; resumed: Delivery[] }> {
     const at = this.now().toISOString();
     const list = JSON.stringify(urls);
-    const skip = lockClause(this.sql, 'skip');
+    const lockedHere = lockClause(this.sql, 'skip', 'webhook_deliveries');
+    // The URLs are found by skipping through webhook_deliveries_url (one descent per URL the table has ever had, a
+    // handful), and only the pending deliveries of the URLs nobody sends to are read: not every pending delivery,
+    // each time any dispatcher looks at the outbox.
     const held = await this.sql.all<DeliveryRow>(
-      `WITH picked AS MATERIALIZED (
-         SELECT id FROM webhook_deliveries WHERE state = 'pending'
+      `WITH RECURSIVE known (url) AS (
+         SELECT min(url) FROM webhook_deliveries
+         UNION ALL
+         SELECT (SELECT min(url) FROM webhook_deliveries WHERE url > known.url) FROM known WHERE known.url IS NOT NULL
+       ), orphaned (lost) AS (
+         SELECT url FROM known WHERE url IS NOT NULL
            AND url NOT IN (SELECT value FROM ${jsonValues(this.sql, '$2', 'mine')})
            AND url NOT IN (SELECT sent.value FROM webhook_senders, ${jsonValues(this.sql, 'webhook_senders.urls', 'sent')}
-                           WHERE webhook_senders.expires_at > $1)${skip})
+                           WHERE webhook_senders.expires_at > $1)
+       ), picked AS MATERIALIZED (
+         SELECT webhook_deliveries.id FROM orphaned JOIN webhook_deliveries ON ${ofUrl('orphaned.lost', 'pending')}${lockedHere})
        UPDATE webhook_deliveries SET state = 'held', next_attempt_at = NULL, updated_at = $1
-       WHERE id IN (SELECT id FROM picked) AND state = 'pending'
+       WHERE ${pickedIds(this.sql)} AND ${rowCheck("state = 'pending'")}
        RETURNING *`,
       [at, list],
     );
     const resumed = await this.sql.all<DeliveryRow>(
       `WITH picked AS MATERIALIZED (
-         SELECT id FROM webhook_deliveries WHERE state = 'held' AND url IN (SELECT value FROM ${jsonValues(this.sql, '$2', 'mine')})${skip})
+         SELECT webhook_deliveries.id FROM ${jsonValues(this.sql, '$2', 'mine')} JOIN webhook_deliveries ON ${ofUrl('mine.value', 'held')}${lockedHere})
        UPDATE webhook_deliveries SET state = 'pending', next_attempt_at = $1, updated_at = $1
-       WHERE id IN (SELECT id FROM picked) AND state = 'held'
+       WHERE ${pickedIds(this.sql)} AND ${rowCheck("state = 'held'")}
        RETURNING *`,
       [at, list],
     );

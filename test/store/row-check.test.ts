@@ -161,9 +161,39 @@ describe('the webhook outbox on PostgreSQL with a backlog of pending deliveries 
       expect(await outbox.release({ id: claim!.delivery.id, claim: claim!.claim })).toBe(true);
     }
     expect((await outbox.cancel([mine!])).done.map((delivery) => delivery.id)).toEqual([mine]);
+    // (The pick reads its first rows in a batch of 32, for its sort.)
+    expect(sent.length).toBeGreaterThan(12);
+    expect(await plannedReads(sent.filter(({ text }) => text.startsWith('WITH picked') || text.startsWith('UPDATE')))).toEqual([]);
+  });
+
+  it("a dispatcher for other URLs claims, sleeps and holds without reading another instance's backlog", async () => {
+    const sent: Sent = [];
+    const now = new Date('2026-11-28T12:00:00.000Z');
+    const outbox = new WebhookOutbox({ sql: recording(store.sql, sent) }, () => now);
+    // The backlog's URL belongs to another instance, alive: nothing of it is held.
+    await outbox.registerSender('the-other-instance', ['http://127.0.0.1:1/hook'], 60_000);
+    const mine = ['http://127.0.0.1:2/mine', 'http://127.0.0.1:3/mine-too'];
+    const [first, second] = await outbox.enqueue('order.paid', { id: 'ord_1' }, mine);
+    sent.length = 0;
+    expect(await outbox.holdOthers(mine)).toEqual({ held: [], resumed: [] });
+    expect(await outbox.nextDueAt(mine)).toEqual(now);
+    const claims = [];
+    for (let round = 0; round < 3; round++) claims.push(await outbox.claim(now, new Date(now.getTime() + 60_000), mine));
+    // Its own two, in the order they were made, then nothing: the backlog is not its to send.
+    expect(claims.map((claim) => claim?.delivery.id)).toEqual([first, second, undefined]);
+    expect(await outbox.nextDueAt(mine)).toEqual(new Date(now.getTime() + 60_000));
+    expect(sent.length).toBeGreaterThan(5);
+    expect(await plannedReads(sent)).toEqual([]);
+
+    // Once the other instance is gone, its backlog is held, all of it.
+    await outbox.removeSender('the-other-instance');
+    expect((await outbox.holdOthers(mine)).held).toHaveLength(2000);
+  });
+
+  /** Each statement run again for its plan (and undone): those that read more than 100 rows in one scan. */
+  const plannedReads = async (statements: Sent): Promise<string[]> => {
     const read: string[] = [];
-    for (const { text, params } of sent.filter(({ text }) => text.startsWith('WITH picked') || text.startsWith('UPDATE'))) {
-      // Run again for its plan, and undone. (The pick reads its first rows in a batch of 32, for its sort.)
+    for (const { text, params } of statements) {
       await store.sql
         .transaction(async (tx) => {
           const [row] = await tx.all<{ 'QUERY PLAN': [{ Plan: PlanNode }] }>(`EXPLAIN (ANALYZE, FORMAT JSON) ${text}`, params);
@@ -174,9 +204,8 @@ describe('the webhook outbox on PostgreSQL with a backlog of pending deliveries 
           if (!(error instanceof Undone)) throw error;
         });
     }
-    expect(sent.length).toBeGreaterThan(12);
-    expect(read).toEqual([]);
-  });
+    return read;
+  };
 });
 
 class Undone extends Error {}
