@@ -118,6 +118,8 @@ export interface Outcome {
   /** The deliveries cancelled, or the new deliveries queued by a resend. */
   done: Delivery[];
   refused: Refusal[];
+  /** The ids asked for that were already as asked (a cancel of a cancelled delivery): neither done nor refused. */
+  already?: number[];
 }
 /** A delivery taken for one attempt, and the number of that claim, which its outcome is recorded against. */
 export interface Claim {

@@ -402,6 +402,7 @@ export class WebhookOutbox {
     return this.sql.transaction(async (tx) => {
       const done: DeliveryRow[] = [];
       const refused: Refusal[] = [];
+      const already: number[] = [];
       for (const id of ids) {
         const row = await tx.one<DeliveryRow>(
           `UPDATE webhook_deliveries SET state = 'cancelled', next_attempt_at = NULL, updated_at = $1 WHERE id = $2 AND ${rowCheck("state IN ('pending', 'held')")} RETURNING *`,
@@ -413,10 +414,11 @@ export class WebhookOutbox {
         }
         const current = await tx.one<{ state: DeliveryState }>('SELECT state FROM webhook_deliveries WHERE id = $1', [id]);
         if (!current) refused.push({ id, reason: 'no such delivery' });
-        else if (current.state !== 'cancelled') refused.push({ id, reason: `it is ${current.state}; only pending or held deliveries can be cancelled` });
+        else if (current.state === 'cancelled') already.push(id);
+        else refused.push({ id, reason: `it is ${current.state}; only pending or held deliveries can be cancelled` });
       }
       if (done.length > 0) await this.#tell('cancelled', tx);
-      return { done: await this.#withAttempts(done, tx), refused };
+      return { done: await this.#withAttempts(done, tx), refused, already };
     });
   }
 

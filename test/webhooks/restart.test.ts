@@ -209,7 +209,10 @@ describe('webhooks resend and cancel, while serve runs', () => {
     expect(unknown.code).toBe(1);
     expect(unknown.stderr).toContain('cannot cancel delivery 999: no such delivery');
     const again = await cli(['cancel', String(gone[0]!.id)]);
-    expect(again.code, again.stderr).toBe(0);
+    expect(again, again.stderr).toMatchObject({ code: 0, stdout: '' });
+    expect(again.stderr).toContain(`delivery ${gone[0]!.id} was already cancelled: nothing to do`);
+    const againJson = await cli(['cancel', String(gone[0]!.id), '--json']);
+    expect(JSON.parse(againJson.stdout)).toEqual({ cancelled: [], already_cancelled: [gone[0]!.id], refused: [] });
   });
 
   it('refuses to resend a delivery that is still pending, and says how to go on', async () => {

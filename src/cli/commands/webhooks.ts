@@ -194,9 +194,13 @@ async function runList(cc: CommandContext, command: Command): Promise<void> {
 
 /** Prints what was done and fails, after the others, on what was refused. */
 function report(cc: CommandContext, verb: 'cancelled' | 'queued', outcome: Outcome, asked: number, describe: (d: Delivery) => string): void {
-  if (cc.out.json) cc.out.printJson({ [verb]: outcome.done, refused: outcome.refused });
-  else if (cc.out.isTTY) for (const delivery of outcome.done) cc.out.success(describe(delivery));
-  else cc.out.table(outcome.done, SHORT_COLUMNS);
+  const already = outcome.already ?? [];
+  if (cc.out.json) cc.out.printJson({ [verb]: outcome.done, ...(already.length > 0 ? { [`already_${verb}`]: already } : {}), refused: outcome.refused });
+  else {
+    if (cc.out.isTTY) for (const delivery of outcome.done) cc.out.success(describe(delivery));
+    else cc.out.table(outcome.done, SHORT_COLUMNS);
+    for (const id of already) cc.out.info(`delivery ${id} was already ${verb}: nothing to do`);
+  }
   const what = verb === 'cancelled' ? 'cancel' : 'resend';
   if (outcome.refused.length === 1 && asked === 1) {
     throw new MiniappError(`cannot ${what} delivery ${outcome.refused[0]!.id}: ${outcome.refused[0]!.reason}`, { hint: 'see it with `miniapp webhooks list`' });
