@@ -186,7 +186,8 @@ describe('webhooks resend and cancel, while serve runs', () => {
 
     const cancelled = await cli(['cancel', '--url', failing.url, '--json']);
     expect(cancelled.code, cancelled.stderr).toBe(0);
-    const { cancelled: gone } = JSON.parse(cancelled.stdout) as { cancelled: Delivery[] };
+    const { cancelled: gone, already_cancelled: already } = JSON.parse(cancelled.stdout) as { cancelled: Delivery[]; already_cancelled: number[] };
+    expect(already).toEqual([]);
     expect(gone.map((d) => [d.url, d.state])).toEqual([
       [failing.url, 'cancelled'],
       [failing.url, 'cancelled'],

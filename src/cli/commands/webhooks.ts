@@ -194,12 +194,13 @@ async function runList(cc: CommandContext, command: Command): Promise<void> {
 
 /** Prints what was done and fails, after the others, on what was refused. */
 function report(cc: CommandContext, verb: 'cancelled' | 'queued', outcome: Outcome, asked: number, describe: (d: Delivery) => string): void {
-  const already = outcome.already ?? [];
-  if (cc.out.json) cc.out.printJson({ [verb]: outcome.done, ...(already.length > 0 ? { [`already_${verb}`]: already } : {}), refused: outcome.refused });
+  // A cancel's JSON always has already_cancelled (a resend has no such case): one shape, whatever was asked.
+  const already = outcome.already === undefined ? {} : { [`already_${verb}`]: outcome.already };
+  if (cc.out.json) cc.out.printJson({ [verb]: outcome.done, ...already, refused: outcome.refused });
   else {
     if (cc.out.isTTY) for (const delivery of outcome.done) cc.out.success(describe(delivery));
     else cc.out.table(outcome.done, SHORT_COLUMNS);
-    for (const id of already) cc.out.info(`delivery ${id} was already ${verb}: nothing to do`);
+    for (const id of outcome.already ?? []) cc.out.info(`delivery ${id} was already ${verb}: nothing to do`);
   }
   const what = verb === 'cancelled' ? 'cancel' : 'resend';
   if (outcome.refused.length === 1 && asked === 1) {
@@ -220,11 +221,11 @@ async function runCancel(cc: CommandContext, command: Command): Promise<void> {
   const opened = await openOutbox(cc, flags, 'write');
   if (!opened) {
     if (url === undefined) throw new MiniappError(`no delivery ${ids[0]}: there is no outbox yet`);
-    report(cc, 'cancelled', { done: [], refused: [] }, 0, () => '');
+    report(cc, 'cancelled', { done: [], refused: [], already: [] }, 0, () => '');
     return;
   }
   try {
-    const outcome = url === undefined ? await opened.outbox.cancel(ids) : { done: await opened.outbox.cancelUrl(url), refused: [] };
+    const outcome = url === undefined ? await opened.outbox.cancel(ids) : { done: await opened.outbox.cancelUrl(url), refused: [], already: [] };
     if (url !== undefined && outcome.done.length === 0 && !cc.out.json) cc.out.info(`nothing to cancel: no pending or held delivery to ${url}`);
     report(cc, 'cancelled', outcome, ids.length, (d) => `cancelled delivery ${d.id} (${d.event} to ${d.url})`);
   } finally {
