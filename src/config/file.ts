@@ -12,6 +12,7 @@
  */
 import { chmodSync, readFileSync, statSync } from 'node:fs';
 import { ConfigError } from '../errors.js';
+import { jsonSyntaxProblem } from '../json-syntax.js';
 import { configFilePath } from './paths.js';
 
 export interface ProfileData {
@@ -30,8 +31,10 @@ export function tighten(path: string): void {
   }
 }
 
-export function unreadableConfig(path: string, error: unknown): ConfigError {
-  return new ConfigError(`cannot read the config file ${path}: ${(error as Error).message}`, {
+/** The file could not be read, or (given its `text`) is not JSON: said without quoting it, as it holds keys and tokens. */
+export function unreadableConfig(path: string, error: unknown, text?: string): ConfigError {
+  const why = text === undefined ? (error as Error).message : `not valid JSON: ${jsonSyntaxProblem(text, error)}`;
+  return new ConfigError(`cannot read the config file ${path}: ${why}`, {
     hint: 'fix the JSON by hand, or move the file away to start afresh',
     cause: error,
   });
@@ -56,7 +59,8 @@ export class ConfigFile {
     return { ...this.profiles()[profile]?.settings };
   }
 
-  getSetting(profile: string, key: string): string | undefined {
+  /** What the file holds for the setting: a string unless the file was edited by hand (Settings.get says so). */
+  getSetting(profile: string, key: string): unknown {
     return this.profiles()[profile]?.settings?.[key];
   }
 
@@ -78,9 +82,34 @@ export class ConfigFile {
     try {
       data = JSON.parse(text);
     } catch (error) {
-      throw unreadableConfig(this.path, error);
+      throw unreadableConfig(this.path, error, text);
     }
-    const profiles = (data as { profiles?: unknown } | null)?.profiles;
-    return profiles && typeof profiles === 'object' ? (profiles as Record<string, ProfileData>) : {};
+    // Anything but this shape is refused, never read as empty: a write would then replace what the file holds.
+    if (!isObject(data)) throw misshapen(this.path, `it holds ${kindOf(data)}, not an object with "profiles"`);
+    const profiles = data['profiles'];
+    if (profiles === undefined) return {};
+    if (!isObject(profiles)) throw misshapen(this.path, `"profiles" is ${kindOf(profiles)}, not an object of profiles`);
+    for (const [name, profile] of Object.entries(profiles)) {
+      if (!isObject(profile)) throw misshapen(this.path, `profile "${name}" is ${kindOf(profile)}, not an object`);
+      if (profile['settings'] !== undefined && !isObject(profile['settings'])) {
+        throw misshapen(this.path, `the settings of profile "${name}" are ${kindOf(profile['settings'])}, not an object`);
+      }
+    }
+    return profiles as Record<string, ProfileData>;
   }
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/** "a string", "an array", "null": what a JSON value is, never what it says. */
+export function kindOf(value: unknown): string {
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return 'an array';
+  return typeof value === 'object' ? 'an object' : `a ${typeof value === 'bigint' ? 'number' : typeof value}`;
+}
+
+function misshapen(path: string, why: string): ConfigError {
+  return new ConfigError(`cannot read the config file ${path}: ${why}`, { hint: 'fix it by hand, or move the file away to start afresh' });
 }

@@ -123,6 +123,60 @@ describe('miniapp config', () => {
     expect(broken.stderr).toContain('cannot read the config file');
   });
 
+  it('says where a broken config file stops being JSON, without quoting what it holds', async () => {
+    const { readFileSync, writeFileSync } = await import('node:fs');
+    const file = join(sb.configDir, 'config.json');
+    await sb.run(['config', 'set', 'base-url', 'https://a.example']);
+    // A key pasted without its quotes: V8's own message would quote it ("Unexpected token ... 603deb10...").
+    writeFileSync(file, '{"profiles": {"default": {"settings": {\n  "decrypt-key": deb1015ca71be2b73aef\n}}}}');
+    for (const args of [['config', 'list'], ['config', 'get', 'base-url'], ['config', 'set', 'relay-url', 'http://127.0.0.1:3000']]) {
+      const result = await sb.run(args);
+      expect(result.code).toBe(2);
+      expect(result.stderr).toContain('not valid JSON: unexpected character at line 2, column 18');
+      expect(result.stderr).not.toContain('deb1015');
+    }
+    expect(readFileSync(file, 'utf8')).toContain('deb1015ca71be2b73aef');
+  });
+
+  it('refuses a config file of another shape instead of reading it as empty, and writes nothing over it', async () => {
+    const { readFileSync, writeFileSync } = await import('node:fs');
+    const file = join(sb.configDir, 'config.json');
+    await sb.run(['config', 'set', 'base-url', 'https://a.example']);
+    const shapes: [string, string][] = [
+      ['"hello"', 'it holds a string, not an object with "profiles"'],
+      ['[]', 'it holds an array, not an object with "profiles"'],
+      ['{"profiles": "oops"}', '"profiles" is a string, not an object of profiles'],
+      ['{"profiles": {"default": 3}}', 'profile "default" is a number, not an object'],
+      ['{"profiles": {"default": {"settings": ["x"]}}}', 'the settings of profile "default" are an array, not an object'],
+    ];
+    for (const [text, why] of shapes) {
+      writeFileSync(file, text);
+      for (const args of [['config', 'list'], ['config', 'set', 'relay-url', 'http://127.0.0.1:3000']]) {
+        const result = await sb.run(args);
+        expect(result.code, `${text}: ${args.join(' ')}`).toBe(2);
+        expect(result.stderr).toContain(why);
+        expect(result.stderr).toContain('move the file away');
+      }
+      expect(readFileSync(file, 'utf8')).toBe(text);
+    }
+  });
+
+  it('names a setting the file holds as something other than text, and lets config set mend it', async () => {
+    const { mkdirSync, writeFileSync } = await import('node:fs');
+    mkdirSync(sb.configDir, { recursive: true });
+    writeFileSync(join(sb.configDir, 'config.json'), '{"profiles": {"default": {"settings": {"decrypt-key": 123, "base-url": "https://a.example"}}}}');
+    const list = await sb.run(['config', 'list']);
+    expect(list.code).toBe(0);
+    expect(list.stdout).toMatch(/decrypt-key\tdecrypt-key \(from profile "default"\): the config file holds a number, not a text\tinvalid/);
+    const me = await sb.run(['decrypt', '--value', 'abc', '--aad', '000102030405060708090a0b0c0d0e0f']);
+    expect(me.code).toBe(2);
+    expect(me.stderr).toContain('decrypt-key (from profile "default"): the config file holds a number, not a text');
+    expect(me.stderr).toContain('miniapp config set decrypt-key VALUE');
+    expect(me.stderr).not.toContain('bug');
+    expect((await sb.run(['config', 'set', 'decrypt-key', '603deb1015ca71be2b73aef0857d77811f352c073b6108d72d9810a30914dff4'])).code).toBe(0);
+    expect((await sb.run(['config', 'get', 'base-url'])).stdout).toBe('https://a.example\n');
+  });
+
   it('is a usage error without a subcommand argument', async () => {
     const result = await sb.run(['config', 'set', 'base-url']);
     expect(result.code).toBe(2);

@@ -121,7 +121,21 @@ describe('miniapp decrypt', () => {
 
     const broken = await sb.run(['decrypt'], { env: keyEnv, stdin: '{"resultType": "SUCC' });
     expect(broken.code).toBe(2);
-    expect(broken.stderr).toContain('not valid JSON');
+    expect(broken.stderr).toContain('not valid JSON: unterminated string at line 1, column 21');
+
+    // The wrong file piped in (a token, say) is pointed at, never quoted back.
+    for (const [stdin, where] of [
+      ['sandbox-graph-token-0123456789\n', 'unexpected character at line 1, column 1'],
+      ['{"resultType": "SUCCESS",\n "success": at_secret0123456789}', 'unexpected character at line 2, column 13'],
+      ['{"a": 1,}', "expected double-quoted property name at line 1, column 9"],
+    ] as const) {
+      for (const json of [[], ['--json']]) {
+        const result = await sb.run(['decrypt', ...json], { env: keyEnv, stdin });
+        expect(result.code).toBe(2);
+        expect(result.stdout + result.stderr).toContain(`not valid JSON: ${where}`);
+        expect(result.stdout + result.stderr).not.toMatch(/graph-token|at_secret|0123456789/);
+      }
+    }
 
     const missing = await sb.run(['decrypt', join(sb.root, 'nope.json')], { env: keyEnv });
     expect(missing.code).toBe(2);

@@ -10,6 +10,7 @@ import { createReadStream, readFile as readFileCallback, stat as statCallback } 
 import { promisify } from 'node:util';
 import { UsageError } from '../../errors.js';
 import type { InStream } from '../render/streams.js';
+import { jsonSyntaxProblem } from '../../json-syntax.js';
 
 export { linesOf } from '../../lines.js';
 
@@ -78,7 +79,7 @@ export function parseJsonInput(text: string, what: string): unknown {
   try {
     return JSON.parse(text) as unknown;
   } catch (error) {
-    throw new UsageError(`the ${what} is not valid JSON: ${(error as Error).message}`);
+    throw new UsageError(`the ${what} is not valid JSON: ${jsonSyntaxProblem(text, error)}`);
   }
 }
 

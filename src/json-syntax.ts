@@ -1,0 +1,51 @@
+/**
+ * Where a JSON text stops being JSON, said without quoting it. V8's own
+ * messages quote the text ("Unexpected token 'a', "at_secret" is not valid
+ * JSON"), which put a token, a key or a password piped in by mistake on
+ * the terminal and in logs; the texts read here (a login-me response, the
+ * config file) hold exactly such things.
+ */
+
+/** Line and column (1-based) of `offset` in `text`. */
+function lineAndColumn(text: string, offset: number): string {
+  let line = 1;
+  let start = 0;
+  for (let at = text.indexOf('\n'); at !== -1 && at < offset; at = text.indexOf('\n', at + 1)) {
+    line++;
+    start = at + 1;
+  }
+  return `line ${line}, column ${offset - start + 1}`;
+}
+
+/** Whether `text` is JSON, or a beginning of some JSON (it fails only at its end). */
+function isJsonSoFar(text: string): boolean {
+  try {
+    JSON.parse(text);
+    return true;
+  } catch (error) {
+    const message = (error as Error).message;
+    if (/^Unexpected end of JSON input/.test(message)) return true;
+    const at = / at position (\d+)/.exec(message);
+    return at !== null && Number(at[1]) >= text.length;
+  }
+}
+
+/**
+ * Why `JSON.parse(text)` threw `error`, as "<what is wrong> at line L,
+ * column C", with no character of the text in it.
+ */
+export function jsonSyntaxProblem(text: string, error: unknown): string {
+  const message = error instanceof Error ? error.message : String(error);
+  if (/^Unexpected end of JSON input/.test(message) || text.trim() === '') return `it ends too early (${lineAndColumn(text, text.length)})`;
+  const positioned = /^(.*?) in JSON at position (\d+)/.exec(message);
+  if (positioned) return `${positioned[1]!.replace(/^./, (c) => c.toLowerCase())} at ${lineAndColumn(text, Number(positioned[2]))}`;
+  // "Unexpected token 'x', "..." is not valid JSON" has no position: the longest beginning that is still JSON so far ends at it.
+  let good = 0;
+  let bad = text.length;
+  while (bad - good > 1) {
+    const middle = (good + bad) >>> 1;
+    if (isJsonSoFar(text.slice(0, middle))) good = middle;
+    else bad = middle;
+  }
+  return `unexpected character at ${lineAndColumn(text, good)}`;
+}
