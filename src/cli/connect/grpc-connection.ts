@@ -44,6 +44,10 @@ export async function connectionOf(
   } else {
     address = (await cc.settings.get('grpc-addr')).value ?? '127.0.0.1:50051';
   }
+  // A --token given empty (a script's unset variable) must never fall through to the profile's token, often serve's admin one.
+  if (flags.token !== undefined && flags.token.trim() === '') {
+    throw new UsageError('--token is empty', { hint: "give the token, or leave --token out to use MINIAPP_GRPC_TOKEN or the profile's grpc-token" });
+  }
   const token = flags.token?.trim() || (await cc.settings.get('grpc-token')).value;
   if (options.needToken !== false && !token) {
     throw new AuthError(`no token for ${options.service ?? 'the user service'}`, {

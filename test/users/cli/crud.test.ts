@@ -227,6 +227,21 @@ describe.each(BACKENDS)('on %s', (backend) => {
       expect(badAddr.code).toBe(2);
     });
 
+    it('refuses an empty --token (an unset variable in a script) instead of falling back to the profile\'s admin token', async () => {
+      const created = await create('kurt');
+      expect((await cli.sb.run(['config', 'set', 'grpc-token', cli.server.token])).code).toBe(0);
+      expect((await cli.sb.run(['config', 'set', 'grpc-addr', cli.server.address])).code).toBe(0);
+      for (const token of ['', '  ']) {
+        const result = await cli.sb.run(['users', 'delete', String(created.id), '--token', token, '--json']);
+        expect(result.code, result.stderr).toBe(2);
+        expect(JSON.parse(result.stderr).error.message).toBe('--token is empty');
+        expect(result.stdout).toBe('');
+      }
+      const still = await cli.sb.run(['users', 'get', String(created.id), '--json']);
+      expect(still.code, still.stderr).toBe(0);
+      expect(JSON.parse(still.stdout).username).toBe('kurt');
+    });
+
     it('reads the token and the address from the profile', async () => {
       await create('judy');
       const configured = await cli.sb.run(['config', 'set', 'grpc-token', cli.server.token]);
