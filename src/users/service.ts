@@ -107,9 +107,12 @@ function checkNewUser(request: CreateUserRequest): void {
 
 function userIdOf(value: string | number | undefined, field = 'user_id'): number {
   const id = Number(value ?? 0);
+  if (id > Number.MAX_SAFE_INTEGER) throw new RpcError(Status.INVALID_ARGUMENT, `${field} must be at most ${Number.MAX_SAFE_INTEGER} (ids are never larger); got ${value}`);
   if (!Number.isSafeInteger(id) || id <= 0) throw new RpcError(Status.INVALID_ARGUMENT, `${field} must be a positive integer`);
   return id;
 }
+
+const EVENT_TYPES: readonly EventTypeName[] = ['CREATED', 'UPDATED', 'DELETED'];
 
 export class UserServiceImpl {
   readonly #rooms: ChatHub<ChatMessage>;
@@ -316,6 +319,11 @@ export class UserServiceImpl {
     let after: number | undefined;
     try {
       checkMaxEntries('types', call.request.types ?? [], REQUEST_LIMITS.watchTypes);
+      // A filter no change can match would wait in silence for ever: refused at once, as GetUser refuses the same id.
+      for (const type of call.request.types ?? []) {
+        if (!EVENT_TYPES.includes(type)) throw new RpcError(Status.INVALID_ARGUMENT, `types: ${String(type)} is not an event type (${EVENT_TYPES.join(', ')})`);
+      }
+      if (call.request.user_id !== undefined && Number(call.request.user_id) !== 0) userIdOf(call.request.user_id);
       // Present only when the client set it (proto3 optional): 0 resumes from the first change, unset from now on.
       if (call.request.resume_after !== undefined) {
         after = Number(call.request.resume_after);

@@ -124,6 +124,32 @@ describe.each(BACKENDS)('on %s', (backend) => {
       expect(await streamEnd(call)).toEqual({ code: 'INVALID_ARGUMENT', details: 'types takes at most 3 entries; it has 4' });
     });
 
+    it('WatchUserChanges refuses at once a filter no change could match, instead of waiting in silence', async () => {
+      for (const [request, details] of [
+        [{ types: [7] }, 'types: 7 is not an event type (CREATED, UPDATED, DELETED)'],
+        [{ types: ['CREATED', 3] }, 'types: 3 is not an event type (CREATED, UPDATED, DELETED)'],
+        [{ user_id: '-1' }, 'user_id must be a positive integer'],
+        [{ user_id: '4611686018427387904' }, 'user_id must be at most 9007199254740991 (ids are never larger); got 4611686018427387904'],
+      ] as const) {
+        expect(await streamEnd(c.WatchUserChanges(request, fixture.serve.auth())), JSON.stringify(request)).toEqual({ code: 'INVALID_ARGUMENT', details });
+      }
+      // The filters that can match still watch: user 1's creation reaches a watch of user 1 and CREATED.
+      const call = c.WatchUserChanges({ user_id: '1', types: ['CREATED'] }, fixture.serve.auth());
+      await new Promise((resolve) => call.once('metadata', resolve));
+      await unary(c, 'CreateUser', newUser(1));
+      const event = await new Promise<{ type: string; user: { id: string } }>((resolve) => call.once('data', resolve));
+      expect([event.type, event.user.id]).toEqual(['CREATED', '1']);
+      call.on('error', () => undefined);
+      call.cancel();
+    });
+
+    it('GetUser names the real bound of an id past 2^53', async () => {
+      expect(await failure(unary(c, 'GetUser', { user_id: '9223372036854775807' }, fixture.serve.auth()))).toEqual({
+        code: 'INVALID_ARGUMENT',
+        details: 'user_id must be at most 9007199254740991 (ids are never larger); got 9223372036854775807',
+      });
+    });
+
     it('UserChat ends a stream whose room, sender or text is over its bound', async () => {
       for (const [message, text] of [
         [{ room: 'r'.repeat(65), text: 'hi' }, 'room must be at most 64 characters'],
