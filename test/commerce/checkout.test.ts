@@ -410,13 +410,24 @@ describe.each(BACKENDS)('commerce on %s', (backend) => {
       ['inventory', 'AdjustStock', { sku: 'KEY', delta: 1 }, 'reason is required'],
       ['payment', 'RefundPayment', { payment_id: 'pay_x', reason: '', idempotency_key: 'k' }, 'reason is required'],
       ['payment', 'ProcessPayment', { amount: 0, idempotency_key: 'k' }, 'amount must be a whole number from 1'],
+      // A missing id is a missing field, not a record that is not there; OrderService pays orders only (its contract).
+      ['order', 'ProcessPayment', { amount: 5000, idempotency_key: 'k' }, 'order_id is required'],
+      ['order', 'GetOrder', {}, 'order_id is required'],
+      ['order', 'CancelOrder', { reason: 'x' }, 'order_id is required'],
+      ['payment', 'GetPayment', {}, 'payment_id is required'],
+      ['payment', 'RefundPayment', { reason: 'x', idempotency_key: 'k' }, 'payment_id is required'],
+      ['inventory', 'ReleaseReservation', {}, 'reservation_id is required'],
+      ['inventory', 'CommitReservation', {}, 'reservation_id is required'],
     ];
     for (const [service, method, request, message] of cases) {
       const answer = await refused(c.call(service as never, method, request));
       expect(answer.code, `${method} ${JSON.stringify(request)}`).toBe('INVALID_ARGUMENT');
       expect(answer.details).toContain(message);
     }
-    for (const table of ['orders', 'payments', 'reservations', 'idempotency_keys', 'refunds']) expect(await count(table), table).toBe(0);
+    for (const table of ['orders', 'payments', 'reservations', 'idempotency_keys', 'refunds', 'sandbox_charges']) expect(await count(table), table).toBe(0);
+    // A user token asking OrderService to pay without an order hears the same, not PERMISSION_DENIED.
+    const ann = await c.user(1);
+    expect(await refused(c.call('order', 'ProcessPayment', { amount: 5000, idempotency_key: 'k' }, ann.token))).toEqual({ code: 'INVALID_ARGUMENT', details: 'order_id is required' });
     expect((await c.call('inventory', 'CheckStock', {})).items.map((i: any) => i.sku)).toEqual(['KEY']);
     expect(await refused(c.call('inventory', 'CheckStock', { skus: ['NOPE'] }))).toEqual({ code: 'NOT_FOUND', details: 'no such SKU: NOPE' });
   });
@@ -442,5 +453,17 @@ describe.each(BACKENDS)('commerce on %s', (backend) => {
     expect(await c.call('inventory', 'CommitReservation', { reservation_id: held.reservation.id })).toMatchObject({ state: 'COMMITTED' });
     expect(await stock('CAP')).toMatchObject({ on_hand: '4', reserved: '4' });
     expect((await refused(c.call('inventory', 'ReleaseReservation', { reservation_id: held.reservation.id }))).details).toContain('is COMMITTED');
+  });
+
+  it('a change of currency needs the price in the new currency: 12,000 won never become $120.00', async () => {
+    await setStock('MUG', 10, 12000);
+    expect(await refused(c.call('inventory', 'SetStock', { sku: 'MUG', quantity: 10, currency: 'USD' }))).toEqual({
+      code: 'FAILED_PRECONDITION',
+      details: 'SKU MUG is priced in KRW: give its price in USD (minor units) with the new currency',
+    });
+    expect(await stock('MUG')).toMatchObject({ price: '12000', currency: 'KRW' });
+    // The same currency again, or none, keeps the price; with the price in the new currency it changes.
+    expect(await c.call('inventory', 'SetStock', { sku: 'MUG', quantity: 9, currency: 'KRW' })).toMatchObject({ price: '12000', currency: 'KRW', on_hand: '9' });
+    expect(await setStock('MUG', 9, 900, { currency: 'USD' })).toMatchObject({ price: '900', currency: 'USD' });
   });
 });

@@ -196,6 +196,10 @@ export class Inventory {
         await tx.run(LEDGER, [change.sku, change.quantity, change.reason, change.actor, at]);
         return (await this.levels([change.sku], tx))[0]!;
       }
+      // The price is in the currency's minor unit: kept across a change of currency, 12,000 won would become $120.00.
+      if (change.currency && change.currency !== current.currency && change.price === undefined) {
+        throw precondition(`SKU ${change.sku} is priced in ${current.currency}: give its price in ${change.currency} (minor units) with the new currency`);
+      }
       const reserved = num(current.reserved);
       const quantity = change.quantity ?? num(current.on_hand);
       if (quantity < reserved) {

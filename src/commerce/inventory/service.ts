@@ -4,7 +4,7 @@
  * (additions). The rules live in inventory.ts and orders.ts.
  */
 import type * as grpc from '@grpc/grpc-js';
-import { actorOf, checkCurrency, checkItems, checkSku, checkText, integer, invalid, MAX_AMOUNT, notFound, precondition } from '../kernel/common.js';
+import { actorOf, checkCurrency, checkItems, checkSku, checkText, integer, invalid, MAX_AMOUNT, notFound, precondition, requiredId } from '../kernel/common.js';
 import { requireAdmin, timestampOf, unaryFactory, type Authenticate, type InternalLog } from '../kernel/grpc.js';
 import type { Inventory, ReservationRecord, StockLevel, StockMovement } from './inventory.js';
 
@@ -92,8 +92,8 @@ export class InventoryServiceImpl {
         const reason = checkText('reason', request.reason, { required: true });
         return stockLevelMessage(await inventory.adjust(sku, delta, reason, actorOf(principal)));
       }),
-      ReleaseReservation: unary(async (request: { reservation_id: string }, principal) => this.#end(request.reservation_id, principal, 'release')),
-      CommitReservation: unary(async (request: { reservation_id: string }, principal) => this.#end(request.reservation_id, principal, 'commit')),
+      ReleaseReservation: unary(async (request: { reservation_id: string }, principal) => this.#end(requiredId('reservation_id', request.reservation_id), principal, 'release')),
+      CommitReservation: unary(async (request: { reservation_id: string }, principal) => this.#end(requiredId('reservation_id', request.reservation_id), principal, 'commit')),
       ListStockMovements: unary(async (request: { sku: string; page_size: number }) => {
         const sku = checkSku(request.sku);
         const size = integer('page_size', request.page_size, 0, 100) || 50;

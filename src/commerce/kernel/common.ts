@@ -23,6 +23,12 @@ export const invalid = (message: string) => new CommerceError('INVALID_ARGUMENT'
 export const notFound = (message: string) => new CommerceError('NOT_FOUND', message);
 export const precondition = (message: string) => new CommerceError('FAILED_PRECONDITION', message);
 
+/** A record's id that the request must name: left empty, it is INVALID_ARGUMENT (a field missing), not NOT_FOUND. */
+export function requiredId(field: string, value: string | undefined): string {
+  if (!value) throw invalid(`${field} is required`);
+  return value;
+}
+
 /** Who calls: the admin token (any order, any payment) or a user (their own). */
 export interface Caller {
   isAdmin: boolean;

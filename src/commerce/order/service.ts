@@ -7,6 +7,7 @@ import type * as grpc from '@grpc/grpc-js';
 import { markReplayed, wasReplayed } from '../kernel/idempotency.js';
 import { timestampOf, unaryFactory, type Authenticate, type InternalLog } from '../kernel/grpc.js';
 import { processPayment } from '../payment/service.js';
+import { requiredId } from '../kernel/common.js';
 import type { Payments } from '../payment/payments.js';
 import type { OrderRecord, Orders } from './orders.js';
 
@@ -48,13 +49,14 @@ export class OrderServiceImpl {
         const message = orderMessage(order);
         return wasReplayed(order) ? markReplayed(message) : message;
       }),
-      GetOrder: unary(async (request: { order_id: string }, principal) => orderMessage(await orders.get(principal, request.order_id ?? ''))),
-      ProcessPayment: unary(processPayment(orders, payments)),
+      GetOrder: unary(async (request: { order_id: string }, principal) => orderMessage(await orders.get(principal, requiredId('order_id', request.order_id)))),
+      // The order's service pays orders only (its contract: "order_id is required"); a payment without one is PaymentService's.
+      ProcessPayment: unary(processPayment(orders, payments, { orderRequired: true })),
       ListOrders: unary(async (request: { page_size: number; page_token: string; status: string; user_id: string }, principal) => {
         const page = await orders.list(principal, { pageSize: request.page_size, pageToken: request.page_token, status: request.status, userId: request.user_id });
         return { orders: page.orders.map(orderMessage), next_page_token: page.nextPageToken };
       }),
-      CancelOrder: unary(async (request: { order_id: string; reason: string }, principal) => orderMessage(await orders.cancel(principal, request.order_id ?? '', request.reason))),
+      CancelOrder: unary(async (request: { order_id: string; reason: string }, principal) => orderMessage(await orders.cancel(principal, requiredId('order_id', request.order_id), request.reason))),
     };
   }
 }

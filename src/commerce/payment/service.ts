@@ -8,7 +8,7 @@
 import type * as grpc from '@grpc/grpc-js';
 import { timestampOf, unaryFactory, type Authenticate, type InternalLog } from '../kernel/grpc.js';
 import type { Principal } from '../../auth/tokens.js';
-import type { Caller } from '../kernel/common.js';
+import { requiredId, type Caller } from '../kernel/common.js';
 import type { PaymentOutcome, PaymentRecord, Payments, RefundRecord } from './payments.js';
 
 /** What ProcessPayment needs of the orders when a payment names one (order/orders.ts `Orders` is one). */
@@ -53,15 +53,14 @@ export function paymentResponse(outcome: PaymentOutcome) {
   return { payment: paymentMessage(outcome.payment), message: outcome.message };
 }
 
-/** ProcessPayment of either service: through the order when one is named. */
-export function processPayment(orders: PaysOrders, payments: Payments) {
+/** ProcessPayment of either service: through the order when one is named (OrderService's always names one). */
+export function processPayment(orders: PaysOrders, payments: Payments, options: { orderRequired?: boolean } = {}) {
   return (request: PaymentRequestMessage, principal: Principal) =>
-    (request.order_id
-      ? orders.pay(principal, { orderId: request.order_id, amount: request.amount, currency: request.currency, method: request.method, key: request.idempotency_key })
+    (request.order_id || options.orderRequired
+      ? orders.pay(principal, { orderId: requiredId('order_id', request.order_id), amount: request.amount, currency: request.currency, method: request.method, key: request.idempotency_key })
       : payments.processStandalone(principal, { amount: request.amount, currency: request.currency, method: request.method, key: request.idempotency_key })
     ).then(paymentResponse);
 }
-
 export interface PaymentServiceOptions {
   payments: Payments;
   orders: PaysOrders;
@@ -78,10 +77,10 @@ export class PaymentServiceImpl {
     return {
       ProcessPayment: unary(processPayment(orders, payments)),
       RefundPayment: unary(async (request: { payment_id: string; amount: string; reason: string; idempotency_key: string }, principal) => {
-        const outcome = await payments.refund(principal, { paymentId: request.payment_id, amount: request.amount, reason: request.reason, key: request.idempotency_key });
+        const outcome = await payments.refund(principal, { paymentId: requiredId('payment_id', request.payment_id), amount: request.amount, reason: request.reason, key: request.idempotency_key });
         return { payment: paymentMessage(outcome.payment), refund: refundMessage(outcome.refund) };
       }),
-      GetPayment: unary(async (request: { payment_id: string }, principal) => paymentMessage(await payments.get(principal, request.payment_id ?? ''))),
+      GetPayment: unary(async (request: { payment_id: string }, principal) => paymentMessage(await payments.get(principal, requiredId('payment_id', request.payment_id)))),
     };
   }
 }
