@@ -35,3 +35,22 @@ describe('callbacks list --limit', () => {
     expect(result.stderr).toContain('the 3 most recent of 4; a larger --limit shows more');
   });
 });
+
+describe('callbacks list and text from the caller of the callback', () => {
+  it('shows control characters of a referrer as \\xHH on a terminal and piped, never sends them; --json keeps them exact', async () => {
+    // Anyone who can reach the callback (no --callback-auth) chooses the referrer: a window title, a screen clear, a bell.
+    const referrer = 'X\u001b]0;PWNED\u0007\u001b[2J\r\u009b31mY\u007f';
+    const store = await openStore({ kind: 'sqlite', dataDir: join(sb.root, 'data') });
+    await new UnlinkEventStore(store.sql).record({ receivedAt: new Date(Date.UTC(2026, 10, 21, 13)).toISOString(), userKey: 7, referrer, method: 'GET', source: '127.0.0.1' });
+    await store.close();
+    const shown = 'X\\x1b]0;PWNED\\x07\\x1b[2J \\x9b31mY\\x7f';
+    for (const options of [{ tty: true }, {}]) {
+      const result = await sb.run(['callbacks', 'list', '--user-key', '7', '--no-color'], options);
+      expect(result.code, result.stderr).toBe(0);
+      expect(result.stdout).not.toMatch(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/);
+      expect(result.stdout).toContain(shown);
+    }
+    const json = await sb.run(['callbacks', 'list', '--user-key', '7', '--json']);
+    expect(JSON.parse(json.stdout)[0].referrer).toBe(referrer);
+  });
+});

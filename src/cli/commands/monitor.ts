@@ -3,6 +3,7 @@
  * operators' room, over monitoring.v1.MonitoringService (admin token).
  * Commander wiring and rendering; the client is src/monitoring/client.ts.
  */
+import { printable } from '../render/printable.js';
 import type { Command } from 'commander';
 import type { Bind } from '../command.js';
 import type { CommandContext } from '../context.js';
@@ -327,7 +328,7 @@ async function runChat(cc: CommandContext, command: Command): Promise<void> {
         signal,
         onMessage: (message: ChatMessage) => {
           if (cc.out.json) cc.out.line(JSON.stringify({ sender: message.sender, text: message.text, sent_at: iso(message.sent_at) }));
-          else cc.out.line(`${cc.out.color.bold(message.sender)}: ${message.text}`);
+          else cc.out.line(`${cc.out.color.bold(printable(message.sender))}: ${printable(message.text)}`);
         },
       }),
     );

@@ -12,12 +12,14 @@ import type { ChalkInstance } from 'chalk';
 import type { LogRecord } from '../../monitoring/log-hub.js';
 import { parseLogLine } from '../../monitoring/log-hub.js';
 import type { OutStream } from './streams.js';
+import { printable } from './printable.js';
 
 type Level = LogRecord['levelName'];
 
 function fieldText(value: unknown): string {
-  if (typeof value === 'string') return /[\s"=]/.test(value) || value === '' ? JSON.stringify(value) : value;
-  return JSON.stringify(value);
+  // JSON escapes the C0 controls but not DEL and C1; printable takes those (a field may come from a request).
+  if (typeof value === 'string') return printable(/[\s"=\u0000-\u001f]/.test(value) || value === '' ? JSON.stringify(value) : value);
+  return printable(JSON.stringify(value) ?? String(value));
 }
 
 export interface FormatOptions {
@@ -39,7 +41,7 @@ export class LogFormatter {
   /** The line for a record, or undefined when it is held back (a request that has not completed yet). */
   format(record: LogRecord): string | undefined {
     const c = this.options.color;
-    let { message } = record;
+    let message = printable(record.message);
     const fields = { ...record.fields };
     const reqId = typeof fields.reqId === 'string' ? fields.reqId : undefined;
     const req = fields.req as { method?: string; url?: string } | undefined;
@@ -55,7 +57,7 @@ export class LogFormatter {
       this.#pending.delete(reqId);
       const ms = typeof fields.responseTime === 'number' ? `${fields.responseTime.toFixed(1)}ms` : '';
       const status = res.statusCode >= 500 ? c.red(String(res.statusCode)) : res.statusCode >= 400 ? c.yellow(String(res.statusCode)) : String(res.statusCode);
-      message = `${request ? `${request.method} ${request.url} ` : ''}${status} ${c.dim(ms)}`.trimEnd();
+      message = `${request ? `${request.method} ${printable(request.url)} ` : ''}${status} ${c.dim(ms)}`.trimEnd();
       delete fields.res;
       delete fields.responseTime;
       delete fields.reqId;

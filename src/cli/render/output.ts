@@ -8,6 +8,7 @@
  * chalk only when some stream will show colour, so that quick paths such as
  * `miniapp decrypt --json | jq` never pay for them.
  */
+import { printable } from './printable.js';
 import { createRequire } from 'node:module';
 import type { ChalkInstance } from 'chalk';
 import { resolveColorLevel, type ColorLevel } from './color.js';
@@ -88,8 +89,9 @@ function wrapWords(text: string, width: number): string[] {
   return lines;
 }
 
+/** A cell's text on one line, with no control character left to act on the terminal (printable.ts). */
 function oneLine(text: string): string {
-  return text.replace(/[\t\r\n]+/g, ' ');
+  return printable(text.replace(/[\t\r\n]+/g, ' '));
 }
 
 export interface OutputOptions {

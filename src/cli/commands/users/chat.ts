@@ -1,4 +1,5 @@
 /** `miniapp users chat`: stdin lines out, the room's messages in. */
+import { printable } from '../../render/printable.js';
 import type { Command } from 'commander';
 import type { CommandContext } from '../../context.js';
 import type { ConnectionFlags } from '../../connect/grpc-connection.js';
@@ -36,7 +37,8 @@ export async function runChat(cc: CommandContext, command: Command): Promise<voi
           cc.out.line(JSON.stringify({ room: message.room, sender: message.sender, text: message.text, sent_at: isoOf(message.sent_at) }));
         } else {
           const c = cc.out.color;
-          cc.out.line(`${c.dim(`[${message.room}]`)} ${c.bold(message.sender)}: ${message.text}`);
+          // Another user's words: shown, never obeyed by the terminal.
+          cc.out.line(`${c.dim(`[${printable(message.room)}]`)} ${c.bold(printable(message.sender))}: ${printable(message.text)}`);
         }
       },
     });
