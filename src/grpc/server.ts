@@ -11,7 +11,7 @@ import type { Counter, Histogram } from 'prom-client';
 import { serviceDefinition, type ServiceName } from './protos.js';
 import { addReflection } from './reflection.js';
 import { RequestCheckingServer, type CallObserver, type ObserveCall } from './request-check.js';
-import { goCodeName, rpcType, statusName } from './status.js';
+import { failStream, goCodeName, rpcType, SHUTTING_DOWN, statusName } from './status.js';
 import { tracingInterceptor } from './tracing.js';
 import type { Telemetry } from '../telemetry/telemetry.js';
 import type { RequestRates } from '../auth/request-rates.js';
@@ -219,7 +219,7 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
   for (const service of options.services) server.addService(serviceDefinition(service.name).service, service.handlers);
   const names = options.services.map((service) => service.name);
   const health = new HealthImplementation({ '': 'SERVING', ...Object.fromEntries(names.map((name) => [name, 'SERVING'])) });
-  health.addToServer(server);
+  const healthWatches = addHealth(server, health);
   const all = [...names, HEALTH_SERVICE, ...REFLECTION_SERVICES];
   addReflection(server, all);
 
@@ -230,22 +230,30 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
   const port = await new Promise<number>((resolve, reject) =>
     server.bindAsync(`${host}:${options.port}`, credentials, (error, bound) => (error ? reject(error) : resolve(bound))),
   );
+  // Each change once: grpc-health-check writes to every watcher at each setStatus, changed or not.
+  let serving = true;
+  const setServing = (now: boolean) => {
+    if (now === serving) return;
+    serving = now;
+    const status = now ? 'SERVING' : 'NOT_SERVING';
+    health.setStatus('', status);
+    for (const name of names) health.setStatus(name, status);
+  };
   return {
     server,
     port,
     address: `${options.host === '0.0.0.0' || options.host === '::' ? '127.0.0.1' : host}:${port}`,
     health,
     services: all,
-    setServing: (serving) => {
-      const status = serving ? 'SERVING' : 'NOT_SERVING';
-      health.setStatus('', status);
-      for (const name of names) health.setStatus(name, status);
-    },
+    setServing,
     shutdown: (deadlineMs = 5_000) =>
       new Promise<void>((resolve) => {
-        health.setStatus('', 'NOT_SERVING');
-        for (const name of names) health.setStatus(name, 'NOT_SERVING');
+        setServing(false);
         observations.stopping = true;
+        // A health Watch never ends by itself, and grpc-js's forceShutdown misses the sessions of a server without
+        // channelz: left open, one watcher kept the process alive after serve had stopped. Ended like the other streams.
+        for (const call of healthWatches) failStream(call, SHUTTING_DOWN);
+        healthWatches.clear();
         options.onShutdown?.();
         const force = setTimeout(() => {
           server.forceShutdown();
@@ -257,4 +265,43 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
         });
       }),
   };
+}
+
+/** The longest service name a health Check's NOT_FOUND repeats (a name is the client's, of any length up to the 4 MiB limit). */
+const MAX_ECHOED_NAME = 200;
+
+/**
+ * grpc.health.v1.Health from grpc-health-check, with two changes: its open
+ * Watch calls are kept (returned), so that shutdown can end them, and
+ * Check's NOT_FOUND names at most MAX_ECHOED_NAME characters of the
+ * service asked for (it repeated the whole name into the status trailer;
+ * past about 8 KB, a grpcio client heard RESOURCE_EXHAUSTED instead).
+ */
+function addHealth(server: grpc.Server, health: HealthImplementation): Set<grpc.ServerWritableStream<unknown, unknown>> {
+  let definition: grpc.ServiceDefinition | undefined;
+  let handlers: grpc.UntypedServiceImplementation | undefined;
+  health.addToServer({ addService: (service: grpc.ServiceDefinition, implementation: grpc.UntypedServiceImplementation) => ((definition = service), (handlers = implementation)) } as unknown as grpc.Server);
+  const check = handlers!['check'] as grpc.handleUnaryCall<{ service?: string }, unknown>;
+  const watch = handlers!['watch'] as grpc.handleServerStreamingCall<{ service?: string }, unknown>;
+  const watches = new Set<grpc.ServerWritableStream<unknown, unknown>>();
+  server.addService(definition!, {
+    ...handlers,
+    check: (call: grpc.ServerUnaryCall<{ service?: string }, unknown>, callback: grpc.sendUnaryData<unknown>) =>
+      check(call, (error, value) => {
+        const name = call.request.service ?? '';
+        if (error && name.length > MAX_ECHOED_NAME) {
+          return callback({ ...error, details: `Health status unknown for service ${name.slice(0, MAX_ECHOED_NAME)}… (${name.length} characters)` }, value);
+        }
+        callback(error, value);
+      }),
+    watch: (call: grpc.ServerWritableStream<{ service?: string }, unknown>) => {
+      watches.add(call);
+      const forget = () => watches.delete(call);
+      call.once('cancelled', forget);
+      call.once('close', forget);
+      call.once('finish', forget);
+      watch(call);
+    },
+  });
+  return watches;
 }

@@ -52,6 +52,7 @@ function clientsOf(running: RunningServe) {
   return {
     metadata,
     users,
+    health,
     status: (service: string) =>
       new Promise<string>((resolve, reject) => health.Check({ service }, (error: unknown, answer: { status: string }) => (error ? reject(error) : resolve(answer.status)))),
     create: (n: string) =>
@@ -77,9 +78,20 @@ describe('the drain of serve', () => {
     });
     let closed = false;
     cleanups.push(() => (closed ? undefined : running.close()));
-    const { users, metadata, status, create } = clientsOf(running);
+    const { users, health, metadata, status, create } = clientsOf(running);
     expect(await status('')).toBe('SERVING');
     expect((await request(`${running.url}/health/ready`)).statusCode).toBe(200);
+    // A health Watch, as clients with health checking keep open: it never ends by itself, and once kept serve alive
+    // after it had stopped (grpc-js's forceShutdown missed its session).
+    const healthSeen: string[] = [];
+    let healthError: grpc.ServiceError | undefined;
+    const healthWatch = health.Watch({ service: '' }) as grpc.ClientReadableStream<{ status: string }>;
+    healthWatch.on('data', (answer) => healthSeen.push(answer.status));
+    healthWatch.on('error', (error: grpc.ServiceError) => (healthError = error));
+    await until(() => healthSeen.length === 1, 'the health watch to answer');
+    // A Check's NOT_FOUND names a bounded part of the service asked for, so that any client can read the answer.
+    const unknown = await new Promise<grpc.ServiceError>((resolve) => health.Check({ service: 'x'.repeat(100_000) }, (error: grpc.ServiceError) => resolve(error)));
+    expect([grpc.status[unknown.code], unknown.details]).toEqual(['NOT_FOUND', `Health status unknown for service ${'x'.repeat(200)}… (100000 characters)`]);
 
     // A watch (a stream that never ends by itself) and an import (a call in flight, one row answered).
     const watched: string[] = [];
@@ -117,6 +129,8 @@ describe('the drain of serve', () => {
     expect(posts.statusCode).toBe(200);
     await posts.body.dump();
     for (const service of ['', 'user.v1.UserService', 'monitoring.v1.MonitoringService', 'order.v1.OrderService']) expect(await status(service), service).toBe('NOT_SERVING');
+    await until(() => healthSeen.at(-1) === 'NOT_SERVING', 'the health watch to hear NOT_SERVING');
+    expect(healthError).toBeUndefined();
     // Still answering, streams included.
     expect(await create('during')).toBe('OK');
     await until(() => watched.includes('userduring'), 'the watch to see the change made while draining');
@@ -128,6 +142,9 @@ describe('the drain of serve', () => {
     await until(() => watchError !== undefined, 'the watch to end');
     expect(grpc.status[watchError!.code]).toBe('UNAVAILABLE');
     expect(watchError!.details).toContain('shutting down');
+    await until(() => healthError !== undefined, 'the health watch to end');
+    expect([grpc.status[healthError!.code], healthError!.details]).toEqual(['UNAVAILABLE', 'the server is shutting down; reconnect to resume']);
+    expect(healthSeen).toEqual(['SERVING', 'NOT_SERVING']);
     // ...while the import in flight goes on to its end.
     importing.write(newUser('imported2'));
     importing.end();
