@@ -69,6 +69,26 @@ function heldWait() {
 }
 
 describe('the drain of serve', () => {
+  it('past the deadline of a stop, ends the connection of a client stream that never ends, so the process can exit', async () => {
+    const running = await startTestServe({ grpc: { host: '127.0.0.1', port: 0 }, shutdownDeadlineMs: 300 });
+    let closed = false;
+    cleanups.push(() => (closed ? undefined : running.close()));
+    const { users, metadata } = clientsOf(running);
+    const answers: unknown[] = [];
+    let ended: grpc.ServiceError | null | undefined;
+    const importing = users.ImportUsers(metadata) as grpc.ClientDuplexStream<unknown, unknown>;
+    importing.on('data', (answer) => answers.push(answer));
+    importing.on('error', (error: grpc.ServiceError) => (ended = error));
+    importing.on('end', () => (ended ??= null));
+    importing.write(newUser('left-open'));
+    await until(() => answers.length === 1, 'the first imported row');
+    // The client neither writes nor ends: grpc-js's own forceShutdown left such a connection (and serve's process) open.
+    await running.close();
+    closed = true;
+    await until(() => ended !== undefined, 'the stream left open to end');
+    expect(ended && grpc.status[ended.code]).toBe('UNAVAILABLE');
+  });
+
   it('is not ready at once, answers everything until the wait ends, then ends streams with UNAVAILABLE while a call in flight finishes', async () => {
     const logged: Record<string, any>[] = [];
     const running = await startTestServe({
