@@ -363,6 +363,9 @@ describe.each(BACKENDS)('commerce on %s', (backend) => {
     expect((await refused(c.call('inventory', 'SetStock', { sku: 'BOOK', quantity: 50 }, ann.token))).code).toBe('PERMISSION_DENIED');
     expect((await refused(c.call('inventory', 'AdjustStock', { sku: 'BOOK', delta: 1, reason: 'found one' }, ann.token))).code).toBe('PERMISSION_DENIED');
     expect((await c.call('inventory', 'CheckStock', { skus: ['BOOK'] }, ann.token)).items[0].available).toBe('1');
+    // The ledger names every user's orders: Ann may not read Ben's there either.
+    expect(await refused(c.call('inventory', 'ListStockMovements', { sku: 'BOOK' }, ann.token))).toEqual({ code: 'PERMISSION_DENIED', details: 'reading the stock ledger needs the admin token' });
+    expect((await c.call('inventory', 'ListStockMovements', { sku: 'BOOK' })).movements.length).toBeGreaterThan(0);
     expect((await refused(c.call('order', 'GetOrder', { order_id: order.id }, 'mat_not-a-token'))).code).toBe('UNAUTHENTICATED');
   });
 

@@ -94,7 +94,9 @@ export class InventoryServiceImpl {
       }),
       ReleaseReservation: unary(async (request: { reservation_id: string }, principal) => this.#end(requiredId('reservation_id', request.reservation_id), principal, 'release')),
       CommitReservation: unary(async (request: { reservation_id: string }, principal) => this.#end(requiredId('reservation_id', request.reservation_id), principal, 'commit')),
-      ListStockMovements: unary(async (request: { sku: string; page_size: number }) => {
+      ListStockMovements: unary(async (request: { sku: string; page_size: number }, principal) => {
+        // The ledger names every user's orders: the admin's, as the proto's header says of all but CheckStock.
+        requireAdmin(principal, 'reading the stock ledger');
         const sku = checkSku(request.sku);
         const size = integer('page_size', request.page_size, 0, 100) || 50;
         return { movements: (await inventory.movements(sku, size)).map(movementMessage) };
