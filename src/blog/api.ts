@@ -325,7 +325,9 @@ export async function blogApi(app: FastifyInstance, options: BlogOptions): Promi
         },
       } as FastifySchema,
     },
-    async (request) => {
+    async (request, reply) => {
+      // A token is never kept by a cache on the way (RFC 6749 §5.1), whatever the answer.
+      void reply.header('cache-control', 'no-store');
       const body = request.body as Record<string, string>;
       const account = `${loginField}:${body[loginField]!}`;
       const limiter = options.loginLimiter;

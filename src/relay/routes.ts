@@ -14,6 +14,9 @@ import type { KeyMaterial } from '../login/key-material.js';
 import type { UnlinkEventStore } from '../store/unlink-events.js';
 import { HttpError } from '../http/errors.js';
 
+/** The relay's routes whose answers carry tokens or personal fields. */
+const PRIVATE_ANSWERS = new Set(['/api/auth/token', '/api/auth/refresh', '/api/auth/me']);
+
 export const KNOWN_UNLINK_REFERRERS = ['UNLINK', 'WITHDRAWAL_TERMS', 'WITHDRAWAL_PLATFORM'];
 
 export interface RelayOptions {
@@ -130,6 +133,11 @@ export async function relayRoutes(app: FastifyInstance, options: RelayOptions): 
 
   app.register(
     async (auth) => {
+      // Tokens and the user's personal fields: never kept by a cache on the way (RFC 6749 §5.1), errors included.
+      auth.addHook('onRequest', async (request, reply) => {
+        if (PRIVATE_ANSWERS.has(request.routeOptions.url ?? '')) void reply.header('cache-control', 'no-store');
+      });
+
       auth.post('/token', async (request) => {
         const body = jsonObject(request, 'authorizationCode and referrer');
         const code = requiredString(body, 'authorizationCode');

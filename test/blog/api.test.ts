@@ -112,6 +112,13 @@ describe.each(BACKENDS)('the blog API on %s', (backend) => {
       expect(wrong).toMatchObject({ status: 401, body: { code: 'INVALID_CREDENTIALS', error: 'Unauthorized' } });
       expect((await call('POST', '/api/v2/auth/login', { json: { email: 'nobody@example.com', password: 'password123' } })).status).toBe(401);
     });
+
+    it('answers a login, given or refused, with Cache-Control: no-store (RFC 6749 section 5.1)', async () => {
+      const given = await call('POST', '/api/v2/auth/login', { json: { email: 'alice@example.com', password: 'password123' } });
+      const refused = await call('POST', '/api/v1/auth/login', { json: { username: 'alice', password: 'wrong-password' } });
+      expect([given.status, refused.status]).toEqual([200, 401]);
+      for (const answer of [given, refused]) expect(answer.headers['cache-control']).toBe('no-store');
+    });
   });
 
   describe('posts', () => {

@@ -72,6 +72,23 @@ async function tokens(userKey = 1001) {
 const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
 
 describe('relay endpoints', () => {
+  it('answers tokens and personal fields with Cache-Control: no-store, refusals included (RFC 6749 section 5.1)', async () => {
+    const granted = await call('POST', '/api/auth/token', { json: { authorizationCode: await code(), referrer: 'sandbox' } });
+    const { refreshToken } = granted.body as { refreshToken: string };
+    const refreshed = await call('POST', '/api/auth/refresh', { json: { refreshToken } });
+    const answers = [
+      granted,
+      refreshed,
+      await call('GET', '/api/auth/me', { headers: bearer((refreshed.body as { accessToken: string }).accessToken) }),
+      await call('POST', '/api/auth/token', { json: { authorizationCode: 'used-or-wrong', referrer: 'sandbox' } }),
+      await call('GET', '/api/auth/me'),
+    ];
+    expect(answers.map((answer) => answer.status)).toEqual([200, 200, 200, expect.any(Number), 401]);
+    for (const answer of answers) expect(answer.headers['cache-control']).toBe('no-store');
+    // Answers that hold nothing private keep their caching as it was.
+    expect((await call('GET', '/health')).headers['cache-control']).toBeUndefined();
+  });
+
   it('POST /token answers the TokenData with the envelope unwrapped', async () => {
     const res = await call('POST', '/api/auth/token', { json: { authorizationCode: await code(), referrer: 'SANDBOX' } });
     expect(res.status).toBe(200);
