@@ -213,6 +213,9 @@ export async function buildProgram(
       outputError: () => undefined,
     });
 
+  // --no-color wins over --color wherever each stands (README); commander keeps the last of the two.
+  const ended = argv.indexOf('--');
+  const saidNoColor = (ended === -1 ? argv : argv.slice(0, ended)).includes('--no-color');
   const bind: Bind = (handler) => async (...args) => {
     const command = args.at(-1) as Command;
     const globals = command.optsWithGlobals<GlobalOptions>();
@@ -225,9 +228,9 @@ export async function buildProgram(
       ...ctx,
       out: await createOutput(ctx.io, {
         json: Boolean(globals.json),
-        noColor: !globals.color,
+        noColor: saidNoColor || !globals.color,
         // --color and --no-color share one value: only a --color given on the command line forces colours.
-        forceColor: globals.color && command.getOptionValueSourceWithGlobals('color') === 'cli',
+        forceColor: !saidNoColor && globals.color && command.getOptionValueSourceWithGlobals('color') === 'cli',
         env: ctx.env,
       }),
       profile,

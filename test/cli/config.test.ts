@@ -177,6 +177,17 @@ describe('miniapp config', () => {
     expect((await sb.run(['config', 'get', 'base-url'])).stdout).toBe('https://a.example\n');
   });
 
+  it('--no-color wins over --color in either order; --color alone colours a pipe', async () => {
+    const colored = await sb.run(['--color', 'config', 'set', 'base-url', 'https://a.example']);
+    expect(colored.stdout + colored.stderr).toContain('\u001b[');
+    for (const flags of [['--no-color', '--color'], ['--color', '--no-color'], ['--color', 'config', '--no-color']]) {
+      const args = flags.includes('config') ? [...flags, 'set', 'base-url', 'https://a.example'] : [...flags, 'config', 'set', 'base-url', 'https://a.example'];
+      const result = await sb.run(args);
+      expect(result.code, result.stderr).toBe(0);
+      expect(result.stdout + result.stderr, flags.join(' ')).not.toContain('\u001b[');
+    }
+  });
+
   it('is a usage error without a subcommand argument', async () => {
     const result = await sb.run(['config', 'set', 'base-url']);
     expect(result.code).toBe(2);
