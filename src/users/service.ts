@@ -245,13 +245,13 @@ export class UserServiceImpl {
     if (privileged) throw new RpcError(Status.PERMISSION_DENIED, 'changing is_active or roles needs the admin role');
   }
 
-  async #newUser(request: CreateUserRequest): Promise<NewUser> {
+  async #newUser(request: CreateUserRequest, options: { bulk?: boolean } = {}): Promise<NewUser> {
     checkNewUser(request);
     return {
       username: request.username,
       email: request.email,
       fullName: request.full_name ?? '',
-      passwordHash: await hashPassword(request.password, this.options.hashCost),
+      passwordHash: await hashPassword(request.password, this.options.hashCost, options),
     };
   }
 
@@ -374,7 +374,7 @@ export class UserServiceImpl {
   /** Creates the rows of a stream (BulkCreateUsers, ImportUsers): each result, in order, once stored. */
   #createRows(call: RowStream, onResult: (result: { index: number; user: UserRecord } | { index: number; failure: BulkRowFailure }) => void, afterBatch?: () => Promise<void>): Promise<void> {
     return createFromStream(call, {
-      prepare: (request) => this.#newUser(request),
+      prepare: (request) => this.#newUser(request, { bulk: true }),
       store: (users) => this.options.users.createMany(users),
       onResult: (result) => {
         if ('user' in result) {
@@ -530,7 +530,7 @@ export class UserServiceImpl {
       if (!principal.isAdmin) throw new RpcError(Status.PERMISSION_DENIED, 'creating users through sync needs the admin role');
       checkRoles(given.roles ?? []);
       return this.options.users.create({
-        ...(await this.#newUser({ username: given.username, email: given.email, password: request.upsert.password, full_name: given.full_name })),
+        ...(await this.#newUser({ username: given.username, email: given.email, password: request.upsert.password, full_name: given.full_name }, { bulk: true })),
         // proto3 cannot tell an unset is_active from false: new users start active, as with CreateUser.
         isActive: true,
         roles: given.roles,
