@@ -180,6 +180,9 @@ export function checkRoles(roles: readonly string[]): void {
       throw new UserValidationError('roles', `role "${shown}" must be lower-case letters, digits, "_" or "-" (at most ${USER_LIMITS.role.max} characters)`);
     }
   }
+  // A set: a role given twice would be stored twice, and take one of the places the bound allows.
+  const twice = roles.find((role, i) => roles.indexOf(role) !== i);
+  if (twice !== undefined) throw new UserValidationError('roles', `roles names "${twice}" twice`);
 }
 
 function recordOf(row: UserRow | undefined): UserRecord | undefined {

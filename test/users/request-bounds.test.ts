@@ -98,6 +98,10 @@ describe.each(BACKENDS)('on %s', (backend) => {
       expect((await unary(c, 'GetUser', { user_id: user.id }, fixture.serve.auth())).roles).toEqual([]);
       const updated = await unary(c, 'UpdateUser', { user_id: user.id, user: { roles: roles(20) }, update_mask: { paths: ['roles'] } }, fixture.serve.auth());
       expect(updated.roles).toHaveLength(20);
+      // Roles are a set: a role twice is refused, naming it, and nothing is stored.
+      const twice = await failure(unary(c, 'UpdateUser', { user_id: user.id, user: { roles: ['editor', 'viewer', 'editor'] }, update_mask: { paths: ['roles'] } }, fixture.serve.auth()));
+      expect(twice).toEqual({ code: 'INVALID_ARGUMENT', details: expect.stringContaining('roles names "editor" twice') });
+      expect((await unary(c, 'GetUser', { user_id: user.id }, fixture.serve.auth())).roles).toHaveLength(20);
     });
 
     it('refuses a long role, a long full_name and more than 5 mask paths', async () => {
