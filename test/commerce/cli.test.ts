@@ -92,6 +92,14 @@ describe.each(BACKENDS)('miniapp inventory | orders | payments against serve on 
     const short = await sb.run(['orders', 'create', '--item', 'TEA:2', '--idempotency-key', 'k1']);
     expect(short.code).toBe(1);
     expect(short.stderr).toContain('FAILED_PRECONDITION: not enough stock: TEA (asked 2, available 1)');
+    // With --json, stderr is one JSON object, and the key made for the call rides in its hint, not a line of its own.
+    const shortJson = await sb.run(['orders', 'create', '--item', 'TEA:2', '--json']);
+    expect(shortJson.code).toBe(1);
+    const failure = JSON.parse(shortJson.stderr) as { error: { code: string; hint: string } };
+    expect(failure.error.code).toBe('FAILED_PRECONDITION');
+    const madeKey = /--idempotency-key (\S+)$/.exec(failure.error.hint)![1]!;
+    expect(madeKey).toMatch(/^[0-9a-f-]{36}$/);
+    expect(shortJson.stderr).not.toContain('idempotency key:');
     const order = await json(['orders', 'create', '--item', 'TEA:1']);
     const declinedRun = await sb.run(['orders', 'pay', order.id, '--method', 'test_decline_card_declined', '--json']);
     expect(declinedRun.code).toBe(1);

@@ -10,7 +10,7 @@ import type { CommandContext } from '../context.js';
 import type { Column, Output } from '../render/output.js';
 import { connectionOf, type ConnectionFlags } from '../connect/grpc-connection.js';
 import { isoOf } from './grpc-user-view.js';
-import { UsageError } from '../../errors.js';
+import { MiniappError, UsageError } from '../../errors.js';
 import type { CommerceClient, OrderMessage, PaymentMessage, StockLevelMessage } from '../../commerce/client.js';
 
 const SERVICE = 'the commerce services';
@@ -42,10 +42,22 @@ export async function withCommerce<T>(cc: CommandContext, flags: ConnectionFlags
   const client = new CommerceClient(connection);
   try {
     return await run(client);
+  } catch (error) {
+    // With --json the key made for this call was not said before it (stderr carries one JSON object): it rides in the
+    // error's hint, so that a script can retry safely.
+    const key = unsaidKeys.get(cc);
+    if (key !== undefined && error instanceof MiniappError) {
+      Object.defineProperty(error, 'hint', { value: [error.hint, `${RETRY_WITH_KEY}${key}`].filter(Boolean).join('; ') });
+    }
+    throw error;
   } finally {
     client.close();
   }
 }
+
+const RETRY_WITH_KEY = 'to retry safely, run the same command with --idempotency-key ';
+/** Keys made for a command run with --json, which carries them in its error (withCommerce) rather than in a line of its own. */
+const unsaidKeys = new WeakMap<CommandContext, string>();
 
 /** The key given, else a new one, said on stderr so that a retry can reuse it. */
 export function idempotencyKeyOf(cc: CommandContext, given: string | undefined): string {
@@ -54,7 +66,8 @@ export function idempotencyKeyOf(cc: CommandContext, given: string | undefined):
     return given;
   }
   const key = randomUUID();
-  cc.out.info(`idempotency key: ${key} (to retry safely, run the same command with --idempotency-key ${key})`);
+  if (cc.out.json) unsaidKeys.set(cc, key);
+  else cc.out.info(`idempotency key: ${key} (${RETRY_WITH_KEY}${key})`);
   return key;
 }
 
