@@ -59,10 +59,12 @@ function requiredString(body: Record<string, unknown>, field: string): string {
 function bearer(request: FastifyRequest): string {
   const header = request.headers.authorization;
   if (!header) throw new HttpError(401, 'MISSING_AUTHORIZATION', 'the Authorization header is missing', { 'www-authenticate': 'Bearer' });
-  if (!header.startsWith('Bearer ') || !header.slice(7).trim()) {
+  // The scheme's name is case-insensitive (RFC 9110 section 11.1): "bearer", as some clients send it, is as good.
+  const [, token] = /^bearer +(.*)$/is.exec(header) ?? [];
+  if (!token?.trim()) {
     throw new HttpError(401, 'MALFORMED_AUTHORIZATION', 'the Authorization header must be "Bearer <access token>"', { 'www-authenticate': 'Bearer' });
   }
-  return header.slice(7).trim();
+  return token.trim();
 }
 
 function userKeyOf(value: unknown, where: string): number {

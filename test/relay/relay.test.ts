@@ -142,6 +142,12 @@ describe('relay endpoints', () => {
     expect(await call('GET', '/api/auth/me')).toMatchObject({ status: 401, body: { code: 'MISSING_AUTHORIZATION' } });
     expect(await call('GET', '/api/auth/me', { headers: { authorization: 'Token abc' } })).toMatchObject({ status: 401, body: { code: 'MALFORMED_AUTHORIZATION' } });
     expect(await call('GET', '/api/auth/me', { headers: { authorization: 'Bearer ' } })).toMatchObject({ status: 401 });
+    expect(await call('GET', '/api/auth/me', { headers: { authorization: 'Bearerabc' } })).toMatchObject({ status: 401, body: { code: 'MALFORMED_AUTHORIZATION' } });
+    // The scheme's name in any case (RFC 9110 section 11.1), as the blog API already takes it.
+    const fresh = await tokens(78);
+    for (const scheme of ['bearer', 'BEARER']) {
+      expect(await call('GET', '/api/auth/me', { headers: { authorization: `${scheme} ${fresh.accessToken}` } })).toMatchObject({ status: 200, body: { userKey: 78 } });
+    }
     const { accessToken } = await tokens();
     sandbox.clock.advance(3600_000);
     expect(await call('GET', '/api/auth/me', { headers: bearer(accessToken) })).toMatchObject({ status: 401, body: { code: 'ACCESS_TOKEN_EXPIRED' } });
