@@ -317,6 +317,16 @@ describe('miniapp insights post|story|reel|media-item', () => {
 
     const item = await run(['media-item', image.id, '--fields', 'caption,like_count']);
     expect(item.stdout).toBe(`id\t${image.id}\ncaption\t${cell(image.fields.caption).replace(/[\r\n]+/g, ' ')}\nlike_count\t${image.fields.like_count}\n`);
+
+    // An ID that would change the request's path or query is a usage error, and nothing is asked of the API.
+    const calls = await cli.graph.graphCalls();
+    for (const argv of [['post', `${image.id}#x`], ['story', `${story.id}?y=1`], ['reel', '../me'], ['media-item', 'me/accounts?x=']]) {
+      const refused = await run(argv);
+      expect(refused.code, argv.join(' ')).toBe(2);
+      expect(refused.stderr).toContain('must be a graph object ID');
+      expect(refused.stdout).toBe('');
+    }
+    expect(await cli.graph.graphCalls()).toBe(calls);
   });
 });
 

@@ -318,8 +318,19 @@ function chartMetricFlag(text: string, metrics: string | false | undefined): str
   return names[0]!;
 }
 
+/**
+ * A graph object's ID as the API gives them (digits, or parts joined by
+ * "_"): anything else would change the request's path ("#x" cut the
+ * `/insights` off it, "?y=1" added a query) and answer another object's
+ * fields, or none, with exit 0.
+ */
+function graphId(id: string, what: string): string {
+  if (!/^[A-Za-z0-9_]{1,128}$/.test(id)) throw new UsageError(`${what} must be a graph object ID (digits, letters and "_", as the API lists them); got "${id.slice(0, 64)}"`);
+  return id;
+}
+
 async function runObjectInsights(cc: CommandContext, command: Command, kind: 'post' | 'story' | 'reel'): Promise<void> {
-  const [id] = command.processedArgs as [string];
+  const id = graphId((command.processedArgs as [string])[0], `the ${kind} ID`);
   const flags = command.opts<{ metrics?: string }>();
   const explicit = flags.metrics === undefined ? undefined : metricsFlag(flags.metrics, []);
   if (explicit) warnUnknown(cc, explicit, isKnownMediaMetric);
@@ -346,7 +357,7 @@ async function runObjectInsights(cc: CommandContext, command: Command, kind: 'po
 }
 
 async function runMediaItem(cc: CommandContext, command: Command): Promise<void> {
-  const [id] = command.processedArgs as [string];
+  const id = graphId((command.processedArgs as [string])[0], 'the media ID');
   const fields = fieldsFlag(command.opts<{ fields?: string }>().fields);
   const item = await withGraphSession(cc, command, `reading media ${id}`, async ({ client }) => {
     const { readMediaItem } = await import('../../insights/media.js');
