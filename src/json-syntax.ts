@@ -1,10 +1,23 @@
 /**
- * Where a JSON text stops being JSON, said without quoting it. V8's own
+ * Where a JSON text stops being JSON, said without quoting it, and what a
+ * parsed value is, said without its content. V8's own
  * messages quote the text ("Unexpected token 'a', "at_secret" is not valid
  * JSON"), which put a token, a key or a password piped in by mistake on
  * the terminal and in logs; the texts read here (a login-me response, the
  * config file) hold exactly such things.
  */
+
+/** A JSON object: not null, not an array. */
+export function isJsonObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/** "a string", "an array", "null": what a JSON value is, never what it says. */
+export function jsonKind(value: unknown): string {
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return 'an array';
+  return typeof value === 'object' ? 'an object' : `a ${typeof value === 'bigint' ? 'number' : typeof value}`;
+}
 
 /** Line and column (1-based) of `offset` in `text`. */
 function lineAndColumn(text: string, offset: number): string {

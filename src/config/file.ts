@@ -12,7 +12,7 @@
  */
 import { chmodSync, readFileSync, statSync } from 'node:fs';
 import { ConfigError } from '../errors.js';
-import { jsonSyntaxProblem } from '../json-syntax.js';
+import { isJsonObject, jsonKind, jsonSyntaxProblem } from '../json-syntax.js';
 import { configFilePath } from './paths.js';
 
 export interface ProfileData {
@@ -33,11 +33,12 @@ export function tighten(path: string): void {
 
 /** The file could not be read, or (given its `text`) is not JSON: said without quoting it, as it holds keys and tokens. */
 export function unreadableConfig(path: string, error: unknown, text?: string): ConfigError {
-  const why = text === undefined ? (error as Error).message : `not valid JSON: ${jsonSyntaxProblem(text, error)}`;
-  return new ConfigError(`cannot read the config file ${path}: ${why}`, {
-    hint: 'fix the JSON by hand, or move the file away to start afresh',
-    cause: error,
-  });
+  return badConfig(path, text === undefined ? (error as Error).message : `not valid JSON: ${jsonSyntaxProblem(text, error)}`, error);
+}
+
+/** A config file that cannot be used as it is; nothing is written over it. */
+function badConfig(path: string, why: string, cause?: unknown): ConfigError {
+  return new ConfigError(`cannot read the config file ${path}: ${why}`, { hint: 'fix it by hand, or move the file away to start afresh', cause });
 }
 
 /** The read side of the config file, without conf; ConfigStore adds the writes. */
@@ -85,31 +86,16 @@ export class ConfigFile {
       throw unreadableConfig(this.path, error, text);
     }
     // Anything but this shape is refused, never read as empty: a write would then replace what the file holds.
-    if (!isObject(data)) throw misshapen(this.path, `it holds ${kindOf(data)}, not an object with "profiles"`);
+    if (!isJsonObject(data)) throw badConfig(this.path, `it holds ${jsonKind(data)}, not an object with "profiles"`);
     const profiles = data['profiles'];
     if (profiles === undefined) return {};
-    if (!isObject(profiles)) throw misshapen(this.path, `"profiles" is ${kindOf(profiles)}, not an object of profiles`);
+    if (!isJsonObject(profiles)) throw badConfig(this.path, `"profiles" is ${jsonKind(profiles)}, not an object of profiles`);
     for (const [name, profile] of Object.entries(profiles)) {
-      if (!isObject(profile)) throw misshapen(this.path, `profile "${name}" is ${kindOf(profile)}, not an object`);
-      if (profile['settings'] !== undefined && !isObject(profile['settings'])) {
-        throw misshapen(this.path, `the settings of profile "${name}" are ${kindOf(profile['settings'])}, not an object`);
+      if (!isJsonObject(profile)) throw badConfig(this.path, `profile "${name}" is ${jsonKind(profile)}, not an object`);
+      if (profile['settings'] !== undefined && !isJsonObject(profile['settings'])) {
+        throw badConfig(this.path, `the settings of profile "${name}" are ${jsonKind(profile['settings'])}, not an object`);
       }
     }
     return profiles as Record<string, ProfileData>;
   }
-}
-
-function isObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
-
-/** "a string", "an array", "null": what a JSON value is, never what it says. */
-export function kindOf(value: unknown): string {
-  if (value === null) return 'null';
-  if (Array.isArray(value)) return 'an array';
-  return typeof value === 'object' ? 'an object' : `a ${typeof value === 'bigint' ? 'number' : typeof value}`;
-}
-
-function misshapen(path: string, why: string): ConfigError {
-  return new ConfigError(`cannot read the config file ${path}: ${why}`, { hint: 'fix it by hand, or move the file away to start afresh' });
 }

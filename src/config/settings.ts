@@ -7,7 +7,8 @@
 import { AuthError, ConfigError } from '../errors.js';
 import { configDir } from './paths.js';
 import { settingSpec, type SettingSpec } from './keys.js';
-import { ConfigFile, kindOf } from './file.js';
+import { ConfigFile } from './file.js';
+import { jsonKind } from '../json-syntax.js';
 import type { ConfigStore } from './store.js';
 
 export type SettingSource = 'env' | 'profile' | 'default';
@@ -73,7 +74,7 @@ export class Settings {
     } else {
       const stored = this.file().getSetting(this.profile, key);
       if (stored !== undefined && typeof stored !== 'string') {
-        throw new ConfigError(`${spec.key} (from profile "${this.profile}"): the config file holds ${kindOf(stored)}, not a text`, {
+        throw new ConfigError(`${spec.key} (from profile "${this.profile}"): the config file holds ${jsonKind(stored)}, not a text`, {
           hint: `set it again: \`miniapp config set ${spec.key} VALUE${this.profile === 'default' ? '' : ` --profile ${this.profile}`}\``,
         });
       }

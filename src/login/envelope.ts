@@ -5,6 +5,7 @@
  * becomes a typed error that says what happened and what to do next, with
  * a machine-readable `code` that the relay forwards.
  */
+import { isJsonObject } from '../json-syntax.js';
 import { AuthError, UpstreamError, type MiniappError } from '../errors.js';
 
 export type PartnerOperation =
@@ -21,19 +22,15 @@ export interface PartnerFailureInfo {
   reason: string;
 }
 
-function isObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
-
 function text(value: unknown): string {
   return typeof value === 'string' ? value : value === undefined || value === null ? '' : JSON.stringify(value);
 }
 
 /** The failure carried by an answer, in whichever of the three shapes it came; undefined for a success. */
 export function readFailure(status: number, body: unknown): PartnerFailureInfo | undefined {
-  if (isObject(body)) {
+  if (isJsonObject(body)) {
     if (body.resultType === 'FAIL') {
-      const error = isObject(body.error) ? body.error : {};
+      const error = isJsonObject(body.error) ? body.error : {};
       return { status, errorCode: text(error.errorCode) || 'UNKNOWN', reason: text(error.reason ?? error.message) };
     }
     if (typeof body.error === 'string') {
@@ -51,8 +48,8 @@ export function readFailure(status: number, body: unknown): PartnerFailureInfo |
 export function unwrapEnvelope(operation: PartnerOperation, status: number, body: unknown): unknown {
   const failure = readFailure(status, body);
   if (failure) throw partnerError(operation, failure);
-  if (isObject(body) && body.resultType === 'SUCCESS') return body.success ?? {};
-  if (isObject(body)) return body; // tolerated: a 2xx answer without the envelope
+  if (isJsonObject(body) && body.resultType === 'SUCCESS') return body.success ?? {};
+  if (isJsonObject(body)) return body; // tolerated: a 2xx answer without the envelope
   throw new UpstreamError(`the partner API answered ${operation} with HTTP ${status} and a body that is not a JSON object`, {
     code: 'BAD_RESPONSE',
   });

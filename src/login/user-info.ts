@@ -4,6 +4,7 @@
  * or the bare object), and field-by-field decryption that attempts every
  * field and reports all failures at once.
  */
+import { isJsonObject } from '../json-syntax.js';
 import { DecryptError, MiniappError, UsageError } from '../errors.js';
 import { decryptField, diagnoseTagMismatch, encryptField, FieldDecryptionError, type FieldFailureReason } from './field-cipher.js';
 import type { KeyMaterial } from './key-material.js';
@@ -31,22 +32,18 @@ export function isEmptyField(value: unknown): boolean {
   return value === undefined || value === null || value === '' || value === 'null';
 }
 
-function isObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
-
 /** Finds the UserInfo in an envelope, a `success` object or a bare UserInfo. */
 export function unwrapUserInfo(payload: unknown): Record<string, unknown> {
-  if (!isObject(payload)) {
+  if (!isJsonObject(payload)) {
     throw new UsageError('the input is not a login-me response: expected a JSON object');
   }
   if (payload.resultType === 'FAIL') {
-    const error = isObject(payload.error) ? payload.error : {};
+    const error = isJsonObject(payload.error) ? payload.error : {};
     throw new MiniappError(
       `the input is a FAIL envelope, not user information: ${String(error.errorCode ?? 'no errorCode')}: ${String(error.reason ?? 'no reason')}`,
     );
   }
-  const info = isObject(payload.success) ? payload.success : payload;
+  const info = isJsonObject(payload.success) ? payload.success : payload;
   const known = ['userKey', ...ENCRYPTED_FIELDS].some((field) => field in info);
   if (!known) {
     throw new UsageError('the input holds no userKey and no encrypted field; is it a login-me response?', {

@@ -33,7 +33,7 @@ export function userMessage(user: UserRecord): UserMessage {
   };
 }
 
-export type EventTypeName = 'CREATED' | 'UPDATED' | 'DELETED';
+export type { EventTypeName } from './user-record.js';
 
 // Messages that the server and the client both handle, in loader form (snake_case, int64 as string).
 

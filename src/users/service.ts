@@ -20,6 +20,7 @@ import type { UserChange } from './change-log.js';
 import { ResumeOutOfRange, type UserChangeFeed } from './change-feed.js';
 import { toTimestamp, userMessage, watchPositionHeaders, UPDATE_PATHS, type BulkCreateFailure, type ChatMessage, type CreateUserRequest, type EventTypeName, type UserMessage } from './proto.js';
 import { listUsers, type ListUsersCall } from './user-list.js';
+import { EVENT_TYPES } from './user-record.js';
 import {
   characters,
   checkEmail,
@@ -112,7 +113,6 @@ function userIdOf(value: string | number | undefined, field = 'user_id'): number
   return id;
 }
 
-const EVENT_TYPES: readonly EventTypeName[] = ['CREATED', 'UPDATED', 'DELETED'];
 
 export class UserServiceImpl {
   readonly #rooms: ChatHub<ChatMessage>;
@@ -321,7 +321,7 @@ export class UserServiceImpl {
       checkMaxEntries('types', call.request.types ?? [], REQUEST_LIMITS.watchTypes);
       // A filter no change can match would wait in silence for ever: refused at once, as GetUser refuses the same id.
       for (const type of call.request.types ?? []) {
-        if (!EVENT_TYPES.includes(type)) throw new RpcError(Status.INVALID_ARGUMENT, `types: ${String(type)} is not an event type (${EVENT_TYPES.join(', ')})`);
+        if (!(EVENT_TYPES as readonly string[]).includes(type)) throw new RpcError(Status.INVALID_ARGUMENT, `types: ${String(type)} is not an event type (${EVENT_TYPES.join(', ')})`);
       }
       if (call.request.user_id !== undefined && Number(call.request.user_id) !== 0) userIdOf(call.request.user_id);
       // Present only when the client set it (proto3 optional): 0 resumes from the first change, unset from now on.

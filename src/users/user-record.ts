@@ -3,6 +3,10 @@
  * change log records it (change-log.ts): the one shape they all speak,
  * below them, with the row it is read from.
  */
+/** The kinds of change a watch reports (user.v1 EventType), in the proto's order. */
+export const EVENT_TYPES = ['CREATED', 'UPDATED', 'DELETED'] as const;
+export type EventTypeName = (typeof EVENT_TYPES)[number];
+
 export interface UserRecord {
   id: number;
   username: string;

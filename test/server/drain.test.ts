@@ -60,6 +60,15 @@ function clientsOf(running: RunningServe) {
   };
 }
 
+/** What a client's stream gave (`pick` of each message), its error, and whether it has ended (by 'end' or an error). */
+function follow<T, S>(stream: grpc.ClientReadableStream<T> | grpc.ClientDuplexStream<unknown, T>, pick: (message: T) => S) {
+  const followed = { seen: [] as S[], error: undefined as grpc.ServiceError | undefined, finished: false };
+  stream.on('data', (message: T) => followed.seen.push(pick(message)));
+  stream.on('error', (error: grpc.ServiceError) => ((followed.error = error), (followed.finished = true)));
+  stream.on('end', () => (followed.finished = true));
+  return followed;
+}
+
 /** A drain period that ends when the test says so. */
 function heldWait() {
   let end!: () => void;
@@ -74,19 +83,15 @@ describe('the drain of serve', () => {
     let closed = false;
     cleanups.push(() => (closed ? undefined : running.close()));
     const { users, metadata } = clientsOf(running);
-    const answers: unknown[] = [];
-    let ended: grpc.ServiceError | null | undefined;
     const importing = users.ImportUsers(metadata) as grpc.ClientDuplexStream<unknown, unknown>;
-    importing.on('data', (answer) => answers.push(answer));
-    importing.on('error', (error: grpc.ServiceError) => (ended = error));
-    importing.on('end', () => (ended ??= null));
+    const imported = follow(importing, (answer) => answer);
     importing.write(newUser('left-open'));
-    await until(() => answers.length === 1, 'the first imported row');
+    await until(() => imported.seen.length === 1, 'the first imported row');
     // The client neither writes nor ends: grpc-js's own forceShutdown left such a connection (and serve's process) open.
     await running.close();
     closed = true;
-    await until(() => ended !== undefined, 'the stream left open to end');
-    expect(ended && grpc.status[ended.code]).toBe('UNAVAILABLE');
+    await until(() => imported.finished, 'the stream left open to end');
+    expect(imported.error && grpc.status[imported.error.code]).toBe('UNAVAILABLE');
   });
 
   it('is not ready at once, answers everything until the wait ends, then ends streams with UNAVAILABLE while a call in flight finishes', async () => {
@@ -103,31 +108,19 @@ describe('the drain of serve', () => {
     expect((await request(`${running.url}/health/ready`)).statusCode).toBe(200);
     // A health Watch, as clients with health checking keep open: it never ends by itself, and once kept serve alive
     // after it had stopped (grpc-js's forceShutdown missed its session).
-    const healthSeen: string[] = [];
-    let healthError: grpc.ServiceError | undefined;
-    const healthWatch = health.Watch({ service: '' }) as grpc.ClientReadableStream<{ status: string }>;
-    healthWatch.on('data', (answer) => healthSeen.push(answer.status));
-    healthWatch.on('error', (error: grpc.ServiceError) => (healthError = error));
-    await until(() => healthSeen.length === 1, 'the health watch to answer');
+    const healthWatch = follow(health.Watch({ service: '' }) as grpc.ClientReadableStream<{ status: string }>, (answer) => answer.status);
+    await until(() => healthWatch.seen.length === 1, 'the health watch to answer');
     // A Check's NOT_FOUND names a bounded part of the service asked for, so that any client can read the answer.
     const unknown = await new Promise<grpc.ServiceError>((resolve) => health.Check({ service: 'x'.repeat(100_000) }, (error: grpc.ServiceError) => resolve(error)));
     expect([grpc.status[unknown.code], unknown.details]).toEqual(['NOT_FOUND', `Health status unknown for service ${'x'.repeat(200)}… (100000 characters)`]);
 
     // A watch (a stream that never ends by itself) and an import (a call in flight, one row answered).
-    const watched: string[] = [];
-    let watchError: grpc.ServiceError | undefined;
-    const watch = users.WatchUserChanges({}, metadata) as grpc.ClientReadableStream<{ type: string; user: { username: string } }>;
-    watch.on('data', (event) => watched.push(event.user.username));
-    watch.on('error', (error: grpc.ServiceError) => (watchError = error));
+    const watch = follow(users.WatchUserChanges({}, metadata) as grpc.ClientReadableStream<{ user: { username: string } }>, (event) => event.user.username);
     await until(() => running.users.watcherCount() === 1, 'the watch to be live');
-    const answers: unknown[] = [];
-    let imported: grpc.ServiceError | null | undefined;
     const importing = users.ImportUsers(metadata) as grpc.ClientDuplexStream<unknown, unknown>;
-    importing.on('data', (answer) => answers.push(answer));
-    importing.on('error', (error: grpc.ServiceError) => (imported = error));
-    importing.on('end', () => (imported ??= null));
+    const imported = follow(importing, (answer) => answer);
     importing.write(newUser('imported1'));
-    await until(() => answers.length === 1, 'the first imported row');
+    await until(() => imported.seen.length === 1, 'the first imported row');
 
     const held = heldWait();
     const steps: DrainStep['step'][] = [];
@@ -149,28 +142,28 @@ describe('the drain of serve', () => {
     expect(posts.statusCode).toBe(200);
     await posts.body.dump();
     for (const service of ['', 'user.v1.UserService', 'monitoring.v1.MonitoringService', 'order.v1.OrderService']) expect(await status(service), service).toBe('NOT_SERVING');
-    await until(() => healthSeen.at(-1) === 'NOT_SERVING', 'the health watch to hear NOT_SERVING');
-    expect(healthError).toBeUndefined();
+    await until(() => healthWatch.seen.at(-1) === 'NOT_SERVING', 'the health watch to hear NOT_SERVING');
+    expect(healthWatch.error).toBeUndefined();
     // Still answering, streams included.
     expect(await create('during')).toBe('OK');
-    await until(() => watched.includes('userduring'), 'the watch to see the change made while draining');
-    expect(watchError).toBeUndefined();
+    await until(() => watch.seen.includes('userduring'), 'the watch to see the change made while draining');
+    expect(watch.error).toBeUndefined();
     expect(steps).toEqual(['draining']);
 
     held.end();
     // The stop: the watch ends with UNAVAILABLE, which clients retry...
-    await until(() => watchError !== undefined, 'the watch to end');
-    expect(grpc.status[watchError!.code]).toBe('UNAVAILABLE');
-    expect(watchError!.details).toContain('shutting down');
-    await until(() => healthError !== undefined, 'the health watch to end');
-    expect([grpc.status[healthError!.code], healthError!.details]).toEqual(['UNAVAILABLE', 'the server is shutting down; reconnect to resume']);
-    expect(healthSeen).toEqual(['SERVING', 'NOT_SERVING']);
+    await until(() => watch.error !== undefined, 'the watch to end');
+    expect(grpc.status[watch.error!.code]).toBe('UNAVAILABLE');
+    expect(watch.error!.details).toContain('shutting down');
+    await until(() => healthWatch.error !== undefined, 'the health watch to end');
+    expect([grpc.status[healthWatch.error!.code], healthWatch.error!.details]).toEqual(['UNAVAILABLE', 'the server is shutting down; reconnect to resume']);
+    expect(healthWatch.seen).toEqual(['SERVING', 'NOT_SERVING']);
     // ...while the import in flight goes on to its end.
     importing.write(newUser('imported2'));
     importing.end();
-    await until(() => imported !== undefined, 'the import to end');
-    expect(imported).toBeNull();
-    expect(answers).toHaveLength(2);
+    await until(() => imported.finished, 'the import to end');
+    expect(imported.error).toBeUndefined();
+    expect(imported.seen).toHaveLength(2);
     await stopping;
     closed = true;
     expect(steps).toEqual(['draining', 'stopping', 'stopped']);

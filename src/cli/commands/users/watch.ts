@@ -6,9 +6,8 @@ import { ConfigError, UsageError } from '../../../errors.js';
 import { parseId, parseList, parseWholeNumber } from '../../flags.js';
 import { isoOf, userJson, type UserJson } from '../../views/grpc-user-view.js';
 import type { UserEvent } from '../../../users/client.js';
-import type { EventTypeName } from '../../../users/proto.js';
+import { EVENT_TYPES, type EventTypeName } from '../../../users/user-record.js';
 
-const EVENT_TYPES: readonly EventTypeName[] = ['CREATED', 'UPDATED', 'DELETED'];
 
 function typesOf(text: string): EventTypeName[] {
   const types = parseList(text).map((type) => type.toUpperCase());
