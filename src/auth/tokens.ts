@@ -12,6 +12,7 @@
 import { hash, randomBytes } from 'node:crypto';
 import { existsSync, readFileSync, writeFileSync, chmodSync } from 'node:fs';
 import { join } from 'node:path';
+import type { Signals } from '../store/signals.js';
 import type { Sql } from '../store/sql.js';
 import { BatchedRead, inList } from '../store/batched-read.js';
 
@@ -32,6 +33,19 @@ export interface Principal {
   username: string | null;
   roles: string[];
   isAdmin: boolean;
+  /** When the token stops being valid (ms since the epoch); undefined when it does not expire. */
+  expiresAt?: number | undefined;
+}
+
+/**
+ * Published (payload: the token's SHA-256, hex) when a token is revoked, so
+ * that the long streams it opened on any instance end (stream-grants.ts).
+ */
+export const TOKEN_REVOKED_CHANNEL = 'token_revoked';
+
+/** What the store keeps of a token, and what a revocation names: its SHA-256, hex. */
+export function tokenHash(token: string): string {
+  return digest(token);
 }
 
 function digest(token: string): string {
@@ -68,6 +82,7 @@ export class TokenService {
   constructor(
     private readonly sql: Sql,
     private readonly now: () => Date = () => new Date(),
+    private readonly signals?: Signals,
   ) {
     if (sql.dialect === 'postgres') {
       this.#batch = new BatchedRead<string, LookupRow>(async (hashes) => {
@@ -104,6 +119,20 @@ export class TokenService {
     return { token, expiresIn: ttlSeconds };
   }
 
+  /**
+   * Ends a user token before it expires (a log-out): gone from the store, and
+   * the streams it holds open on every instance are told. False when it was
+   * not a user token this store knows (the admin token cannot be revoked so).
+   */
+  async revoke(token: string): Promise<boolean> {
+    const hashed = digest(token);
+    const row = await this.sql.one<{ n: number }>("SELECT count(*) AS n FROM api_tokens WHERE token_hash = $1 AND kind = 'user'", [hashed]);
+    if (!row || Number(row.n) === 0) return false;
+    await this.sql.run("DELETE FROM api_tokens WHERE token_hash = $1 AND kind = 'user'", [hashed]);
+    await this.signals?.publish(TOKEN_REVOKED_CHANNEL, hashed);
+    return true;
+  }
+
   /** Who holds `token`, or undefined when it is unknown, expired, or its user is gone or inactive. */
   authenticate(token: string | undefined): Promise<Principal | undefined> {
     if (!token) return Promise.resolve(undefined);
@@ -114,11 +143,12 @@ export class TokenService {
 
   #principal(row: LookupRow | undefined): Principal | undefined {
     if (!row) return undefined;
-    if (row.expires_at && Date.parse(row.expires_at) <= this.now().getTime()) return undefined;
+    const expiresAt = row.expires_at ? Date.parse(row.expires_at) : undefined;
+    if (expiresAt !== undefined && expiresAt <= this.now().getTime()) return undefined;
     if (row.kind === 'admin') return { kind: 'admin', userId: null, username: null, roles: ['admin'], isAdmin: true };
     if (row.id === null || !(row.is_active === true || row.is_active === 1)) return undefined;
     const roles = JSON.parse(row.roles ?? '[]') as string[];
-    return { kind: 'user', userId: Number(row.id), username: row.username, roles, isAdmin: roles.includes('admin') };
+    return { kind: 'user', userId: Number(row.id), username: row.username, roles, isAdmin: roles.includes('admin'), expiresAt };
   }
 
   /** Reads `Bearer <token>` (case-insensitive scheme) from a header value; nothing from one too long to hold a token. */

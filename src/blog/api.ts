@@ -352,6 +352,31 @@ export async function blogApi(app: FastifyInstance, options: BlogOptions): Promi
     },
   );
 
+  app.post(
+    '/auth/revoke',
+    {
+      schema: {
+        tags: ['auth'],
+        operationId: 'revokeToken',
+        summary: 'Revoke the access token this request carries (log out)',
+        description:
+          'The token stops working at once, on every instance, and the gRPC streams it holds open end with UNAUTHENTICATED. ' +
+          'The admin token of `miniapp serve` is not revoked this way (403): it lives in its file, or in the shared store.',
+        security: bearer,
+        response: { 204: { type: 'null', description: 'revoked' }, ...errors(401, 403) },
+      } as FastifySchema,
+    },
+    async (request, reply) => {
+      const principal = await auth(request);
+      if (principal.kind === 'admin') {
+        throw new ApiError(403, 'FORBIDDEN', 'Forbidden', 'the admin token cannot be revoked through the API: remove its file (or its row in server_secrets) and restart serve');
+      }
+      // auth() found it; a revocation that lost a race with another one finds none, and the token is gone either way.
+      await tokens.revoke(TokenService.bearer(request.headers.authorization)!);
+      return reply.status(204).send();
+    },
+  );
+
   // -- uploads --
   const imageUrl = (_request: FastifyRequest, image: StoredImage) => `${options.publicUrl ?? ''}/uploads/${image.name}`;
   const receiveImages = async (request: FastifyRequest, field: 'file' | 'files', most: number) => {

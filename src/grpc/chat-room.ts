@@ -11,36 +11,22 @@
  * call ends with RESOURCE_EXHAUSTED once it has read the few messages
  * grpc-js already held. The others, sender included, go on.
  *
- * Why the room keeps the backlog rather than grpc-js: grpc-js takes every
- * write, and a status written after 1000 queued messages is sent only once
- * the peer has read them all, so a peer that never reads would keep all of
- * them for as long as its connection lives. Messages in the backlog are
- * shared by every member they wait for; only references are per member.
+ * The backlog is a StreamOutbox's (stream-outbox.ts), which says why it is
+ * kept here rather than by grpc-js. Messages in the backlogs are shared by
+ * every member they wait for; only references are per member.
  */
 import * as grpc from '@grpc/grpc-js';
 import { failStream } from './status.js';
+import { DEFAULT_MAX_UNREAD, StreamOutbox, type OutboxStream } from './stream-outbox.js';
 
-export const DEFAULT_MAX_UNREAD = 1000;
+export { DEFAULT_MAX_UNREAD } from './stream-outbox.js';
 
 /** The part of a server stream a room needs. */
-export interface Member<T> {
-  write(message: T): boolean;
-  readonly writableLength: number;
-  emit(event: 'error', error: grpc.ServerErrorResponse): boolean;
-  on(event: 'drain', listener: () => void): unknown;
-  off(event: 'drain', listener: () => void): unknown;
-}
-
-/** A member's place: what waits for it, and whether its stream takes more now. */
-interface Seat<T> {
-  backlog: T[];
-  full: boolean;
-  onDrain: () => void;
-}
+export type Member<T> = OutboxStream<T>;
 
 export class ChatRooms<T> {
   readonly #rooms = new Map<string, Set<Member<T>>>();
-  readonly #seats = new Map<Member<T>, Seat<T>>();
+  readonly #seats = new Map<Member<T>, StreamOutbox<T>>();
   readonly #maxUnread: number;
   readonly #onDropped: ((room: string) => void) | undefined;
 
@@ -54,9 +40,7 @@ export class ChatRooms<T> {
     if (!members) this.#rooms.set(room, (members = new Set()));
     members.add(member);
     if (!this.#seats.has(member)) {
-      const seat: Seat<T> = { backlog: [], full: false, onDrain: () => this.#drain(member, seat) };
-      member.on('drain', seat.onDrain);
-      this.#seats.set(member, seat);
+      this.#seats.set(member, new StreamOutbox(member, { maxUnread: this.#maxUnread, onOverflow: () => this.#drop(member, room) }));
     }
   }
 
@@ -66,29 +50,15 @@ export class ChatRooms<T> {
       members.delete(member);
       if (members.size === 0) this.#rooms.delete(room);
     }
-    const seat = this.#seats.get(member);
-    if (seat) {
-      member.off('drain', seat.onDrain);
-      seat.backlog.length = 0;
-      this.#seats.delete(member);
-    }
+    this.#seats.get(member)?.close();
+    this.#seats.delete(member);
   }
 
   /** Sends `message` to every member of `room` but `from`, dropping members that stopped reading. */
   broadcast(room: string, from: Member<T> | undefined, message: T): void {
     for (const member of [...(this.#rooms.get(room) ?? [])]) {
       if (member === from) continue;
-      const seat = this.#seats.get(member);
-      if (!seat) continue;
-      if (!seat.full) {
-        seat.full = !member.write(message);
-        continue;
-      }
-      if (seat.backlog.length + member.writableLength >= this.#maxUnread) {
-        this.#drop(member, room);
-        continue;
-      }
-      seat.backlog.push(message);
+      this.#seats.get(member)?.write(message);
     }
   }
 
@@ -102,13 +72,6 @@ export class ChatRooms<T> {
     let count = 0;
     for (const members of this.#rooms.values()) count += members.size;
     return count;
-  }
-
-  #drain(member: Member<T>, seat: Seat<T>): void {
-    seat.full = false;
-    let next = 0;
-    while (next < seat.backlog.length && !seat.full) seat.full = !member.write(seat.backlog[next++]!);
-    seat.backlog.splice(0, next);
   }
 
   #drop(member: Member<T>, room: string): void {

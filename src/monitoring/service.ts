@@ -5,6 +5,7 @@
 import * as grpc from '@grpc/grpc-js';
 import type { Registry } from 'prom-client';
 import type { Principal } from '../auth/tokens.js';
+import type { CallAuth } from '../grpc/call-auth.js';
 import { ChatHub } from '../grpc/chat-hub.js';
 import { toTimestamp, type Timestamp } from '../grpc/protos.js';
 import { failStream, RpcError, SHUTTING_DOWN, unavailableStatus } from '../grpc/status.js';
@@ -64,7 +65,8 @@ export interface ChatMessage {
 
 export interface MonitoringOptions {
   /** The principal behind a call's metadata; rejects with UNAUTHENTICATED. */
-  authenticate: (metadata: grpc.Metadata) => Promise<Principal>;
+  /** The calls' tokens; each stream holds the admin role for as long as it is open (call-auth.ts). */
+  auth: CallAuth;
   /** The operators' room (started and stopped by the caller); local to this instance when not given. */
   chat?: ChatHub<ChatMessage> | undefined;
   metrics: Registry;
@@ -160,11 +162,11 @@ export class MonitoringServiceImpl {
     };
   }
 
-  /** Admin only; any failure before the stream runs ends it with its status. */
+  /** Admin only, for as long as the stream lives; any failure before the stream runs ends it with its status. */
   async #guard(call: grpc.ServerWritableStream<unknown, unknown> | grpc.ServerDuplexStream<unknown, unknown>, run: () => void): Promise<void> {
     try {
-      const principal = await this.options.authenticate(call.metadata);
-      if (!principal.isAdmin) throw new RpcError(Status.PERMISSION_DENIED, 'the monitoring service needs the admin token of `miniapp serve`');
+      // A user with the admin role who loses it (or is deactivated) while streaming is cut off then.
+      await this.options.auth.open(call, { require: requireAdmin });
       if (call.cancelled) return;
       run();
     } catch (error) {
@@ -294,4 +296,8 @@ export class MonitoringServiceImpl {
   chatParticipants(): number {
     return this.#chat.size();
   }
+}
+
+function requireAdmin(principal: Principal): void {
+  if (!principal.isAdmin) throw new RpcError(Status.PERMISSION_DENIED, 'the monitoring service needs the admin token of `miniapp serve`');
 }

@@ -20,7 +20,10 @@ import { createMetrics } from './metrics.js';
 import { UserStore } from '../users/user-store.js';
 import { UserChangeLog } from '../users/change-log.js';
 import { UserChangeFeed } from '../users/change-feed.js';
+import { StreamGrants } from '../auth/stream-grants.js';
 import { TokenService } from '../auth/tokens.js';
+import { CallAuth } from '../grpc/call-auth.js';
+import type { StreamQuotaLimits } from '../grpc/stream-quota.js';
 import { UserServiceImpl } from '../users/service.js';
 import { ChatHub, type SharedChat } from '../grpc/chat-hub.js';
 import { startGrpcServer, type RunningGrpcServer } from '../grpc/server.js';
@@ -52,6 +55,8 @@ export interface ServeOptions {
   store: StoreLocation;
   /** Port of the embedded sandbox, when one is started (default 0: a free one). */
   sandboxPort?: number;
+  /** Open WatchUserChanges streams per account and in all (default DEFAULT_WATCH_LIMITS of users/service.ts). */
+  watchLimits?: StreamQuotaLimits | undefined;
   /** The partner API; undefined starts an embedded sandbox. */
   upstream?: { baseUrl: string; pathPrefix: string; tls: ClientTls } | undefined;
   timeoutMs?: number;
@@ -258,7 +263,7 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
     // One user store and one token module for the gRPC service and the blog API.
     const changeLog = new UserChangeLog(store.sql, store.signals, options.now);
     const userStore = new UserStore(store.sql, changeLog, options.now);
-    const tokens = new TokenService(store.sql, options.now);
+    const tokens = new TokenService(store.sql, options.now, store.signals);
     const adminToken = await tokens.ensureAdminToken(store.dataDir);
     const grpcLog = logAs('grpc');
     const changes = new UserChangeFeed(changeLog, store.signals, { now: options.now, warn: (message, fields) => grpcLog.warn(fields, message) });
@@ -267,13 +272,23 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
       store.kind === 'postgres' ? { sql: store.sql, signals: store.signals, channel, now: options.now, warn: (message, fields) => grpcLog.warn(fields, message) } : undefined;
     const userChat = new ChatHub<UserChatMessage>({ shared: sharedChat('user_chat') });
     const operatorsChat = new ChatHub<OperatorsChatMessage>({ shared: sharedChat('operators_chat') });
-    for (const part of [changes, userChat, operatorsChat]) {
+    // Long streams follow their tokens: a user deactivated, deleted or demoted, or a token revoked, on any instance.
+    const grants = new StreamGrants({
+      tokens,
+      signals: store.signals,
+      follow: (listener) => changes.follow((change) => listener(change.user.id)),
+      now: options.now,
+      warn: (message, fields) => grpcLog.warn(fields, message),
+    });
+    const auth = new CallAuth(tokens, grants);
+    for (const part of [changes, grants, userChat, operatorsChat]) {
       await part.start();
       cleanups.push(() => part.stop());
     }
     const users = new UserServiceImpl({
       users: userStore,
-      tokens,
+      auth,
+      watchLimits: options.watchLimits,
       changes,
       chat: userChat,
       hashCost: options.hashCost ?? DEFAULT_HASH_COST,
@@ -283,7 +298,7 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
     let serviceName = 'miniapp';
     const monitoring = new MonitoringServiceImpl({
       chat: operatorsChat,
-      authenticate: (metadata) => users.authenticate(metadata),
+      auth,
       metrics: metrics.registry,
       logs,
       serviceName: () => serviceName,

@@ -15,13 +15,14 @@
  * way) and never misses one committed after.
  *
  * A watcher that resumes after a number N (the last change it saw, on this
- * instance or another) joins the same way, at the reader's position P at
- * the end of a read: from then on it hears every live change, numbered
- * above P. What lies between N and P it reads from the log itself (the
- * catch-up), and live changes that arrive meanwhile wait in a buffer until
- * the catch-up has delivered the last change up to P. So it gets every
- * change above N exactly once, in order: the catch-up covers (N, P], the
- * live changes cover (P, ...), and the two meet at P. When N is above P
+ * instance or another) first reads what follows N from the log itself (the
+ * catch-up), a page at a time, each page once the watcher has room for it
+ * (its `room`: the client has read what it was sent), so a client that does
+ * not read holds one page, not the log. When a page brings it up to the
+ * reader's position P (every change up to P has been fanned out, none past
+ * it), it joins the live changes in the same turn, skipping those up to
+ * where its pages reached. So it gets every change above N exactly once, in
+ * order, and nothing waits in a buffer meanwhile. When N is above P
  * (another instance has committed changes this reader has not read yet),
  * the live changes up to N are the ones it saw already, and are skipped.
  * N past the log's head, or N whose following changes were trimmed, cannot
@@ -31,8 +32,8 @@ import { EventEmitter } from 'node:events';
 import type { Signals } from '../store/signals.js';
 import { USER_CHANGES_CHANNEL, type UserChange, type UserChangeLog } from './change-log.js';
 
-/** Changes read at a time. */
-const PAGE = 500;
+/** Changes read at a time (by the reader, and by each catch-up). */
+export const PAGE = 500;
 /** How often the log is read while anyone watches, whatever the signals say. */
 export const DEFAULT_POLL_MS = 5_000;
 /** How long changes stay in the log: a reader away for less than this loses nothing. */
@@ -49,6 +50,8 @@ export interface ChangeFeedOptions {
 
 interface Joiner {
   listener: (change: UserChange) => void;
+  /** Resolves when the watcher can take another page of its catch-up. */
+  room: () => Promise<void>;
   /** Resume after this number (a catch-up from the log first); undefined: from now on. */
   after: number | undefined;
   resolve: (position: number) => void;
@@ -94,7 +97,7 @@ export class UserChangeFeed {
       () => this.#read(),
     );
     this.#poll = setInterval(() => {
-      if (this.events.listenerCount('event') > 0) this.#read();
+      if (this.#heeded()) this.#read();
     }, this.options.pollMs ?? DEFAULT_POLL_MS);
     this.#poll.unref();
     this.#trim = setInterval(() => void this.trim().catch(() => undefined), TRIM_EVERY_MS);
@@ -125,10 +128,14 @@ export class UserChangeFeed {
    * be (ResumeOutOfRange, or the log could not be read); `release` (any
    * time, also before) ends it.
    */
-  watch(listener: (change: UserChange) => void, options: { after?: number | undefined } = {}): { live: Promise<number>; release: () => void } {
+  watch(
+    listener: (change: UserChange) => void,
+    options: { after?: number | undefined; room?: () => Promise<void> } = {},
+  ): { live: Promise<number>; release: () => void } {
     let joiner: Joiner | undefined;
+    const room = options.room ?? (() => Promise.resolve());
     const live = new Promise<number>((resolve, reject) => {
-      joiner = { listener, after: options.after, resolve, reject, cancelled: false, registered: undefined };
+      joiner = { listener, room, after: options.after, resolve, reject, cancelled: false, registered: undefined };
     });
     if (this.#stopped) {
       joiner!.reject(new Error('serve is shutting down'));
@@ -145,6 +152,22 @@ export class UserChangeFeed {
     };
   }
 
+  /**
+   * Calls `listener` with each change fanned out from now on, on every
+   * instance's commits, without being a watcher: how the grants of long
+   * streams hear that a user was deactivated, deleted or given other roles.
+   * Returns the function that stops it.
+   */
+  follow(listener: (change: UserChange) => void): () => void {
+    this.events.on('follow', listener);
+    return () => void this.events.off('follow', listener);
+  }
+
+  /** Whether anyone hears the changes (watchers or followers), so that the log is worth reading. */
+  #heeded(): boolean {
+    return this.events.listenerCount('event') > 0 || this.events.listenerCount('follow') > 0;
+  }
+
   /** Drops the changes older than the retention period. */
   trim(): Promise<number> {
     return this.log.trim(new Date(this.#now().getTime() - (this.options.retentionMs ?? DEFAULT_RETENTION_MS)));
@@ -153,7 +176,7 @@ export class UserChangeFeed {
   #heard(seq: number): void {
     if (!Number.isFinite(seq) || seq <= this.#last) return;
     // Nobody to tell: remember how far the log goes without reading it (a bulk create signals once a transaction).
-    if (!this.#reading && this.#joining.length === 0 && this.events.listenerCount('event') === 0) {
+    if (!this.#reading && this.#joining.length === 0 && !this.#heeded()) {
       this.#last = seq;
       return;
     }
@@ -192,6 +215,7 @@ export class UserChangeFeed {
         for (const change of changes) {
           this.#last = change.seq;
           this.events.emit('event', change);
+          this.events.emit('follow', change);
         }
         if (changes.length < PAGE) break;
       }
@@ -208,54 +232,51 @@ export class UserChangeFeed {
         this.events.on('event', joiner.listener);
         joiner.resolve(this.#last);
       } else {
-        this.#resume(joiner, joiner.after, this.#last);
+        this.#resume(joiner, joiner.after);
       }
     }
   }
 
-  /** Joins a resuming watcher at `position` (live from there on), after delivering (after, position] from the log. */
-  #resume(joiner: Joiner, after: number, position: number): void {
-    const waiting: UserChange[] = [];
-    let caughtUp = false;
-    const live = (change: UserChange) => {
-      if (change.seq <= after) return;
-      if (caughtUp) joiner.listener(change);
-      else waiting.push(change);
-    };
-    joiner.registered = live;
-    this.events.on('event', live);
+  /** Delivers what follows `after` from the log, a page each time the watcher has room, then joins it live. */
+  #resume(joiner: Joiner, after: number): void {
+    const retention = `the log keeps ${Math.round((this.options.retentionMs ?? DEFAULT_RETENTION_MS) / 60_000)} minutes`;
     const catchUp = async () => {
-      if (after > position) {
+      if (after > this.#last) {
         const head = await this.log.head();
         if (after > head) throw new ResumeOutOfRange(`resume_after ${after} is past the last change (${head}): it comes from another database, or a log that was reset`);
-        return;
       }
       let cursor = after;
-      while (cursor < position) {
+      for (;;) {
+        if (joiner.cancelled) return;
+        // Every change up to #last has gone out to the live watchers and none after it: join here, in this turn.
+        if (cursor >= this.#last) {
+          const reached = cursor;
+          const live = (change: UserChange) => {
+            if (change.seq > reached) joiner.listener(change);
+          };
+          joiner.registered = live;
+          this.events.on('event', live);
+          return;
+        }
+        await joiner.room();
+        if (joiner.cancelled) return;
         const changes = await this.log.after(cursor, PAGE);
         const first = changes[0];
         if (!first || first.seq !== cursor + 1) {
           throw new ResumeOutOfRange(
-            `the changes after ${cursor} are no longer kept (the log keeps ${Math.round((this.options.retentionMs ?? DEFAULT_RETENTION_MS) / 60_000)} minutes${first ? `; the oldest kept is ${first.seq}` : ''}): start a new watch without resume_after`,
+            `the changes after ${cursor} are no longer kept (${retention}${first ? `; the oldest kept is ${first.seq}` : ''}): start a new watch without resume_after`,
           );
         }
         for (const change of changes) {
-          if (change.seq > position || joiner.cancelled) return;
+          if (joiner.cancelled) return;
           joiner.listener(change);
           cursor = change.seq;
         }
       }
     };
     catchUp().then(
-      () => {
-        caughtUp = true;
-        for (const change of waiting.splice(0)) if (!joiner.cancelled) joiner.listener(change);
-        joiner.resolve(after);
-      },
-      (error: unknown) => {
-        this.events.off('event', live);
-        joiner.reject(error);
-      },
+      () => joiner.resolve(after),
+      (error: unknown) => joiner.reject(error),
     );
   }
 }

@@ -7,12 +7,20 @@
  * The service does not know which database it runs on, nor how many
  * instances share it: changes reach the watchers through the change log
  * (change-log.ts, change-feed.ts), chat messages through the chat hub.
+ *
+ * Who sees what of whom is visibility.ts's; long streams follow their token
+ * as it is now (grpc/call-auth.ts): a stream of a revoked token or of a
+ * deactivated or deleted user ends UNAUTHENTICATED, and every message a
+ * stream acts on is authorized when it is acted on.
  */
 import { randomBytes } from 'node:crypto';
 import { once } from 'node:events';
 import * as grpc from '@grpc/grpc-js';
 import { hashPassword, verifyPassword } from '../auth/passwords.js';
-import { MAX_BEARER_HEADER_LENGTH, TokenService, type Principal } from '../auth/tokens.js';
+import type { Principal } from '../auth/tokens.js';
+import { CallAuth, type OpenStream } from '../grpc/call-auth.js';
+import { StreamOutbox } from '../grpc/stream-outbox.js';
+import { QuotaExceeded, StreamQuota, type StreamQuotaLimits } from '../grpc/stream-quota.js';
 import { failStream as endStream, RpcError, SHUTTING_DOWN, statusName, unavailableStatus } from '../grpc/status.js';
 import { ChatHub } from '../grpc/chat-hub.js';
 import { createFromStream, type RowStream } from './batch-create.js';
@@ -20,6 +28,7 @@ import type { UserChange } from './change-log.js';
 import { ResumeOutOfRange, type UserChangeFeed } from './change-feed.js';
 import { toTimestamp, userMessage, watchPositionHeaders, UPDATE_PATHS, type BulkCreateFailure, type ChatMessage, type CreateUserRequest, type EventTypeName, type UserMessage } from './proto.js';
 import { listUsers, type ListUsersCall } from './user-list.js';
+import { seesWhole, userFor, watchesEveryone } from './visibility.js';
 import { EVENT_TYPES } from './user-record.js';
 import {
   characters,
@@ -75,9 +84,14 @@ interface UserEventMessage {
   sequence: string;
 }
 
-function eventMessage(change: UserChange): UserEventMessage {
-  return { type: change.type, user: userMessage(change.user), timestamp: toTimestamp(new Date(change.at)), sequence: String(change.seq) };
+function eventMessage(change: UserChange, user: UserMessage): UserEventMessage {
+  return { type: change.type, user, timestamp: toTimestamp(new Date(change.at)), sequence: String(change.seq) };
 }
+
+/** Open watches: at most this many per account and in all (README, Limits). */
+export const DEFAULT_WATCH_LIMITS: StreamQuotaLimits = { perAccount: 16, total: 1000 };
+/** SyncUsers requests read ahead of their answers; past it the stream is not read until the client reads. */
+const SYNC_READ_AHEAD = 64;
 
 interface SyncRequest {
   client_ref: string;
@@ -88,7 +102,10 @@ interface SyncRequest {
 
 export interface UserServiceOptions {
   users: UserStore;
-  tokens: TokenService;
+  /** The tokens of calls, and the grants of long streams. */
+  auth: CallAuth;
+  /** Open WatchUserChanges streams per account and in all; DEFAULT_WATCH_LIMITS when not given. */
+  watchLimits?: StreamQuotaLimits | undefined;
   /** The changes of every instance, for WatchUserChanges (started and stopped by the caller). */
   changes: UserChangeFeed;
   /** UserChat's rooms (started and stopped by the caller); local to this instance when not given. */
@@ -116,6 +133,7 @@ function userIdOf(value: string | number | undefined, field = 'user_id'): number
 
 export class UserServiceImpl {
   readonly #rooms: ChatHub<ChatMessage>;
+  readonly #watches: StreamQuota;
   /** Streams that never end by themselves; ended by `endStreams` at shutdown. */
   readonly #open = new Set<{ emit(event: 'error', error: grpc.ServerErrorResponse): boolean }>();
   /**
@@ -126,6 +144,7 @@ export class UserServiceImpl {
 
   constructor(private readonly options: UserServiceOptions) {
     this.#rooms = options.chat ?? new ChatHub<ChatMessage>();
+    this.#watches = new StreamQuota('watch streams', options.watchLimits ?? DEFAULT_WATCH_LIMITS);
   }
 
   /** Where the watchers listen: each live watch stream is exactly one 'event' listener. */
@@ -133,9 +152,14 @@ export class UserServiceImpl {
     return this.options.changes.events;
   }
 
-  /** Open watch streams, for tests and metrics: each holds exactly one listener. */
+  /** Live watch streams, for tests and metrics: each holds exactly one listener. */
   watcherCount(): number {
     return this.options.changes.watcherCount();
+  }
+
+  /** Watch streams open (live or still catching up), as the watch limits count them. */
+  openWatches(): number {
+    return this.#watches.size();
   }
 
   /** Ends the open watch and chat streams, so that a graceful shutdown can finish. */
@@ -152,10 +176,10 @@ export class UserServiceImpl {
   handlers(): grpc.UntypedServiceImplementation {
     return {
       CreateUser: this.#unary((request: CreateUserRequest) => this.#createUser(request), { public: true }),
-      GetUser: this.#unary((request: { user_id: string }) =>
+      GetUser: this.#unary((request: { user_id: string }, principal) =>
         this.options.users.get(userIdOf(request.user_id)).then((user) => {
           if (!user) throw new RpcError(Status.NOT_FOUND, `no user with id ${request.user_id}`);
-          return userMessage(user);
+          return userFor(principal, user);
         }),
       ),
       UpdateUser: this.#unary((request, principal) => this.#updateUser(request, principal)),
@@ -187,19 +211,7 @@ export class UserServiceImpl {
 
   /** The principal behind the call's `authorization` metadata; rejects with UNAUTHENTICATED. */
   authenticate(metadata: grpc.Metadata): Promise<Principal> {
-    const values = metadata.get('authorization');
-    if (values.length === 0) {
-      return Promise.reject(new RpcError(Status.UNAUTHENTICATED, 'missing authorization metadata: send "authorization: Bearer <token>"'));
-    }
-    const header = String(values[0]);
-    if (header.length > MAX_BEARER_HEADER_LENGTH) {
-      return Promise.reject(
-        new RpcError(Status.UNAUTHENTICATED, `the authorization metadata is longer than any token (at most ${MAX_BEARER_HEADER_LENGTH} characters)`),
-      );
-    }
-    const token = TokenService.bearer(header);
-    if (!token) return Promise.reject(new RpcError(Status.UNAUTHENTICATED, 'the authorization metadata must be "Bearer <token>"'));
-    return this.options.tokens.authenticate(token).then(principalOrRefusal);
+    return this.options.auth.authenticate(metadata);
   }
 
   /** Wraps a unary handler: authentication, one callback exactly once, statuses from errors. */
@@ -220,10 +232,10 @@ export class UserServiceImpl {
     };
   }
 
-  /** The principal of a streaming call, or undefined after ending the call with its status. */
-  async #streamPrincipal(call: { metadata: grpc.Metadata; emit(event: 'error', error: grpc.ServerErrorResponse): boolean }): Promise<Principal | undefined> {
+  /** A long call's principal, kept current (call-auth.ts), or undefined after ending the call with its status. */
+  async #openStream(call: Parameters<CallAuth['open']>[0], options: Parameters<CallAuth['open']>[1] = {}): Promise<OpenStream | undefined> {
     try {
-      return await this.authenticate(call.metadata);
+      return await this.options.auth.open(call, options);
     } catch (error) {
       failStream(call, error);
       return undefined;
@@ -306,24 +318,26 @@ export class UserServiceImpl {
   }
 
   async #listUsers(call: ListUsersCall): Promise<void> {
+    // Every user can take long to send: the list follows its token, as the other long streams do.
+    const open = await this.#openStream(call);
+    if (!open) return;
     try {
-      await this.authenticate(call.metadata);
-      await listUsers(call, this.options.users);
+      await listUsers(call, this.options.users, () => open.principal);
     } catch (error) {
       failStream(call, error);
     }
   }
 
   async #watch(call: grpc.ServerWritableStream<{ user_id: string; types: EventTypeName[]; resume_after?: string }, UserEventMessage>): Promise<void> {
-    if (!(await this.#streamPrincipal(call))) return;
     let after: number | undefined;
+    let userId: number;
     try {
       checkMaxEntries('types', call.request.types ?? [], REQUEST_LIMITS.watchTypes);
       // A filter no change can match would wait in silence for ever: refused at once, as GetUser refuses the same id.
       for (const type of call.request.types ?? []) {
         if (!(EVENT_TYPES as readonly string[]).includes(type)) throw new RpcError(Status.INVALID_ARGUMENT, `types: ${String(type)} is not an event type (${EVENT_TYPES.join(', ')})`);
       }
-      if (call.request.user_id !== undefined && Number(call.request.user_id) !== 0) userIdOf(call.request.user_id);
+      userId = call.request.user_id !== undefined && Number(call.request.user_id) !== 0 ? userIdOf(call.request.user_id) : 0;
       // Present only when the client set it (proto3 optional): 0 resumes from the first change, unset from now on.
       if (call.request.resume_after !== undefined) {
         after = Number(call.request.resume_after);
@@ -333,21 +347,57 @@ export class UserServiceImpl {
       failStream(call, error);
       return;
     }
-    const userId = Number(call.request.user_id || 0);
     const types = new Set(call.request.types ?? []);
+    // Others' whole records need the admin role: without it, a watch of everyone (user_id 0) is a watch of oneself.
+    const watched = (principal: Principal) => (userId === 0 && !watchesEveryone(principal) ? principal.userId : userId);
+    let release = () => {};
+    const open = await this.#openStream(call, {
+      require: (principal) => {
+        if (userId !== 0 && !seesWhole(principal, userId)) throw new RpcError(Status.PERMISSION_DENIED, "watching another user's changes needs the admin role");
+      },
+      end: (status) => {
+        release();
+        endStream(call, status);
+      },
+    });
+    if (!open || call.cancelled) return;
+    let giveBack: () => void;
+    try {
+      giveBack = this.#watches.acquire(open.principal);
+    } catch (error) {
+      if (!(error instanceof QuotaExceeded)) throw error;
+      endStream(call, error.status);
+      return;
+    }
     let wrote = false;
+    let lastSent = after ?? 0;
+    const outbox = new StreamOutbox<UserEventMessage>(call, {
+      onOverflow: () => {
+        release();
+        endStream(call, {
+          code: Status.RESOURCE_EXHAUSTED,
+          details: `${outbox.maxUnread} changes waited to be read: a watcher that does not read is disconnected; watch again with resume_after ${lastSent} to go on from there`,
+        });
+      },
+    });
     const listener = (change: UserChange) => {
-      if (userId && change.user.id !== userId) return;
+      if (call.writableEnded || call.destroyed || outbox.closed) return;
+      const principal = open.principal;
+      const only = watched(principal);
+      if (only && change.user.id !== only) return;
       if (types.size > 0 && !types.has(change.type)) return;
-      if (call.writableEnded || call.destroyed) return;
       wrote = true;
-      call.write(eventMessage(change));
+      if (outbox.write(eventMessage(change, userFor(principal, change.user)))) lastSent = change.seq;
     };
-    if (call.cancelled) return;
-    const watcher = this.options.changes.watch(listener, { after });
+    const watcher = this.options.changes.watch(listener, { after, room: () => outbox.room() });
     this.#open.add(call);
-    const release = () => {
+    let released = false;
+    release = () => {
+      if (released) return;
+      released = true;
       watcher.release();
+      outbox.close();
+      giveBack();
       this.#open.delete(call);
     };
     call.once('cancelled', release);
@@ -364,18 +414,19 @@ export class UserServiceImpl {
     }
   }
 
-  /** The admin principal of a bulk create, or the status that refuses it. */
-  async #bulkPrincipal(metadata: grpc.Metadata): Promise<Principal> {
-    const principal = await this.authenticate(metadata);
-    if (!principal.isAdmin) throw new RpcError(Status.PERMISSION_DENIED, 'creating users in bulk needs the admin role');
-    return principal;
-  }
-
-  /** Creates the rows of a stream (BulkCreateUsers, ImportUsers): each result, in order, once stored. */
-  #createRows(call: RowStream, onResult: (result: { index: number; user: UserRecord } | { index: number; failure: BulkRowFailure }) => void, afterBatch?: () => Promise<void>): Promise<void> {
+  /** Creates the rows of a stream (BulkCreateUsers, ImportUsers): each result, in order, once stored, each transaction as the token is then. */
+  #createRows(
+    call: RowStream,
+    open: OpenStream,
+    onResult: (result: { index: number; user: UserRecord } | { index: number; failure: BulkRowFailure }) => void,
+    afterBatch?: () => Promise<void>,
+  ): Promise<void> {
     return createFromStream(call, {
       prepare: (request) => this.#newUser(request, { bulk: true }),
-      store: (users) => this.options.users.createMany(users),
+      store: async (users) => {
+        await open.recheck();
+        return this.options.users.createMany(users);
+      },
       onResult: (result) => {
         if ('user' in result) {
           onResult(result);
@@ -391,20 +442,27 @@ export class UserServiceImpl {
 
   async #bulkCreate(call: grpc.ServerReadableStream<CreateUserRequest, unknown>, callback: grpc.sendUnaryData<unknown>): Promise<void> {
     // Rows that arrive while the token is checked wait in the stream: it flows once createFromStream reads it.
+    let answered = false;
+    const answer: grpc.sendUnaryData<unknown> = (error, value) => {
+      if (answered) return;
+      answered = true;
+      callback(error, value);
+    };
+    let open: OpenStream;
     try {
-      await this.#bulkPrincipal(call.metadata);
+      open = await this.options.auth.open(call, { require: requireAdmin('creating users in bulk'), end: (status) => answer(status) });
     } catch (error) {
-      callback(toStatus(error));
+      answer(toStatus(error));
       return;
     }
     const failures: BulkCreateFailure[] = [];
     let created = 0;
-    this.#createRows(call, (result) => {
+    this.#createRows(call, open, (result) => {
       if ('user' in result) created++;
       else failures.push({ index: result.index, ...result.failure });
     }).then(
-      () => callback(null, { created_count: created, failures }),
-      (error: unknown) => callback(toStatus(error)),
+      () => answer(null, { created_count: created, failures }),
+      (error: unknown) => answer(toStatus(error)),
     );
   }
 
@@ -413,12 +471,8 @@ export class UserServiceImpl {
     const leave = () => void (gone = true);
     call.once('cancelled', leave);
     call.once('error', leave);
-    try {
-      await this.#bulkPrincipal(call.metadata);
-    } catch (error) {
-      failStream(call, error);
-      return;
-    }
+    const open = await this.#openStream(call, { require: requireAdmin('creating users in bulk') });
+    if (!open) return;
     // A client that sends without reading its answers is held at the next transaction, not buffered for.
     const afterBatch = async () => {
       if (gone || !call.writableNeedDrain) return;
@@ -428,6 +482,7 @@ export class UserServiceImpl {
     };
     this.#createRows(
       call,
+      open,
       (result) => {
         if (gone) return;
         call.write('user' in result ? { index: result.index, user: userMessage(result.user) } : { index: result.index, failure: result.failure });
@@ -444,15 +499,15 @@ export class UserServiceImpl {
   }
 
   async #chat(call: grpc.ServerDuplexStream<ChatMessage, ChatMessage>): Promise<void> {
-    const principal = await this.#streamPrincipal(call);
-    if (!principal || call.cancelled) return;
     const joined = new Set<string>();
-    this.#open.add(call);
     const leave = () => {
       this.#open.delete(call);
       this.#rooms.leave(call);
       joined.clear();
     };
+    const open = await this.#openStream(call, { end: (status) => (leave(), endStream(call, status)) });
+    if (!open || call.cancelled) return;
+    this.#open.add(call);
     call.on('data', (message: ChatMessage) => {
       try {
         checkChatMessage(message);
@@ -470,7 +525,8 @@ export class UserServiceImpl {
       if (!message.text) return;
       const sent = this.#rooms.send(room, call, {
         room,
-        sender: principal.username ?? (message.sender || 'admin'),
+        // Who the sender is now: a renamed user speaks under the new name.
+        sender: open.principal.username ?? (message.sender || 'admin'),
         text: message.text,
         sent_at: message.sent_at ?? toTimestamp(this.options.now()),
       });
@@ -495,26 +551,45 @@ export class UserServiceImpl {
   }
 
   async #sync(call: grpc.ServerDuplexStream<SyncRequest, unknown>): Promise<void> {
-    const principal = await this.#streamPrincipal(call);
-    if (!principal) return;
+    let ended = false;
+    const open = await this.#openStream(call, {
+      end: (status) => {
+        ended = true;
+        endStream(call, status);
+      },
+    });
+    if (!open) return;
     let queue = Promise.resolve();
+    let pending = 0;
     call.on('data', (request: SyncRequest) => {
+      // A client that sends without reading its answers is not read further until it does.
+      if (++pending >= SYNC_READ_AHEAD) call.pause();
       // Answered strictly in order, whatever each one costs.
       queue = queue.then(async () => {
+        if (ended) return;
         const given = request.client_ref ?? '';
         // A reference over its bound is not echoed back: the answer would carry what was refused.
         const ref = characters(given) <= REQUEST_LIMITS.clientRef ? given : '';
         try {
           checkMaxLength('client_ref', given, REQUEST_LIMITS.clientRef);
+          // Each change is authorized as the token is now, not as it was when the stream opened.
+          const principal = await open.recheck();
           const user = await this.#syncOne(request, principal);
-          call.write({ client_ref: ref, user: userMessage(user) });
+          if (!ended) call.write({ client_ref: ref, user: userMessage(user) });
         } catch (error) {
+          if (ended) return;
           const status = toStatus(error);
           call.write({ client_ref: ref, failure: { status: statusName(status.code), message: status.details } });
+        } finally {
+          if (--pending < SYNC_READ_AHEAD && call.isPaused() && !ended) {
+            if (call.writableNeedDrain) await once(call, 'drain').catch(() => undefined);
+            call.resume();
+          }
         }
       });
     });
-    call.on('end', () => void queue.then(() => call.end()));
+    call.on('end', () => void queue.then(() => !ended && call.end()));
+    call.once('cancelled', () => void (ended = true));
   }
 
   async #syncOne(request: SyncRequest, principal: Principal): Promise<UserRecord> {
@@ -571,7 +646,9 @@ function failStream(call: { emit(event: 'error', error: grpc.ServerErrorResponse
 
 const ANONYMOUS: Principal = { kind: 'user', userId: null, username: null, roles: [], isAdmin: false };
 
-function principalOrRefusal(principal: Principal | undefined): Principal {
-  if (!principal) throw new RpcError(Status.UNAUTHENTICATED, 'invalid or expired token');
-  return principal;
+/** A stream's `require` for the admin role, for as long as it is open. */
+function requireAdmin(action: string): (principal: Principal) => void {
+  return (principal) => {
+    if (!principal.isAdmin) throw new RpcError(Status.PERMISSION_DENIED, `${action} needs the admin role`);
+  };
 }

@@ -8,12 +8,18 @@
  * (page_size 0, the reference's behaviour) is read and sent in batches, as
  * fast as the client takes them: a client that stops reading holds the
  * server at the next write, and one that cancels stops the reading.
+ *
+ * Each user goes out as the caller may see it (visibility.ts), as the
+ * caller is at that moment: a long list of every user follows a token
+ * whose roles change while it runs.
  */
 import { once } from 'node:events';
 import * as grpc from '@grpc/grpc-js';
 import { RpcError } from '../grpc/status.js';
 import { MAX_PAGE_TOKEN_LENGTH, pageToken, pageTokenStart } from './page-token.js';
-import { LIST_NEXT_PAGE_TOKEN_HEADER, LIST_PAGE_SIZE_HEADER, LIST_TOTAL_HEADER, userMessage, type UserMessage } from './proto.js';
+import type { Principal } from '../auth/tokens.js';
+import { LIST_NEXT_PAGE_TOKEN_HEADER, LIST_PAGE_SIZE_HEADER, LIST_TOTAL_HEADER, type UserMessage } from './proto.js';
+import { searchesEmails, userFor } from './visibility.js';
 import type { UserSearch } from './user-search.js';
 import { checkMaxLength, type UserStore } from './user-store.js';
 
@@ -33,8 +39,8 @@ export interface ListUsersRequest {
 
 export type ListUsersCall = grpc.ServerWritableStream<ListUsersRequest, UserMessage>;
 
-/** Answers one ListUsers call (the caller authenticated it); throws what the call should end with. */
-export async function listUsers(call: ListUsersCall, users: UserStore): Promise<void> {
+/** Answers one ListUsers call for `viewer` (who the caller is now); throws what the call should end with. */
+export async function listUsers(call: ListUsersCall, users: UserStore, viewer: () => Principal): Promise<void> {
   const { page, page_size: pageSize, filter } = call.request;
   const token = call.request.page_token ?? '';
   if (page < 0) throw new RpcError(Status.INVALID_ARGUMENT, 'page must not be negative');
@@ -43,7 +49,7 @@ export async function listUsers(call: ListUsersCall, users: UserStore): Promise<
   if (token && page > 1) {
     throw new RpcError(Status.INVALID_ARGUMENT, 'page and page_token both say where the page starts: send page_token alone (page 0), or page without page_token');
   }
-  const search = users.search(filter ?? '');
+  const search = users.search(filter ?? '', searchesEmails(viewer()) ? 'all' : 'public');
   const afterId = token ? pageTokenStart(token, search.filter) : 0;
   const size = pageSize === 0 ? undefined : Math.min(pageSize, MAX_PAGE_SIZE);
   const metadata = new grpc.Metadata();
@@ -51,7 +57,7 @@ export async function listUsers(call: ListUsersCall, users: UserStore): Promise<
   metadata.set(LIST_PAGE_SIZE_HEADER, String(size ?? 0));
   if (size === undefined) {
     call.sendMetadata(metadata);
-    await sendEveryUser(call, search, afterId);
+    await sendEveryUser(call, search, afterId, viewer);
     return;
   }
   // One user more than the page: whether there is a next page is known before the metadata goes.
@@ -59,12 +65,12 @@ export async function listUsers(call: ListUsersCall, users: UserStore): Promise<
   const shown = read.slice(0, size);
   if (read.length > size) metadata.set(LIST_NEXT_PAGE_TOKEN_HEADER, pageToken(shown.at(-1)!.id, search.filter));
   call.sendMetadata(metadata);
-  for (const user of shown) call.write(userMessage(user));
+  for (const user of shown) call.write(userFor(viewer(), user));
   call.end();
 }
 
 /** Every user of `search` after `afterId`, a batch at a time, each batch read once the client has taken the last. */
-async function sendEveryUser(call: ListUsersCall, search: UserSearch, afterId: number): Promise<void> {
+async function sendEveryUser(call: ListUsersCall, search: UserSearch, afterId: number, viewer: () => Principal): Promise<void> {
   let gone = call.cancelled;
   const leave = () => void (gone = true);
   call.once('cancelled', leave);
@@ -73,7 +79,7 @@ async function sendEveryUser(call: ListUsersCall, search: UserSearch, afterId: n
       const batch = await search.page({ afterId: after, offset: 0, limit: LIST_BATCH });
       for (const user of batch) {
         if (gone) return;
-        if (!call.write(userMessage(user))) await drained(call);
+        if (!call.write(userFor(viewer(), user))) await drained(call);
       }
       if (batch.length < LIST_BATCH) break;
       after = batch.at(-1)!.id;

@@ -44,9 +44,17 @@ interface FilterStatements {
   matches: string;
 }
 
-function statementsOf(dialect: Sql['dialect']): FilterStatements {
+/**
+ * Which fields a filter matches: 'all' (username, e-mail, full name) for
+ * those who see every e-mail; 'public' (username, full name) for the
+ * others, so that a filter cannot tell them whose address contains what.
+ */
+export type SearchScope = 'all' | 'public';
+
+function statementsOf(dialect: Sql['dialect'], scope: SearchScope): FilterStatements {
   const like = dialect === 'postgres' ? 'ILIKE' : 'LIKE';
-  const matching = `(username ${like} $1 ESCAPE '\\' OR email ${like} $1 ESCAPE '\\' OR full_name ${like} $1 ESCAPE '\\')`;
+  const email = scope === 'all' ? ` OR email ${like} $1 ESCAPE '\\'` : '';
+  const matching = `(username ${like} $1 ESCAPE '\\'${email} OR full_name ${like} $1 ESCAPE '\\')`;
   const total = `(${USERS}) AS users`;
   const window = 'LIMIT CAST($3 AS INTEGER) OFFSET CAST($4 AS INTEGER)';
   if (dialect === 'postgres') {
@@ -72,7 +80,10 @@ function statementsOf(dialect: Sql['dialect']): FilterStatements {
   };
 }
 
-const STATEMENTS = { sqlite: statementsOf('sqlite'), postgres: statementsOf('postgres') } as const;
+const STATEMENTS = {
+  all: { sqlite: statementsOf('sqlite', 'all'), postgres: statementsOf('postgres', 'all') },
+  public: { sqlite: statementsOf('sqlite', 'public'), postgres: statementsOf('postgres', 'public') },
+} as const;
 
 /** Where a page starts: after the last id shown (a page token), and how many rows of the list to skip after it. */
 export interface PagePlace {
@@ -89,13 +100,17 @@ export class UserSearch {
   readonly #pattern: string;
   /** The FTS5 query (a phrase) that finds candidates on SQLite; undefined where no trigram index can serve. */
   readonly #phrase: string | undefined;
+  readonly #statements: FilterStatements;
   #counted: { users: number; matches: number } | undefined;
 
-  constructor(sql: Sql, filter: string) {
+  constructor(sql: Sql, filter: string, scope: SearchScope = 'all') {
     this.#sql = sql;
     this.filter = filter.trim();
     this.#pattern = containsPattern(this.filter);
-    this.#phrase = sql.dialect === 'sqlite' && [...this.filter].length >= TRIGRAM ? `"${this.filter.replace(/"/g, '""')}"` : undefined;
+    this.#statements = STATEMENTS[scope][sql.dialect];
+    // FTS5's column filter keeps the candidates to the fields the scope matches.
+    const columns = scope === 'all' ? '' : '{username full_name} : ';
+    this.#phrase = sql.dialect === 'sqlite' && [...this.filter].length >= TRIGRAM ? `${columns}"${this.filter.replace(/"/g, '""')}"` : undefined;
   }
 
   /** The users that match the filter, on all pages. */
@@ -106,7 +121,7 @@ export class UserSearch {
       return Number(row.n);
     }
     const params: Param[] = this.#phrase ? [this.#pattern, this.#phrase] : [this.#pattern];
-    const row = (await this.#sql.one<{ users: number; n: number }>(STATEMENTS[this.#sql.dialect].count(this.#phrase !== undefined), params))!;
+    const row = (await this.#sql.one<{ users: number; n: number }>(this.#statements.count(this.#phrase !== undefined), params))!;
     this.#counted = { users: Number(row.users), matches: Number(row.n) };
     return this.#counted.matches;
   }
@@ -115,7 +130,7 @@ export class UserSearch {
   async page({ afterId, offset, limit }: PagePlace): Promise<UserRecord[]> {
     if (!this.filter) return (await this.#sql.all<UserRow>(PAGE, [afterId, limit, offset])).map(toRecord);
     if (this.#counted?.matches === 0) return [];
-    const statements = STATEMENTS[this.#sql.dialect];
+    const statements = this.#statements;
     const params: Param[] = [this.#pattern, afterId, limit, offset];
     let text = statements.walk;
     if (this.#throughIndex(offset + limit)) {

@@ -10,7 +10,7 @@ import { UniqueViolation, type Param, type Sql } from '../store/sql.js';
 import { BatchedRead, inList } from '../store/batched-read.js';
 import type { UserChangeLog, UserChangeType } from './change-log.js';
 import { toRecord, USER_COLUMNS, type UserRecord, type UserRow } from './user-record.js';
-import { UserSearch } from './user-search.js';
+import { UserSearch, type SearchScope } from './user-search.js';
 
 export type { UserRecord } from './user-record.js';
 
@@ -343,11 +343,11 @@ export class UserStore {
 
   /**
    * The users matching `filter` (case-insensitive, username, e-mail or full
-   * name; empty: every user): count them, then read pages (user-search.ts).
+   * name, or without e-mail in the 'public' scope; empty: every user): count them, then read pages (user-search.ts).
    */
-  search(filter = ''): UserSearch {
+  search(filter = '', scope: SearchScope = 'all'): UserSearch {
     checkFilter(filter);
-    return new UserSearch(this.sql, filter);
+    return new UserSearch(this.sql, filter, scope);
   }
 
   /** How many users there are: the counter the triggers on `users` keep, not a count of the table. */

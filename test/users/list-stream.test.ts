@@ -14,6 +14,8 @@ import { createMetrics } from '../../src/server/metrics.js';
 import { TokenService } from '../../src/auth/tokens.js';
 import { UserChangeLog } from '../../src/users/change-log.js';
 import { UserChangeFeed } from '../../src/users/change-feed.js';
+import { StreamGrants } from '../../src/auth/stream-grants.js';
+import { CallAuth } from '../../src/grpc/call-auth.js';
 import { UserServiceImpl } from '../../src/users/service.js';
 import { UserStore } from '../../src/users/user-store.js';
 import type { UserSearch } from '../../src/users/user-search.js';
@@ -58,7 +60,9 @@ describe.each(BACKENDS)('ListUsers of every user on %s', (backend) => {
     users = new CountingStore(store.sql, log, now);
     const tokens = new TokenService(store.sql, now);
     token = await tokens.ensureAdminToken(undefined);
-    const service = new UserServiceImpl({ users, tokens, changes: new UserChangeFeed(log, store.signals, { now }), hashCost: 4, now });
+    const changes = new UserChangeFeed(log, store.signals, { now });
+    const grants = new StreamGrants({ tokens, signals: store.signals, follow: (listener) => changes.follow((change) => listener(change.user.id)), now });
+    const service = new UserServiceImpl({ users, auth: new CallAuth(tokens, grants), changes, hashCost: 4, now });
     server = await startGrpcServer({ host: '127.0.0.1', port: 0, services: [{ name: 'user.v1.UserService', handlers: service.handlers() }], metrics: createMetrics().grpc });
     const rows = Array.from({ length: USERS }, (_, i) => `('user${i + 1}', 'user${i + 1}@${'e'.repeat(200)}.example.com', '${'Full name '.repeat(20)}', 'h', 'then', 'then')`);
     for (let i = 0; i < rows.length; i += 500) {

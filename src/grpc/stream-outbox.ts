@@ -1,0 +1,104 @@
+/**
+ * What a long server stream holds for a client that reads slowly or not at
+ * all: a bound, not a queue without end.
+ *
+ * grpc-js takes every write and keeps it until the peer has read it, and a
+ * status written after a thousand queued messages is sent only once they
+ * have all been read. So an outbox writes to the stream only while the
+ * stream takes more (`write` returned true: grpc-js holds fewer than its
+ * high-water mark of 16 messages); past it, messages wait in the outbox's
+ * backlog until 'drain'. With `maxUnread` messages waiting (backlog and
+ * stream together) the stream has fallen behind for good: the backlog is
+ * let go and `onOverflow` runs (the owner ends the call, or drops the
+ * message and goes on).
+ *
+ * Producers that can wait (a catch-up read from the database, a list)
+ * await `room()` before they read more, so they read only as fast as the
+ * client takes.
+ */
+import * as grpc from '@grpc/grpc-js';
+
+export const DEFAULT_MAX_UNREAD = 1000;
+
+/** The part of a server stream an outbox needs. */
+export interface OutboxStream<T> {
+  write(message: T): boolean;
+  readonly writableLength: number;
+  emit(event: 'error', error: grpc.ServerErrorResponse): boolean;
+  on(event: 'drain', listener: () => void): unknown;
+  off(event: 'drain', listener: () => void): unknown;
+}
+
+export class StreamOutbox<T> {
+  readonly #stream: OutboxStream<T>;
+  readonly #maxUnread: number;
+  readonly #onOverflow: () => void;
+  #backlog: T[] = [];
+  #full = false;
+  #closed = false;
+  #waiting: (() => void)[] = [];
+  readonly #onDrain = () => this.#drain();
+
+  constructor(stream: OutboxStream<T>, options: { maxUnread?: number; onOverflow: () => void }) {
+    this.#stream = stream;
+    this.#maxUnread = options.maxUnread ?? DEFAULT_MAX_UNREAD;
+    this.#onOverflow = options.onOverflow;
+    stream.on('drain', this.#onDrain);
+  }
+
+  get maxUnread(): number {
+    return this.#maxUnread;
+  }
+
+  /** Messages written but not yet read by the client, here and in grpc-js. */
+  get unread(): number {
+    return this.#backlog.length + this.#stream.writableLength;
+  }
+
+  get closed(): boolean {
+    return this.#closed;
+  }
+
+  /** Sends `message` when the stream takes it, or keeps it; false when it overflowed (or was closed) instead. */
+  write(message: T): boolean {
+    if (this.#closed) return false;
+    if (!this.#full) {
+      this.#full = !this.#stream.write(message);
+      return true;
+    }
+    if (this.unread >= this.#maxUnread) {
+      this.close();
+      this.#onOverflow();
+      return false;
+    }
+    this.#backlog.push(message);
+    return true;
+  }
+
+  /** Resolves when the stream takes more at once (nothing waits in the backlog), or the outbox is closed. */
+  room(): Promise<void> {
+    if (!this.#full || this.#closed) return Promise.resolve();
+    return new Promise((resolve) => this.#waiting.push(resolve));
+  }
+
+  /** Lets go of the backlog and of the stream's 'drain' (idempotent); whoever waits for room goes on. */
+  close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#backlog = [];
+    this.#stream.off('drain', this.#onDrain);
+    this.#wake();
+  }
+
+  #drain(): void {
+    this.#full = false;
+    let next = 0;
+    while (next < this.#backlog.length && !this.#full) this.#full = !this.#stream.write(this.#backlog[next++]!);
+    this.#backlog.splice(0, next);
+    if (!this.#full) this.#wake();
+  }
+
+  #wake(): void {
+    for (const resolve of this.#waiting.splice(0)) resolve();
+  }
+}
