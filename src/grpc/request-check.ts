@@ -15,13 +15,14 @@
  * The same interceptor observes every call for the server's metrics and
  * logs: one layer per call for both.
  */
-import type { Http2Session } from 'node:http2';
+import type { Http2SecureServer, Http2Server, Http2Session } from 'node:http2';
 import * as grpc from '@grpc/grpc-js';
 import type { DescMessage, FileRegistry } from '@bufbuild/protobuf';
 import { descriptorRegistry } from './descriptor-set.js';
 import { invalidUtf8Field, MalformedMessageError } from './wire-utf8.js';
 import { addressRateKey, isTokenKey, tokenRateKey, type RequestRates } from '../auth/request-rates.js';
 import { resourceExhausted } from './retry-info.js';
+import { guardSessions, type ClosedSession, type ResetLimits } from './session-guard.js';
 
 /**
  * Request metadata the server reads, counted as HTTP/2 counts a header list
@@ -192,7 +193,14 @@ export interface RequestCheckingServerOptions extends grpc.ServerOptions {
   observe?: ObserveCall | undefined;
   /** Request rates per token or address (auth/request-rates.ts), checked in the same layer; none when absent. */
   rates?: RequestRates | undefined;
+  /** Told of each connection closed for resetting too many streams (session-guard.ts). */
+  onResetFlood?: ((closed: ClosedSession) => void) | undefined;
+  /** The reset budget of every connection; session-guard.ts's default when absent. */
+  resetLimits?: ResetLimits | undefined;
 }
+
+/** grpc-js's table of the HTTP/2 servers it listens with, and their sessions (not part of its API). */
+type Http2Servers = Map<Http2Server | Http2SecureServer, { sessions?: Set<Http2Session> }>;
 
 /**
  * A grpc-js server whose every service, whoever adds it (health and
@@ -201,8 +209,38 @@ export interface RequestCheckingServerOptions extends grpc.ServerOptions {
  * observer (metrics, logs) and through any other interceptors given.
  */
 export class RequestCheckingServer extends grpc.Server {
-  constructor({ observe, rates, ...options }: RequestCheckingServerOptions = {}) {
+  readonly #guarded = new WeakSet<object>();
+  readonly #onResetFlood: (closed: ClosedSession) => void;
+  readonly #resetLimits: ResetLimits | undefined;
+
+  constructor({ observe, rates, onResetFlood, resetLimits, ...options }: RequestCheckingServerOptions = {}) {
     super({ ...options, interceptors: [...(options.interceptors ?? []), requestCheckInterceptor(MAX_METADATA_BYTES, observe, rates)] });
+    this.#onResetFlood = onResetFlood ?? (() => undefined);
+    this.#resetLimits = resetLimits;
+  }
+
+  #http2Servers(): Http2Servers | undefined {
+    return (this as unknown as { http2Servers?: Http2Servers }).http2Servers;
+  }
+
+  /**
+   * grpc-js's, then the reset guard (session-guard.ts) on every HTTP/2
+   * server it listens with: grpc-js builds them inside bindAsync and takes
+   * no option for this, so they are read from its own table once bound.
+   * Should a later grpc-js name that table otherwise, nothing is guarded
+   * and test/grpc/rapid-reset.test.ts fails.
+   */
+  override bindAsync(port: string, creds: grpc.ServerCredentials, callback: (error: Error | null, port: number) => void): void {
+    super.bindAsync(port, creds, (error, bound) => {
+      if (!error) {
+        for (const server of this.#http2Servers()?.keys() ?? []) {
+          if (this.#guarded.has(server)) continue;
+          this.#guarded.add(server);
+          guardSessions(server, this.#onResetFlood, this.#resetLimits);
+        }
+      }
+      callback(error, bound);
+    });
   }
 
   override addService(service: grpc.ServiceDefinition, implementation: grpc.UntypedServiceImplementation): void {
@@ -219,7 +257,7 @@ export class RequestCheckingServer extends grpc.Server {
    * test/server/drain.test.ts fails.
    */
   override forceShutdown(): void {
-    const servers = (this as unknown as { http2Servers?: Map<unknown, { sessions?: Set<Http2Session> }> }).http2Servers;
+    const servers = this.#http2Servers();
     const sessions = [...(servers?.values() ?? [])].flatMap((server) => [...(server.sessions ?? [])]);
     super.forceShutdown();
     for (const session of sessions) if (!session.destroyed) session.destroy();

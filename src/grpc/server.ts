@@ -39,6 +39,26 @@ export interface GrpcMetrics {
 }
 
 export const DEFAULT_GRPC_PORT = 50051;
+
+/**
+ * What one connection may hold, and how long (the README's limits): grpc-js
+ * leaves every one unbounded. The reset budget is session-guard.ts's.
+ * - streams open at once on one connection (a grpc-js client queues past it);
+ * - a ping every minute, and the connection closed when 20 s pass without its
+ *   answer: a peer that is gone, or a session that no longer reads;
+ * - a connection with no call for 5 minutes is closed (GOAWAY NO_ERROR, the
+ *   client reconnects when it next calls);
+ * - after 30 minutes (±10%) a connection takes no new calls: its client
+ *   reconnects, so load spreads over new instances; the streams it has run
+ *   on to their end (no grace limit: a watch is meant to last).
+ */
+export const CONNECTION_BOUNDS = {
+  'grpc.max_concurrent_streams': 1_000,
+  'grpc.keepalive_time_ms': 60_000,
+  'grpc.keepalive_timeout_ms': 20_000,
+  'grpc.max_connection_idle_ms': 5 * 60_000,
+  'grpc.max_connection_age_ms': 30 * 60_000,
+} as const;
 export const MAX_RECEIVE_BYTES = 4 * 1024 * 1024;
 const HEALTH_SERVICE = 'grpc.health.v1.Health';
 const REFLECTION_SERVICES = ['grpc.reflection.v1.ServerReflection', 'grpc.reflection.v1alpha.ServerReflection'];
@@ -212,7 +232,10 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
     // grpc-js keeps channelz statistics of every call and session unless told not to; nothing here serves
     // channelz (metrics are prom-client's), so they were bookkeeping on every call that no one could read.
     'grpc.enable_channelz': 0,
+    ...CONNECTION_BOUNDS,
     observe: observations.observe,
+    onResetFlood: ({ peer, resets, streams }) =>
+      options.log?.warn({ peer, resets, streams }, 'grpc connection closed (GOAWAY ENHANCE_YOUR_CALM): it reset too many of its streams'),
     ...(options.telemetry ? { interceptors: [tracingInterceptor(options.telemetry)] } : {}),
     rates: options.rates,
   });

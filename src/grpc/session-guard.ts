@@ -1,0 +1,82 @@
+/**
+ * Bounds on what one HTTP/2 connection may make the gRPC server do, which
+ * grpc-js has no option for: streams the client resets (the rapid-reset
+ * attack, CVE-2023-44487).
+ *
+ * Node's HTTP/2 library (nghttp2 1.57 and later) has a reset budget of its
+ * own (a burst of 1,000, then 33 a second), but when it is spent, nghttp2
+ * sends GOAWAY INTERNAL_ERROR and stops reading, and Node (20, 22) neither
+ * tells the session nor closes its socket: the connection stays in
+ * CLOSE-WAIT, one descriptor each, until the process runs out of them.
+ * So the server counts resets itself, far below that budget, and closes a
+ * session that spends its own: GOAWAY ENHANCE_YOUR_CALM (what grpc-go,
+ * Envoy and nginx send), then the socket 250 ms later. The
+ * keepalive pings and idle time-out of the gRPC server (server.ts) close
+ * whatever else stops answering.
+ */
+import http2 from 'node:http2';
+
+export interface ResetLimits {
+  /** Resets within `windowMs` that a session may send before it is closed... */
+  maxResets: number;
+  /** ...as long as they are at most half the streams it opened in the window (a busy client cancels some calls). */
+  windowMs: number;
+  /** Between the GOAWAY and the socket's end: time for the client to read it. */
+  graceMs: number;
+}
+
+export const DEFAULT_RESET_LIMITS: ResetLimits = { maxResets: 100, windowMs: 10_000, graceMs: 250 };
+
+export interface ClosedSession {
+  /** The client's address and port, as the socket had them. */
+  peer: string;
+  resets: number;
+  streams: number;
+}
+
+/**
+ * Counts, on every session of `server`, the streams it opens and those the
+ * client resets (closed with an error code); a
+ * session whose resets in one window pass `limits.maxResets` and half its
+ * streams gets GOAWAY ENHANCE_YOUR_CALM and is destroyed `graceMs` later.
+ */
+export function guardSessions(server: http2.Http2Server | http2.Http2SecureServer, onClosed: (closed: ClosedSession) => void, limits: ResetLimits = DEFAULT_RESET_LIMITS): void {
+  server.on('session', (session: http2.ServerHttp2Session) => {
+    let windowStart = performance.now();
+    let streams = 0;
+    let resets = 0;
+    let closing = false;
+    const roll = () => {
+      const now = performance.now();
+      if (now - windowStart < limits.windowMs) return;
+      windowStart = now;
+      streams = resets = 0;
+    };
+    const calm = () => {
+      closing = true;
+      const socket = session.socket as { remoteAddress?: string; remotePort?: number } | undefined;
+      onClosed({ peer: `${socket?.remoteAddress ?? '?'}:${socket?.remotePort ?? '?'}`, resets, streams });
+      try {
+        session.goaway(http2.constants.NGHTTP2_ENHANCE_YOUR_CALM, session.state.lastProcStreamID ?? 0);
+      } catch {
+        // Already closed: destroyed below all the same.
+      }
+      setTimeout(() => {
+        if (!session.destroyed) session.destroy();
+      }, limits.graceMs).unref();
+    };
+    session.on('stream', (stream: http2.ServerHttp2Stream) => {
+      if (closing) return;
+      roll();
+      streams++;
+      // Not 'aborted': grpc-js often ends its side first (an answer without a token), and Node emits that only
+      // while the server's side is open. grpc-js resets no stream itself, so a close with a code is the client's.
+      stream.once('close', () => {
+        if (closing || stream.rstCode === http2.constants.NGHTTP2_NO_ERROR) return;
+        roll();
+        resets++;
+        if (resets > limits.maxResets && resets * 2 > streams) calm();
+      });
+    });
+  });
+}

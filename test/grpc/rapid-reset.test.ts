@@ -1,0 +1,111 @@
+/**
+ * Issue 39 item 1: HTTP/2 rapid reset (CVE-2023-44487) on the gRPC port of
+ * a real `serve` process. Four raw node:http2 clients open streams without
+ * a token and reset each at once, reconnecting whenever serve closes them.
+ * Without a reset budget of serve's own, Node's nghttp2 spends its budget,
+ * sends GOAWAY INTERNAL_ERROR and leaves each socket in CLOSE-WAIT: serve's
+ * descriptors climbed until it accepted nothing. What must hold: each
+ * session gets GOAWAY ENHANCE_YOUR_CALM (11), serve's descriptors are back
+ * near their baseline within seconds, and /health and a real grpc-js
+ * client are answered during the attack and after it.
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import { readdirSync } from 'node:fs';
+import http2 from 'node:http2';
+import * as grpc from '@grpc/grpc-js';
+import { request } from 'undici';
+import { startServeProcess, type ServeProcess } from '../helpers/chaos.js';
+import { userServiceDefinition } from '../../src/users/proto.js';
+
+const cleanups: (() => void)[] = [];
+afterEach(() => {
+  for (const cleanup of cleanups.splice(0).reverse()) cleanup();
+});
+
+const descriptors = (pid: number) => readdirSync(`/proc/${pid}/fd`).length;
+
+/** Sessions that open and reset streams until `stopped()`; the GOAWAY codes serve sent them. */
+async function resetFlood(address: string, stopped: () => boolean, goaways: number[]): Promise<void> {
+  while (!stopped()) {
+    const session = http2.connect(`http://${address}`);
+    session.on('error', () => undefined);
+    session.on('goaway', (code) => goaways.push(code));
+    const connected = await new Promise<boolean>((resolve) => {
+      session.once('connect', () => resolve(true));
+      session.once('close', () => resolve(false));
+    });
+    while (connected && !stopped() && !session.closed && !session.destroyed) {
+      for (let i = 0; i < 50 && !session.closed && !session.destroyed; i++) {
+        try {
+          const stream = session.request({ ':method': 'POST', ':path': '/user.v1.UserService/GetUser', 'content-type': 'application/grpc', te: 'trailers' });
+          stream.on('error', () => undefined);
+          stream.close(http2.constants.NGHTTP2_CANCEL);
+        } catch {
+          break;
+        }
+      }
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    session.destroy();
+  }
+}
+
+async function healthAnswers(url: string): Promise<boolean> {
+  try {
+    const answer = await request(`${url}/health`, { headersTimeout: 3_000, bodyTimeout: 3_000 });
+    await answer.body.dump();
+    return answer.statusCode === 200;
+  } catch {
+    return false;
+  }
+}
+
+function getUserAnswers(client: grpc.Client & Record<string, any>, token: string): Promise<string> {
+  const metadata = new grpc.Metadata();
+  metadata.set('authorization', `Bearer ${token}`);
+  return new Promise((resolve) =>
+    client['GetUser']({ user_id: '999999' }, metadata, { deadline: Date.now() + 3_000 }, (error: grpc.ServiceError | null) =>
+      resolve(error ? grpc.status[error.code]! : 'OK'),
+    ),
+  );
+}
+
+describe('rapid reset on the gRPC port', () => {
+  it('closes each resetting session with ENHANCE_YOUR_CALM, keeps descriptors near baseline, and answers others throughout', async () => {
+    const serve: ServeProcess = await startServeProcess({});
+    cleanups.push(() => serve.dispose());
+    const pid = serve.child.pid!;
+    const { Client } = userServiceDefinition();
+    const client = new Client(serve.info.grpc.address, grpc.credentials.createInsecure(), { 'grpc.use_local_subchannel_pool': 1 }) as grpc.Client & Record<string, any>;
+    cleanups.push(() => client.close());
+    expect(await getUserAnswers(client, serve.info.adminToken)).toBe('NOT_FOUND');
+    const baseline = descriptors(pid);
+
+    const goaways: number[] = [];
+    let stopped = false;
+    const attack = Promise.all(Array.from({ length: 4 }, () => resetFlood(serve.info.grpc.address, () => stopped, goaways)));
+    const during: { health: boolean; grpc: string }[] = [];
+    let peak = baseline;
+    for (let i = 0; i < 6; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      peak = Math.max(peak, descriptors(pid));
+      during.push({ health: await healthAnswers(serve.info.url), grpc: await getUserAnswers(client, serve.info.adminToken) });
+    }
+    stopped = true;
+    await attack;
+
+    expect(goaways.length).toBeGreaterThanOrEqual(4);
+    expect(new Set(goaways)).toEqual(new Set([http2.constants.NGHTTP2_ENHANCE_YOUR_CALM]));
+    expect(during.every((answer) => answer.health && answer.grpc === 'NOT_FOUND'), JSON.stringify(during)).toBe(true);
+    // Sessions in their grace after the GOAWAY, while the attackers reconnect at once: bounded by the grace, not growing.
+    expect(peak).toBeLessThan(baseline + 60);
+
+    // Back near the baseline within a few seconds (a safety bound, not a measure of speed).
+    const started = Date.now();
+    while (descriptors(pid) > baseline + 20 && Date.now() - started < 5_000) await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(descriptors(pid)).toBeLessThanOrEqual(baseline + 20);
+    expect(await healthAnswers(serve.info.url)).toBe(true);
+    expect(await getUserAnswers(client, serve.info.adminToken)).toBe('NOT_FOUND');
+    expect(serve.stderr()).toContain('GOAWAY ENHANCE_YOUR_CALM');
+  }, 30_000);
+});
