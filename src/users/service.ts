@@ -185,6 +185,15 @@ export class UserServiceImpl {
     return record;
   }
 
+  /**
+   * The key the login limits count a login under: the account's id when the login (username or e-mail) names one,
+   * so that both routes share one count; else the login's own text, so that a lock tells nothing of existence.
+   */
+  async loginAccount(field: 'username' | 'email', login: string): Promise<string> {
+    const user = await this.options.users.findByLogin(field, login);
+    return user ? `user:${user.id}` : `${field}:${login.trim().toLowerCase()}`;
+  }
+
   /** The principal behind the call's `authorization` metadata; rejects with UNAUTHENTICATED. */
   authenticate(metadata: grpc.Metadata): Promise<Principal> {
     const values = metadata.get('authorization');
