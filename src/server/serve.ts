@@ -282,6 +282,7 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
       hashCost: options.hashCost ?? DEFAULT_HASH_COST,
       now: options.now,
       log: (message, fields) => grpcLog.error(fields ?? {}, message),
+      rates: requestRates,
     });
     let serviceName = 'miniapp';
     const monitoring = new MonitoringServiceImpl({

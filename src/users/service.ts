@@ -15,6 +15,8 @@ import { hashPassword, verifyPassword } from '../auth/passwords.js';
 import { MAX_BEARER_HEADER_LENGTH, TokenService, type Principal } from '../auth/tokens.js';
 import { failStream as endStream, RpcError, SHUTTING_DOWN, statusName, unavailableStatus } from '../grpc/status.js';
 import { ChatHub } from '../grpc/chat-hub.js';
+import { pace } from '../grpc/stream-pace.js';
+import type { RequestRates } from '../auth/request-rates.js';
 import { createFromStream, type RowStream } from './batch-create.js';
 import type { UserChange } from './change-log.js';
 import { ResumeOutOfRange, type UserChangeFeed } from './change-feed.js';
@@ -97,6 +99,8 @@ export interface UserServiceOptions {
   hashCost: number;
   now: () => Date;
   log?: (message: string, fields?: Record<string, unknown>) => void;
+  /** The request rates, which each SyncUsers message takes from (grpc/stream-pace.ts); none when absent. */
+  rates?: RequestRates | undefined;
 }
 
 /** Checks fields of a new user, naming every field that is wrong. */
@@ -508,8 +512,11 @@ export class UserServiceImpl {
     if (!principal) return;
     let queue = Promise.resolve();
     call.on('data', (request: SyncRequest) => {
+      // Each message counts against the request rate; past it the stream is not read further until it may go.
+      const paced = pace(this.options.rates, call);
       // Answered strictly in order, whatever each one costs.
       queue = queue.then(async () => {
+        await paced;
         const given = request.client_ref ?? '';
         // A reference over its bound is not echoed back: the answer would carry what was refused.
         const ref = characters(given) <= REQUEST_LIMITS.clientRef ? given : '';

@@ -239,6 +239,38 @@ describe('request rates over gRPC', () => {
     expect((await collect(c.ListUsers({}, clients.auth()))).map((u) => u.username)).not.toContain('useranon3');
   });
 
+  it('counts each SyncUsers message, and paces the stream past the rate (it is not read further) instead of ending it', async () => {
+    const user1 = await unary(c, 'GetUser', { user_id: '1' }, clients.auth());
+    clock.advance(60_000);
+    const call = c.SyncUsers(clients.auth());
+    const answers: any[] = [];
+    const ended = new Promise<void>((resolve, reject) => call.on('data', (a: any) => answers.push(a)).on('end', resolve).on('error', reject));
+    for (let i = 0; i < 10; i++) {
+      call.write({ client_ref: `r${i}`, upsert: { user: { id: user1.id, username: 'user1', email: 'user1@example.com', full_name: `Synced ${i}`, is_active: true, roles: user1.roles } } });
+    }
+    call.end();
+    const settled = async (count: number) => {
+      await expect.poll(() => answers.length, { timeout: 5_000 }).toBe(count);
+      // And no more while the clock stands still.
+      await new Promise((resolve) => setTimeout(resolve, 150));
+      expect(answers.length).toBe(count);
+    };
+    // The call took one of the burst of 3; two messages go, the third waits for the bucket.
+    await settled(2);
+    clock.advance(1_000);
+    await settled(4);
+    // Still the token's budget: a unary call meanwhile is refused as the stream's messages would be.
+    expect((await refusal(unary(c, 'GetUser', { user_id: '1' }, clients.auth()))).code).toBe(grpc.status.RESOURCE_EXHAUSTED);
+    clock.advance(60_000);
+    await settled(7);
+    clock.advance(60_000);
+    await ended;
+    expect(answers.map((a) => a.client_ref)).toEqual(Array.from({ length: 10 }, (_, i) => `r${i}`));
+    expect(answers.every((a) => a.result === 'user')).toBe(true);
+    clock.advance(60_000);
+    expect((await unary(c, 'GetUser', { user_id: '1' }, clients.auth())).full_name).toBe('Synced 9');
+  });
+
   it('never limits the health and reflection services', async () => {
     const raw = clients.raw();
     const call = (path: string) =>
