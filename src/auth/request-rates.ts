@@ -1,10 +1,18 @@
 /**
- * Request rates per client: a token bucket per bearer token (its SHA-256,
- * never the token itself), or per client address for calls without one.
- * A bucket holds up to `burst` requests and refills at `perSecond`; a
- * request that finds it empty is refused with the time until one more
- * would be allowed. The HTTP APIs (server/request-rates-hook.ts) and the
- * gRPC services (grpc/request-check.ts) each take from one of these.
+ * Request rates per client: a token bucket per bearer token that has
+ * authenticated (its SHA-256, never the token itself), or per client
+ * address for every other call: without a token, or with one serve has not
+ * seen issued or authenticate (a made-up token, an expired or revoked
+ * one). So sending a fresh random token with each request buys no fresh
+ * bucket. A token this instance issued (a login, the admin token) has its
+ * bucket from the start; one issued elsewhere (another instance, before a
+ * restart) counts its first request against its address and has its own
+ * bucket once it authenticates (TokenService tells `vouch`). A bucket holds up to `burst` requests and refills at
+ * `perSecond`; a request that finds it empty is refused with the time
+ * until one more would be allowed. The HTTP APIs
+ * (server/request-rates-hook.ts) and the gRPC services
+ * (grpc/request-check.ts) each take from one of these; the messages of a
+ * SyncUsers stream take one each (`pace`).
  *
  * The buckets live in this process's memory: each serve instance counts
  * its own requests (N instances behind a balancer allow up to N times the
@@ -49,10 +57,6 @@ export function tokenRateKey(authorization: string | undefined): string | undefi
 
 export const addressRateKey = (address: string) => `a:${address}`;
 
-/** The key of a request: its bearer token's, else its client address's. */
-export function rateKey(authorization: string | undefined, address: string): string {
-  return tokenRateKey(authorization) ?? addressRateKey(address);
-}
 
 /** Whether a rate key is a token's (else an address's), for messages. */
 export const isTokenKey = (key: string) => key.startsWith('t:');
@@ -71,6 +75,26 @@ export class RequestRates {
   ) {
     this.#perMs = limits.perSecond / 1000;
     this.#burst = limits.burst;
+  }
+
+  /** The key of a request: its bearer token's when that token has authenticated (it has a bucket), else its client address's. */
+  keyOf(authorization: string | undefined, address: string): string {
+    const token = tokenRateKey(authorization);
+    return token !== undefined && this.#buckets.has(token) ? token : addressRateKey(address);
+  }
+
+  /**
+   * What authentication found of a token: one that authenticates gets a bucket of its own (full, if it had none);
+   * one that does not (expired, revoked, made up) loses any it had, and its requests count against their address.
+   */
+  vouch(token: string, authenticated: boolean): void {
+    const key = `t:${hash('sha256', token, 'base64')}`;
+    if (!authenticated) this.#buckets.delete(key);
+    else if (!this.#buckets.has(key)) {
+      const now = this.now();
+      if (this.#buckets.size >= this.maxKeys) this.#forget(now);
+      this.#buckets.set(key, { tokens: this.#burst, at: now });
+    }
   }
 
   /** Takes one request from `key`'s bucket: 0 when it may go, else how many ms until it could. Sets `left`. */

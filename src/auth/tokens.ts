@@ -83,6 +83,8 @@ export class TokenService {
     private readonly sql: Sql,
     private readonly now: () => Date = () => new Date(),
     private readonly signals?: Signals,
+    /** Told of each token issued, and what each authentication found (the request rates give a known token a bucket of its own). */
+    private readonly onVerdict?: (token: string, authenticated: boolean) => void,
   ) {
     if (sql.dialect === 'postgres') {
       this.#batch = new BatchedRead<string, LookupRow>(async (hashes) => {
@@ -100,6 +102,7 @@ export class TokenService {
   async ensureAdminToken(dataDir: string | undefined): Promise<string> {
     const token = this.sql.dialect === 'postgres' ? await this.#sharedAdminToken() : adminTokenFile(dataDir);
     await this.sql.run(INSERT, [digest(token), 'admin', null, this.now().toISOString(), null]);
+    this.onVerdict?.(token, true);
     return token;
   }
 
@@ -116,6 +119,8 @@ export class TokenService {
     const token = newToken();
     const now = this.now();
     await this.sql.run(INSERT, [digest(token), 'user', userId, now.toISOString(), new Date(now.getTime() + ttlSeconds * 1000).toISOString()]);
+    // Known from the start: its first request already counts by itself, not against an address others may share.
+    this.onVerdict?.(token, true);
     return { token, expiresIn: ttlSeconds };
   }
 
@@ -138,7 +143,11 @@ export class TokenService {
     if (!token) return Promise.resolve(undefined);
     const hashed = digest(token);
     const row = this.#batch ? this.#batch.get(hashed) : this.sql.one<LookupRow>(LOOKUP, [hashed]);
-    return row.then((found) => this.#principal(found));
+    return row.then((found) => {
+      const principal = this.#principal(found);
+      this.onVerdict?.(token, principal !== undefined);
+      return principal;
+    });
   }
 
   #principal(row: LookupRow | undefined): Principal | undefined {

@@ -329,7 +329,8 @@ export async function blogApi(app: FastifyInstance, options: BlogOptions): Promi
       // A token is never kept by a cache on the way (RFC 6749 §5.1), whatever the answer.
       void reply.header('cache-control', 'no-store');
       const body = request.body as Record<string, string>;
-      const account = `${loginField}:${body[loginField]!}`;
+      // One count per account whichever route names it (v1 by username, v2 by e-mail).
+      const account = await users.loginAccount(loginField, body[loginField]!);
       const limiter = options.loginLimiter;
       try {
         await limiter?.attempt(account, request.ip);

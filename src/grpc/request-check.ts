@@ -20,7 +20,7 @@ import * as grpc from '@grpc/grpc-js';
 import type { DescMessage, FileRegistry } from '@bufbuild/protobuf';
 import { descriptorRegistry } from './descriptor-set.js';
 import { invalidUtf8Field, MalformedMessageError } from './wire-utf8.js';
-import { addressRateKey, isTokenKey, tokenRateKey, type RequestRates } from '../auth/request-rates.js';
+import { isTokenKey, type RequestRates } from '../auth/request-rates.js';
 import { resourceExhausted } from './retry-info.js';
 import { guardSessions, type ClosedSession, type ResetLimits } from './session-guard.js';
 
@@ -116,7 +116,7 @@ export type ObserveCall = (method: grpc.ServerMethodDefinition<unknown, unknown>
  * other; a refused message still counts as received.
  *
  * With `rates`, each call of our services takes one request from its
- * token's (or, without one, its address's) bucket when its metadata
+ * token's bucket (once the token has authenticated; else its address's) when its metadata
  * arrives, so a stream counts once, at its start; over the rate, the call
  * ends with RESOURCE_EXHAUSTED and a RetryInfo (retry-info.ts). Health
  * and reflection (the grpc.* services) are never limited.
@@ -143,7 +143,7 @@ export function requestCheckInterceptor(maxBytes = MAX_METADATA_BYTES, observe?:
             }
             if (limited) {
               const authorization = metadata.get('authorization')[0];
-              const key = tokenRateKey(typeof authorization === 'string' ? authorization : undefined) ?? addressRateKey(addressOf(call.getPeer()));
+              const key = rates.keyOf(typeof authorization === 'string' ? authorization : undefined, addressOf(call.getPeer()));
               const waitMs = rates.take(key);
               if (waitMs > 0) {
                 intercepting.sendStatus(resourceExhausted(rateMessage(rates, key, waitMs), waitMs));
@@ -178,7 +178,7 @@ export function requestCheckInterceptor(maxBytes = MAX_METADATA_BYTES, observe?:
 }
 
 /** The address of a peer such as `127.0.0.1:50312` or `[::1]:50312` (grpc-js's getPeer), without its port. */
-function addressOf(peer: string): string {
+export function addressOf(peer: string): string {
   const colon = peer.lastIndexOf(':');
   return colon > 0 && peer.indexOf(':') === colon ? peer.slice(0, colon) : peer.startsWith('[') ? peer.slice(1, peer.indexOf(']')) : peer;
 }

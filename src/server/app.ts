@@ -88,7 +88,10 @@ export async function buildServer(options: ServerOptions): Promise<FastifyInstan
   }) as unknown as FastifyInstance;
   if (options.telemetry) traceHttp(app, options.telemetry);
   installSecurityHeaders(app);
-  if (options.requestRates) installRequestRates(app, options.requestRates);
+  if (options.requestRates) {
+    const tokens = options.blog?.tokens;
+    installRequestRates(app, options.requestRates, tokens && ((token) => tokens.authenticate(token)));
+  }
   if (options.metrics) instrumentHttp(app, options.metrics);
   installErrorHandling(app);
   // A request in flight when the server starts closing gets its answer, and then its keep-alive connection goes

@@ -6,12 +6,20 @@
  * OpenAPI descriptions) are never limited. Which routes are limited is
  * decided once, as each route is added, not per request.
  *
+ * A bearer token counts by itself only once it has authenticated (see
+ * auth/request-rates.ts): a request with a token not seen yet counts
+ * against its address and, when it goes through, its token is checked
+ * (`verify`) so that the next request of a real token finds its own
+ * bucket, on public routes too. A made-up token costs that check once per
+ * request the address's budget lets through, never more.
+ *
  * Every limited answer carries the RateLimit headers (the IETF httpapi
  * draft's RateLimit-Limit, -Remaining, -Reset and -Policy); a request over
  * the limit is answered 429 with Retry-After and the usual error body.
  */
 import type { FastifyInstance, onRequestHookHandler, RouteOptions } from 'fastify';
-import { isTokenKey, rateKey, type RequestRates } from '../auth/request-rates.js';
+import { isTokenKey, type RequestRates } from '../auth/request-rates.js';
+import { TokenService } from '../auth/tokens.js';
 import type { ErrorBody } from '../http/errors.js';
 
 export const RATE_LIMITED = 'RATE_LIMITED';
@@ -23,12 +31,13 @@ export function isRateLimited(url: string): boolean {
 }
 
 /** Call before registering any route: the hook is attached to each limited route as it is added. */
-export function installRequestRates(app: FastifyInstance, rates: RequestRates): void {
+export function installRequestRates(app: FastifyInstance, rates: RequestRates, verify?: (token: string) => Promise<unknown>): void {
   const { perSecond, burst } = rates.limits;
   const limit = String(burst);
   const policy = `${burst};w=${Math.max(1, Math.round(burst / perSecond))}`;
   const hook: onRequestHookHandler = (request, reply, done) => {
-    const key = rateKey(request.headers.authorization, request.ip);
+    const authorization = request.headers.authorization;
+    const key = rates.keyOf(authorization, request.ip);
     const waitMs = rates.take(key);
     void reply
       .header('ratelimit-limit', limit)
@@ -36,7 +45,10 @@ export function installRequestRates(app: FastifyInstance, rates: RequestRates): 
       .header('ratelimit-reset', String(rates.resetSeconds()))
       .header('ratelimit-policy', policy);
     if (waitMs === 0) {
-      done();
+      const token = verify && authorization !== undefined && !isTokenKey(key) ? TokenService.bearer(authorization) : undefined;
+      // What the check finds reaches the buckets through TokenService; the route still answers for itself (401 or not).
+      if (token !== undefined) verify!(token).then(() => done(), () => done());
+      else done();
       return;
     }
     const seconds = Math.ceil(waitMs / 1000);

@@ -263,7 +263,10 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
     // One user store and one token module for the gRPC service and the blog API.
     const changeLog = new UserChangeLog(store.sql, store.signals, options.now);
     const userStore = new UserStore(store.sql, changeLog, options.now);
-    const tokens = new TokenService(store.sql, options.now, store.signals);
+    // Request rates: a token has a bucket of its own once it authenticates (auth/request-rates.ts).
+    const requestRateLimits = options.requestRates ?? DEFAULT_REQUEST_RATES;
+    const requestRates = requestRateLimits ? new RequestRates(requestRateLimits, () => options.now().getTime()) : undefined;
+    const tokens = new TokenService(store.sql, options.now, store.signals, requestRates && ((token, authenticated) => requestRates.vouch(token, authenticated)));
     const adminToken = await tokens.ensureAdminToken(store.dataDir);
     const grpcLog = logAs('grpc');
     const changes = new UserChangeFeed(changeLog, store.signals, { now: options.now, warn: (message, fields) => grpcLog.warn(fields, message) });
@@ -294,6 +297,7 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
       hashCost: options.hashCost ?? DEFAULT_HASH_COST,
       now: options.now,
       log: (message, fields) => grpcLog.error(fields ?? {}, message),
+      rates: requestRates,
     });
     let serviceName = 'miniapp';
     const monitoring = new MonitoringServiceImpl({
@@ -352,8 +356,6 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
     // Payments a stopped process left in progress are settled before any call is taken.
     await commerce.start();
     cleanups.push(() => commerce!.stop());
-    const requestRateLimits = options.requestRates ?? DEFAULT_REQUEST_RATES;
-    const requestRates = requestRateLimits ? new RequestRates(requestRateLimits, () => options.now().getTime()) : undefined;
     let grpcServer: RunningGrpcServer | undefined;
     let stopGrpc: (() => Promise<void>) | undefined;
     if (options.grpc) {

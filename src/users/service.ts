@@ -23,6 +23,8 @@ import { StreamOutbox } from '../grpc/stream-outbox.js';
 import { QuotaExceeded, StreamQuota, type StreamQuotaLimits } from '../grpc/stream-quota.js';
 import { failStream as endStream, RpcError, SHUTTING_DOWN, statusName, unavailableStatus } from '../grpc/status.js';
 import { ChatHub } from '../grpc/chat-hub.js';
+import { pace } from '../grpc/stream-pace.js';
+import type { RequestRates } from '../auth/request-rates.js';
 import { createFromStream, type RowStream } from './batch-create.js';
 import type { UserChange } from './change-log.js';
 import { ResumeOutOfRange, type UserChangeFeed } from './change-feed.js';
@@ -114,6 +116,8 @@ export interface UserServiceOptions {
   hashCost: number;
   now: () => Date;
   log?: (message: string, fields?: Record<string, unknown>) => void;
+  /** The request rates, which each SyncUsers message takes from (grpc/stream-pace.ts); none when absent. */
+  rates?: RequestRates | undefined;
 }
 
 /** Checks fields of a new user, naming every field that is wrong. */
@@ -207,6 +211,15 @@ export class UserServiceImpl {
     if (!user || !ok || !user.isActive) return undefined;
     const { passwordHash: _hash, ...record } = user;
     return record;
+  }
+
+  /**
+   * The key the login limits count a login under: the account's id when the login (username or e-mail) names one,
+   * so that both routes share one count; else the login's own text, so that a lock tells nothing of existence.
+   */
+  async loginAccount(field: 'username' | 'email', login: string): Promise<string> {
+    const user = await this.options.users.findByLogin(field, login);
+    return user ? `user:${user.id}` : `${field}:${login.trim().toLowerCase()}`;
   }
 
   /** The principal behind the call's `authorization` metadata; rejects with UNAUTHENTICATED. */
@@ -564,8 +577,11 @@ export class UserServiceImpl {
     call.on('data', (request: SyncRequest) => {
       // A client that sends without reading its answers is not read further until it does.
       if (++pending >= SYNC_READ_AHEAD) call.pause();
+      // Each message counts against the request rate; past it the stream is not read further until it may go.
+      const paced = pace(this.options.rates, call);
       // Answered strictly in order, whatever each one costs.
       queue = queue.then(async () => {
+        await paced;
         if (ended) return;
         const given = request.client_ref ?? '';
         // A reference over its bound is not echoed back: the answer would carry what was refused.

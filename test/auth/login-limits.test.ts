@@ -96,6 +96,34 @@ describe.each(BACKENDS)('login limits on %s', (backend) => {
     expect(after.body.detail).toBe('too many failed logins for this email from this address: try again in 1 s');
   });
 
+  it('counts one account once, whether it is named by username (v1) or by e-mail (v2)', async () => {
+    clock.advance(60 * 60_000);
+    const carol = { username: 'carol', email: 'carol@example.com', password: 'carol-password-1' };
+    await signUp(running, carol);
+    const byUsername = (password: string) => postFrom(`${running.url}/api/v1/auth/login`, { username: carol.username, password });
+    // Locked through v2 by e-mail: v1 by username is the same account at the same address, locked with it.
+    const statuses: number[] = [];
+    for (let i = 0; i < 6; i++) statuses.push((await login(running, carol.email, `wrong-${i}`)).status);
+    expect(statuses).toEqual(Array(6).fill(401));
+    const locked = await byUsername('wrong-v1');
+    expect(locked.status).toBe(429);
+    expect(locked.body.detail).toBe('too many failed logins for this username from this address: try again in 1 s');
+    expect((await byUsername(carol.password)).status).toBe(429);
+    // And the other way round, in any case: five wrong by username, the sixth by e-mail locks both.
+    clock.advance(60 * 60_000);
+    expect((await byUsername(carol.password)).status).toBe(200);
+    for (let i = 0; i < 5; i++) expect((await byUsername(`wrong-again-${i}`)).status).toBe(401);
+    expect((await login(running, 'Carol@Example.com', 'wrong-by-email')).status).toBe(401);
+    expect((await byUsername(carol.password)).status).toBe(429);
+    expect((await login(running, carol.email, carol.password)).status).toBe(429);
+    // A login that names no account is counted by its text: six wrong for a stranger's name lock only that name.
+    clock.advance(60 * 60_000);
+    for (let i = 0; i < 6; i++) expect((await login(running, 'stranger@example.com', `guess-${i}`)).status).toBe(401);
+    expect((await login(running, 'stranger@example.com', 'guess')).status).toBe(429);
+    expect((await login(running, carol.email, carol.password)).status).toBe(200);
+    clock.advance(60 * 60_000);
+  });
+
   it('documents 429 and its Retry-After on every mount\'s login', async () => {
     for (const mount of ['/api/v1', '/api/v2', '/api']) {
       const document = (await (await request(`${running.url}${mount}/openapi.json`)).body.json()) as any;

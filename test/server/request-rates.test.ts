@@ -4,13 +4,15 @@
  * RateLimit headers and the usual error body; the gRPC services answer
  * RESOURCE_EXHAUSTED with a google.rpc.RetryInfo in grpc-status-details-bin,
  * decoded here as a grpc-js client would; health, metrics, docs, gRPC
- * health and reflection are never limited; a stream counts once; and the
- * token never shows in an answer or the log.
+ * health and reflection are never limited; a token serve does not know
+ * counts against its address; a stream counts once, and each SyncUsers
+ * message once more; and the token never shows in an answer or the log.
  *
  * serve runs on a clock the test moves (2 requests a second, bursts of 3),
  * so each bucket holds exactly what the test says. The buckets are in
  * memory, not in the store: one backend is enough.
  */
+import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import * as grpc from '@grpc/grpc-js';
 import { request } from 'undici';
@@ -122,15 +124,47 @@ describe('request rates over HTTP', () => {
     }
   });
 
+  it('counts made-up tokens against their address: a fresh random token per request buys no fresh bucket', async () => {
+    const made = () => ({ authorization: `Bearer mat_${randomBytes(32).toString('base64url')}` });
+    const statuses: number[] = [];
+    for (let i = 0; i < 20; i++) statuses.push((await get('/api/v2/blog/posts', made())).status);
+    expect(statuses).toEqual([200, 200, 200, ...Array(17).fill(429)]);
+    const refused = await get('/api/v2/blog/posts/1', made());
+    expect(refused.body.detail).toBe('more than 2 requests a second (bursts of 3) from this address: try again in 1 s');
+    // A protected route, refused when the address has room, is no way around either.
+    clock.advance(60_000);
+    const limited: boolean[] = [];
+    for (let i = 0; i < 5; i++) limited.push((await get('/api/v2/blog/posts', made(), 'POST')).status === 429);
+    expect(limited).toEqual([false, false, false, true, true]);
+    // A token serve knows (issued here: the admin's, a login's) has its own bucket meanwhile.
+    expect((await get('/api/v2/blog/posts', bearer())).status).toBe(200);
+    const login = await request(`${running.url}/api/v1/auth/login`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ username: 'user1', password: newUser(1).password }),
+    });
+    // The login itself comes from the spent address.
+    expect(login.statusCode).toBe(429);
+    await login.body.dump();
+    clock.advance(60_000);
+    const loggedIn = (await (
+      await request(`${running.url}/api/v1/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ username: 'user1', password: newUser(1).password }) })
+    ).body.json()) as { access_token: string };
+    for (let i = 0; i < 3; i++) expect((await get('/api/v2/blog/posts', made())).status).toBe(i < 2 ? 200 : 429);
+    for (let i = 0; i < 3; i++) expect((await get('/api/v2/blog/posts', { authorization: `Bearer ${loggedIn.access_token}` })).status).toBe(200);
+    expect((await get('/api/v2/blog/posts', { authorization: `Bearer ${loggedIn.access_token}` })).status).toBe(429);
+  });
+
   it('counts a bearer token apart from its address, and never shows the token', async () => {
     for (let i = 0; i < 3; i++) expect((await get('/api/v2/blog/posts')).status).toBe(200);
     expect((await get('/api/v2/blog/posts')).status).toBe(429);
-    // The token has its own bucket; an unknown token too (it is refused after the check, 401).
+    // The token has its own bucket.
     for (let i = 0; i < 3; i++) expect((await get('/api/v2/blog/posts', bearer())).status).toBe(200);
     const refused = await get('/api/v2/blog/posts/999', bearer());
     expect(refused.status).toBe(429);
     expect(refused.body.detail).toBe('more than 2 requests a second (bursts of 3) from this access token: try again in 1 s');
-    expect((await get('/api/v2/blog/posts', { authorization: 'Bearer mat_not-a-token' })).status).toBe(200);
+    // A token serve does not know counts against the address, which is spent.
+    expect((await get('/api/v2/blog/posts', { authorization: 'Bearer mat_not-a-token' })).status).toBe(429);
     expect(JSON.stringify(refused)).not.toContain(running.adminToken);
     expect(logs.text).not.toContain(running.adminToken);
   });
@@ -170,6 +204,21 @@ describe('request rates over gRPC', () => {
     expect(error.details).not.toContain(running.adminToken);
   });
 
+  it('counts calls with made-up tokens against their address', async () => {
+    const made = () => {
+      const metadata = new grpc.Metadata();
+      metadata.set('authorization', `Bearer mat_${randomBytes(32).toString('base64url')}`);
+      return metadata;
+    };
+    const codes: grpc.status[] = [];
+    for (let i = 0; i < 6; i++) codes.push((await refusal(unary(c, 'GetUser', { user_id: '1' }, made()))).code);
+    expect(codes).toEqual([...Array(3).fill(grpc.status.UNAUTHENTICATED), ...Array(3).fill(grpc.status.RESOURCE_EXHAUSTED)]);
+    const error = await refusal(unary(c, 'GetUser', { user_id: '1' }, made()));
+    expect(error.details).toMatch(/with this address: retry in \d+ ms$/);
+    // The admin token is known: its own bucket.
+    expect((await unary(c, 'GetUser', { user_id: '1' }, clients.auth())).username).toBe('user1');
+  });
+
   it('shares a token\'s budget between HTTP and gRPC', async () => {
     for (let i = 0; i < 3; i++) expect((await get('/api/v2/blog/posts', bearer())).status).toBe(200);
     expect((await refusal(unary(c, 'GetUser', { user_id: '1' }, clients.auth()))).code).toBe(grpc.status.RESOURCE_EXHAUSTED);
@@ -188,6 +237,38 @@ describe('request rates over gRPC', () => {
     expect(error.details).toMatch(/with this address: retry in \d+ ms$/);
     clock.advance(60_000);
     expect((await collect(c.ListUsers({}, clients.auth()))).map((u) => u.username)).not.toContain('useranon3');
+  });
+
+  it('counts each SyncUsers message, and paces the stream past the rate (it is not read further) instead of ending it', async () => {
+    const user1 = await unary(c, 'GetUser', { user_id: '1' }, clients.auth());
+    clock.advance(60_000);
+    const call = c.SyncUsers(clients.auth());
+    const answers: any[] = [];
+    const ended = new Promise<void>((resolve, reject) => call.on('data', (a: any) => answers.push(a)).on('end', resolve).on('error', reject));
+    for (let i = 0; i < 10; i++) {
+      call.write({ client_ref: `r${i}`, upsert: { user: { id: user1.id, username: 'user1', email: 'user1@example.com', full_name: `Synced ${i}`, is_active: true, roles: user1.roles } } });
+    }
+    call.end();
+    const settled = async (count: number) => {
+      await expect.poll(() => answers.length, { timeout: 5_000 }).toBe(count);
+      // And no more while the clock stands still.
+      await new Promise((resolve) => setTimeout(resolve, 150));
+      expect(answers.length).toBe(count);
+    };
+    // The call took one of the burst of 3; two messages go, the third waits for the bucket.
+    await settled(2);
+    clock.advance(1_000);
+    await settled(4);
+    // Still the token's budget: a unary call meanwhile is refused as the stream's messages would be.
+    expect((await refusal(unary(c, 'GetUser', { user_id: '1' }, clients.auth()))).code).toBe(grpc.status.RESOURCE_EXHAUSTED);
+    clock.advance(60_000);
+    await settled(7);
+    clock.advance(60_000);
+    await ended;
+    expect(answers.map((a) => a.client_ref)).toEqual(Array.from({ length: 10 }, (_, i) => `r${i}`));
+    expect(answers.every((a) => a.result === 'user')).toBe(true);
+    clock.advance(60_000);
+    expect((await unary(c, 'GetUser', { user_id: '1' }, clients.auth())).full_name).toBe('Synced 9');
   });
 
   it('never limits the health and reflection services', async () => {
@@ -218,6 +299,16 @@ describe('request rates over gRPC', () => {
 });
 
 describe('RequestRates', () => {
+  it('keys a token by itself only once vouched for, and forgets it when it no longer authenticates', () => {
+    const rates = new RequestRates({ perSecond: 1, burst: 1 }, () => 0);
+    expect(rates.keyOf('Bearer mat_x', '10.0.0.1')).toBe('a:10.0.0.1');
+    rates.vouch('mat_x', true);
+    expect(rates.keyOf('bearer   mat_x', '10.0.0.1')).toMatch(/^t:/);
+    rates.vouch('mat_x', false);
+    expect(rates.keyOf('Bearer mat_x', '10.0.0.1')).toBe('a:10.0.0.1');
+    expect(rates.keyOf(undefined, '10.0.0.1')).toBe('a:10.0.0.1');
+  });
+
   it('refills at its rate up to its burst, and forgets full buckets once it holds too many keys', () => {
     let now = 0;
     const rates = new RequestRates({ perSecond: 10, burst: 2 }, () => now, 4);
