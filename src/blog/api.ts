@@ -25,12 +25,23 @@ export type ApiVersion = 1 | 2;
 export const API_VERSIONS: Record<ApiVersion, string> = { 1: '1.0.0', 2: '2.2.0' };
 export const LOGIN_TOKEN_TTL_SECONDS = 3600;
 /**
- * The body limit of the routes that take a post. A valid post's content is up
- * to 100,000 characters, which is up to 400,000 bytes of UTF-8 (600,000 if
- * every character were sent as a JSON \u escape), plus title and tags: a valid
- * post always fits, so the 413 only meets bodies the schema would refuse.
+ * The most bytes a JSON string of up to `characters` characters takes as JSON.stringify writes it: 6 a
+ * character at worst (a control character is sent as \u0001; any other is at most 4 bytes of UTF-8).
  */
-export const POST_BODY_LIMIT = 1024 * 1024;
+const jsonStringBytes = (characters: number) => 2 + 6 * characters;
+/** Rounded up to whole KiB, with 1 KiB for the keys, punctuation and a pretty-printer's whitespace. */
+const kib = (bytes: number) => Math.ceil((bytes + 1024) / 1024) * 1024;
+/**
+ * The body limit of the routes that take a post, from the post schema's lengths: the longest valid post as
+ * JSON.stringify writes it always fits (595 KiB), and nothing much larger is read (413 beyond).
+ */
+export const POST_BODY_LIMIT = kib(
+  jsonStringBytes(TitleSchema.maxLength) + jsonStringBytes(ContentSchema.maxLength) + TagsSchema.maxItems * (jsonStringBytes(TagsSchema.items.maxLength) + 1) + 'is_published:false'.length,
+);
+const LOGIN_NAME_MAX = 254;
+const LOGIN_PASSWORD_MAX = 1024;
+/** The login body: a name and a password at their longest (9 KiB). */
+export const LOGIN_BODY_LIMIT = kib(jsonStringBytes(LOGIN_NAME_MAX) + jsonStringBytes(LOGIN_PASSWORD_MAX));
 
 const CHANGE_HISTORY = `
 ## Change history
@@ -305,6 +316,7 @@ export async function blogApi(app: FastifyInstance, options: BlogOptions): Promi
   app.post(
     '/auth/login',
     {
+      bodyLimit: LOGIN_BODY_LIMIT,
       schema: {
         tags: ['auth'],
         operationId: 'login',
@@ -312,7 +324,7 @@ export async function blogApi(app: FastifyInstance, options: BlogOptions): Promi
         security: PUBLIC,
         body: {
           type: 'object',
-          properties: { [loginField]: { type: 'string', minLength: 1, maxLength: 254 }, password: { type: 'string', minLength: 1, maxLength: 1024 } },
+          properties: { [loginField]: { type: 'string', minLength: 1, maxLength: LOGIN_NAME_MAX }, password: { type: 'string', minLength: 1, maxLength: LOGIN_PASSWORD_MAX } },
           required: [loginField, 'password'],
         },
         response: {
