@@ -403,9 +403,13 @@ export async function blogApi(app: FastifyInstance, options: BlogOptions): Promi
       }
       if (upload.files.length === 0) throw new ApiError(400, 'VALIDATION_ERROR', 'Validation Error', `no image in the part "${field}"`);
       // Check every image before storing any; read back one at a time.
-      const { recogniseImage } = await import('./uploads.js');
+      const { inspectImage } = await import('./uploads.js');
       const rejected: string[] = [];
-      for (const file of upload.files) if (!recogniseImage(await upload.bytesOf(file))) rejected.push(file.name);
+      for (const file of upload.files) {
+        const inspected = inspectImage(await upload.bytesOf(file));
+        if (!inspected) rejected.push(file.name);
+        else if (!inspected.ok) throw new ApiError(422, inspected.code, 'Unprocessable Content', `"${file.name}" is refused: ${inspected.problem}`);
+      }
       if (rejected.length > 0) {
         throw new ApiError(
           415,
@@ -429,7 +433,7 @@ export async function blogApi(app: FastifyInstance, options: BlogOptions): Promi
       tags: ['uploads'],
       operationId,
       summary,
-      description: `multipart/form-data; the image${field === 'files' ? 's' : ''} in the part "${field}". JPEG, PNG or WebP (by content), at most 5 MB each; recommended at most 1920x1080.`,
+      description: `multipart/form-data; the image${field === 'files' ? 's' : ''} in the part "${field}". JPEG, PNG or WebP (by content), whole (a truncated file is refused), at most 5 MB, 8192 pixels a side and 40 megapixels each; recommended at most 1920x1080.`,
       security: bearer,
       multipart: {
         type: 'object',
@@ -438,7 +442,7 @@ export async function blogApi(app: FastifyInstance, options: BlogOptions): Promi
         },
         required: [field],
       },
-      response: { 200: response, ...errors(400, 401, 413, 415) },
+      response: { 200: response, ...errors(400, 401, 413, 415, 422) },
     }) as FastifySchema;
 
   app.post('/upload/image', { onRequest: authenticate, schema: uploadSchema('uploadImage', 'Upload an image', 'file', ImageSchema) }, async (request) => {

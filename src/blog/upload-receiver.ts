@@ -12,6 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import type { FastifyRequest } from 'fastify';
+import { RETRY_AFTER_SECONDS } from '../http/errors.js';
 import { ApiError } from './api-error.js';
 import { MAX_IMAGE_BYTES } from './uploads.js';
 
@@ -19,7 +20,8 @@ import { MAX_IMAGE_BYTES } from './uploads.js';
 export const MAX_UPLOADS_IN_FLIGHT = 16;
 /** How long an upload's body may send nothing before it is dropped. */
 export const UPLOAD_IDLE_TIMEOUT_MS = 10_000;
-export const UPLOAD_RETRY_AFTER_SECONDS = 2;
+/** As long as the 503 of an unreachable database says: one documented Retry-After. */
+export const UPLOAD_RETRY_AFTER_SECONDS = RETRY_AFTER_SECONDS;
 
 /** Counts uploads in flight; `enter` refuses past the cap. */
 export class UploadGate {
