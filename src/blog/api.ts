@@ -13,6 +13,7 @@ import type { UserServiceImpl } from '../users/service.js';
 import { DuplicateUserError, newUserProblems, type UserRecord } from '../users/user-store.js';
 import type { Post, PostStore } from './posts.js';
 import { MAX_IMAGE_BYTES, MAX_IMAGES, type ImageStore, type StoredImage } from './uploads.js';
+import { ReceivedUpload, receiveFileParts, UPLOAD_IDLE_TIMEOUT_MS, UploadGate } from './upload-receiver.js';
 import { registerPostLists } from './list-routes.js';
 import type { Sql } from '../store/sql.js';
 import { LoginLocked, type LoginLimiter } from '../auth/login-limits.js';
@@ -25,12 +26,23 @@ export type ApiVersion = 1 | 2;
 export const API_VERSIONS: Record<ApiVersion, string> = { 1: '1.0.0', 2: '2.2.0' };
 export const LOGIN_TOKEN_TTL_SECONDS = 3600;
 /**
- * The body limit of the routes that take a post. A valid post's content is up
- * to 100,000 characters, which is up to 400,000 bytes of UTF-8 (600,000 if
- * every character were sent as a JSON \u escape), plus title and tags: a valid
- * post always fits, so the 413 only meets bodies the schema would refuse.
+ * The most bytes a JSON string of up to `characters` characters takes as JSON.stringify writes it: 6 a
+ * character at worst (a control character is sent as \u0001; any other is at most 4 bytes of UTF-8).
  */
-export const POST_BODY_LIMIT = 1024 * 1024;
+const jsonStringBytes = (characters: number) => 2 + 6 * characters;
+/** Rounded up to whole KiB, with 1 KiB for the keys, punctuation and a pretty-printer's whitespace. */
+const kib = (bytes: number) => Math.ceil((bytes + 1024) / 1024) * 1024;
+/**
+ * The body limit of the routes that take a post, from the post schema's lengths: the longest valid post as
+ * JSON.stringify writes it always fits (595 KiB), and nothing much larger is read (413 beyond).
+ */
+export const POST_BODY_LIMIT = kib(
+  jsonStringBytes(TitleSchema.maxLength) + jsonStringBytes(ContentSchema.maxLength) + TagsSchema.maxItems * (jsonStringBytes(TagsSchema.items.maxLength) + 1) + 'is_published:false'.length,
+);
+const LOGIN_NAME_MAX = 254;
+const LOGIN_PASSWORD_MAX = 1024;
+/** The login body: a name and a password at their longest (9 KiB). */
+export const LOGIN_BODY_LIMIT = kib(jsonStringBytes(LOGIN_NAME_MAX) + jsonStringBytes(LOGIN_PASSWORD_MAX));
 
 const CHANGE_HISTORY = `
 ## Change history
@@ -66,6 +78,10 @@ export interface BlogOptions {
   publicUrl?: string | undefined;
   /** Counts wrong passwords and locks guessing out (auth/login-limits.ts); none when absent. */
   loginLimiter?: LoginLimiter | undefined;
+  /** How long an upload's body may send nothing before it is dropped (default UPLOAD_IDLE_TIMEOUT_MS). */
+  uploadIdleTimeoutMs?: number | undefined;
+  /** Uploads in flight over every mount (one gate for the server); a gate of its own when absent. */
+  uploadGate?: UploadGate | undefined;
 }
 
 // ---- helpers ----
@@ -98,7 +114,14 @@ function fieldProblems(error: { validation?: { instancePath: string; params: Rec
 
 export async function blogApi(app: FastifyInstance, options: BlogOptions): Promise<void> {
   const { version, posts, users, tokens } = options;
-  const auth = (request: FastifyRequest) => principalOf(request, tokens);
+  // The token is checked in onRequest, before any byte of the body is read: a request without a valid one is
+  // answered 401 at once, however slowly its body would come.
+  const principals = new WeakMap<FastifyRequest, Principal>();
+  const authenticate = async (request: FastifyRequest) => {
+    principals.set(request, await principalOf(request, tokens));
+  };
+  const auth = (request: FastifyRequest): Principal => principals.get(request)!;
+  const uploadGate = options.uploadGate ?? new UploadGate();
   app.setErrorHandler((error: unknown, request: FastifyRequest, reply: FastifyReply) => {
     const sent = toApiError(error);
     // An unreachable database is an outage to watch, not a bug: no stack for each request that meets it.
@@ -177,6 +200,7 @@ export async function blogApi(app: FastifyInstance, options: BlogOptions): Promi
   app.post(
     '/blog/posts',
     {
+      onRequest: authenticate,
       bodyLimit: POST_BODY_LIMIT,
       schema: {
         tags: ['posts'],
@@ -194,7 +218,7 @@ export async function blogApi(app: FastifyInstance, options: BlogOptions): Promi
       } as FastifySchema,
     },
     async (request, reply) => {
-      const principal = await auth(request);
+      const principal = auth(request);
       const body = request.body as { title: string; content: string; tags?: string[] };
       // The post and its webhook deliveries are written together or not at all.
       const post = await posts.create(
@@ -208,6 +232,7 @@ export async function blogApi(app: FastifyInstance, options: BlogOptions): Promi
   app.patch(
     '/blog/posts/:post_id',
     {
+      onRequest: authenticate,
       bodyLimit: POST_BODY_LIMIT,
       schema: {
         tags: ['posts'],
@@ -231,7 +256,7 @@ export async function blogApi(app: FastifyInstance, options: BlogOptions): Promi
       } as FastifySchema,
     },
     async (request) => {
-      const principal = await auth(request);
+      const principal = auth(request);
       const { post_id: id } = request.params as { post_id: number };
       const current = await posts.get(id);
       if (!current) throw new ApiError(404, 'NOT_FOUND', 'Not Found', `no post with id ${id}`);
@@ -305,6 +330,7 @@ export async function blogApi(app: FastifyInstance, options: BlogOptions): Promi
   app.post(
     '/auth/login',
     {
+      bodyLimit: LOGIN_BODY_LIMIT,
       schema: {
         tags: ['auth'],
         operationId: 'login',
@@ -312,7 +338,7 @@ export async function blogApi(app: FastifyInstance, options: BlogOptions): Promi
         security: PUBLIC,
         body: {
           type: 'object',
-          properties: { [loginField]: { type: 'string', minLength: 1, maxLength: 254 }, password: { type: 'string', minLength: 1, maxLength: 1024 } },
+          properties: { [loginField]: { type: 'string', minLength: 1, maxLength: LOGIN_NAME_MAX }, password: { type: 'string', minLength: 1, maxLength: LOGIN_PASSWORD_MAX } },
           required: [loginField, 'password'],
         },
         response: {
@@ -384,43 +410,47 @@ export async function blogApi(app: FastifyInstance, options: BlogOptions): Promi
     if (!request.isMultipart()) {
       throw new ApiError(415, 'UNSUPPORTED_MEDIA_TYPE', 'Unsupported Media Type', `send multipart/form-data with the image in the part "${field}"`);
     }
-    const buffers: { name: string; bytes: Buffer }[] = [];
+    const release = uploadGate.enter();
+    const upload = await ReceivedUpload.open();
     try {
-      for await (const part of request.parts({ limits: { files: most } })) {
-        if (part.type !== 'file') continue;
-        if (part.fieldname !== field) {
-          await part.toBuffer().catch(() => undefined);
-          throw new ApiError(400, 'VALIDATION_ERROR', 'Validation Error', `unexpected file part "${part.fieldname}"; send images in the part "${field}"`);
+      try {
+        await receiveFileParts(request, upload, field, most, options.uploadIdleTimeoutMs ?? UPLOAD_IDLE_TIMEOUT_MS);
+      } catch (error) {
+        const code = (error as { code?: string }).code;
+        if (code === 'FST_REQ_FILE_TOO_LARGE') {
+          throw new ApiError(413, 'PAYLOAD_TOO_LARGE', 'Payload Too Large', `each image may be at most ${MAX_IMAGE_BYTES / 1024 / 1024} MB`);
         }
-        buffers.push({ name: part.filename, bytes: await part.toBuffer() });
+        if (code === 'FST_FILES_LIMIT') {
+          throw new ApiError(400, 'TOO_MANY_FILES', 'Validation Error', `at most ${most} image${most === 1 ? '' : 's'} per request`);
+        }
+        if (error instanceof ApiError) throw error;
+        // Anything else here comes from reading the form: a body that is not the multipart it claims to be.
+        throw new ApiError(400, 'VALIDATION_ERROR', 'Validation Error', `malformed multipart/form-data body: ${(error as Error).message}`);
       }
-    } catch (error) {
-      const code = (error as { code?: string }).code;
-      if (code === 'FST_REQ_FILE_TOO_LARGE') {
-        throw new ApiError(413, 'PAYLOAD_TOO_LARGE', 'Payload Too Large', `each image may be at most ${MAX_IMAGE_BYTES / 1024 / 1024} MB`);
+      if (upload.files.length === 0) throw new ApiError(400, 'VALIDATION_ERROR', 'Validation Error', `no image in the part "${field}"`);
+      // Check every image before storing any; read back one at a time.
+      const { inspectImage } = await import('./uploads.js');
+      const rejected: string[] = [];
+      for (const file of upload.files) {
+        const inspected = inspectImage(await upload.bytesOf(file));
+        if (!inspected) rejected.push(file.name);
+        else if (!inspected.ok) throw new ApiError(422, inspected.code, 'Unprocessable Content', `"${file.name}" is refused: ${inspected.problem}`);
       }
-      if (code === 'FST_FILES_LIMIT') {
-        throw new ApiError(400, 'TOO_MANY_FILES', 'Validation Error', `at most ${most} image${most === 1 ? '' : 's'} per request`);
+      if (rejected.length > 0) {
+        throw new ApiError(
+          415,
+          'UNSUPPORTED_MEDIA_TYPE',
+          'Unsupported Media Type',
+          `${rejected.map((name) => `"${name}"`).join(', ')} ${rejected.length === 1 ? 'is' : 'are'} not a JPEG, PNG or WebP image (recognised by content, not by the declared type)`,
+        );
       }
-      if (error instanceof ApiError) throw error;
-      // Anything else here comes from reading the form: a body that is not the multipart it claims to be.
-      throw new ApiError(400, 'VALIDATION_ERROR', 'Validation Error', `malformed multipart/form-data body: ${(error as Error).message}`);
+      const stored: StoredImage[] = [];
+      for (const file of upload.files) stored.push((await options.images.save(await upload.bytesOf(file)))!);
+      return stored;
+    } finally {
+      release();
+      await upload.dispose();
     }
-    if (buffers.length === 0) throw new ApiError(400, 'VALIDATION_ERROR', 'Validation Error', `no image in the part "${field}"`);
-    // Check every image before storing any.
-    const { recogniseImage } = await import('./uploads.js');
-    const rejected = buffers.filter((b) => !recogniseImage(b.bytes));
-    if (rejected.length > 0) {
-      throw new ApiError(
-        415,
-        'UNSUPPORTED_MEDIA_TYPE',
-        'Unsupported Media Type',
-        `${rejected.map((b) => `"${b.name}"`).join(', ')} ${rejected.length === 1 ? 'is' : 'are'} not a JPEG, PNG or WebP image (recognised by content, not by the declared type)`,
-      );
-    }
-    const stored: StoredImage[] = [];
-    for (const buffer of buffers) stored.push((await options.images.save(buffer.bytes))!);
-    return stored;
   };
 
   const binary = { type: 'string', format: 'binary' } as const;
@@ -429,7 +459,7 @@ export async function blogApi(app: FastifyInstance, options: BlogOptions): Promi
       tags: ['uploads'],
       operationId,
       summary,
-      description: `multipart/form-data; the image${field === 'files' ? 's' : ''} in the part "${field}". JPEG, PNG or WebP (by content), at most 5 MB each; recommended at most 1920x1080.`,
+      description: `multipart/form-data; the image${field === 'files' ? 's' : ''} in the part "${field}". JPEG, PNG or WebP (by content), whole (a truncated file is refused), at most 5 MB, 8192 pixels a side and 40 megapixels each; recommended at most 1920x1080.`,
       security: bearer,
       multipart: {
         type: 'object',
@@ -438,20 +468,18 @@ export async function blogApi(app: FastifyInstance, options: BlogOptions): Promi
         },
         required: [field],
       },
-      response: { 200: response, ...errors(400, 401, 413, 415) },
+      response: { 200: response, ...errors(400, 401, 413, 415, 422) },
     }) as FastifySchema;
 
-  app.post('/upload/image', { schema: uploadSchema('uploadImage', 'Upload an image', 'file', ImageSchema) }, async (request) => {
-    await auth(request);
+  app.post('/upload/image', { onRequest: authenticate, schema: uploadSchema('uploadImage', 'Upload an image', 'file', ImageSchema) }, async (request) => {
     const [image] = await receiveImages(request, 'file', 1);
     return { url: imageUrl(request, image!), width: image!.width, height: image!.height, size: image!.size };
   });
 
   app.post(
     '/upload/images',
-    { schema: uploadSchema('uploadImages', `Upload up to ${MAX_IMAGES} images`, 'files', { type: 'array', items: ImageSchema, maxItems: MAX_IMAGES }) },
+    { onRequest: authenticate, schema: uploadSchema('uploadImages', `Upload up to ${MAX_IMAGES} images`, 'files', { type: 'array', items: ImageSchema, maxItems: MAX_IMAGES }) },
     async (request) => {
-      await auth(request);
       const images = await receiveImages(request, 'files', MAX_IMAGES);
       return images.map((image) => ({ url: imageUrl(request, image), width: image.width, height: image.height, size: image.size }));
     },

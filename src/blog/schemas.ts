@@ -70,9 +70,10 @@ const ERROR_DESCRIPTIONS: Record<number, string> = {
   404: 'Not Found: no such resource (NOT_FOUND)',
   413: 'Payload Too Large: the body is over the route\'s limit, or an image over 5 MB (PAYLOAD_TOO_LARGE)',
   415: 'Unsupported Media Type: a Content-Type the route does not take, or a file that is not a JPEG, PNG or WebP image (UNSUPPORTED_MEDIA_TYPE)',
+  422: 'Unprocessable Content: an image that is truncated or malformed past its header (INVALID_IMAGE), or over 8192 pixels a side or 40 megapixels (IMAGE_TOO_LARGE)',
   429: 'Too Many Requests: too many wrong passwords for this account from this address, or from this address; try again after Retry-After seconds (TOO_MANY_ATTEMPTS)',
   500: 'Internal Server Error: an unexpected failure, logged on the server (INTERNAL_ERROR)',
-  503: 'Service Unavailable: the database cannot be reached now; try again after Retry-After seconds (SERVICE_UNAVAILABLE)',
+  503: 'Service Unavailable: the database cannot be reached now (SERVICE_UNAVAILABLE), or on uploads, 16 uploads are being received already (UPLOADS_BUSY); try again after Retry-After seconds',
 };
 const RETRY_AFTER_HEADER = {
   'Retry-After': { type: 'integer', description: `Seconds to wait before trying again (${RETRY_AFTER_SECONDS})` },

@@ -67,6 +67,85 @@ export function recogniseImage(bytes: Buffer): { ext: string; mime: string; widt
   return { ...kind, width: info.width, height: info.height };
 }
 
+/** The largest image taken: 8192 pixels a side and 40 megapixels (the spec recommends at most 1920x1080). */
+export const MAX_IMAGE_SIDE = 8192;
+export const MAX_IMAGE_PIXELS = 40_000_000;
+
+/** Why a PNG's chunks do not add up to the file, or undefined: IHDR first, every length inside the file, IEND last and at its end. */
+function pngProblem(bytes: Buffer): string | undefined {
+  let offset = 8;
+  let first = true;
+  while (offset + 12 <= bytes.length) {
+    const length = bytes.readUInt32BE(offset);
+    const type = bytes.toString('latin1', offset + 4, offset + 8);
+    if (length > 0x7fffffff || offset + 12 + length > bytes.length) return `its ${type} chunk runs past the end of the file: the PNG is truncated`;
+    if (first && type !== 'IHDR') return 'it does not start with an IHDR chunk';
+    first = false;
+    offset += 12 + length;
+    if (type === 'IEND') return offset === bytes.length ? undefined : 'it has bytes after its IEND chunk';
+  }
+  return 'it does not end with an IEND chunk: the PNG is truncated';
+}
+
+/** Why a JPEG's segments do not add up to the file, or undefined: a start of frame, then scans, and the end-of-image marker (FF D9) last. */
+function jpegProblem(bytes: Buffer): string | undefined {
+  let offset = 2;
+  let frame = false;
+  while (offset < bytes.length) {
+    if (bytes[offset] !== 0xff) return `a segment does not start with a marker at byte ${offset}`;
+    while (bytes[offset] === 0xff) offset++; // fill bytes
+    const marker = bytes[offset++];
+    if (marker === undefined) break;
+    if (marker === 0xd9) {
+      if (!frame) return 'it has no start-of-frame segment';
+      return offset === bytes.length ? undefined : 'it has bytes after its end-of-image marker';
+    }
+    if (marker === 0x01 || (marker >= 0xd0 && marker <= 0xd7)) continue; // markers without a length
+    if (offset + 2 > bytes.length) break;
+    const length = bytes.readUInt16BE(offset);
+    if (length < 2 || offset + length > bytes.length) break;
+    if (marker >= 0xc0 && marker <= 0xcf && marker !== 0xc4 && marker !== 0xc8 && marker !== 0xcc) frame = true;
+    offset += length;
+    if (marker === 0xda) {
+      // Entropy-coded data up to the next marker that is neither a stuffed 00 nor a restart marker.
+      while (offset + 1 < bytes.length && !(bytes[offset] === 0xff && bytes[offset + 1] !== 0x00 && (bytes[offset + 1]! < 0xd0 || bytes[offset + 1]! > 0xd7))) offset++;
+      if (offset + 1 >= bytes.length) break;
+    }
+  }
+  return 'it does not end with an end-of-image marker (FF D9): the JPEG is truncated';
+}
+
+/** Why a WebP's RIFF container does not add up to the file, or undefined. */
+function webpProblem(bytes: Buffer): string | undefined {
+  if (bytes.readUInt32LE(4) + 8 !== bytes.length) return 'its RIFF size does not match the file: the WebP is truncated';
+  let offset = 12;
+  while (offset + 8 <= bytes.length) {
+    const size = bytes.readUInt32LE(offset + 4);
+    offset += 8 + size + (size % 2);
+  }
+  return offset === bytes.length ? undefined : 'its chunks run past the end of the file: the WebP is truncated';
+}
+
+/**
+ * Checks an upload past its header, without decoding it: the structure of the file must be whole (a truncated
+ * file is refused) and its size within MAX_IMAGE_SIDE and MAX_IMAGE_PIXELS (which also bounds what a small,
+ * highly compressed file inflates to). Undefined when the bytes are no image we take at all.
+ */
+export function inspectImage(bytes: Buffer): { ok: true; kind: ReturnType<typeof recogniseImage> & object } | { ok: false; code: 'INVALID_IMAGE' | 'IMAGE_TOO_LARGE'; problem: string } | undefined {
+  const kind = recogniseImage(bytes);
+  if (!kind) return undefined;
+  const problem = kind.ext === 'png' ? pngProblem(bytes) : kind.ext === 'jpg' ? jpegProblem(bytes) : webpProblem(bytes);
+  if (problem) return { ok: false, code: 'INVALID_IMAGE', problem };
+  if (kind.width > MAX_IMAGE_SIDE || kind.height > MAX_IMAGE_SIDE || kind.width * kind.height > MAX_IMAGE_PIXELS) {
+    return {
+      ok: false,
+      code: 'IMAGE_TOO_LARGE',
+      problem: `it is ${kind.width}x${kind.height} pixels: at most ${MAX_IMAGE_SIDE} a side and ${MAX_IMAGE_PIXELS / 1_000_000} megapixels are taken`,
+    };
+  }
+  return { ok: true, kind };
+}
+
 function identify(bytes: Buffer): StoredImage | undefined {
   const kind = recogniseImage(bytes);
   if (!kind) return undefined;

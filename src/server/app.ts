@@ -9,6 +9,7 @@ import cors from '@fastify/cors';
 import { clientErrorHandler, frameworkErrorHandler, installErrorHandling } from '../http/errors.js';
 import { installSecurityHeaders } from '../http/security-headers.js';
 import { compilersFactory } from '../http/schema-compilers.js';
+import { installJsonBodyParser } from '../http/json-body.js';
 import { relayRoutes, type RelayOptions } from '../relay/routes.js';
 import { instrumentHttp } from './http-metrics.js';
 import { installRequestRates } from './request-rates-hook.js';
@@ -19,7 +20,7 @@ import { imageRoute } from '../blog/image-route.js';
 import type { Telemetry } from '../telemetry/telemetry.js';
 import { traceHttp, tracedLoggerOptions } from './http-tracing.js';
 
-/** Bodies of every route but those that set their own (the blog's posts take up to 1 MiB). */
+/** Bodies of every route but those that set their own (the blog's posts: POST_BODY_LIMIT). */
 export const DEFAULT_BODY_LIMIT = 64 * 1024;
 
 /** Every method the APIs answer; a preflight from the allowed origin allows them all. */
@@ -94,6 +95,8 @@ export async function buildServer(options: ServerOptions): Promise<FastifyInstan
   }
   if (options.metrics) instrumentHttp(app, options.metrics);
   installErrorHandling(app);
+  // Nesting past MAX_JSON_DEPTH is refused before JSON.parse, on every route (http/json-body.ts).
+  installJsonBodyParser(app);
   // A request in flight when the server starts closing gets its answer, and then its keep-alive connection goes
   // idle: Node closes idle connections only once, when close starts, and one left open holds the close (and the
   // process) for the keep-alive time-out (72 s). So idle connections are closed until the server has closed.

@@ -36,6 +36,7 @@ import { DEFAULT_REQUEST_RATES, RequestRates, type RequestRateLimits } from '../
 import { PostStore, type Post } from '../blog/posts.js';
 import { VersionLease } from '../store/version-lease.js';
 import { openImageStore } from '../blog/uploads.js';
+import { UploadGate } from '../blog/upload-receiver.js';
 import { Commerce } from '../commerce/commerce.js';
 import type { PaymentProvider } from '../commerce/payment/provider.js';
 import { POST_CREATED } from '../blog/posts.js';
@@ -85,6 +86,8 @@ export interface ServeOptions {
   webhooks?: { urls: string[]; secret: string } | undefined;
   /** Where clients reach serve; links in answers are built under it (else relative). */
   publicUrl?: string | undefined;
+  /** How long an upload's body may send nothing before it is dropped (default 10 s). */
+  uploadIdleTimeoutMs?: number | undefined;
   /** Test aid: the webhook dispatcher's sender. */
   webhookSend?: SendWebhook | undefined;
   /** The name prefix of every metric series (default `miniapp_`; empty for the bare names). */
@@ -404,6 +407,9 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
       docs: options.docs ?? true,
       publicUrl: options.publicUrl,
       loginLimiter,
+      // One cap on uploads in flight over every mount.
+      uploadGate: new UploadGate(),
+      uploadIdleTimeoutMs: options.uploadIdleTimeoutMs,
       // In the transaction that writes the post (tx): both commit or neither (see publish above).
       onPublished: (post: Post, tx: Sql) => publish(POST_CREATED, post, tx),
     };
