@@ -259,7 +259,9 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
     const changeLog = new UserChangeLog(store.sql, store.signals, options.now);
     const userStore = new UserStore(store.sql, changeLog, options.now);
     const tokens = new TokenService(store.sql, options.now);
-    const adminToken = await tokens.ensureAdminToken(store.dataDir);
+    const adminToken = await tokens.ensureAdminToken(store.dataDir, (file, mode) =>
+      warnings.push(`the admin token file ${file} was mode ${mode.toString(8).padStart(4, '0')}, readable by others: made it 0600`),
+    );
     const grpcLog = logAs('grpc');
     const changes = new UserChangeFeed(changeLog, store.signals, { now: options.now, warn: (message, fields) => grpcLog.warn(fields, message) });
     // Chat rooms span the instances of a shared store; on SQLite or in memory there is one instance.

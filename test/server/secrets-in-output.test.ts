@@ -1,0 +1,84 @@
+/**
+ * What `miniapp serve` lets out of its secrets (issue 39, items 14-16): the
+ * admin token file is 0600 whatever mode it was found at; the banner names
+ * that file instead of printing the token when nobody is at a terminal (and
+ * always under --json); URLs are logged, printed and streamed through
+ * `monitor logs` without their password or secret query values. Real serve
+ * processes on ports 0, their stdout and stderr read through pipes.
+ */
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { chmodSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { Sandbox } from '../helpers/cli.js';
+import { BIN } from '../helpers/launcher.js';
+
+let sb: Sandbox;
+const children: ChildProcess[] = [];
+
+beforeEach(() => {
+  sb = new Sandbox();
+});
+afterEach(async () => {
+  for (const child of children.splice(0)) {
+    if (child.exitCode !== null || child.signalCode !== null) continue;
+    const exited = new Promise((resolve) => child.once('exit', resolve));
+    child.kill('SIGINT');
+    await exited;
+  }
+  sb.dispose();
+});
+
+interface Served {
+  child: ChildProcess;
+  /** The first line of stdout under --json, parsed. */
+  info: Record<string, any> | undefined;
+  stdout: () => string;
+  stderr: () => string;
+}
+
+/** serve on free ports in the sandbox's home; resolves once it has printed its banner. */
+async function serve(args: string[], options: { json?: boolean; env?: Record<string, string> } = {}): Promise<Served> {
+  const json = options.json ?? true;
+  const child = spawn(process.execPath, [BIN, 'serve', '--port', '0', '--grpc-port', '0', '--drain', '0', '--password-hash-cost', '10', ...(json ? ['--json'] : []), ...args], {
+    env: { PATH: process.env.PATH, HOME: sb.root, ...sb.env, ...options.env } as NodeJS.ProcessEnv,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  children.push(child);
+  let out = '';
+  let err = '';
+  child.stderr!.setEncoding('utf8').on('data', (chunk) => (err += chunk));
+  await new Promise<void>((resolve, reject) => {
+    child.stdout!.setEncoding('utf8').on('data', (chunk) => {
+      out += chunk;
+      if (json ? out.includes('\n') : out.includes('Stop with Ctrl-C')) resolve();
+    });
+    child.once('exit', (code) => reject(new Error(`serve exited with ${code}: ${err}`)));
+  });
+  return { child, info: json ? (JSON.parse(out.split('\n')[0]!) as Record<string, any>) : undefined, stdout: () => out, stderr: () => err };
+}
+
+/** Waits (at most 5 s) until `text()` contains `what`; returns the text either way, for the assertion. */
+async function until(text: () => string, what: string): Promise<string> {
+  for (let waited = 0; !text().includes(what) && waited < 5_000; waited += 50) await new Promise((resolve) => setTimeout(resolve, 50));
+  return text();
+}
+
+const dataDir = () => sb.env.MINIAPP_DATA_DIR!;
+
+describe('the admin token file (item 16)', () => {
+  it('tightens an admin-token file found at 0644 to 0600 and says so', async () => {
+    mkdirSync(dataDir(), { recursive: true, mode: 0o700 });
+    const file = join(dataDir(), 'admin-token');
+    const token = `mat_${'A'.repeat(43)}`;
+    writeFileSync(file, `${token}\n`);
+    chmodSync(file, 0o644);
+
+    const served = await serve(['--log-format', 'json']);
+    expect(statSync(file).mode & 0o777).toBe(0o600);
+    // The token in it is still the one serve uses.
+    expect(readFileSync(file, 'utf8').trim()).toBe(token);
+    const said = `the admin token file ${file} was mode 0644, readable by others: made it 0600`;
+    expect(await until(served.stderr, said)).toContain(said);
+  });
+});
