@@ -20,7 +20,8 @@ import { createMetrics } from './metrics.js';
 import { UserStore } from '../users/user-store.js';
 import { UserChangeLog } from '../users/change-log.js';
 import { UserChangeFeed } from '../users/change-feed.js';
-import { TokenService } from '../auth/tokens.js';
+import { ADMIN_TOKEN_FILE, TokenService } from '../auth/tokens.js';
+import { join } from 'node:path';
 import { UserServiceImpl } from '../users/service.js';
 import { ChatHub, type SharedChat } from '../grpc/chat-hub.js';
 import { startGrpcServer, type RunningGrpcServer } from '../grpc/server.js';
@@ -117,6 +118,8 @@ export interface RunningServe {
   grpc: { address: string; port: number; tls: boolean } | undefined;
   /** The admin token of the user service and the blog API, kept in the data dir. */
   adminToken: string;
+  /** The 0600 file that holds it, on SQLite; undefined on PostgreSQL and in memory. */
+  adminTokenFile: string | undefined;
   users: UserServiceImpl;
   monitoring: MonitoringServiceImpl;
   /** serve's log lines, kept and streamed (monitoring.v1 StreamLogs). */
@@ -443,6 +446,7 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
       sandbox: embedded,
       grpc: grpcServer && options.grpc ? { address: grpcServer.address, port: grpcServer.port, tls: Boolean(options.grpc.tls) } : undefined,
       adminToken,
+      adminTokenFile: options.store.kind === 'sqlite' && store.dataDir ? join(store.dataDir, ADMIN_TOKEN_FILE) : undefined,
       users,
       monitoring,
       logs,

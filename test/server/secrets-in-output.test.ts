@@ -8,7 +8,7 @@
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { chmodSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Sandbox } from '../helpers/cli.js';
 import { BIN } from '../helpers/launcher.js';
@@ -80,5 +80,44 @@ describe('the admin token file (item 16)', () => {
     expect(readFileSync(file, 'utf8').trim()).toBe(token);
     const said = `the admin token file ${file} was mode 0644, readable by others: made it 0600`;
     expect(await until(served.stderr, said)).toContain(said);
+  });
+});
+
+describe('the admin token in the banner (item 14)', () => {
+  it('names the 0600 token file and prints no token when stdout and stderr are pipes, in the text banner and under --json', async () => {
+    const file = join(dataDir(), 'admin-token');
+    const json = await serve(['--log-format', 'json', '--log-level', 'info']);
+    const token = readFileSync(file, 'utf8').trim();
+    expect(token).toMatch(/^mat_/);
+    expect(statSync(file).mode & 0o777).toBe(0o600);
+    expect(json.info!.adminTokenFile).toBe(file);
+    expect(json.info).not.toHaveProperty('adminToken');
+    await until(json.stderr, 'Server listening');
+    expect(json.stdout()).not.toContain(token);
+    expect(json.stderr()).not.toContain(token);
+    json.child.kill('SIGINT');
+    await new Promise((resolve) => json.child.once('exit', resolve));
+
+    const text = await serve(['--log-format', 'json', '--log-level', 'info', '--save-profile'], { json: false });
+    await until(text.stderr, 'Server listening');
+    expect(text.stdout()).toContain(`admin     token in ${file} (stored as grpc-token in profile "default"`);
+    expect(text.stdout()).not.toContain(token);
+    expect(text.stderr()).not.toContain(token);
+  });
+
+  it('writes the token of a store without a token file (memory) to a 0600 file of the data dir while it runs', async () => {
+    const served = await serve(['--store', 'memory']);
+    const file = served.info!.adminTokenFile as string;
+    expect(file).toBe(join(dataDir(), `admin-token.${served.child.pid}`));
+    expect(statSync(file).mode & 0o777).toBe(0o600);
+    const token = readFileSync(file, 'utf8').trim();
+    expect(token).toMatch(/^mat_/);
+    expect(served.stdout() + served.stderr()).not.toContain(token);
+    // The token works: the admin's gRPC user list, through the CLI.
+    const list = await sb.run(['users', 'list', '--json'], { env: { MINIAPP_GRPC_ADDR: served.info!.grpc.address, MINIAPP_GRPC_TOKEN: token } });
+    expect(list.code, list.stderr).toBe(0);
+    served.child.kill('SIGINT');
+    await new Promise((resolve) => served.child.once('exit', resolve));
+    expect(existsSync(file)).toBe(false);
   });
 });
