@@ -9,9 +9,13 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { chmodSync, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
+import { request } from 'undici';
 import { Sandbox } from '../helpers/cli.js';
 import { BIN } from '../helpers/launcher.js';
+import { AAD_HEX, KEY_HEX } from '../helpers/vectors.js';
 
 let sb: Sandbox;
 const children: ChildProcess[] = [];
@@ -119,5 +123,45 @@ describe('the admin token in the banner (item 14)', () => {
     served.child.kill('SIGINT');
     await new Promise((resolve) => served.child.once('exit', resolve));
     expect(existsSync(file)).toBe(false);
+  });
+});
+
+describe('URLs in the log (item 15)', () => {
+  it('logs an unreachable upstream without its password, in the log and through monitor logs, and request URLs without query secrets', async () => {
+    const closed = createServer();
+    await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
+    const port = (closed.address() as AddressInfo).port;
+    await new Promise((resolve) => closed.close(resolve));
+    const password = 'SECRETpass9';
+    const served = await serve(['--log-format', 'json', '--log-level', 'info', '--upstream', `http://partner:${password}@127.0.0.1:${port}`], {
+      env: { MINIAPP_DECRYPT_KEY: KEY_HEX, MINIAPP_DECRYPT_AAD: AAD_HEX },
+    });
+    const url = served.info!.url as string;
+    expect(served.info!.upstream).not.toContain(password);
+
+    const exchange = await request(`${url}/api/auth/token`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ authorizationCode: 'code-1', referrer: 'DEFAULT' }),
+    });
+    const answer = await exchange.body.text();
+    expect(exchange.statusCode).toBeGreaterThanOrEqual(500);
+    expect(answer).not.toContain(password);
+    const queryToken = `mat_${'Q'.repeat(43)}`;
+    expect((await request(`${url}/health?token=${queryToken}&limit=5`)).statusCode).toBe(200);
+
+    const log = await until(served.stderr, 'token=REDACTED');
+    expect(log).toContain('cannot reach the partner API at http://partner:***@127.0.0.1');
+    expect(log).toContain('/health?token=REDACTED&limit=5');
+    expect(log).not.toContain(password);
+    expect(log).not.toContain(queryToken);
+
+    const token = readFileSync(served.info!.adminTokenFile as string, 'utf8').trim();
+    const logs = await sb.run(['monitor', 'logs'], { env: { MINIAPP_GRPC_ADDR: served.info!.grpc.address, MINIAPP_GRPC_TOKEN: token } });
+    expect(logs.code, logs.stderr).toBe(0);
+    expect(logs.stdout).toContain('cannot reach the partner API at http://partner:***@127.0.0.1');
+    expect(logs.stdout).toContain('token=REDACTED');
+    expect(logs.stdout + logs.stderr).not.toContain(password);
+    expect(logs.stdout + logs.stderr).not.toContain(queryToken);
   });
 });

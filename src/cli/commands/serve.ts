@@ -10,6 +10,7 @@ import { DEFAULT_LOGIN_LIMITS, describeLoginLimits } from '../../auth/login-limi
 import { describeTracing, resolveTracing } from '../../telemetry/config.js';
 import { DEFAULT_REQUEST_RATES, describeRequestRates } from '../../auth/request-rates.js';
 import { DEFAULT_DRAIN_MS, MAX_DRAIN_MS } from '../../server/drain.js';
+import { redactUrl } from '../../url-redaction.js';
 
 interface ServeFlags {
   host: string;
@@ -331,7 +332,7 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
     health: `${running.url}/health`,
     blog: { v1: `${running.url}/api/v1`, v2: `${running.url}/api/v2`, latest: `${running.url}/api` },
     relay: `${running.url}/api/auth`,
-    upstream: running.upstreamUrl,
+    upstream: redactUrl(running.upstreamUrl),
     database: running.database,
     corsOrigin: flags.corsOrigin ?? null,
     publicUrl: publicUrl ?? null,
@@ -352,7 +353,7 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
       `            GET|POST ${relay}/unlink-callback${flags.callbackAuth ? ' (Basic auth required)' : ''}`,
       `  blog      ${running.url}/api/v1, ${running.url}/api/v2, ${running.url}/api (latest: v2)`,
       ...(flags.docs ? [`  docs      ${running.url}/api/v2/docs   OpenAPI ${running.url}/api/v2/openapi.json (and per mount)`] : []),
-      ...(webhookUrls.length ? [`  webhooks  post.created, order.paid, order.cancelled, payment.refunded -> ${webhookUrls.join(', ')} (signed; \`miniapp webhooks list\`)`] : []),
+      ...(webhookUrls.length ? [`  webhooks  post.created, order.paid, order.cancelled, payment.refunded -> ${webhookUrls.map(redactUrl).join(', ')} (signed; \`miniapp webhooks list\`)`] : []),
       `  health    GET ${info.health}`,
       `  metrics   GET ${info.metrics}`,
       ...(running.grpc
