@@ -3,6 +3,7 @@
  * says which of time-out, network or TLS went wrong and what to do. The
  * interesting code is often a few `cause`s deep.
  */
+import { redactUrl } from './url-redaction.js';
 import { MiniappError, UpstreamError } from './errors.js';
 
 function chain(error: unknown): (Error & { code?: string })[] {
@@ -45,7 +46,7 @@ export function transportError(error: unknown, context: TransportContext): Minia
   const codes = links.map((e) => e.code ?? '').filter(Boolean);
   const text = links.map((e) => `${e.name} ${e.message}`).join(' | ');
   const settings = context.tlsSettings ?? { cert: 'mtls-cert', key: 'mtls-key', ca: 'mtls-ca' };
-  const where = `${context.service} at ${context.url}`;
+  const where = `${context.service} at ${redactUrl(context.url)}`;
 
   if (links.some((e) => e.name === 'TimeoutError') || codes.some((c) => TIMEOUT_CODES.has(c))) {
     return new UpstreamError(`${where} did not answer within ${context.timeoutMs / 1000} s`, {

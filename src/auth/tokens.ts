@@ -10,7 +10,8 @@
  * for an in-memory store.
  */
 import { hash, randomBytes } from 'node:crypto';
-import { existsSync, readFileSync, writeFileSync, chmodSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync, chmodSync, statSync } from 'node:fs';
+import { ConfigError } from '../errors.js';
 import { join } from 'node:path';
 import type { Signals } from '../store/signals.js';
 import type { Sql } from '../store/sql.js';
@@ -97,10 +98,11 @@ export class TokenService {
 
   /**
    * The admin token (see the module's comment for where it lives), created
-   * on first start and registered as a token.
+   * on first start and registered as a token. A token file that others
+   * may read is tightened to 0600 first; `onTightened` hears of it.
    */
-  async ensureAdminToken(dataDir: string | undefined): Promise<string> {
-    const token = this.sql.dialect === 'postgres' ? await this.#sharedAdminToken() : adminTokenFile(dataDir);
+  async ensureAdminToken(dataDir: string | undefined, onTightened?: (file: string, mode: number) => void): Promise<string> {
+    const token = this.sql.dialect === 'postgres' ? await this.#sharedAdminToken() : adminTokenFile(dataDir, onTightened);
     await this.sql.run(INSERT, [digest(token), 'admin', null, this.now().toISOString(), null]);
     this.onVerdict?.(token, true);
     return token;
@@ -168,9 +170,27 @@ export class TokenService {
   }
 }
 
-/** The admin token of a SQLite store: from its file in the data dir, or new (and written there, 0600). */
-function adminTokenFile(dataDir: string | undefined): string {
+/**
+ * The admin token of a SQLite store: from its file in the data dir, or new
+ * (and written there, 0600). A file found open to the group or others
+ * (restored from a backup, copied by hand) is made 0600 before it is read.
+ */
+function adminTokenFile(dataDir: string | undefined, onTightened?: (file: string, mode: number) => void): string {
   const file = dataDir ? join(dataDir, ADMIN_TOKEN_FILE) : undefined;
+  if (file && existsSync(file)) {
+    const mode = statSync(file).mode & 0o777;
+    if ((mode & 0o077) !== 0) {
+      try {
+        chmodSync(file, 0o600);
+      } catch (error) {
+        throw new ConfigError(`the admin token file ${file} is readable by others (mode ${mode.toString(8).padStart(4, '0')}) and cannot be made 0600`, {
+          hint: `make it 0600 yourself (chmod 600 ${file}), or remove it for a new token`,
+          cause: error,
+        });
+      }
+      onTightened?.(file, mode);
+    }
+  }
   let token = file && existsSync(file) ? readFileSync(file, 'utf8').trim() : '';
   if (!token) {
     token = newToken();

@@ -4,7 +4,8 @@
  * route, CORS for one origin, and the relay. Later parts (metrics, the
  * blog API) register here too.
  */
-import Fastify, { type FastifyInstance } from 'fastify';
+import { redactUrl } from '../url-redaction.js';
+import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
 import cors from '@fastify/cors';
 import { clientErrorHandler, frameworkErrorHandler, installErrorHandling } from '../http/errors.js';
 import { installSecurityHeaders } from '../http/security-headers.js';
@@ -70,10 +71,22 @@ export const REDACTED_LOG_PATHS = [
   'authorizationCode',
 ];
 
+/** Fastify's request fields of a log line, with the URL redacted (a query may carry a token: `?token=mat_...`). */
+function logRequest(request: FastifyRequest): Record<string, unknown> {
+  return {
+    method: request.method,
+    url: redactUrl(request.url),
+    version: request.headers?.['accept-version'],
+    host: request.host,
+    remoteAddress: request.ip,
+    remotePort: request.socket?.remotePort,
+  };
+}
+
 export async function buildServer(options: ServerOptions): Promise<FastifyInstance> {
   const app = Fastify({
     logger: options.logger
-      ? { level: options.logger.level, stream: options.logger.stream, redact: { paths: REDACTED_LOG_PATHS, censor: '[redacted]' } }
+      ? { level: options.logger.level, stream: options.logger.stream, redact: { paths: REDACTED_LOG_PATHS, censor: '[redacted]' }, serializers: { req: logRequest } }
       : false,
     bodyLimit: options.bodyLimit ?? DEFAULT_BODY_LIMIT,
     // Behind a proxy, the client's address comes from X-Forwarded-For only when the operator says so.

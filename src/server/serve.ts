@@ -21,7 +21,8 @@ import { UserStore } from '../users/user-store.js';
 import { UserChangeLog } from '../users/change-log.js';
 import { UserChangeFeed } from '../users/change-feed.js';
 import { StreamGrants } from '../auth/stream-grants.js';
-import { TokenService } from '../auth/tokens.js';
+import { ADMIN_TOKEN_FILE, TokenService } from '../auth/tokens.js';
+import { join } from 'node:path';
 import { CallAuth } from '../grpc/call-auth.js';
 import type { StreamQuotaLimits } from '../grpc/stream-quota.js';
 import { UserServiceImpl } from '../users/service.js';
@@ -125,6 +126,8 @@ export interface RunningServe {
   grpc: { address: string; port: number; tls: boolean } | undefined;
   /** The admin token of the user service and the blog API, kept in the data dir. */
   adminToken: string;
+  /** The 0600 file that holds it, on SQLite; undefined on PostgreSQL and in memory. */
+  adminTokenFile: string | undefined;
   users: UserServiceImpl;
   monitoring: MonitoringServiceImpl;
   /** serve's log lines, kept and streamed (monitoring.v1 StreamLogs). */
@@ -270,7 +273,9 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
     const requestRateLimits = options.requestRates ?? DEFAULT_REQUEST_RATES;
     const requestRates = requestRateLimits ? new RequestRates(requestRateLimits, () => options.now().getTime()) : undefined;
     const tokens = new TokenService(store.sql, options.now, store.signals, requestRates && ((token, authenticated) => requestRates.vouch(token, authenticated)));
-    const adminToken = await tokens.ensureAdminToken(store.dataDir);
+    const adminToken = await tokens.ensureAdminToken(store.dataDir, (file, mode) =>
+      warnings.push(`the admin token file ${file} was mode ${mode.toString(8).padStart(4, '0')}, readable by others: made it 0600`),
+    );
     const grpcLog = logAs('grpc');
     const changes = new UserChangeFeed(changeLog, store.signals, { now: options.now, warn: (message, fields) => grpcLog.warn(fields, message) });
     // Chat rooms span the instances of a shared store; on SQLite or in memory there is one instance.
@@ -464,6 +469,7 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
       sandbox: embedded,
       grpc: grpcServer && options.grpc ? { address: grpcServer.address, port: grpcServer.port, tls: Boolean(options.grpc.tls) } : undefined,
       adminToken,
+      adminTokenFile: options.store.kind === 'sqlite' && store.dataDir ? join(store.dataDir, ADMIN_TOKEN_FILE) : undefined,
       users,
       monitoring,
       logs,

@@ -6,6 +6,7 @@
  *
  * Domain module: nothing here prints or reads the environment.
  */
+import { redactUrl as redactAnyUrl } from '../url-redaction.js';
 import { readFileSync } from 'node:fs';
 import { ConfigError } from '../errors.js';
 import { databasePath, openDatabase, schemaVersion, MIGRATIONS } from './database.js';
@@ -52,15 +53,10 @@ const MIGRATION_LOCK = 0x6d696e69; // "mini"
 /** How long migrating may take, the wait for another instance's migration included. */
 const MIGRATION_TIMEOUT_MS = 10 * 60 * 1000;
 
-/** A postgres:// URL with its password replaced, for anything a person or a log may see. */
+/** A postgres:// URL redacted (src/url-redaction.ts), for anything a person or a log may see. */
 export function redactUrl(url: string): string {
-  try {
-    const parsed = new URL(url);
-    if (parsed.password) parsed.password = '***';
-    return parsed.href;
-  } catch {
-    return 'postgres://(unparsable URL)';
-  }
+  if (!URL.canParse(url)) return 'postgres://(unparsable URL)';
+  return redactAnyUrl(url);
 }
 
 interface ParsedPostgresUrl {

@@ -11,6 +11,7 @@
  *
  * Loaded only when tracing is on (`startTelemetry`).
  */
+import { redactUrl } from '../url-redaction.js';
 import {
   context,
   diag,
@@ -132,22 +133,6 @@ class JsonLinesExporter implements SpanExporter {
 }
 
 const TRACEPARENT = /^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/;
-
-/**
- * A URL with its query's values replaced: a query may carry a token (the
- * graph API takes `access_token` there), and no span attribute may.
- */
-export function redactQuery(url: string): string {
-  const mark = url.indexOf('?');
-  if (mark < 0) return url;
-  const hash = url.indexOf('#', mark);
-  const query = url.slice(mark + 1, hash < 0 ? undefined : hash);
-  const keys = query
-    .split('&')
-    .filter(Boolean)
-    .map((pair) => `${pair.split('=')[0]}=REDACTED`);
-  return `${url.slice(0, mark)}?${keys.join('&')}`;
-}
 
 async function exporterFor(config: TracingConfig, console: ((line: string) => void) | undefined, timeoutMillis: number): Promise<SpanExporter> {
   if (config.exporter === 'console') return new JsonLinesExporter(console ?? ((line) => process.stderr.write(line)));
@@ -305,7 +290,7 @@ export async function startTelemetry(options: TelemetryOptions): Promise<Telemet
     requireParentforSpans: true,
     requestHook: (span, request) => {
       if (!request.path.includes('?')) return;
-      const path = redactQuery(request.path);
+      const path = redactUrl(request.path);
       span.setAttribute('url.full', `${request.origin}${path}`);
       span.setAttribute('url.query', path.slice(path.indexOf('?')));
     },

@@ -3,6 +3,7 @@
  * instance of serve, sharing the outbox with the others through claims.
  * See the class's comment for the delivery guarantees.
  */
+import { redactUrl } from '../url-redaction.js';
 import { randomUUID } from 'node:crypto';
 import { ConfigError } from '../errors.js';
 import { deliveryKey, type Claim, type Delivery, type DeliveryState } from './delivery.js';
@@ -315,7 +316,7 @@ export class WebhookDispatcher {
       // another instance sends it now rather than when the lease ends (the receiver may have had it: it deduplicates
       // by X-Webhook-Delivery, as after a crash).
       const released = await this.outbox.release({ id: delivery.id, claim }).catch(() => false);
-      this.#log.warn({ deliveryId: delivery.id, event: delivery.event, url: delivery.url, released }, 'webhook attempt cut short by the stop; released for another instance');
+      this.#log.warn({ deliveryId: delivery.id, event: delivery.event, url: redactUrl(delivery.url), released }, 'webhook attempt cut short by the stop; released for another instance');
       return 'released';
     }
     const seconds = (performance.now() - sendStarted) / 1000;
@@ -325,7 +326,7 @@ export class WebhookDispatcher {
     const next = afterAttempt(attemptsMade, succeeded, finished);
     const state = await this.outbox.recordAttempt({ id: delivery.id, claim }, { at: started.toISOString(), statusCode, error }, { ...next, at: finished.toISOString() });
     this.#observe?.({ event: delivery.event, outcome: OUTCOMES[state], seconds });
-    const fields = { deliveryId: delivery.id, event: delivery.event, url: delivery.url, attempt: attemptsMade, statusCode, error };
+    const fields = { deliveryId: delivery.id, event: delivery.event, url: redactUrl(delivery.url), attempt: attemptsMade, statusCode, error };
     if (state === 'delivered') this.#log.info(fields, 'webhook delivered');
     else if (state === 'failed') this.#log.error(fields, `webhook failed after ${attemptsMade} attempts; giving up`);
     else if (state === 'pending') this.#log.warn({ ...fields, nextAttemptAt: next.nextAttemptAt }, 'webhook attempt failed; will retry');

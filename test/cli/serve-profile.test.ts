@@ -8,6 +8,7 @@
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Sandbox } from '../helpers/cli.js';
 import { BIN } from '../helpers/launcher.js';
@@ -30,7 +31,9 @@ afterEach(async () => {
 
 interface Info {
   grpc: { address: string; tls: boolean };
+  /** Read from `adminTokenFile`: the banner names the file, never the token. */
   adminToken: string;
+  adminTokenFile: string;
   profile: { name: string; saved: boolean };
 }
 
@@ -51,7 +54,9 @@ async function serve(args: string[], pretty = false): Promise<{ info?: Info; ban
     });
     child.once('exit', (code) => reject(new Error(`serve exited with ${code}: ${err}`)));
   });
-  return pretty ? { banner: out } : { info: JSON.parse(out.split('\n')[0]!) as Info, banner: out };
+  if (pretty) return { banner: out };
+  const info = JSON.parse(out.split('\n')[0]!) as Info;
+  return { info: { ...info, adminToken: readFileSync(info.adminTokenFile, 'utf8').trim() }, banner: out };
 }
 
 const setting = async (key: string) => (await sb.run(['config', 'get', key, '--reveal'])).stdout.trim();
@@ -65,7 +70,7 @@ describe('serve and the profile', () => {
 
     // A second, throwaway serve on other ports and another store: the profile keeps pointing at the first.
     const second = await serve(['--store', 'memory'], true);
-    expect(second.banner).toMatch(/admin {5}token mat_\S+ \(not stored: profile "default" has a gRPC connection of its own; --save-profile stores this one\)/);
+    expect(second.banner).toMatch(/admin {5}token in \S+admin-token\.\d+ \(not stored: profile "default" has a gRPC connection of its own; --save-profile stores this one\)/);
     expect(await setting('grpc-addr')).toBe(first.grpc.address);
     expect(await setting('grpc-token')).toBe(first.adminToken);
     const list = await sb.run(['users', 'list', '--json']);

@@ -3,7 +3,8 @@ import type { ChildProcess } from 'node:child_process';
 
 export interface ServeProcess {
   child: ChildProcess;
-  info: { url: string; grpc: { address: string }; adminToken: string } & Record<string, unknown>;
+  /** The --json banner, and `adminToken` read from the file it names (`adminTokenFile`). */
+  info: { url: string; grpc: { address: string }; adminTokenFile: string; adminToken: string } & Record<string, unknown>;
   stderr(): string;
   alive(): boolean;
   /** Resolves when the process exits. */

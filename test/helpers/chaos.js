@@ -22,7 +22,7 @@
  * benchmarks (bench/chaos.bench.js, minutes long) run the same thing.
  */
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -69,7 +69,9 @@ export async function startServeProcess({ databaseUrl, timeoutMs = 5_000, poolSi
       const line = stdout.split('\n')[0];
       if (stdout.includes('\n')) {
         try {
-          resolve(JSON.parse(line));
+          // The banner names the 0600 file that holds the admin token, never the token itself.
+          const banner = JSON.parse(line);
+          resolve({ ...banner, adminToken: readFileSync(banner.adminTokenFile, 'utf8').trim() });
         } catch (error) {
           reject(new Error(`serve printed ${line}: ${error.message}`));
         }

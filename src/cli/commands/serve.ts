@@ -10,6 +10,7 @@ import { DEFAULT_LOGIN_LIMITS, describeLoginLimits } from '../../auth/login-limi
 import { describeTracing, resolveTracing } from '../../telemetry/config.js';
 import { DEFAULT_REQUEST_RATES, describeRequestRates } from '../../auth/request-rates.js';
 import { DEFAULT_DRAIN_MS, MAX_DRAIN_MS } from '../../server/drain.js';
+import { redactUrl } from '../../url-redaction.js';
 
 interface ServeFlags {
   host: string;
@@ -312,16 +313,26 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
   // Local `miniapp users` calls just work: a profile without a gRPC connection learns this one. One that has one keeps
   // it unless --save-profile says otherwise: a second, throwaway serve must not take over the profile.
   const profileSaved = running.adminToken && running.grpc ? await saveToProfile(cc, running.grpc, running.adminToken, flags) : false;
+  // The token is shown only to a person at a terminal; logs (journald, containers, CI) and --json get the 0600 file
+  // that holds it. A store without a token file of its own gets a copy in the data dir for as long as serve runs.
+  const runtime = await import('../connect/serve-runtime.js');
+  let tokenCopy: { path: string; forget: () => void } | undefined;
+  if (running.adminTokenFile === undefined) {
+    const { ensureDataDir } = await import('../../store/data-dir.js');
+    tokenCopy = runtime.writeAdminTokenCopy(ensureDataDir(directory), running.adminToken, process.pid);
+  }
+  const adminTokenFile = running.adminTokenFile ?? tokenCopy!.path;
+  const showToken = !cc.out.json && Boolean(cc.io.stdout.isTTY) && Boolean(cc.io.stderr.isTTY);
   const info = {
     url: running.url,
     metrics: `${running.url}/metrics`,
     grpc: running.grpc ? { address: running.grpc.address, tls: running.grpc.tls } : null,
-    adminToken: running.adminToken ?? null,
+    adminTokenFile,
     profile: { name: cc.profile, saved: profileSaved },
     health: `${running.url}/health`,
     blog: { v1: `${running.url}/api/v1`, v2: `${running.url}/api/v2`, latest: `${running.url}/api` },
     relay: `${running.url}/api/auth`,
-    upstream: running.upstreamUrl,
+    upstream: redactUrl(running.upstreamUrl),
     database: running.database,
     corsOrigin: flags.corsOrigin ?? null,
     publicUrl: publicUrl ?? null,
@@ -342,13 +353,13 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
       `            GET|POST ${relay}/unlink-callback${flags.callbackAuth ? ' (Basic auth required)' : ''}`,
       `  blog      ${running.url}/api/v1, ${running.url}/api/v2, ${running.url}/api (latest: v2)`,
       ...(flags.docs ? [`  docs      ${running.url}/api/v2/docs   OpenAPI ${running.url}/api/v2/openapi.json (and per mount)`] : []),
-      ...(webhookUrls.length ? [`  webhooks  post.created, order.paid, order.cancelled, payment.refunded -> ${webhookUrls.join(', ')} (signed; \`miniapp webhooks list\`)`] : []),
+      ...(webhookUrls.length ? [`  webhooks  post.created, order.paid, order.cancelled, payment.refunded -> ${webhookUrls.map(redactUrl).join(', ')} (signed; \`miniapp webhooks list\`)`] : []),
       `  health    GET ${info.health}`,
       `  metrics   GET ${info.metrics}`,
       ...(running.grpc
         ? [
             `  gRPC      ${running.grpc.address}${running.grpc.tls ? ' (TLS)' : ''}: user.v1.UserService, monitoring.v1.MonitoringService, inventory.v1.InventoryService, payment.v1.PaymentService, order.v1.OrderService, grpc.health.v1, reflection`,
-            `  admin     token ${running.adminToken} ${
+            `  admin     token ${showToken ? running.adminToken : `in ${adminTokenFile}`} ${
               profileSaved
                 ? `(stored as grpc-token in profile "${cc.profile}", with grpc-addr${running.grpc.tls ? ' and grpc-tls' : ''})`
                 : `(not stored: profile "${cc.profile}" has a gRPC connection of its own; --save-profile stores this one)`
@@ -385,7 +396,7 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
   logSink.open();
   const forget =
     running.databaseFile !== undefined
-      ? (await import('../connect/serve-runtime.js')).writeServeRuntime(directory, {
+      ? runtime.writeServeRuntime(directory, {
           pid: process.pid,
           url: running.url,
           grpc: running.grpc?.address ?? null,
@@ -394,6 +405,7 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
       : () => undefined;
   const signal = await shutdown;
   forget();
+  tokenCopy?.forget();
   // SIGTERM is a process manager or an orchestrator (rolling restarts): drain. Ctrl-C is a person who wants it to stop
   // now, and a closed stdout has nobody to drain for: no wait (still finishing what is in flight).
   const wait = signal === 'SIGTERM' ? drainMs : 0;

@@ -4,7 +4,7 @@
  * pid and URLs, so that `miniapp sandbox login` reaches the sandbox serve
  * started without being told its port.
  */
-import { readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 export const RUNTIME_FILE = 'serve.json';
@@ -39,4 +39,16 @@ export function readServeRuntime(dataDir: string): ServeRuntime | undefined {
   } catch {
     return undefined;
   }
+}
+
+/**
+ * The admin token of a serve whose store keeps no token file (PostgreSQL,
+ * memory), written where the banner can point to instead of printing it:
+ * `admin-token.PID` in the data dir, 0600, removed when it stops.
+ */
+export function writeAdminTokenCopy(dataDir: string, token: string, pid: number): { path: string; forget: () => void } {
+  const path = join(dataDir, `admin-token.${pid}`);
+  writeFileSync(path, `${token}\n`, { mode: 0o600 });
+  chmodSync(path, 0o600);
+  return { path, forget: () => rmSync(path, { force: true }) };
 }
