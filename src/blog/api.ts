@@ -382,6 +382,7 @@ export async function blogApi(app: FastifyInstance, options: BlogOptions): Promi
   app.post(
     '/auth/revoke',
     {
+      onRequest: authenticate,
       schema: {
         tags: ['auth'],
         operationId: 'revokeToken',
@@ -394,7 +395,7 @@ export async function blogApi(app: FastifyInstance, options: BlogOptions): Promi
       } as FastifySchema,
     },
     async (request, reply) => {
-      const principal = await auth(request);
+      const principal = auth(request);
       if (principal.kind === 'admin') {
         throw new ApiError(403, 'FORBIDDEN', 'Forbidden', 'the admin token cannot be revoked through the API: remove its file (or its row in server_secrets) and restart serve');
       }

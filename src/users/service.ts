@@ -30,6 +30,8 @@ import type { UserChange } from './change-log.js';
 import { ResumeOutOfRange, type UserChangeFeed } from './change-feed.js';
 import { toTimestamp, userMessage, watchPositionHeaders, UPDATE_PATHS, type BulkCreateFailure, type ChatMessage, type CreateUserRequest, type EventTypeName, type UserMessage } from './proto.js';
 import { listUsers, type ListUsersCall } from './user-list.js';
+import { watchUserChanges, type WatchCall } from './user-watch.js';
+import { REQUEST_LIMITS, toStatus, userIdOf } from './rpc-common.js';
 import { seesWhole, userFor, watchesEveryone } from './visibility.js';
 import { EVENT_TYPES } from './user-record.js';
 import {
@@ -53,41 +55,12 @@ import {
 const { status: Status } = grpc;
 
 export { RpcError, statusName } from '../grpc/status.js';
+export { REQUEST_LIMITS } from './rpc-common.js';
 
 /** A row of a bulk create that was not created: the status name it would have had, and why. */
 interface BulkRowFailure {
   status: string;
   message: string;
-}
-
-/** Bounds of the request fields that are not user fields (those are USER_LIMITS in user-store.ts). */
-export const REQUEST_LIMITS = {
-  chatRoom: 64,
-  chatSender: 64,
-  chatText: 4096,
-  clientRef: 128,
-  watchTypes: 3,
-  updatePaths: UPDATE_PATHS.length,
-} as const;
-
-/** Any error as a gRPC status; unknown errors become INTERNAL without their details. */
-function toStatus(error: unknown): { code: grpc.status; details: string } {
-  if (error instanceof RpcError) return { code: error.code, details: error.message };
-  if (error instanceof UserValidationError) return { code: Status.INVALID_ARGUMENT, details: error.message };
-  if (error instanceof DuplicateUserError) return { code: Status.ALREADY_EXISTS, details: error.message };
-  return unavailableStatus(error) ?? { code: Status.INTERNAL, details: 'internal error' };
-}
-
-interface UserEventMessage {
-  type: EventTypeName;
-  user: UserMessage;
-  timestamp: ReturnType<typeof toTimestamp>;
-  /** The change's number in the log (int64 as a string). */
-  sequence: string;
-}
-
-function eventMessage(change: UserChange, user: UserMessage): UserEventMessage {
-  return { type: change.type, user, timestamp: toTimestamp(new Date(change.at)), sequence: String(change.seq) };
 }
 
 /** Open watches: at most this many per account and in all (README, Limits). */
@@ -125,13 +98,6 @@ function checkNewUser(request: CreateUserRequest): void {
   const problems = newUserProblems({ username: request.username, email: request.email, password: request.password, full_name: request.full_name });
   const fields = Object.keys(problems);
   if (fields.length > 0) throw new UserValidationError(fields.join(','), Object.values(problems).flat().join('; '));
-}
-
-function userIdOf(value: string | number | undefined, field = 'user_id'): number {
-  const id = Number(value ?? 0);
-  if (id > Number.MAX_SAFE_INTEGER) throw new RpcError(Status.INVALID_ARGUMENT, `${field} must be at most ${Number.MAX_SAFE_INTEGER} (ids are never larger); got ${value}`);
-  if (!Number.isSafeInteger(id) || id <= 0) throw new RpcError(Status.INVALID_ARGUMENT, `${field} must be a positive integer`);
-  return id;
 }
 
 
@@ -192,7 +158,8 @@ export class UserServiceImpl {
         return {};
       }),
       ListUsers: (call: ListUsersCall) => this.#listUsers(call),
-      WatchUserChanges: (call: grpc.ServerWritableStream<{ user_id: string; types: EventTypeName[]; resume_after?: string }, UserEventMessage>) => this.#watch(call),
+      WatchUserChanges: (call: WatchCall) =>
+        watchUserChanges(call, { auth: this.options.auth, changes: this.options.changes, quota: this.#watches, open: this.#open }),
       BulkCreateUsers: (call: grpc.ServerReadableStream<CreateUserRequest, unknown>, callback: grpc.sendUnaryData<unknown>) =>
         this.#bulkCreate(call, callback),
       ImportUsers: (call: grpc.ServerDuplexStream<CreateUserRequest, unknown>) => this.#importUsers(call),
@@ -338,92 +305,6 @@ export class UserServiceImpl {
       await listUsers(call, this.options.users, () => open.principal);
     } catch (error) {
       failStream(call, error);
-    }
-  }
-
-  async #watch(call: grpc.ServerWritableStream<{ user_id: string; types: EventTypeName[]; resume_after?: string }, UserEventMessage>): Promise<void> {
-    let after: number | undefined;
-    let userId: number;
-    try {
-      checkMaxEntries('types', call.request.types ?? [], REQUEST_LIMITS.watchTypes);
-      // A filter no change can match would wait in silence for ever: refused at once, as GetUser refuses the same id.
-      for (const type of call.request.types ?? []) {
-        if (!(EVENT_TYPES as readonly string[]).includes(type)) throw new RpcError(Status.INVALID_ARGUMENT, `types: ${String(type)} is not an event type (${EVENT_TYPES.join(', ')})`);
-      }
-      userId = call.request.user_id !== undefined && Number(call.request.user_id) !== 0 ? userIdOf(call.request.user_id) : 0;
-      // Present only when the client set it (proto3 optional): 0 resumes from the first change, unset from now on.
-      if (call.request.resume_after !== undefined) {
-        after = Number(call.request.resume_after);
-        if (!Number.isSafeInteger(after) || after < 0) throw new RpcError(Status.INVALID_ARGUMENT, `resume_after must be a change's sequence (0 or more); got ${call.request.resume_after}`);
-      }
-    } catch (error) {
-      failStream(call, error);
-      return;
-    }
-    const types = new Set(call.request.types ?? []);
-    // Others' whole records need the admin role: without it, a watch of everyone (user_id 0) is a watch of oneself.
-    const watched = (principal: Principal) => (userId === 0 && !watchesEveryone(principal) ? principal.userId : userId);
-    let release = () => {};
-    const open = await this.#openStream(call, {
-      require: (principal) => {
-        if (userId !== 0 && !seesWhole(principal, userId)) throw new RpcError(Status.PERMISSION_DENIED, "watching another user's changes needs the admin role");
-      },
-      end: (status) => {
-        release();
-        endStream(call, status);
-      },
-    });
-    if (!open || call.cancelled) return;
-    let giveBack: () => void;
-    try {
-      giveBack = this.#watches.acquire(open.principal);
-    } catch (error) {
-      if (!(error instanceof QuotaExceeded)) throw error;
-      endStream(call, error.status);
-      return;
-    }
-    let wrote = false;
-    let lastSent = after ?? 0;
-    const outbox = new StreamOutbox<UserEventMessage>(call, {
-      onOverflow: () => {
-        release();
-        endStream(call, {
-          code: Status.RESOURCE_EXHAUSTED,
-          details: `${outbox.maxUnread} changes waited to be read: a watcher that does not read is disconnected; watch again with resume_after ${lastSent} to go on from there`,
-        });
-      },
-    });
-    const listener = (change: UserChange) => {
-      if (call.writableEnded || call.destroyed || outbox.closed) return;
-      const principal = open.principal;
-      const only = watched(principal);
-      if (only && change.user.id !== only) return;
-      if (types.size > 0 && !types.has(change.type)) return;
-      wrote = true;
-      if (outbox.write(eventMessage(change, userFor(principal, change.user)))) lastSent = change.seq;
-    };
-    const watcher = this.options.changes.watch(listener, { after, room: () => outbox.room() });
-    this.#open.add(call);
-    let released = false;
-    release = () => {
-      if (released) return;
-      released = true;
-      watcher.release();
-      outbox.close();
-      giveBack();
-      this.#open.delete(call);
-    };
-    call.once('cancelled', release);
-    call.once('close', release);
-    call.once('error', release);
-    call.once('finish', release);
-    try {
-      const position = await watcher.live;
-      // Where the watch starts, at once: a client whose stream breaks before its first change resumes after it.
-      if (!wrote && !call.writableEnded && !call.destroyed && !call.cancelled) call.sendMetadata(watchPositionHeaders(position));
-    } catch (error) {
-      release();
-      failStream(call, error instanceof ResumeOutOfRange ? new RpcError(Status.OUT_OF_RANGE, error.message) : error);
     }
   }
 

@@ -161,7 +161,8 @@ describe('upload bodies', () => {
       await new Promise((resolve) => setTimeout(resolve, 100));
       expect(readdirSync(scratch).filter((entry) => entry.startsWith('miniapp-upload-'))).toEqual([]);
     } finally {
-      process.env.TMPDIR = previous;
+      if (previous === undefined) delete process.env.TMPDIR;
+      else process.env.TMPDIR = previous;
       await running.close();
       rmSync(scratch, { recursive: true, force: true });
     }

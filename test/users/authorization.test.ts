@@ -89,10 +89,34 @@ describe.each(BACKENDS)('authorization on %s', (backend) => {
     const watch = ending(c.WatchUserChanges({ user_id: '0', types: [] }, aliceAuth));
     await until(() => ctx.serve.running.users!.watcherCount() === 1, 'the watch');
     const revoke = (token: string) => fetch(`${ctx.serve.running.url}/api/v2/auth/revoke`, { method: 'POST', headers: { authorization: `Bearer ${token}` } });
-    expect((await revoke(aliceToken)).status).toBe(204);
+    const first = await revoke(aliceToken);
+    expect(first.status, await first.text()).toBe(204);
     expect((await watch.status).code).toBe('UNAUTHENTICATED');
     expect((await failure(unary(c, 'GetUser', { user_id: '1' }, aliceAuth)))?.code).toBe('UNAUTHENTICATED');
     expect((await revoke(aliceToken)).status).toBe(401);
     expect((await revoke(ctx.serve.running.adminToken)).status).toBe(403);
+  });
+});
+
+describe.each(BACKENDS)('watch limits on %s', (backend) => {
+  const ctx = useUserClients(backend);
+
+  it('one account holds at most 16 open watches; the next is RESOURCE_EXHAUSTED with a RetryInfo, and a closed one makes room', async () => {
+    const c = ctx.serve.client();
+    await unary(c, 'CreateUser', newUser('carol'), ctx.serve.auth());
+    const auth = ctx.serve.auth(await login(ctx.serve.running, 'usercarol'));
+    const open = Array.from({ length: 16 }, () => c.WatchUserChanges({ user_id: '0', types: [] }, auth) as grpc.ClientReadableStream<any>);
+    for (const call of open) call.on('error', () => undefined);
+    await until(() => ctx.serve.running.users!.watcherCount() === 16, 'the 16 watches');
+    const refused = await new Promise<grpc.ServiceError>((resolve) => c.WatchUserChanges({ user_id: '0', types: [] }, auth).on('error', resolve));
+    expect(grpc.status[refused.code]).toBe('RESOURCE_EXHAUSTED');
+    expect(refused.details).toMatch(/16 watch streams open/);
+    expect(refused.metadata.get('grpc-status-details-bin')).toHaveLength(1);
+    open[0]!.cancel();
+    await until(() => ctx.serve.running.users!.openWatches() === 15, 'one to close');
+    const again = c.WatchUserChanges({ user_id: '0', types: [] }, auth) as grpc.ClientReadableStream<any>;
+    again.on('error', () => undefined);
+    await until(() => ctx.serve.running.users!.watcherCount() === 16, 'the new watch');
+    for (const call of [...open, again]) call.cancel();
   });
 });
