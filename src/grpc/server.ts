@@ -100,6 +100,8 @@ export interface RunningGrpcServer {
   setServing(serving: boolean): void;
   /** Stops accepting calls, lets running ones finish until `deadlineMs`, then cancels the rest. */
   shutdown(deadlineMs?: number): Promise<void>;
+  /** Cancels every call now, and ends a shutdown that is waiting for them (an operator's second signal). */
+  cancelAll(): void;
 }
 
 /** The label sets of one method, and of its finished calls by status code; the counts not yet added to the counters. */
@@ -262,6 +264,7 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
     health.setStatus('', status);
     for (const name of names) health.setStatus(name, status);
   };
+  let forced: (() => void) | undefined;
   return {
     server,
     port,
@@ -278,15 +281,18 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
         for (const call of healthWatches) failStream(call, SHUTTING_DOWN);
         healthWatches.clear();
         options.onShutdown?.();
-        const force = setTimeout(() => {
+        forced = () => {
+          clearTimeout(force);
           server.forceShutdown();
           resolve();
-        }, deadlineMs);
+        };
+        const force = setTimeout(forced, deadlineMs);
         server.tryShutdown(() => {
           clearTimeout(force);
           resolve();
         });
       }),
+    cancelAll: () => (forced ? forced() : server.forceShutdown()),
   };
 }
 

@@ -24,6 +24,25 @@ import { traceHttp, tracedLoggerOptions } from './http-tracing.js';
 /** Bodies of every route but those that set their own (the blog's posts: POST_BODY_LIMIT). */
 export const DEFAULT_BODY_LIMIT = 64 * 1024;
 
+/**
+ * The HTTP time-outs (the README's limits): Fastify leaves the request
+ * time-out off, so a body that trickles in a byte at a time held its
+ * request, and a stop, for as long as the client liked.
+ * - A whole request, headers and body, must arrive within the request
+ *   time-out (`serve --request-timeout`); past it Node answers 408 and
+ *   closes the connection.
+ * - A connection on which nothing arrives or leaves for a minute is closed
+ *   (Node's socket time-out), a keep-alive one after 72 s without a request.
+ */
+export const DEFAULT_REQUEST_TIMEOUT_MS = 30_000;
+export const CONNECTION_IDLE_MS = 60_000;
+export const KEEP_ALIVE_MS = 72_000;
+
+/** How often Node looks for requests past their time-out (its default, 30 s, would let a 1 s time-out run 31 s). */
+function timeoutCheckInterval(requestTimeoutMs: number): number {
+  return Math.max(50, Math.min(1_000, Math.floor(requestTimeoutMs / 4)));
+}
+
 /** Every method the APIs answer; a preflight from the allowed origin allows them all. */
 export const CORS_METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'];
 /** Every request header the APIs read beyond the CORS-safelisted ones. */
@@ -40,6 +59,8 @@ export interface ServerOptions {
   /** The one browser origin allowed, with credentials; none allows no cross-origin call. */
   corsOrigin?: string | undefined;
   bodyLimit?: number;
+  /** How long a whole request (headers and body) may take to arrive (default DEFAULT_REQUEST_TIMEOUT_MS). */
+  requestTimeoutMs?: number | undefined;
   relay: RelayOptions;
   /** Served at GET /metrics (Prometheus text or OpenMetrics), with every HTTP request counted. */
   metrics?: Metrics | undefined;
@@ -84,11 +105,18 @@ function logRequest(request: FastifyRequest): Record<string, unknown> {
 }
 
 export async function buildServer(options: ServerOptions): Promise<FastifyInstance> {
+  const requestTimeout = options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
   const app = Fastify({
     logger: options.logger
       ? { level: options.logger.level, stream: options.logger.stream, redact: { paths: REDACTED_LOG_PATHS, censor: '[redacted]' }, serializers: { req: logRequest } }
       : false,
     bodyLimit: options.bodyLimit ?? DEFAULT_BODY_LIMIT,
+    requestTimeout,
+    connectionTimeout: CONNECTION_IDLE_MS,
+    keepAliveTimeout: KEEP_ALIVE_MS,
+    // Node checks the header time-out within the request time-out (past it, set afterwards as Fastify does, a body
+    // that trickled was never timed out): both given to Node's constructor, the header one no longer than the other.
+    http: { requestTimeout, headersTimeout: Math.min(requestTimeout, 60_000), connectionsCheckingInterval: timeoutCheckInterval(requestTimeout) },
     // Behind a proxy, the client's address comes from X-Forwarded-For only when the operator says so.
     trustProxy: false,
     // Idle keep-alive sockets close on shutdown; requests in flight finish first.

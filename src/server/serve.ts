@@ -79,8 +79,10 @@ export interface ServeOptions {
    * (default DEFAULT_REQUEST_RATES); false: none. Counted in this instance's memory.
    */
   requestRates?: RequestRateLimits | false | undefined;
-  /** How long a graceful shutdown waits for running calls. */
+  /** How long a graceful shutdown waits for running calls (gRPC and HTTP: then their connections are closed). */
   shutdownDeadlineMs?: number;
+  /** How long a whole HTTP request, headers and body, may take to arrive (server/app.ts's default when absent). */
+  requestTimeoutMs?: number | undefined;
   /** Publish the blog API's docs pages and OpenAPI descriptions (default true). */
   docs?: boolean;
   /** Where `post.created` goes, signed with the secret. Pending deliveries to URLs not listed here are held (see `miniapp webhooks`). */
@@ -156,6 +158,12 @@ export interface RunningServe {
    * instance; then the rest closes.
    */
   close(): Promise<void>;
+  /**
+   * Cuts a `close` short (an operator's second signal): every HTTP
+   * connection and gRPC call is ended now instead of at the deadline; the
+   * rest closes as usual.
+   */
+  hurry(): void;
 }
 
 /** Runs `stop` the first time it is called; later calls share that run (a step of `close` that the cleanups repeat). */
@@ -439,8 +447,20 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
       telemetry,
       requestRates,
       draining: () => readiness.draining,
+      requestTimeoutMs: options.requestTimeoutMs,
     });
-    const stopHttp = once(() => app.close());
+    // Fastify's close waits for every request in flight, and a client that never finishes its body (or never reads
+    // the answer) held it, and the process, for as long as it liked. At the deadline, or at `hurry`, every connection
+    // is closed; the close then ends at once.
+    const closeHttpConnections = () => app.server.closeAllConnections();
+    const stopHttp = once(async () => {
+      const deadline = setTimeout(closeHttpConnections, options.shutdownDeadlineMs ?? DEFAULT_SHUTDOWN_DEADLINE_MS);
+      try {
+        await app.close();
+      } finally {
+        clearTimeout(deadline);
+      }
+    });
     cleanups.push(stopHttp);
     appLog = app.log;
     for (const warning of warnings) appLog.warn({ component: 'store' }, warning);
@@ -483,6 +503,10 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
         const stopped = await Promise.allSettled([stopHttp(), stopGrpc?.(), stopWebhooks?.()]);
         await closeAll();
         for (const result of stopped) if (result.status === 'rejected') throw result.reason;
+      },
+      hurry: () => {
+        closeHttpConnections();
+        grpcServer?.cancelAll();
       },
     };
   } catch (error) {

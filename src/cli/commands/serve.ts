@@ -44,6 +44,7 @@ interface ServeFlags {
   publicUrl?: string;
   metricsPrefix: string;
   drain: string;
+  requestTimeout: string;
 }
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
@@ -93,6 +94,7 @@ export function registerServe(program: Command, bind: Bind): void {
       'on SIGTERM, how long to keep answering while not ready before stopping (0 to 10m; 0 stops at once); keep it above your load balancer\'s health-check interval times its failure threshold',
       `${DEFAULT_DRAIN_MS / 1000}s`,
     )
+    .option('--request-timeout <duration>', 'how long a whole HTTP request, headers and body, may take to arrive (1s to 10m); past it the answer is 408 and the connection is closed', '30s')
     .option('--metrics-prefix <prefix>', 'name prefix of every /metrics series; "" for the bare names of the spec and go-grpc-prometheus', DEFAULT_METRICS_PREFIX)
     .addOption(
       new Option('--password-hash-cost <log2N>', 'scrypt cost of new password hashes, as log2 of N (10 to 20)').default('14'),
@@ -159,6 +161,13 @@ function formatDrain(ms: number): string {
 }
 
 /** `--drain`: a duration such as 5s or 500ms, or 0; at most 10 minutes. */
+/** `--request-timeout`: a duration from 1 s to 10 minutes. */
+function parseRequestTimeout(text: string): number {
+  const ms = parseDuration(text, '--request-timeout');
+  if (!(ms >= 1_000 && ms <= 10 * 60_000)) throw new UsageError(`--request-timeout must be from 1s to 10m; got "${text}"`);
+  return ms;
+}
+
 function parseDrain(text: string): number {
   const ms = text.trim() === '0' ? 0 : parseDuration(text, '--drain');
   if (ms > MAX_DRAIN_MS) throw new UsageError(`--drain must be from 0 to 10m; got "${text}"`);
@@ -222,6 +231,7 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
   }
   const publicUrl = flags.publicUrl === undefined ? undefined : checkPublicUrl(flags.publicUrl);
   const drainMs = parseDrain(flags.drain);
+  const requestTimeoutMs = parseRequestTimeout(flags.requestTimeout);
   const [{ startServe }, { dataDir }, { readPem }, { settingSpec }, { quietGrpcLogs }] = await Promise.all([
     import('../../server/serve.js'),
     import('../../config/paths.js'),
@@ -285,6 +295,7 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
       now: cc.now,
       grpc: flags.grpc ? { host: flags.grpcHost, port: grpcPort, tls: grpcTls } : false,
       hashCost,
+      requestTimeoutMs,
       loginLimits,
       requestRates,
       docs: flags.docs,
@@ -409,8 +420,15 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
   // SIGTERM is a process manager or an orchestrator (rolling restarts): drain. Ctrl-C is a person who wants it to stop
   // now, and a closed stdout has nobody to drain for: no wait (still finishing what is in flight).
   const wait = signal === 'SIGTERM' ? drainMs : 0;
-  // A second signal during the wait skips the rest of it (listened for at once: unheard, it would kill the process).
-  const skip = wait > 0 ? cc.waitForShutdown() : undefined;
+  // A second signal skips the rest of the drain's wait and ends every connection and call at once (listened for at
+  // once: unheard, it would kill the process). It was heard only during the wait, and only cut that short: the close
+  // after it still waited for every request in flight, such as a body that never finished.
+  const second = cc.waitForShutdown();
+  const skip = wait > 0 ? second : undefined;
+  void second.then(() => {
+    if (wait === 0) cc.out.info('second signal: stopping at once');
+    running.hurry();
+  });
   const { drainAndClose } = await import('../../server/drain.js');
   await drainAndClose(running, {
     drainMs: wait,
@@ -419,7 +437,7 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
       if (step.step === 'draining') {
         cc.out.info(`${signal}: draining for ${formatDrain(step.ms)}: not ready (/health/ready 503, gRPC NOT_SERVING), still answering; a second signal stops at once`);
       } else if (step.step === 'drain-skipped') {
-        cc.out.info('second signal: drain cut short');
+        cc.out.info('second signal: drain cut short, stopping at once');
       } else if (step.step === 'stopping') {
         cc.out.info(wait > 0 ? 'drained: no new calls; finishing calls in flight, then stopping' : `${signal}: finishing requests in flight, then stopping`);
       } else {
