@@ -458,11 +458,12 @@ export class UserServiceImpl {
     call.on('data', (request: SyncRequest) => {
       // A client that sends without reading its answers is not read further until it does.
       if (++pending >= SYNC_READ_AHEAD) call.pause();
-      // Each message counts against the request rate; past it the stream is not read further until it may go.
-      const paced = pace(this.options.rates, call);
       // Answered strictly in order, whatever each one costs.
       queue = queue.then(async () => {
-        await paced;
+        if (ended) return;
+        // Each message counts against the request rate; past it the message waits for the bucket, and the
+        // messages behind it, read ahead up to SYNC_READ_AHEAD, wait with it.
+        await pace(this.options.rates, call);
         if (ended) return;
         const given = request.client_ref ?? '';
         // A reference over its bound is not echoed back: the answer would carry what was refused.

@@ -712,6 +712,12 @@ export interface FuzzRun extends FuzzOptions {
   operations: Operation[];
   seed: number;
   runsPerOperation: number;
+  /**
+   * Operations that use up the token they are sent with (a revocation), by operationId: each of their requests that
+   * carries the named token carries a fresh one instead, made by `mint`, so the token the rest of the run uses
+   * stays valid, and each such request can reach the success path. A reproduction names it `${name}` as well.
+   */
+  consumesToken?: { operationIds: string[]; name: string; mint: () => Promise<string> };
 }
 
 /**
@@ -724,13 +730,25 @@ export async function fuzz(run: FuzzRun): Promise<ViolationLog> {
   for (const operation of run.operations) {
     const seed = seedFor(operation, run.seed);
     const culprits: Culprits = new Map();
+    const consumes = run.consumesToken?.operationIds.includes(operation.operationId ?? '') ? run.consumesToken : undefined;
+    const send = async (request: FuzzRequest) => exchange(log, operation, consumes ? await withFreshToken(request, run.tokens, consumes, log) : request, culprits);
     for (const shape of fc.sample(requestArbitrary(operation, run), { seed, numRuns: run.runsPerOperation })) {
-      for (const auth of AUTH_KINDS) await exchange(log, operation, withAuth(shape, auth), culprits);
+      for (const auth of AUTH_KINDS) await send(withAuth(shape, auth));
     }
-    for (const sent of edgeRequests(operation, run, seed)) await exchange(log, operation, sent, culprits);
+    for (const sent of edgeRequests(operation, run, seed)) await send(sent);
   }
   log.checkReachedSuccess(run.operations);
   return log;
+}
+
+/** The request with the named token in its Authorization header replaced by a fresh one (the log knows its name). */
+async function withFreshToken(request: FuzzRequest, tokens: Record<string, string>, consumes: NonNullable<FuzzRun['consumesToken']>, log: ViolationLog): Promise<FuzzRequest> {
+  const used = tokens[consumes.name];
+  const header = request.headers.authorization;
+  if (!used || header === undefined || !header.includes(used)) return request;
+  const fresh = await consumes.mint();
+  log.alias(consumes.name, fresh);
+  return { ...request, headers: { ...request.headers, authorization: header.replaceAll(used, fresh) } };
 }
 
 /** Per status, the sets of input names that have been enough for it: tried first, before a full cut-down. */
@@ -829,6 +847,17 @@ export class ViolationLog {
     private readonly bodyDir = join(tmpdir(), 'miniapp-openapi-fuzz'),
   ) {}
 
+  /** Tokens made during the run, each shown in reproductions by the name of the one it stands in for. */
+  private readonly aliases: [string, string][] = [];
+
+  alias(name: string, value: string): void {
+    this.aliases.push([name, value]);
+  }
+
+  private named(): [string, string][] {
+    return [...Object.entries(this.tokens), ...this.aliases];
+  }
+
   record(operation: Operation, request: FuzzRequest, answer: Answer, problems: string[]): void {
     this.requests++;
     const seen = this.statuses.get(operation.label) ?? new Map<number, number>();
@@ -869,13 +898,13 @@ export class ViolationLog {
 
   private redact(text: string): string {
     let out = text;
-    for (const [name, value] of Object.entries(this.tokens)) out = out.replaceAll(value, `\${${name}}`);
+    for (const [name, value] of this.named()) out = out.replaceAll(value, `\${${name}}`);
     return out;
   }
 
   /** A header value for bash with each token as a variable: double quotes, everything else escaped. */
   private shellHeader(name: string, value: string): string {
-    const names = Object.entries(this.tokens).filter(([, token]) => value.includes(token));
+    const names = this.named().filter(([, token]) => value.includes(token));
     if (names.length === 0) return shellQuote(`${name}: ${value}`);
     let pieces = [`${name}: ${value}`.replace(/(["`\\$])/g, '\\$1')];
     for (const [variable, token] of names) pieces = pieces.flatMap((piece) => piece.split(token).join(`\u0000${variable}\u0000`).split('\u0000'));
