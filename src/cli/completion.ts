@@ -30,7 +30,7 @@ const FLAG_VALUES: Record<string, readonly string[]> = {
 
 /** Values of a flag that means one thing in one command and another elsewhere, by command path. */
 const COMMAND_FLAG_VALUES: Record<string, Record<string, readonly string[]>> = {
-  'miniapp orders list': { '--status': ['RESERVED', 'PAYMENT_PENDING', 'PAID', 'PAYMENT_FAILED', 'EXPIRED', 'CANCELLED'] },
+  'miniapp orders list': { '--status': ['RESERVED', 'PAYMENT_PENDING', 'PAID', 'PAYMENT_FAILED', 'EXPIRED', 'CANCELLED', 'REFUNDED', 'PARTIALLY_REFUNDED'] },
   'miniapp orders pay': { '--method': ['test_approve', 'test_decline_insufficient_funds', 'test_decline_card_declined', 'test_timeout'] },
 };
 

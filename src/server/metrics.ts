@@ -243,7 +243,7 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
   if (byStatus) {
     new Gauge({
       name: `${prefix}orders`,
-      help: 'Orders of the commerce services, a count by status (RESERVED, PAYMENT_PENDING, PAID, PAYMENT_FAILED, EXPIRED, CANCELLED), read at scrape time.',
+      help: 'Orders of the commerce services, a count by status (RESERVED, PAYMENT_PENDING, PAID, PAYMENT_FAILED, EXPIRED, CANCELLED, REFUNDED, PARTIALLY_REFUNDED), read at scrape time.',
       labelNames: ['status'],
       registers,
       async collect() {

@@ -339,8 +339,8 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
           telemetry,
         })
       : undefined;
-    // order.paid, order.cancelled and payment.refunded go out as post.created does: written in the transaction that
-    // makes them, the dispatcher woken once it commits.
+    // order.paid, order.refunded, order.cancelled and payment.refunded go out as post.created does: written in the
+    // transaction that makes them, the dispatcher woken once it commits.
     // `data` may be a function: it is then called only when there are URLs to send to.
     const publish = async (event: string, data: unknown, tx: Sql) => {
       if (!dispatcher || !webhooks || webhooks.urls.length === 0) return;

@@ -166,3 +166,53 @@ export function webhookDueByUrl(backend: 'sqlite' | 'postgres') {
     `,
   };
 }
+
+/**
+ * Refunded orders (SQLite 16, PostgreSQL 13): an order's state may be REFUNDED (its payment refunded in full, in one
+ * refund or several) or PARTIALLY_REFUNDED (some of it), as Shopify's financial status has them, beside the states
+ * of migration 8 / 4. Only the CHECK changes. PostgreSQL swaps the constraint; SQLite cannot alter one, so the table
+ * is made again (SQLite's "other kinds of table schema changes"): the rows are set aside, the table dropped and made
+ * with the new CHECK and its indexes, and the rows put back. Foreign keys stay on: the order_items rows that the drop
+ * leaves pointing nowhere are counted as deferred violations, which the rows put back resolve before the commit.
+ */
+export function refundedOrders(backend: 'sqlite' | 'postgres') {
+  const states = "'RESERVED', 'PAYMENT_PENDING', 'PAID', 'PAYMENT_FAILED', 'EXPIRED', 'CANCELLED', 'REFUNDED', 'PARTIALLY_REFUNDED'";
+  const description = 'orders may be REFUNDED (their payment refunded in full) or PARTIALLY_REFUNDED';
+  if (backend === 'postgres') {
+    return {
+      description,
+      sql: `
+      ALTER TABLE orders DROP CONSTRAINT orders_state_check;
+      ALTER TABLE orders ADD CONSTRAINT orders_state_check CHECK (state IN (${states}));
+    `,
+    };
+  }
+  return {
+    description,
+    sql: `
+      PRAGMA defer_foreign_keys = ON;
+      CREATE TABLE orders_set_aside AS SELECT * FROM orders;
+      DROP TABLE orders;
+      CREATE TABLE orders (
+        id TEXT PRIMARY KEY,
+        user_id BIGINT,
+        state TEXT NOT NULL CHECK (state IN (${states})),
+        currency TEXT NOT NULL,
+        total_amount BIGINT NOT NULL,
+        reservation_id TEXT NOT NULL REFERENCES reservations (id),
+        payment_id TEXT,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL,
+        paid_at TEXT,
+        cancelled_at TEXT,
+        cancel_reason TEXT
+      );
+      INSERT INTO orders (id, user_id, state, currency, total_amount, reservation_id, payment_id, created_at, updated_at, paid_at, cancelled_at, cancel_reason)
+        SELECT id, user_id, state, currency, total_amount, reservation_id, payment_id, created_at, updated_at, paid_at, cancelled_at, cancel_reason FROM orders_set_aside;
+      DROP TABLE orders_set_aside;
+      CREATE INDEX orders_user ON orders (user_id, created_at);
+      CREATE INDEX orders_created ON orders (created_at, id);
+      CREATE INDEX orders_reservation ON orders (reservation_id);
+    `,
+  };
+}

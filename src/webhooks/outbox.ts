@@ -2,7 +2,7 @@
  * The outbox of webhook deliveries, in serve's store (SQLite or PostgreSQL,
  * one implementation over src/store/sql.ts), with the delivery log and what
  * operators do to it (list, cancel, resend). The blog (post.created) and
- * commerce (order.paid, order.cancelled, payment.refunded) enqueue into it;
+ * commerce (order.paid, order.refunded, order.cancelled, payment.refunded) enqueue into it;
  * the dispatcher (dispatcher.ts) drains it.
  *
  * Delivery is at-least-once. A payload is serialised once, when it is

@@ -100,7 +100,7 @@ describe('completion of arguments, command-specific flags and --flag=value (issu
     // The value of a setting is free text: nothing but what bash offers by default (files), and no setting names.
     expect(value).not.toContain('base-url');
     expect(shells).toEqual(['bash', 'zsh', 'fish']);
-    expect(status).toEqual(['PAYMENT_PENDING', 'PAID', 'PAYMENT_FAILED']);
+    expect(status).toEqual(['PAYMENT_PENDING', 'PAID', 'PAYMENT_FAILED', 'PARTIALLY_REFUNDED']);
     expect(method).toEqual(['test_decline_insufficient_funds', 'test_decline_card_declined']);
     expect(breakdown).toEqual(['country', 'city', 'age', 'gender', 'age,gender']);
     expect(afterEquals).toEqual(['table', 'csv', 'json', 'html']);

@@ -261,10 +261,13 @@ describe.each(BACKENDS)('commerce on %s', (backend) => {
     expect(samples).toEqual({
       'miniapp_orders{status=RESERVED}': 0,
       'miniapp_orders{status=PAYMENT_PENDING}': 1,
-      'miniapp_orders{status=PAID}': 1,
+      // The paid order was refunded in part.
+      'miniapp_orders{status=PAID}': 0,
       'miniapp_orders{status=PAYMENT_FAILED}': 1,
       'miniapp_orders{status=EXPIRED}': 1,
       'miniapp_orders{status=CANCELLED}': 0,
+      'miniapp_orders{status=REFUNDED}': 0,
+      'miniapp_orders{status=PARTIALLY_REFUNDED}': 1,
       'miniapp_payments_total{outcome=approved,currency=KRW}': 1,
       'miniapp_payments_total{outcome=declined,currency=KRW}': 1,
       'miniapp_payments_total{outcome=unknown,currency=KRW}': 1,

@@ -216,20 +216,26 @@ describe.each(BACKENDS)('miniapp inventory | orders | payments against serve on 
     }
   });
 
-  it('a full refund leaves the order PAID, and orders get says it was refunded in full; cancelling it then restocks', async () => {
+  it('refunds make the order PARTIALLY_REFUNDED, then REFUNDED, as payments refund and orders get|list say; cancelling it then restocks', async () => {
     await json(['inventory', 'set', 'BOWL', '--quantity', '4', '--price', '8000']);
     const order = await json(['orders', 'create', '--item', 'BOWL:2']);
     const payment = await json(['orders', 'pay', order.id]);
+    const part = await sb.run(['payments', 'refund', payment.id, '--amount', '6000', '--reason', 'one chipped']);
+    expect(part.code, part.stderr).toBe(0);
+    expect(part.stderr).toContain(`refunded 6,000 KRW: payment ${payment.id} PARTIAL_CANCELED, balance 10,000 KRW; order ${order.id} PARTIALLY_REFUNDED`);
+    expect((await json(['orders', 'list', '--status', 'partially_refunded'])).map((o: { id: string }) => o.id)).toEqual([order.id]);
     const refund = await sb.run(['payments', 'refund', payment.id, '--reason', 'never arrived']);
     expect(refund.code, refund.stderr).toBe(0);
     expect(refund.stdout).toMatch(/^status\tCANCELED$/m);
+    expect(refund.stderr).toContain(`refunded 10,000 KRW: payment ${payment.id} CANCELED, balance 0 KRW; order ${order.id} REFUNDED`);
     const shown = await sb.run(['orders', 'get', order.id]);
     expect(shown.code, shown.stderr).toBe(0);
-    expect(shown.stdout).toMatch(/^status\tPAID$/m);
+    expect(shown.stdout).toMatch(/^status\tREFUNDED$/m);
     expect(shown.stdout).toMatch(/^payment_status\tCANCELED$/m);
     expect(shown.stdout).toMatch(/^refunded\t16,000 KRW \(in full\)$/m);
-    expect(shown.stderr).toContain(`refunded in full (payment CANCELED); the order stays PAID until \`miniapp orders cancel ${order.id}\` puts its units back on hand`);
-    expect(await json(['orders', 'get', order.id])).toMatchObject({ status: 'PAID', payment: { status: 'CANCELED', amount: 16000, balance: 0, refunded: 16000 } });
+    expect(shown.stderr).toContain(`refunded in full (payment CANCELED); its units stay sold until \`miniapp orders cancel ${order.id}\` puts them back on hand`);
+    expect(await json(['orders', 'get', order.id])).toMatchObject({ status: 'REFUNDED', payment: { status: 'CANCELED', amount: 16000, balance: 0, refunded: 16000 } });
+    expect((await json(['orders', 'list', '--status', 'refunded'])).map((o: { id: string }) => o.id)).toEqual([order.id]);
     expect(await json(['inventory', 'stock', 'BOWL'])).toEqual([expect.objectContaining({ on_hand: 2, reserved: 0 })]);
     expect(await json(['orders', 'cancel', order.id, '--reason', 'returned'])).toMatchObject({ status: 'CANCELLED' });
     expect(await json(['inventory', 'stock', 'BOWL'])).toEqual([expect.objectContaining({ on_hand: 4, reserved: 0 })]);

@@ -1,5 +1,5 @@
 /**
- * order.paid, order.cancelled and payment.refunded as signed webhooks, on
+ * order.paid, order.refunded, order.cancelled and payment.refunded as signed webhooks, on
  * both backends: serve's own outbox and dispatcher, a real receiver on
  * 127.0.0.1 that checks every signature as post.created's receivers do.
  */
@@ -46,7 +46,7 @@ describe.each(BACKENDS)('commerce webhooks on %s', (backend) => {
     });
   }
 
-  it('paying, refunding and cancelling send order.paid, payment.refunded and order.cancelled, signed', async () => {
+  it('paying, refunding and cancelling send order.paid, payment.refunded, order.refunded and order.cancelled, signed', async () => {
     await c.call('inventory', 'SetStock', { sku: 'LAMP', quantity: 3, price: 30000, has_price: true });
     const order = await c.call('order', 'CreateOrder', { items: [{ sku: 'LAMP', quantity: 1 }], idempotency_key: 'o1' });
     const { payment } = await c.call('order', 'ProcessPayment', { order_id: order.id, idempotency_key: 'p1' });
@@ -57,17 +57,19 @@ describe.each(BACKENDS)('commerce webhooks on %s', (backend) => {
     await c.call('order', 'ProcessPayment', { order_id: declined.id, method: 'test_decline_card_declined', idempotency_key: 'p2' });
     await c.call('payment', 'RefundPayment', { payment_id: payment.id, amount: 10000, reason: 'scratched', idempotency_key: 'r1' });
 
-    const got = await events(4);
-    expect(got.map((e) => e.event)).toEqual(['order.paid', 'payment.refunded', 'payment.refunded', 'order.cancelled']);
+    // The cancel refunds the rest: the order is REFUNDED (order.refunded) before it is CANCELLED.
+    const got = await events(5);
+    expect(got.map((e) => e.event)).toEqual(['order.paid', 'payment.refunded', 'payment.refunded', 'order.refunded', 'order.cancelled']);
     expect(got.every((e) => e.valid)).toBe(true);
-    expect(got.map((e) => e.headers['x-webhook-event'])).toEqual(['order.paid', 'payment.refunded', 'payment.refunded', 'order.cancelled']);
+    expect(got.map((e) => e.headers['x-webhook-event'])).toEqual(['order.paid', 'payment.refunded', 'payment.refunded', 'order.refunded', 'order.cancelled']);
     expect(got[0]!.data).toMatchObject({ id: order.id, status: 'PAID', totalAmount: 30000, currency: 'KRW' });
     expect(got[1]!.data).toMatchObject({ payment: { id: payment.id, status: 'PARTIAL_CANCELED', balance: 20000 }, refund: { amount: 10000, reason: 'scratched' } });
     expect(got[2]!.data).toMatchObject({ payment: { status: 'CANCELED', balance: 0 }, refund: { amount: 20000, reason: 'order cancelled: returned' } });
-    expect(got[3]!.data).toMatchObject({ id: order.id, status: 'CANCELLED', cancelReason: 'returned' });
-    expect(new Set(got.map((e) => e.headers['x-webhook-delivery'])).size).toBe(4);
+    expect(got[3]!.data).toMatchObject({ id: order.id, status: 'REFUNDED' });
+    expect(got[4]!.data).toMatchObject({ id: order.id, status: 'CANCELLED', cancelReason: 'returned' });
+    expect(new Set(got.map((e) => e.headers['x-webhook-delivery'])).size).toBe(5);
     // Nothing else was enqueued, so nothing else will arrive.
-    expect(Number((await running.commerce.sql.one<{ n: number }>('SELECT COUNT(*) AS n FROM webhook_deliveries'))!.n)).toBe(4);
-    expect(received).toHaveLength(4);
+    expect(Number((await running.commerce.sql.one<{ n: number }>('SELECT COUNT(*) AS n FROM webhook_deliveries'))!.n)).toBe(5);
+    expect(received).toHaveLength(5);
   });
 });

@@ -12,7 +12,7 @@ import { withConnection, type ConnectionFlags } from '../connect/grpc-connection
 import { parseId, parseInteger } from '../flags.js';
 import { checkIdArgument, checkSkuArgument, COMMERCE_HELP, idempotencyKeyOf, money, ORDER_COLUMNS, orderJson, printOrder, printPayment, withCommerce } from '../views/commerce-view.js';
 
-const STATUSES = ['RESERVED', 'PAYMENT_PENDING', 'PAID', 'PAYMENT_FAILED', 'EXPIRED', 'CANCELLED'];
+const STATUSES = ['RESERVED', 'PAYMENT_PENDING', 'PAID', 'PAYMENT_FAILED', 'EXPIRED', 'CANCELLED', 'REFUNDED', 'PARTIALLY_REFUNDED'];
 
 const collect = (value: string, all: string[]) => [...all, value];
 
@@ -21,7 +21,8 @@ export function registerOrders(program: Command, bind: Bind): void {
     .command('orders')
     .description(
       'Orders of the commerce services (order.v1.OrderService of `miniapp serve`): an order is priced from the catalogue and its items reserved ' +
-        '(RESERVED, 15 minutes), then paid (PAID) or declined (PAYMENT_FAILED), or it expires (EXPIRED) or is cancelled (CANCELLED, refunded when paid).',
+        '(RESERVED, 15 minutes), then paid (PAID) or declined (PAYMENT_FAILED), or it expires (EXPIRED) or is cancelled (CANCELLED, refunded when paid); a paid order refunded by the admin ' +
+        '(`miniapp payments refund`) is PARTIALLY_REFUNDED, then REFUNDED once all of it is.',
     )
     .addHelpText('after', COMMERCE_HELP);
 
@@ -64,7 +65,7 @@ export function registerOrders(program: Command, bind: Bind): void {
   withConnection(
     orders
       .command('cancel')
-      .description('cancel a RESERVED order (units released) or a PAID one (refunded in full, units back in stock)')
+      .description('cancel a RESERVED order (units released) or a PAID, PARTIALLY_REFUNDED or REFUNDED one (what is left refunded, units back in stock)')
       .argument('<order-id>', 'the order ("ord_...")')
       .option('--reason <text>', 'why'),
   ).action(bind(runCancel));
@@ -103,15 +104,15 @@ async function runCreate(cc: CommandContext, command: Command): Promise<void> {
 
 async function runGet(cc: CommandContext, command: Command): Promise<void> {
   const id = checkIdArgument(command.processedArgs[0] as string, 'ord');
-  // A refund moves money, not the order: a PAID order refunded in full stays PAID until cancelled (which restocks), so
-  // its payment's state is shown beside it.
+  // A refund moves money, not stock: a REFUNDED order keeps its units sold until cancelled (which restocks), so its
+  // payment's state is shown beside it.
   const { order, payment } = await withCommerce(cc, command.opts<ConnectionFlags>(), async (client) => {
     const order = await client.getOrder(id);
     return { order, payment: order.payment_id ? await client.getPayment(order.payment_id) : undefined };
   });
   printOrder(cc.out, order, undefined, payment);
-  if (!cc.out.json && order.status === 'PAID' && payment && Number(payment.balance) === 0) {
-    cc.out.info(`refunded in full (payment ${payment.status}); the order stays PAID until \`miniapp orders cancel ${id}\` puts its units back on hand`);
+  if (!cc.out.json && order.status === 'REFUNDED') {
+    cc.out.info(`refunded in full (payment ${payment?.status ?? 'CANCELED'}); its units stay sold until \`miniapp orders cancel ${id}\` puts them back on hand`);
   }
 }
 

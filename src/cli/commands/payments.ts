@@ -25,7 +25,7 @@ export function registerPayments(program: Command, bind: Bind): void {
   withConnection(
     payments
       .command('refund')
-      .description('refund all of a payment\'s balance, or --amount of it, with a reason')
+      .description('refund all of a payment\'s balance, or --amount of it, with a reason (the admin token only); its order becomes PARTIALLY_REFUNDED, or REFUNDED once all of it is')
       .argument('<payment-id>', 'the payment ("pay_...")')
       .option('--amount <n>', 'minor units of the currency (KRW has none); default: the whole balance')
       .requiredOption('--reason <text>', 'why')
@@ -46,7 +46,18 @@ async function runRefund(cc: CommandContext, command: Command): Promise<void> {
   const amount = flags.amount === undefined ? 0 : parseInteger(flags.amount, '--amount', 1, 1_000_000_000_000);
   if (!flags.reason.trim()) throw new UsageError('--reason must not be empty');
   const key = idempotencyKeyOf(cc, flags.idempotencyKey);
-  const answer = await withCommerce(cc, flags, (client) => client.refundPayment({ payment_id: id, amount, reason: flags.reason, idempotency_key: key }));
+  const { answer, order } = await withCommerce(cc, flags, async (client) => {
+    const answer = await client.refundPayment({ payment_id: id, amount, reason: flags.reason, idempotency_key: key });
+    // The order's state after the refund (PARTIALLY_REFUNDED, REFUNDED), said beside the payment's; not asked under --json.
+    const order = !cc.out.json && answer.payment.order_id ? await client.getOrder(answer.payment.order_id) : undefined;
+    return { answer, order };
+  });
   printPayment(cc.out, answer.payment);
-  if (!cc.out.json) cc.out.success(`refunded ${money(answer.refund.amount, answer.payment.currency)}: payment ${id} ${answer.payment.status}, balance ${money(answer.payment.balance, answer.payment.currency)}`);
+  if (cc.out.json) return;
+  const { payment, refund } = answer;
+  const pending = refund.status === 'PENDING' ? ' (the provider has not confirmed it yet)' : '';
+  cc.out.success(
+    `refunded ${money(refund.amount, payment.currency)}${pending}: payment ${id} ${payment.status}, balance ${money(payment.balance, payment.currency)}` +
+      (order ? `; order ${order.id} ${order.status}` : ''),
+  );
 }

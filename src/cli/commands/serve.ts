@@ -87,7 +87,7 @@ export function registerServe(program: Command, bind: Bind): void {
     .option('--no-grpc', 'do not start the gRPC services')
     .option('--save-profile', 'store this serve\'s gRPC address and admin token (and TLS) in the profile even when it has some already (default: only when it has none)')
     .option('--no-docs', 'do not publish the blog API\'s docs pages and OpenAPI descriptions')
-    .option('--webhook-url <url>', 'send post.created, order.paid, order.cancelled and payment.refunded to this URL (repeatable)', (value: string, all: string[]) => [...all, value], [] as string[])
+    .option('--webhook-url <url>', 'send post.created, order.paid, order.refunded, order.cancelled and payment.refunded to this URL (repeatable)', (value: string, all: string[]) => [...all, value], [] as string[])
     .option('--webhook-secret <secret>', 'HMAC-SHA256 key of X-Webhook-Signature (or MINIAPP_WEBHOOK_SECRET)')
     .option(
       '--drain <duration>',
@@ -364,7 +364,7 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
       `            GET|POST ${relay}/unlink-callback${flags.callbackAuth ? ' (Basic auth required)' : ''}`,
       `  blog      ${running.url}/api/v1, ${running.url}/api/v2, ${running.url}/api (latest: v2)`,
       ...(flags.docs ? [`  docs      ${running.url}/api/v2/docs   OpenAPI ${running.url}/api/v2/openapi.json (and per mount)`] : []),
-      ...(webhookUrls.length ? [`  webhooks  post.created, order.paid, order.cancelled, payment.refunded -> ${webhookUrls.map(redactUrl).join(', ')} (signed; \`miniapp webhooks list\`)`] : []),
+      ...(webhookUrls.length ? [`  webhooks  post.created, order.paid, order.refunded, order.cancelled, payment.refunded -> ${webhookUrls.map(redactUrl).join(', ')} (signed; \`miniapp webhooks list\`)`] : []),
       `  health    GET ${info.health}`,
       `  metrics   GET ${info.metrics}`,
       ...(running.grpc

@@ -23,7 +23,7 @@ const DATABASE_HELP = 'the PostgreSQL of `miniapp serve --database` (default: MI
 export function registerWebhooks(program: Command, bind: Bind): void {
   const webhooks = program
     .command('webhooks')
-    .description('The webhook deliveries of `miniapp serve` (post.created, order.paid, order.cancelled, payment.refunded): list, resend, cancel; and signature checks for receivers.');
+    .description('The webhook deliveries of `miniapp serve` (post.created, order.paid, order.refunded, order.cancelled, payment.refunded): list, resend, cancel; and signature checks for receivers.');
   webhooks
     .command('list')
     .summary('list webhook deliveries with their state, attempts and last result')

@@ -4,9 +4,16 @@
  * order.proto and the README):
  *
  *   RESERVED -> PAYMENT_PENDING -> PAID -> CANCELLED (refunded, units restocked)
+ *                                      -> PARTIALLY_REFUNDED (part of the payment refunded) -> REFUNDED
+ *                                      -> REFUNDED (all of it refunded, in one refund or several)
  *                               -> PAYMENT_FAILED (units released)
  *            -> EXPIRED (the reservation ran out; units released)
  *            -> CANCELLED (units released)
+ *
+ * PARTIALLY_REFUNDED and REFUNDED follow the payment's refunds (an admin's
+ * RefundPayment, or a cancel's) as the provider makes them; they move money,
+ * not stock. Either, like PAID, can still be cancelled (the rest refunded,
+ * units back on hand).
  *
  * Every move is a conditional UPDATE from the state it leaves, in the
  * transaction that moves the stock (or settles the payment), so two
@@ -48,6 +55,10 @@ export { ORDER_STATUSES, type OrderItemRecord, type OrderRecord, type OrderStatu
 
 export const ORDER_PAID = 'order.paid';
 export const ORDER_CANCELLED = 'order.cancelled';
+export const ORDER_REFUNDED = 'order.refunded';
+
+/** The states of a paid order: refunds move it among them; a cancel moves it on to CANCELLED. */
+const PAID_STATES = "('PAID', 'PARTIALLY_REFUNDED', 'REFUNDED')";
 
 interface OrderRow {
   id: string;
@@ -115,6 +126,7 @@ export class Orders {
       // An order.paid event is written in the settlement's transaction: with webhooks, the settlement is one.
       pieces: options.publish ? undefined : (s, settled) => this.#settledPieces(s, settled),
     });
+    options.payments.onRefund((tx, payment) => this.#refunded(tx, payment));
   }
 
   async #record(id: string, sql: Sql = this.#sql): Promise<OrderRecord | undefined> {
@@ -406,9 +418,28 @@ export class Orders {
   }
 
   /**
-   * Cancels a RESERVED order (units released) or a PAID one (refunded in
-   * full under a key of its own, so a retried cancel refunds once; units
-   * back on hand). A CANCELLED order is returned as it is.
+   * The order side of a refund the provider made (in its transaction): the
+   * order is REFUNDED once its payment is refunded in full (balance 0 and no
+   * refund still awaiting the provider), PARTIALLY_REFUNDED before, with
+   * order.refunded written as it becomes REFUNDED. An order that is not
+   * paid any more (cancelled meanwhile) stays as it is.
+   */
+  async #refunded(tx: Sql, payment: PaymentRecord): Promise<void> {
+    if (!payment.orderId) return;
+    const full = payment.balance === 0 && payment.refunds.every((refund) => refund.status === 'DONE');
+    const state = full ? 'REFUNDED' : 'PARTIALLY_REFUNDED';
+    const moved = await tx.run(
+      "UPDATE orders SET state = $2, updated_at = $3 WHERE id = $1 AND state IN ('PAID', 'PARTIALLY_REFUNDED') AND payment_id = $4",
+      [payment.orderId, state, this.#now().toISOString(), payment.id],
+    );
+    if (moved === 1 && full) await this.options.publish?.(ORDER_REFUNDED, async () => this.#record(payment.orderId!, tx), tx);
+  }
+
+  /**
+   * Cancels a RESERVED order (units released) or a paid one (PAID,
+   * PARTIALLY_REFUNDED or REFUNDED: what is left refunded in full under a
+   * key of its own, so a retried cancel refunds once; units back on hand).
+   * A CANCELLED order is returned as it is.
    */
   async cancel(caller: Caller, id: string, reasonText: string | undefined): Promise<OrderRecord> {
     const reason = checkText('reason', reasonText) || 'cancelled';
@@ -418,21 +449,23 @@ export class Orders {
       order = await this.get(caller, id);
     }
     if (order.status === 'CANCELLED') return order;
-    if (order.status === 'PAID' && order.paymentId) {
+    const paid = order.status === 'PAID' || order.status === 'PARTIALLY_REFUNDED' || order.status === 'REFUNDED';
+    if (paid && order.paymentId) {
       const payment = await this.options.payments.record(order.paymentId);
       if (payment && payment.balance > 0) {
         await this.options.payments.refund({ isAdmin: true, userId: null }, { paymentId: payment.id, amount: 0, reason: `order cancelled: ${reason}`, key: `order-cancel:${order.id}` }, 'system');
       }
     } else if (order.status !== 'RESERVED') {
-      throw precondition(`order ${order.id} is ${order.status}: only a RESERVED or PAID order can be cancelled`);
+      throw precondition(`order ${order.id} is ${order.status}: only a RESERVED, PAID, PARTIALLY_REFUNDED or REFUNDED order can be cancelled`);
     }
-    const from = order.status;
     const moved = await this.#sql.transaction(async (tx) => {
       const at = this.#now().toISOString();
-      const changed = await tx.run("UPDATE orders SET state = 'CANCELLED', cancelled_at = $3, cancel_reason = $4, updated_at = $3 WHERE id = $1 AND state = $2", [order.id, from, at, reason]);
+      // From where it stood, or for a paid order from any paid state: the cancel's own refund has just moved it among them.
+      const from = paid ? `state IN ${PAID_STATES}` : "state = 'RESERVED'";
+      const changed = await tx.run(`UPDATE orders SET state = 'CANCELLED', cancelled_at = $2, cancel_reason = $3, updated_at = $2 WHERE id = $1 AND ${from}`, [order.id, at, reason]);
       if (changed === 0) return false;
       await this.options.publish?.(ORDER_CANCELLED, async () => this.#record(order.id, tx), tx);
-      if (from === 'RESERVED') await this.options.inventory.release(tx, order.reservationId);
+      if (!paid) await this.options.inventory.release(tx, order.reservationId);
       else await this.options.inventory.restock(tx, order.items, `order ${order.id} cancelled`, actorOf(caller));
       return true;
     });

@@ -110,6 +110,13 @@ export interface SettleHook {
   pieces?: ((s: Statement, settled: string) => string[]) | undefined;
 }
 
+/** The order's side of a refund the provider made: in the transaction that marks it DONE, with the payment as it now stands. */
+export type RefundHook = (tx: Sql, payment: PaymentRecord) => Promise<void>;
+
+/** Why a user token may not refund (Stripe's rule: a refund is the merchant's act). */
+export const REFUND_NEEDS_ADMIN =
+  "refunds need the admin token: a refund is the merchant's act, not the buyer's (ask the shop to refund)";
+
 export interface PaymentRow {
   id: string;
   order_id: string | null;
@@ -163,6 +170,7 @@ export class Payments {
   readonly #now: () => Date;
   readonly #keys: IdempotencyKeys;
   #onSettle: SettleHook = { inTransaction: async () => undefined, pieces: () => [] };
+  #onRefund: RefundHook = async () => undefined;
 
 
   constructor(private readonly options: PaymentsOptions) {
@@ -178,6 +186,11 @@ export class Payments {
   /** The order side of a settlement (orders.ts binds it). */
   onSettle(hook: SettleHook): void {
     this.#onSettle = hook;
+  }
+
+  /** The order side of a refund (orders.ts binds it). */
+  onRefund(hook: RefundHook): void {
+    this.#onRefund = hook;
   }
 
   /** The method a request names, or the provider's default; INVALID_ARGUMENT for one the provider does not take. */
@@ -353,10 +366,13 @@ export class Payments {
   /**
    * Refunds all of the balance (amount 0) or part of it, once per key. The
    * amount leaves the balance with a PENDING refund before the provider is
-   * asked; the payment becomes PARTIAL_CANCELED, or CANCELED at balance 0.
-   * `owner` overrides the key's owner (the order's cancel refunds as "system").
+   * asked; the payment becomes PARTIAL_CANCELED, or CANCELED at balance 0,
+   * and its order PARTIALLY_REFUNDED or REFUNDED. The admin token only (a
+   * user token is PERMISSION_DENIED before anything is read). `owner`
+   * overrides the key's owner (the order's cancel refunds as "system").
    */
   async refund(caller: Caller, request: { paymentId: string; amount: string | number; reason: string; key: string }, owner = actorOf(caller)): Promise<RefundOutcome> {
+    if (!caller.isAdmin) throw new CommerceError('PERMISSION_DENIED', REFUND_NEEDS_ADMIN);
     const key = checkKey(request.key);
     const reason = checkText('reason', request.reason, { required: true });
     const asked = integer('amount', request.amount, 0, MAX_AMOUNT);
@@ -412,6 +428,7 @@ export class Payments {
         await tx.run("UPDATE payments SET status = CASE WHEN balance = 0 THEN 'CANCELED' ELSE 'PARTIAL_CANCELED' END, updated_at = $2 WHERE id = $1", [payment.id, at]);
         const outcome = await this.#refundRecord(refundId, tx);
         await this.options.publish?.(PAYMENT_REFUNDED, async () => outcome, tx);
+        await this.#onRefund(tx, outcome.payment);
         await this.#keys.complete(tx, 'payment.refund', refundId, outcome);
         return outcome;
       }
