@@ -91,6 +91,17 @@ describe.each(BACKENDS)('RefundPayment on %s', (backend) => {
     expect(await count('sandbox_refunds')).toBe(0);
     expect(await count("idempotency_keys WHERE scope = 'payment.refund'")).toBe(0);
     expect(await count('webhook_deliveries')).toBe(deliveries);
+
+    // Nor through CancelOrder, which would refund the paid order in full: the buyer cancels only what is not paid yet.
+    expect(await refused(c.call('order', 'CancelOrder', { order_id: order.id, reason: 'changed my mind' }, ann.token))).toEqual({
+      code: 'PERMISSION_DENIED',
+      details: `order ${order.id} is PAID: cancelling a paid order refunds it, and refunds need the admin token (ask the shop to cancel it)`,
+    });
+    expect(await c.call('order', 'GetOrder', { order_id: order.id })).toEqual(before.order);
+    expect(await count('refunds')).toBe(0);
+    expect(await count('webhook_deliveries')).toBe(deliveries);
+    const reserved = await c.call('order', 'CreateOrder', { items: [{ sku: 'LAMP', quantity: 1 }], idempotency_key: 'o-ann-2' }, ann.token);
+    expect((await c.call('order', 'CancelOrder', { order_id: reserved.id, reason: 'not yet paid' }, ann.token)).status).toBe('CANCELLED');
   });
 
   it('the admin\'s partial refunds make the order PARTIALLY_REFUNDED, then REFUNDED with order.refunded; past the balance is refused', async () => {

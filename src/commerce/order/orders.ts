@@ -51,6 +51,11 @@ import type { CommerceObserver, NewPayment, PaymentOutcome, PaymentRecord, Payme
 import { insertOrderSql, ORDER_STATUSES, settleOrderSql, type OrderItemRecord, type OrderRecord, type OrderStatus } from './order-rows.js';
 import { PostgresSteps } from './postgres-steps.js';
 
+
+/** Why a user token may not cancel its paid order: the cancel would refund it (payment/payments.ts, REFUND_NEEDS_ADMIN). */
+const PAID_CANCEL_NEEDS_ADMIN = (id: string, status: string) =>
+  `order ${id} is ${status}: cancelling a paid order refunds it, and refunds need the admin token (ask the shop to cancel it)`;
+
 export { ORDER_STATUSES, type OrderItemRecord, type OrderRecord, type OrderStatus } from './order-rows.js';
 
 export const ORDER_PAID = 'order.paid';
@@ -436,10 +441,10 @@ export class Orders {
   }
 
   /**
-   * Cancels a RESERVED order (units released) or a paid one (PAID,
-   * PARTIALLY_REFUNDED or REFUNDED: what is left refunded in full under a
-   * key of its own, so a retried cancel refunds once; units back on hand).
-   * A CANCELLED order is returned as it is.
+   * Cancels a RESERVED order (units released) or, with the admin token, a
+   * paid one (PAID, PARTIALLY_REFUNDED or REFUNDED: what is left refunded in
+   * full under a key of its own, so a retried cancel refunds once; units
+   * back on hand). A CANCELLED order is returned as it is.
    */
   async cancel(caller: Caller, id: string, reasonText: string | undefined): Promise<OrderRecord> {
     const reason = checkText('reason', reasonText) || 'cancelled';
@@ -450,6 +455,8 @@ export class Orders {
     }
     if (order.status === 'CANCELLED') return order;
     const paid = order.status === 'PAID' || order.status === 'PARTIALLY_REFUNDED' || order.status === 'REFUNDED';
+    // Cancelling a paid order refunds it and puts its units back on sale: the merchant's act, as a refund is.
+    if (paid && !caller.isAdmin) throw new CommerceError('PERMISSION_DENIED', PAID_CANCEL_NEEDS_ADMIN(order.id, order.status));
     if (paid && order.paymentId) {
       const payment = await this.options.payments.record(order.paymentId);
       if (payment && payment.balance > 0) {
