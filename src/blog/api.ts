@@ -1,6 +1,6 @@
 /**
  * The blog HTTP API (spec 002, Part B), one Fastify plugin per version
- * mount: /api/v1 (1.0.0), /api/v2 (2.2.0) and /api (the latest). The route
+ * mount: /api/v1 (1.1.0), /api/v2 (2.3.0) and /api (the latest). The route
  * schemas validate requests, shape responses and generate each mount's
  * OpenAPI description and docs page, so the three never disagree.
  */
@@ -23,7 +23,7 @@ import { bearer, ContentSchema, errors, ImageSchema, PostIdParams, PostSchema, P
 
 export type ApiVersion = 1 | 2;
 
-export const API_VERSIONS: Record<ApiVersion, string> = { 1: '1.0.0', 2: '2.2.0' };
+export const API_VERSIONS: Record<ApiVersion, string> = { 1: '1.1.0', 2: '2.3.0' };
 export const LOGIN_TOKEN_TTL_SECONDS = 3600;
 /**
  * The most bytes a JSON string of up to `characters` characters takes as JSON.stringify writes it: 6 a
@@ -47,6 +47,9 @@ export const LOGIN_BODY_LIMIT = kib(jsonStringBytes(LOGIN_NAME_MAX) + jsonString
 const CHANGE_HISTORY = `
 ## Change history
 
+- **2.3.0** (and **1.1.0** of v1): posts carry \`author_is_admin\`, true for those written with the admin token of serve, whose
+  author is \`admin\`; \`?author=admin\` lists those alone. The usernames admin, administrator, root, system and miniapp are
+  reserved (in any case or width): sign-up refuses them (400 naming \`username\`).
 - **2.2.0**: \`next\` and \`previous\` of the post list carry a cursor (\`after\`, \`before\`): following them walks the list at the
   same cost at any depth, and a post written meanwhile is neither repeated nor skipped.
 - **2.1.0**: tags on post creation (\`POST /blog/posts\` accepts \`tags\`); the \`sort\` parameter on the post list.
@@ -222,7 +225,14 @@ export async function blogApi(app: FastifyInstance, options: BlogOptions): Promi
       const body = request.body as { title: string; content: string; tags?: string[] };
       // The post and its webhook deliveries are written together or not at all.
       const post = await posts.create(
-        { title: body.title, content: body.content, tags: body.tags ?? [], authorId: principal.userId, author: principal.username ?? 'admin' },
+        {
+          title: body.title,
+          content: body.content,
+          tags: body.tags ?? [],
+          authorId: principal.userId,
+          author: principal.username ?? 'admin',
+          authorIsAdmin: principal.kind === 'admin',
+        },
         options.onPublished,
       );
       return reply.status(201).send(post);

@@ -10,6 +10,7 @@ import { decodeCursor, encodeCursor, type PageCursor } from './post-listing.js';
 import { ListCache } from './list-cache.js';
 import { withPage } from './page-links.js';
 import { ApiError } from './api-error.js';
+import { usernameKey } from '../users/user-store.js';
 import { errors, NO_NUL, PostSchema, PUBLIC } from './schemas.js';
 
 const V1_LIST_LIMIT = 20;
@@ -27,6 +28,16 @@ function dateBound(value: string | undefined): string | undefined {
   const leap = /^(.{17})60(.*)$/.exec(value);
   if (leap) return new Date(new Date(`${leap[1]}59${leap[2]}`).getTime() + 1000).toISOString();
   return new Date(value).toISOString();
+}
+
+/**
+ * The author filter: `admin` (in any case or width) names the admin token, whose posts alone it lists; any other
+ * name lists the posts of the account of that username (case-insensitive), never the admin's.
+ */
+function authorFilter(author: string | undefined): { author?: string; author_is_admin?: boolean } {
+  if (!author?.trim()) return {};
+  if (usernameKey(author.trim()) === 'admin') return { author: 'admin', author_is_admin: true };
+  return { author, author_is_admin: false };
 }
 
 function tagList(value: string[] | undefined): string[] | undefined {
@@ -136,7 +147,12 @@ export async function registerPostLists(app: FastifyInstance, options: PostListO
               page_size: { type: 'integer', minimum: 1, maximum: 100, default: 20 },
               sort: { type: 'string', enum: ['created_at', '-created_at', 'title', '-title'], default: '-created_at', description: 'a leading "-" sorts descending' },
               search: { type: 'string', maxLength: 200, pattern: NO_NUL },
-              author: { type: 'string', maxLength: 50, pattern: NO_NUL },
+              author: {
+                type: 'string',
+                maxLength: 50,
+                pattern: NO_NUL,
+                description: 'a username (case-insensitive); `admin` lists the posts of the admin token of serve alone (author_is_admin)',
+              },
               tags: { type: 'array', items: { type: 'string', maxLength: 200, pattern: NO_NUL }, maxItems: 20 },
               is_published: { type: 'boolean', default: true },
               created_after: { type: 'string', anyOf: [{ format: 'date' }, { format: 'date-time' }], description: 'inclusive' },
@@ -189,7 +205,7 @@ export async function registerPostLists(app: FastifyInstance, options: PostListO
           const page = await posts.page(
             {
               search: query.search,
-              author: query.author,
+              ...authorFilter(query.author),
               tags: tagList(query.tags),
               is_published: query.is_published,
               created_after: dateBound(query.created_after),

@@ -21,13 +21,14 @@ export const PostSchema = {
     id: { type: 'integer' },
     title: { type: 'string' },
     content: { type: 'string' },
-    author: { type: 'string' },
+    author: { type: 'string', description: 'the username of the account that wrote the post; `admin` for the admin token of serve (see author_is_admin)' },
+    author_is_admin: { type: 'boolean', description: 'written with the admin token of serve: no account can have this (nor, since 2.3.0, the name admin)' },
     created_at: { type: 'string', format: 'date-time' },
     updated_at: { type: 'string', format: 'date-time' },
     tags: { type: 'array', items: { type: 'string' } },
     is_published: { type: 'boolean' },
   },
-  required: ['id', 'title', 'content', 'author', 'created_at', 'updated_at', 'tags', 'is_published'],
+  required: ['id', 'title', 'content', 'author', 'author_is_admin', 'created_at', 'updated_at', 'tags', 'is_published'],
 } as const;
 
 /**

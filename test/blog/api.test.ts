@@ -370,9 +370,9 @@ describe.each(BACKENDS)('the blog API on %s', (backend) => {
       const v1 = (await call('GET', '/api/v1/openapi.json')).body;
       const v2 = (await call('GET', '/api/v2/openapi.json')).body;
       const latest = (await call('GET', '/api/openapi.json')).body;
-      expect(v1.info.version).toBe('1.0.0');
-      expect(v2.info.version).toBe('2.2.0');
-      expect(latest.info.version).toBe('2.2.0');
+      expect(v1.info.version).toBe('1.1.0');
+      expect(v2.info.version).toBe('2.3.0');
+      expect(latest.info.version).toBe('2.3.0');
       expect(v2.info.description).toContain('2.0.0');
       expect([v1, v2, latest].map((doc) => doc.servers[0].url)).toEqual(['/api/v1', '/api/v2', '/api']);
       const login = (doc: any) => doc.paths['/auth/login'].post.requestBody.content['application/json'].schema.required;
