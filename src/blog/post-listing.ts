@@ -39,6 +39,8 @@ import { containsPattern, type Dialect, type Param } from '../store/sql.js';
 export interface PostFilter {
   search?: string | undefined;
   author?: string | undefined;
+  /** Posts of this account only (by id, whatever its name: a list of the caller's drafts). */
+  author_id?: number | undefined;
   /** Posts of the admin token (true) or of accounts (false) only. */
   author_is_admin?: boolean | undefined;
   /** Any of these tags (OR). */
@@ -142,6 +144,7 @@ export function planListing(dialect: Dialect, filter: PostFilter, sort: PostSort
     onPosts.push(`(p.title ${match.like} ${search} ESCAPE '\\' OR p.content ${match.like} ${search} ESCAPE '\\')`);
   }
   if (filter.author?.trim()) onPosts.push(match.equals('p.author', param(base, filter.author.trim())));
+  if (filter.author_id !== undefined) onPosts.push(`p.author_id = ${param(base, filter.author_id)}`);
   if (filter.author_is_admin !== undefined) onPosts.push(`p.author_is_admin = ${param(base, bool(filter.author_is_admin))}`);
 
   // Rows of the list (posts joined when their columns are needed) and their conditions.
@@ -155,7 +158,7 @@ export function planListing(dialect: Dialect, filter: PostFilter, sort: PostSort
   // The count, once per statement however often the page uses it (SQLite would otherwise compute it at each use).
   const total = '(SELECT total FROM c)';
 
-  const kept = !filter.search?.trim() && !filter.author?.trim() && filter.author_is_admin === undefined && !filter.created_after && !filter.created_before && tags.length <= 1;
+  const kept = !filter.search?.trim() && !filter.author?.trim() && filter.author_is_admin === undefined && filter.author_id === undefined && !filter.created_after && !filter.created_before && tags.length <= 1;
   const keptCount = (params: Param[]): string => {
     const side = filter.is_published === undefined ? 'both' : filter.is_published ? 'published' : 'drafts';
     if (tags.length === 0) {

@@ -105,5 +105,9 @@ export const errors = (...statuses: number[]) =>
 export const bearer = [{ bearerAuth: [] }];
 /** Says so explicitly: the operation needs no token. */
 export const PUBLIC: never[] = [];
+/** Public, and a Bearer token, when sent, shows what only its user may see (their drafts). */
+export const OPTIONAL_BEARER = [{}, { bearerAuth: [] }];
+/** The Cache-Control of an answer that depends on who asks (a draft, a list of drafts): kept by no cache, shared or private. */
+export const PRIVATE_ANSWER = 'private, no-store';
 /** Ids are below 2^53 on every backend (a JavaScript number holds them exactly; PostgreSQL's BIGINT would take more). */
 export const PostIdParams = { type: 'object', properties: { post_id: { type: 'integer', minimum: 1, maximum: Number.MAX_SAFE_INTEGER } }, required: ['post_id'] } as const;
