@@ -15,8 +15,11 @@ import * as grpc from '@grpc/grpc-js';
 import { request } from 'undici';
 import { collect, failure, login, newUser, unary, UserClients, type AnyClient } from '../helpers/user-client.js';
 import { useBackendStore } from '../helpers/backend-store.js';
-import { adminSql } from '../helpers/pg-admin.js';
-import { BACKENDS } from '../helpers/postgres.js';
+import { adminSql, migrateUpTo } from '../helpers/pg-admin.js';
+import { BACKENDS, useFileDatabase } from '../helpers/postgres.js';
+import { startTestServe } from '../helpers/serve.js';
+import { DATABASE_FILE, MIGRATIONS } from '../../src/store/database.js';
+import type { StoreLocation } from '../../src/store/store.js';
 
 const RESERVED = ['admin', 'Admin', 'ADMIN', '\uFF21\uFF24\uFF2D\uFF29\uFF2E', 'administrator', 'Root', 'system', 'MiniApp'];
 
@@ -154,5 +157,60 @@ describe.each(BACKENDS)('reserved usernames on %s', (backend) => {
     // Deleted, the account's posts lose their author_id: they still do not pass for the admin's.
     await unary(c, 'DeleteUser', { user_id: legacy.id }, serve.auth());
     await check();
+  });
+});
+
+describe.each(BACKENDS)('posts written before author_is_admin, on %s', (backend) => {
+  const files = useFileDatabase();
+  let dataDir = '';
+  beforeEach(() => {
+    dataDir = mkdtempSync(join(tmpdir(), 'miniapp-author-kind-'));
+  });
+  afterEach(() => rmSync(dataDir, { recursive: true, force: true }));
+
+  it("are the admin's when the admin token wrote them (no author_id, author admin), an account's otherwise, once serve has migrated", async () => {
+    const at = '2026-01-01T00:00:00.000Z';
+    const setup = [
+      `INSERT INTO users (username, email, full_name, is_active, roles, password_hash, created_at, updated_at) VALUES ('admin', 'old@example.com', '', ${backend === 'postgres' ? 'TRUE' : '1'}, '[]', 'x', '${at}', '${at}')`,
+      ...[
+        ['by the admin token', 'NULL', 'admin'],
+        ['by the account named admin', '1', 'admin'],
+        ['by an account deleted since', 'NULL', 'gone'],
+      ].map(
+        ([title, authorId, author], i) =>
+          `INSERT INTO posts (title, content, author_id, author, tags, is_published, created_at, updated_at, published_at) VALUES ('${title}', 'x', ${authorId}, '${author}', '[]', ${backend === 'postgres' ? 'TRUE' : '1'}, '2026-01-0${i + 1}T00:00:00.000Z', '${at}', '${at}')`,
+      ),
+    ];
+    let store: StoreLocation;
+    if (backend === 'postgres') {
+      await migrateUpTo(files.admin, 12);
+      for (const statement of setup) await files.admin.unsafe(statement);
+      store = { kind: 'postgres', url: files.url, poolSize: 2 };
+    } else {
+      const db = new Database(join(dataDir, DATABASE_FILE));
+      for (const m of MIGRATIONS.filter((m) => m.version <= 15)) {
+        db.exec(m.sql);
+        db.pragma(`user_version = ${m.version}`);
+      }
+      for (const statement of setup) db.exec(statement);
+      db.close();
+      store = { kind: 'sqlite', dataDir };
+    }
+    const running = await startTestServe({ store });
+    try {
+      const answer = await request(`${running.url}/api/v2/blog/posts?sort=created_at`);
+      const body = (await answer.body.json()) as any;
+      expect(body.results.map((p: any) => [p.title, p.author, p.author_is_admin])).toEqual([
+        ['by the admin token', 'admin', true],
+        ['by the account named admin', 'admin', false],
+        ['by an account deleted since', 'gone', false],
+      ]);
+      const one = await request(`${running.url}/api/v2/blog/posts/${body.results[0].id}`);
+      expect(await one.body.json()).toEqual(body.results[0]);
+      const listed = await request(`${running.url}/api/v2/blog/posts?author=admin`);
+      expect(((await listed.body.json()) as any).results.map((p: any) => p.title)).toEqual(['by the admin token']);
+    } finally {
+      await running.close();
+    }
   });
 });
