@@ -1,7 +1,7 @@
 /**
  * Issue 39, item 10, through a real listening serve (undici), on both
  * backends: a draft (is_published false) is seen by its author and by the
- * admin alone, on v1, v2 and /api, by id and in the lists, whatever the
+ * admins alone (the admin token, a user with the admin role), on v1, v2 and /api, by id and in the lists, whatever the
  * list caches kept for the same URL; to anyone else (no token, a token
  * that does not authenticate, another user) a draft is 404, as a post that
  * does not exist, and lists of drafts hold none of theirs.
@@ -11,6 +11,7 @@ import { request } from 'undici';
 import type { RunningServe } from '../../src/server/serve.js';
 import { startTestServe } from '../helpers/serve.js';
 import { BACKENDS } from '../helpers/postgres.js';
+import { UserClients, unary } from '../helpers/user-client.js';
 
 const MOUNTS = ['/api/v1', '/api/v2', '/api'];
 
@@ -21,6 +22,8 @@ describe.each(BACKENDS)('drafts on %s', (backend) => {
   let published: any;
   let draft: any;
   let adminDraft: any;
+  /** A user whose account has the admin role: an admin, as the admin token is. */
+  let carol: string;
 
   async function call(method: string, path: string, token?: string, json?: unknown) {
     const headers: Record<string, string> = {};
@@ -45,18 +48,30 @@ describe.each(BACKENDS)('drafts on %s', (backend) => {
   }
 
   beforeAll(async () => {
-    running = await startTestServe({}, backend);
+    running = await startTestServe({ grpc: { host: '127.0.0.1', port: 0 } }, backend);
     alice = await signup('alice');
     bob = await signup('bob');
+    carol = await signup('carol');
+    const users = new UserClients(running);
+    const c = users.client();
+    const listed = await new Promise<any[]>((resolve, reject) => {
+      const found: any[] = [];
+      const stream = c.ListUsers({ page: 1, page_size: 10, filter: 'carol' }, users.auth());
+      stream.on('data', (user: any) => found.push(user));
+      stream.on('end', () => resolve(found));
+      stream.on('error', reject);
+    });
+    await unary(c, 'UpdateUser', { user_id: listed[0].id, user: { roles: ['admin'] }, update_mask: { paths: ['roles'] } }, users.auth());
+    c.close();
     published = await write(alice, 'Out in the open', true);
     draft = await write(alice, 'Alice draft', false);
     adminDraft = await write(running.adminToken, 'Admin draft', false);
   });
   afterAll(async () => running.close());
 
-  const readers = () => ({ anonymous: undefined, 'a made-up token': 'mat_not-a-token', bob, alice, admin: running.adminToken });
+  const readers = () => ({ anonymous: undefined, 'a made-up token': 'mat_not-a-token', bob, alice, admin: running.adminToken, 'carol (admin role)': carol });
   /** Who sees each draft. */
-  const sees = { draft: ['alice', 'admin'], adminDraft: ['admin'] };
+  const sees = { draft: ['alice', 'admin', 'carol (admin role)'], adminDraft: ['admin', 'carol (admin role)'] };
 
   it('GET /blog/posts/{id} of a draft: 200 for its author and the admin (not cached), 404 NOT_FOUND for anyone else, as an unknown id', async () => {
     const unknown = await call('GET', '/api/v2/blog/posts/999999');
@@ -79,7 +94,14 @@ describe.each(BACKENDS)('drafts on %s', (backend) => {
   });
 
   it('lists of drafts (?is_published=false) hold the caller\'s own (every draft for the admin, none without a token), each list kept apart', async () => {
-    const expected: Record<string, string[]> = { anonymous: [], 'a made-up token': [], bob: [], alice: ['Alice draft'], admin: ['Admin draft', 'Alice draft'] };
+    const expected: Record<string, string[]> = {
+      anonymous: [],
+      'a made-up token': [],
+      bob: [],
+      alice: ['Alice draft'],
+      admin: ['Admin draft', 'Alice draft'],
+      'carol (admin role)': ['Admin draft', 'Alice draft'],
+    };
     // Each reader asks twice (the list cache keeps an answer from a URL's second request on), in turns, so that a
     // kept answer would be met by the next reader of the same URL.
     for (let round = 0; round < 2; round++) {
