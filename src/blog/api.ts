@@ -1,6 +1,6 @@
 /**
  * The blog HTTP API (spec 002, Part B), one Fastify plugin per version
- * mount: /api/v1 (1.0.0), /api/v2 (2.2.0) and /api (the latest). The route
+ * mount: /api/v1 (1.1.0), /api/v2 (2.3.0) and /api (the latest). The route
  * schemas validate requests, shape responses and generate each mount's
  * OpenAPI description and docs page, so the three never disagree.
  */
@@ -19,11 +19,11 @@ import type { Sql } from '../store/sql.js';
 import { LoginLocked, type LoginLimiter } from '../auth/login-limits.js';
 import { docsCsp } from '../http/security-headers.js';
 import { ApiError, toApiError, unauthorized } from './api-error.js';
-import { bearer, ContentSchema, errors, ImageSchema, PostIdParams, PostSchema, PUBLIC, TagsSchema, TitleSchema, UserProfileSchema } from './schemas.js';
+import { bearer, ContentSchema, errors, ImageSchema, OPTIONAL_BEARER, PostIdParams, PostSchema, PRIVATE_ANSWER, PUBLIC, TagsSchema, TitleSchema, UserProfileSchema } from './schemas.js';
 
 export type ApiVersion = 1 | 2;
 
-export const API_VERSIONS: Record<ApiVersion, string> = { 1: '1.0.0', 2: '2.2.0' };
+export const API_VERSIONS: Record<ApiVersion, string> = { 1: '1.1.0', 2: '2.3.0' };
 export const LOGIN_TOKEN_TTL_SECONDS = 3600;
 /**
  * The most bytes a JSON string of up to `characters` characters takes as JSON.stringify writes it: 6 a
@@ -47,6 +47,11 @@ export const LOGIN_BODY_LIMIT = kib(jsonStringBytes(LOGIN_NAME_MAX) + jsonString
 const CHANGE_HISTORY = `
 ## Change history
 
+- **2.3.0** (and **1.1.0** of v1): drafts are seen by their author and admins alone: \`GET /blog/posts/{id}\` of another's
+  draft is 404, and \`?is_published=false\` lists the caller's own drafts (an admin's: every draft; without a token: none).
+  Posts carry \`author_is_admin\`, true for those written with the admin token of serve, whose
+  author is \`admin\`; \`?author=admin\` lists those alone. The usernames admin, administrator, root, system and miniapp are
+  reserved (in any case or width): sign-up refuses them (400 naming \`username\`).
 - **2.2.0**: \`next\` and \`previous\` of the post list carry a cursor (\`after\`, \`before\`): following them walks the list at the
   same cost at any depth, and a post written meanwhile is neither repeated nor skipped.
 - **2.1.0**: tags on post creation (\`POST /blog/posts\` accepts \`tags\`); the \`sort\` parameter on the post list.
@@ -94,6 +99,21 @@ async function principalOf(request: FastifyRequest, tokens: TokenService): Promi
   const principal = await tokens.authenticate(token);
   if (!principal) throw unauthorized('the access token is invalid or has expired; log in again');
   return principal;
+}
+
+/**
+ * Who reads, on the public reads (the post lists, a post): the token's principal, or undefined without one. A token
+ * that does not authenticate reads as no token (as anonymous), so that it never tells a draft from a missing post.
+ */
+async function readerOf(request: FastifyRequest, tokens: TokenService): Promise<Principal | undefined> {
+  const token = request.headers.authorization === undefined ? undefined : TokenService.bearer(request.headers.authorization);
+  return token ? await tokens.authenticate(token) : undefined;
+}
+
+/** A draft is seen by its author and by admins alone; anyone may see a published post. */
+export function maySee(post: { is_published: boolean; authorId: number | null }, reader: Principal | undefined): boolean {
+  if (post.is_published || reader?.isAdmin) return true;
+  return reader !== undefined && reader.userId !== null && reader.userId === post.authorId;
 }
 
 function profile(user: UserRecord) {
@@ -174,7 +194,7 @@ export async function blogApi(app: FastifyInstance, options: BlogOptions): Promi
   await app.register(multipart, { limits: { fileSize: MAX_IMAGE_BYTES, files: MAX_IMAGES, fields: 10, parts: MAX_IMAGES + 10 } });
 
   // -- posts --
-  await registerPostLists(app, { version, posts, publicUrl: options.publicUrl });
+  await registerPostLists(app, { version, posts, publicUrl: options.publicUrl, reader: (request) => readerOf(request, tokens) });
 
   app.get(
     '/blog/posts/:post_id',
@@ -183,15 +203,18 @@ export async function blogApi(app: FastifyInstance, options: BlogOptions): Promi
         tags: ['posts'],
         operationId: 'getPost',
         summary: 'One post',
-        security: PUBLIC,
+        description: 'A draft (is_published false) is shown to its author and to admins only (send their Bearer token); to anyone else it is 404, as a post that does not exist.',
+        security: OPTIONAL_BEARER,
         params: PostIdParams,
         response: { 200: PostSchema, ...errors(400, 404) },
       } as FastifySchema,
     },
-    async (request) => {
+    async (request, reply) => {
       const { post_id: id } = request.params as { post_id: number };
       const post = await posts.get(id);
-      if (!post) throw new ApiError(404, 'NOT_FOUND', 'Not Found', `no post with id ${id}`);
+      // Not 403: whether a draft exists is not told to those who may not see it.
+      if (!post || (!post.is_published && !maySee(post, await readerOf(request, tokens)))) throw new ApiError(404, 'NOT_FOUND', 'Not Found', `no post with id ${id}`);
+      if (!post.is_published) void reply.header('cache-control', PRIVATE_ANSWER);
       const { authorId: _a, firstPublished: _f, ...body } = post;
       return body;
     },
@@ -222,7 +245,14 @@ export async function blogApi(app: FastifyInstance, options: BlogOptions): Promi
       const body = request.body as { title: string; content: string; tags?: string[] };
       // The post and its webhook deliveries are written together or not at all.
       const post = await posts.create(
-        { title: body.title, content: body.content, tags: body.tags ?? [], authorId: principal.userId, author: principal.username ?? 'admin' },
+        {
+          title: body.title,
+          content: body.content,
+          tags: body.tags ?? [],
+          authorId: principal.userId,
+          author: principal.username ?? 'admin',
+          authorIsAdmin: principal.kind === 'admin',
+        },
         options.onPublished,
       );
       return reply.status(201).send(post);
@@ -259,7 +289,8 @@ export async function blogApi(app: FastifyInstance, options: BlogOptions): Promi
       const principal = auth(request);
       const { post_id: id } = request.params as { post_id: number };
       const current = await posts.get(id);
-      if (!current) throw new ApiError(404, 'NOT_FOUND', 'Not Found', `no post with id ${id}`);
+      // A draft that the caller may not see is not found, as with GET.
+      if (!current || !maySee(current, principal)) throw new ApiError(404, 'NOT_FOUND', 'Not Found', `no post with id ${id}`);
       if (!principal.isAdmin && principal.userId !== current.authorId) {
         throw new ApiError(403, 'FORBIDDEN', 'Forbidden', 'only the author of a post or an admin may change it');
       }

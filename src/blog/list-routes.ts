@@ -10,7 +10,9 @@ import { decodeCursor, encodeCursor, type PageCursor } from './post-listing.js';
 import { ListCache } from './list-cache.js';
 import { withPage } from './page-links.js';
 import { ApiError } from './api-error.js';
-import { errors, NO_NUL, PostSchema, PUBLIC } from './schemas.js';
+import type { Principal } from '../auth/tokens.js';
+import { usernameKey } from '../users/user-store.js';
+import { errors, NO_NUL, OPTIONAL_BEARER, PostSchema, PRIVATE_ANSWER } from './schemas.js';
 
 const V1_LIST_LIMIT = 20;
 /** The last page a v2 list accepts: far past any real list, and (page - 1) * page_size stays a safe integer for every store. */
@@ -27,6 +29,16 @@ function dateBound(value: string | undefined): string | undefined {
   const leap = /^(.{17})60(.*)$/.exec(value);
   if (leap) return new Date(new Date(`${leap[1]}59${leap[2]}`).getTime() + 1000).toISOString();
   return new Date(value).toISOString();
+}
+
+/**
+ * The author filter: `admin` (in any case or width) names the admin token, whose posts alone it lists; any other
+ * name lists the posts of the account of that username (case-insensitive), never the admin's.
+ */
+function authorFilter(author: string | undefined): { author?: string; author_is_admin?: boolean } {
+  if (!author?.trim()) return {};
+  if (usernameKey(author.trim()) === 'admin') return { author: 'admin', author_is_admin: true };
+  return { author, author_is_admin: false };
 }
 
 function tagList(value: string[] | undefined): string[] | undefined {
@@ -60,7 +72,21 @@ export interface PostListOptions {
   version: 1 | 2;
   posts: PostStore;
   publicUrl?: string | undefined;
+  /** Who reads: the principal of the request's token, undefined without one (or with one that does not authenticate). */
+  reader: (request: FastifyRequest) => Promise<Principal | undefined>;
 }
+
+/**
+ * Whose drafts a list of drafts shows, and under which name its answers are kept: an admin's list holds every draft,
+ * a user's their own (author_id), and one without a token none (no post has author_id 0).
+ */
+function draftsOf(reader: Principal | undefined): { filter: { author_id?: number }; cacheKey: string } {
+  if (reader?.isAdmin) return { filter: {}, cacheKey: 'admin' };
+  if (reader?.userId != null) return { filter: { author_id: reader.userId }, cacheKey: `user ${reader.userId}` };
+  return { filter: { author_id: 0 }, cacheKey: 'nobody' };
+}
+
+const DRAFTS = 'Drafts (`is_published=false`) are listed to their author alone (send the Bearer token), every draft to an admin, and none without a token.';
 
 /** Registers GET /blog/posts of a mount. */
 export async function registerPostLists(app: FastifyInstance, options: PostListOptions): Promise<void> {
@@ -76,9 +102,16 @@ export async function registerPostLists(app: FastifyInstance, options: PostListO
    * which V8 answers with full collections). What is kept is kept as bytes,
    * so that a cached answer is not encoded again at every send.
    */
-  const cachedList = async (request: FastifyRequest, reply: FastifyReply, compute: (version: string | undefined) => Promise<{ body: Buffer | string; version: string }>) => {
-    // The links in a list depend on the URL only (see pageUrl), so the URL is the key.
-    const key = request.url;
+  const cachedList = async (
+    request: FastifyRequest,
+    reply: FastifyReply,
+    compute: (version: string | undefined) => Promise<{ body: Buffer | string; version: string }>,
+    reader?: string,
+  ) => {
+    // The links in a list depend on the URL only (see pageUrl), so the URL is the key; a list of drafts depends on
+    // who reads it too, and is kept apart for each.
+    const key = reader === undefined ? request.url : `${reader}\n${request.url}`;
+    if (reader !== undefined) void reply.header('cache-control', PRIVATE_ANSWER);
     // A write acknowledged by any instance has changed the version (see PostStore.version): known without asking
     // while this instance holds its lease, else read, unless nothing can be kept for this URL (the statement
     // that computes the page reads the version with it).
@@ -102,17 +135,24 @@ export async function registerPostLists(app: FastifyInstance, options: PostListO
           tags: ['posts'],
           operationId: 'listPosts',
           summary: 'The newest posts, at most 20',
-          security: PUBLIC,
+          description: DRAFTS,
+          security: OPTIONAL_BEARER,
           querystring: { type: 'object', properties: { is_published: { type: 'boolean', default: true } } },
           response: { 200: { type: 'array', items: PostSchema, maxItems: V1_LIST_LIMIT }, ...errors(400) },
         } as FastifySchema,
       },
       async (request, reply) => {
         const query = request.query as { is_published: boolean };
-        return cachedList(request, reply, async (version) => {
-          const page = await posts.page({ is_published: query.is_published }, { limit: V1_LIST_LIMIT, version });
-          return { body: page.json, version: page.version };
-        });
+        const drafts = query.is_published ? undefined : draftsOf(await options.reader(request));
+        return cachedList(
+          request,
+          reply,
+          async (version) => {
+            const page = await posts.page({ is_published: query.is_published, ...drafts?.filter }, { limit: V1_LIST_LIMIT, version });
+            return { body: page.json, version: page.version };
+          },
+          drafts?.cacheKey,
+        );
       },
     );
   } else {
@@ -123,12 +163,13 @@ export async function registerPostLists(app: FastifyInstance, options: PostListO
           tags: ['posts'],
           operationId: 'listPosts',
           summary: 'Posts, filtered and paginated',
-          security: PUBLIC,
+          security: OPTIONAL_BEARER,
           description:
             'Filters combine with AND, except `tags`, which match any of the given tags (OR). `search` matches title or content, ' +
             'case-insensitively. `tags` may repeat (`tags=a&tags=b`) or be comma-separated. `next` and `previous` carry a cursor ' +
             '(`after`, `before`) besides the page number: following them costs the same at any depth, and a post written meanwhile ' +
-            'is neither shown twice nor skipped; a page asked for by number alone (`page=N`) is the Nth page of the list as it is now.',
+            'is neither shown twice nor skipped; a page asked for by number alone (`page=N`) is the Nth page of the list as it is now. ' +
+            DRAFTS,
           querystring: {
             type: 'object',
             properties: {
@@ -136,7 +177,12 @@ export async function registerPostLists(app: FastifyInstance, options: PostListO
               page_size: { type: 'integer', minimum: 1, maximum: 100, default: 20 },
               sort: { type: 'string', enum: ['created_at', '-created_at', 'title', '-title'], default: '-created_at', description: 'a leading "-" sorts descending' },
               search: { type: 'string', maxLength: 200, pattern: NO_NUL },
-              author: { type: 'string', maxLength: 50, pattern: NO_NUL },
+              author: {
+                type: 'string',
+                maxLength: 50,
+                pattern: NO_NUL,
+                description: 'a username (case-insensitive); `admin` lists the posts of the admin token of serve alone (author_is_admin)',
+              },
               tags: { type: 'array', items: { type: 'string', maxLength: 200, pattern: NO_NUL }, maxItems: 20 },
               is_published: { type: 'boolean', default: true },
               created_after: { type: 'string', anyOf: [{ format: 'date' }, { format: 'date-time' }], description: 'inclusive' },
@@ -185,15 +231,17 @@ export async function registerPostLists(app: FastifyInstance, options: PostListO
         if (query.after !== undefined && query.before !== undefined) throw invalidQuery('after and before cannot both be given: follow next or previous as given');
         const after = query.after === undefined ? undefined : cursorParam('after', query.after, query.sort);
         const before = query.before === undefined ? undefined : cursorParam('before', query.before, query.sort);
+        const drafts = query.is_published ? undefined : draftsOf(await options.reader(request));
         return cachedList(request, reply, async (version) => {
           const page = await posts.page(
             {
               search: query.search,
-              author: query.author,
+              ...authorFilter(query.author),
               tags: tagList(query.tags),
               is_published: query.is_published,
               created_after: dateBound(query.created_after),
               created_before: dateBound(query.created_before),
+              ...drafts?.filter,
             },
             { sort: query.sort, limit: query.page_size, offset: (query.page - 1) * query.page_size, after, before, version },
           );
@@ -203,7 +251,7 @@ export async function registerPostLists(app: FastifyInstance, options: PostListO
           if (typeof page.json === 'string') return { body: `${head}${page.json}}`, version: page.version };
           const headBytes = Buffer.from(head);
           return { body: Buffer.concat([headBytes, page.json, CLOSE_BRACE], headBytes.length + page.json.length + 1), version: page.version };
-        });
+        }, drafts?.cacheKey);
       },
     );
   }

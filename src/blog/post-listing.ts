@@ -39,6 +39,10 @@ import { containsPattern, type Dialect, type Param } from '../store/sql.js';
 export interface PostFilter {
   search?: string | undefined;
   author?: string | undefined;
+  /** Posts of this account only (by id, whatever its name: a list of the caller's drafts). */
+  author_id?: number | undefined;
+  /** Posts of the admin token (true) or of accounts (false) only. */
+  author_is_admin?: boolean | undefined;
   /** Any of these tags (OR). */
   tags?: string[] | undefined;
   is_published?: boolean | undefined;
@@ -61,7 +65,8 @@ export type CountSource = { kind: 'kept' } | { kind: 'counted' } | { kind: 'know
 
 /** A post as the API answers it, written by SQLite: the keys of Post in its order, tags and is_published as JSON. */
 const SQLITE_POST_JSON =
-  "json_object('id', page.id, 'title', page.title, 'content', page.content, 'author', page.author, 'created_at', page.created_at, " +
+  "json_object('id', page.id, 'title', page.title, 'content', page.content, 'author', page.author, " +
+  "'author_is_admin', json(CASE WHEN page.author_is_admin THEN 'true' ELSE 'false' END), 'created_at', page.created_at, " +
   "'updated_at', page.updated_at, 'tags', json(page.tags), 'is_published', json(CASE WHEN page.is_published THEN 'true' ELSE 'false' END))";
 
 /**
@@ -72,7 +77,7 @@ const SQLITE_POST_JSON =
 const POSTGRES_POST_JSON = 'page.answer_json';
 
 /** A post's own columns: what a row of the list, or of a post, carries (not PostgreSQL's answer_json). */
-export const POST_COLUMNS = ['id', 'title', 'content', 'author_id', 'author', 'tags', 'is_published', 'created_at', 'updated_at', 'published_at'] as const;
+export const POST_COLUMNS = ['id', 'title', 'content', 'author_id', 'author', 'author_is_admin', 'tags', 'is_published', 'created_at', 'updated_at', 'published_at'] as const;
 
 /** Where the dialects differ in matching and ordering (see PostStore for why titles sort as they do). */
 function caseless(dialect: Dialect) {
@@ -139,6 +144,8 @@ export function planListing(dialect: Dialect, filter: PostFilter, sort: PostSort
     onPosts.push(`(p.title ${match.like} ${search} ESCAPE '\\' OR p.content ${match.like} ${search} ESCAPE '\\')`);
   }
   if (filter.author?.trim()) onPosts.push(match.equals('p.author', param(base, filter.author.trim())));
+  if (filter.author_id !== undefined) onPosts.push(`p.author_id = ${param(base, filter.author_id)}`);
+  if (filter.author_is_admin !== undefined) onPosts.push(`p.author_is_admin = ${param(base, bool(filter.author_is_admin))}`);
 
   // Rows of the list (posts joined when their columns are needed) and their conditions.
   const from = tagged ? 'post_tags t JOIN posts p ON p.id = t.post_id' : 'posts p';
@@ -151,7 +158,7 @@ export function planListing(dialect: Dialect, filter: PostFilter, sort: PostSort
   // The count, once per statement however often the page uses it (SQLite would otherwise compute it at each use).
   const total = '(SELECT total FROM c)';
 
-  const kept = !filter.search?.trim() && !filter.author?.trim() && !filter.created_after && !filter.created_before && tags.length <= 1;
+  const kept = !filter.search?.trim() && !filter.author?.trim() && filter.author_is_admin === undefined && filter.author_id === undefined && !filter.created_after && !filter.created_before && tags.length <= 1;
   const keptCount = (params: Param[]): string => {
     const side = filter.is_published === undefined ? 'both' : filter.is_published ? 'published' : 'drafts';
     if (tags.length === 0) {

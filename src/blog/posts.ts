@@ -27,6 +27,8 @@ export interface Post {
   title: string;
   content: string;
   author: string;
+  /** Written with the admin token (author `admin`, no account): what no account's post can say. */
+  author_is_admin: boolean;
   created_at: string;
   updated_at: string;
   tags: string[];
@@ -74,6 +76,8 @@ interface Row {
   content: string;
   author: string;
   author_id: number | null;
+  /** 0 or 1 from SQLite, a boolean from PostgreSQL. */
+  author_is_admin: number | boolean;
   tags: string;
   /** 0 or 1 from SQLite, a boolean from PostgreSQL. */
   is_published: number | boolean;
@@ -88,6 +92,7 @@ function toPost(row: Row): Post {
     title: row.title,
     content: row.content,
     author: row.author,
+    author_is_admin: row.author_is_admin === true || row.author_is_admin === 1,
     created_at: row.created_at,
     updated_at: row.updated_at,
     tags: JSON.parse(row.tags) as string[],
@@ -218,7 +223,7 @@ export class PostStore {
 
   /** Writes a post; `inTransaction` runs in the same transaction (the webhook deliveries of a published post). */
   async create(
-    input: { title: string; content: string; tags: string[]; authorId: number | null; author: string; isPublished?: boolean },
+    input: { title: string; content: string; tags: string[]; authorId: number | null; author: string; authorIsAdmin?: boolean; isPublished?: boolean },
     inTransaction?: InTransaction<Post>,
   ): Promise<Post> {
     const tags = cleanTags(input.tags);
@@ -226,9 +231,9 @@ export class PostStore {
     const published = input.isPublished !== false;
     const written = await this.sql.transaction(async (tx) => {
       const row = (await tx.one<Row>(
-        `INSERT INTO posts (title, content, author_id, author, tags, is_published, created_at, updated_at, published_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $8) RETURNING ${POST_ROW}`,
-        [input.title, input.content, input.authorId, input.author, JSON.stringify(tags), published, at, published ? at : null],
+        `INSERT INTO posts (title, content, author_id, author, author_is_admin, tags, is_published, created_at, updated_at, published_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8, $9) RETURNING ${POST_ROW}`,
+        [input.title, input.content, input.authorId, input.author, input.authorIsAdmin === true, JSON.stringify(tags), published, at, published ? at : null],
       ))!;
       if (tags.length > 0) {
         const insert = tagRows(row, tags);

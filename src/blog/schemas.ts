@@ -21,13 +21,14 @@ export const PostSchema = {
     id: { type: 'integer' },
     title: { type: 'string' },
     content: { type: 'string' },
-    author: { type: 'string' },
+    author: { type: 'string', description: 'the username of the account that wrote the post; `admin` for the admin token of serve (see author_is_admin)' },
+    author_is_admin: { type: 'boolean', description: 'written with the admin token of serve: no account can have this (nor, since 2.3.0, the name admin)' },
     created_at: { type: 'string', format: 'date-time' },
     updated_at: { type: 'string', format: 'date-time' },
     tags: { type: 'array', items: { type: 'string' } },
     is_published: { type: 'boolean' },
   },
-  required: ['id', 'title', 'content', 'author', 'created_at', 'updated_at', 'tags', 'is_published'],
+  required: ['id', 'title', 'content', 'author', 'author_is_admin', 'created_at', 'updated_at', 'tags', 'is_published'],
 } as const;
 
 /**
@@ -104,5 +105,9 @@ export const errors = (...statuses: number[]) =>
 export const bearer = [{ bearerAuth: [] }];
 /** Says so explicitly: the operation needs no token. */
 export const PUBLIC: never[] = [];
+/** Public, and a Bearer token, when sent, shows what only its user may see (their drafts). */
+export const OPTIONAL_BEARER = [{}, { bearerAuth: [] }];
+/** The Cache-Control of an answer that depends on who asks (a draft, a list of drafts): kept by no cache, shared or private. */
+export const PRIVATE_ANSWER = 'private, no-store';
 /** Ids are below 2^53 on every backend (a JavaScript number holds them exactly; PostgreSQL's BIGINT would take more). */
 export const PostIdParams = { type: 'object', properties: { post_id: { type: 'integer', minimum: 1, maximum: Number.MAX_SAFE_INTEGER } }, required: ['post_id'] } as const;

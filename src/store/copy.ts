@@ -69,9 +69,9 @@ export const COPIED_TABLES: readonly TableCopy[] = [
   { table: 'api_tokens', columns: ['token_hash', 'kind', 'user_id', 'created_at', 'expires_at'], key: ['token_hash'], refs: { user_id: 'users' }, secret: ['token_hash'] },
   {
     table: 'posts',
-    columns: ['id', 'title', 'content', 'author_id', 'author', 'tags', 'is_published', 'created_at', 'updated_at', 'published_at'],
+    columns: ['id', 'title', 'content', 'author_id', 'author', 'author_is_admin', 'tags', 'is_published', 'created_at', 'updated_at', 'published_at'],
     key: ['id'],
-    booleans: ['is_published'],
+    booleans: ['author_is_admin', 'is_published'],
     serial: 'posts',
     refs: { author_id: 'users' },
   },

@@ -12,7 +12,7 @@
  */
 import { blogListingSchema, BLOG_LISTING } from './blog-listing-schema.js';
 import { commerceSchema } from './commerce-schema.js';
-import { LOGIN_FAILURES, stockHolds, WEBHOOK_CLAIMS, WEBHOOK_TRACE_CONTEXT, refundedOrders, webhookDeliveryKeys, webhookDueByUrl } from './shared-migrations.js';
+import { LOGIN_FAILURES, stockHolds, WEBHOOK_CLAIMS, WEBHOOK_TRACE_CONTEXT, postAuthorIsAdmin, refundedOrders, webhookDeliveryKeys, webhookDueByUrl } from './shared-migrations.js';
 
 export interface PostgresMigration {
   version: number;
@@ -287,5 +287,9 @@ export const POSTGRES_MIGRATIONS: readonly PostgresMigration[] = [
   {
     version: 13,
     ...refundedOrders('postgres'),
+  },
+  {
+    version: 14,
+    ...postAuthorIsAdmin('postgres'),
   },
 ];

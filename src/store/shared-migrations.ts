@@ -216,3 +216,33 @@ export function refundedOrders(backend: 'sqlite' | 'postgres') {
     `,
   };
 }
+
+/**
+ * Posts say whether the admin token wrote them (SQLite 17, PostgreSQL 14): `author_is_admin`, set when the post is
+ * written and never after, so that no account (one named `admin` from before the names were reserved, or one
+ * deleted since, whose posts lose their author_id) can pass for the admin. Posts already there are the admin's when
+ * they have no author_id and the author `admin`, as the admin token wrote them. PostgreSQL: each post's stored JSON
+ * (posts.answer_json) gains the field, after `author`, as the API answers it.
+ */
+export function postAuthorIsAdmin(backend: 'sqlite' | 'postgres') {
+  const column =
+    backend === 'postgres'
+      ? `ALTER TABLE posts ADD COLUMN author_is_admin BOOLEAN NOT NULL DEFAULT FALSE;
+      CREATE OR REPLACE FUNCTION posts_answer_json() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN
+        NEW.answer_json := concat('{"id":', NEW.id, ',"title":', to_json(NEW.title), ',"content":', to_json(NEW.content),
+          ',"author":', to_json(NEW.author), ',"author_is_admin":', CASE WHEN NEW.author_is_admin THEN 'true' ELSE 'false' END,
+          ',"created_at":', to_json(NEW.created_at), ',"updated_at":', to_json(NEW.updated_at),
+          ',"tags":', NEW.tags, ',"is_published":', CASE WHEN NEW.is_published THEN 'true' ELSE 'false' END, '}');
+        RETURN NEW;
+      END $$;
+      UPDATE posts SET author_is_admin = (author_id IS NULL AND author = 'admin');`
+      : `ALTER TABLE posts ADD COLUMN author_is_admin INTEGER NOT NULL DEFAULT 0;
+      UPDATE posts SET author_is_admin = 1 WHERE author_id IS NULL AND author = 'admin';`;
+  return {
+    description: 'posts say whether the admin token wrote them (author_is_admin), which no account can pass for',
+    sql: `
+      ${column}
+    `,
+  };
+}

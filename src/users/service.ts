@@ -43,6 +43,8 @@ import {
   checkRoles,
   newUserProblems,
   checkUsername,
+  checkUnreservedUsername,
+  isReservedUsername,
   DuplicateUserError,
   UserValidationError,
   type NewUser,
@@ -237,6 +239,13 @@ export class UserServiceImpl {
     if (privileged) throw new RpcError(Status.PERMISSION_DENIED, 'changing is_active or roles needs the admin role');
   }
 
+  /** A rename to a reserved name is refused; an account that has one from before may keep it (the same spelling). */
+  async #checkRename(id: number, username: string): Promise<void> {
+    if (!isReservedUsername(username)) return;
+    const current = await this.options.users.get(id);
+    if (current?.username !== username) checkUnreservedUsername(username);
+  }
+
   async #newUser(request: CreateUserRequest, options: { bulk?: boolean } = {}): Promise<NewUser> {
     checkNewUser(request);
     return {
@@ -288,7 +297,10 @@ export class UserServiceImpl {
       if (wants('roles')) changes.roles = [...(given.roles ?? [])];
     }
     this.#mayChange(principal, id, 'change', changes.isActive !== undefined || changes.roles !== undefined);
-    if (changes.username !== undefined) checkUsername(changes.username);
+    if (changes.username !== undefined) {
+      checkUsername(changes.username);
+      await this.#checkRename(id, changes.username);
+    }
     if (changes.email !== undefined) checkEmail(changes.email);
     if (changes.fullName !== undefined) checkFullName(changes.fullName);
     if (changes.roles !== undefined) checkRoles(changes.roles);
@@ -513,6 +525,7 @@ export class UserServiceImpl {
     const privileged = current !== undefined && (current.isActive !== given.is_active || current.roles.join() !== (given.roles ?? []).join());
     this.#mayChange(principal, id, 'change', privileged);
     checkUsername(given.username);
+    if (current?.username !== given.username) checkUnreservedUsername(given.username);
     checkEmail(given.email);
     checkFullName(given.full_name ?? '');
     checkRoles(given.roles ?? []);

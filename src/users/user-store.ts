@@ -100,6 +100,35 @@ export function checkUsername(username: string): void {
   if (!USERNAME_CHARS.test(username)) throw new UserValidationError('username', 'username may hold letters, digits, ".", "_" and "-" only');
 }
 
+/**
+ * Names the system itself goes by: the admin token's posts are signed `admin`, and an account called so (or
+ * `Admin`, `ＡＤＭＩＮ`) could pass for it. Nobody may take one, the admin token included; accounts that hold one
+ * from before keep it (they load, log in and may keep the name), but nobody renames an account to one.
+ */
+export const RESERVED_USERNAMES: readonly string[] = ['admin', 'administrator', 'root', 'system', 'miniapp'];
+
+/** A username as the reserved names are compared: NFKC (full-width and other compatibility forms folded) and lowercased. */
+export function usernameKey(username: string): string {
+  return username.normalize('NFKC').toLowerCase().normalize('NFKC');
+}
+
+export function isReservedUsername(username: string): boolean {
+  return RESERVED_USERNAMES.includes(usernameKey(username));
+}
+
+/** Throws when `username` is one of the names the system uses (see RESERVED_USERNAMES). */
+export function checkUnreservedUsername(username: string): void {
+  if (isReservedUsername(username)) {
+    throw new UserValidationError('username', `username "${username}" is reserved: ${RESERVED_USERNAMES.join(', ')} (in any case or width) are names the system itself uses`);
+  }
+}
+
+/** A new account's username: well-formed and not reserved. */
+export function checkNewUsername(username: string): void {
+  checkUsername(username);
+  checkUnreservedUsername(username);
+}
+
 export function checkEmail(email: string): void {
   if (!email) throw new UserValidationError('email', 'email is required');
   checkMaxLength('email', email, USER_LIMITS.email.max);
@@ -162,7 +191,7 @@ export function newUserProblems(fields: {
       (problems[field] ??= []).push(error.message);
     }
   };
-  run('username', fields.username, checkUsername);
+  run('username', fields.username, checkNewUsername);
   run('email', fields.email, checkEmail);
   run('password', fields.password, checkPassword);
   run('full_name', fields.full_name, checkFullName, true);
