@@ -32,14 +32,21 @@ export const AT_ONCE = Math.max(1, (Number(process.env.UV_THREADPOOL_SIZE) || 4)
  * login's p50 from 51 ms to 1,043 ms, each login queued behind them). With a pool of 2 (AT_ONCE 1) they share it.
  */
 export const SIGNUP_AT_ONCE = Math.max(1, AT_ONCE - 1);
-/** Sign-ups that may wait for a thread; past it a sign-up is refused at once (HashingBusy), never queued. */
+/**
+ * Sign-ups that may wait for a thread at the default cost (about half a second of hashing on the sign-up lane);
+ * past it a sign-up is refused at once (HashingBusy), never queued. The bound is of work, not of count: at a cost
+ * one lower twice as many wait (a hash costs half as much), so at a cost of 10 it is 512.
+ */
 export const SIGNUP_QUEUE = 32;
+const SIGNUP_QUEUE_WORK = SIGNUP_QUEUE * 2 ** DEFAULT_HASH_COST;
+/** The work (2^cost each) of the sign-ups waiting. */
+let signupWorkWaiting = 0;
 
-/** A sign-up refused because SIGNUP_QUEUE sign-ups already wait to be hashed: try again in `retryAfterSeconds`. */
+/** A sign-up refused because sign-ups enough already wait to be hashed: try again in `retryAfterSeconds`. */
 export class HashingBusy extends Error {
   readonly retryAfterSeconds = 1;
-  constructor() {
-    super(`${SIGNUP_QUEUE} sign-ups are waiting for their password to be hashed already: try again in 1 s`);
+  constructor(waitingNow: number) {
+    super(`${waitingNow} sign-ups are waiting for their password to be hashed already: try again in 1 s`);
   }
 }
 
@@ -55,8 +62,11 @@ const waiting: Record<Lane, (() => void)[]> = { now: [], signup: [], bulk: [] };
 
 /** Whether a sign-up would be refused now (its lane's queue is full), checked before anything is counted for it. */
 export function signupLaneFull(): boolean {
-  return waiting.signup.length >= SIGNUP_QUEUE;
+  return signupWorkWaiting >= SIGNUP_QUEUE_WORK;
 }
+
+/** A HashingBusy naming how many sign-ups wait, for a sign-up refused before it is counted. */
+export const hashingBusy = () => new HashingBusy(waiting.signup.length);
 
 function next(finished: Lane): void {
   if (finished === 'signup') signupsRunning--;
@@ -72,19 +82,27 @@ function next(finished: Lane): void {
 }
 
 /** Takes a place (at once, or once one is handed over); whether it had to wait for it. */
-async function turn(lane: Lane): Promise<boolean> {
+async function turn(lane: Lane, log2N: number): Promise<boolean> {
   if (running < AT_ONCE && (lane !== 'signup' || signupsRunning < SIGNUP_AT_ONCE)) {
     running++;
     if (lane === 'signup') signupsRunning++;
     return false;
   }
-  if (lane === 'signup' && waiting.signup.length >= SIGNUP_QUEUE) throw new HashingBusy();
-  await new Promise<void>((resolve) => waiting[lane].push(resolve));
+  if (lane !== 'signup') {
+    await new Promise<void>((resolve) => waiting[lane].push(resolve));
+    return true;
+  }
+  // One may always wait, whatever its cost.
+  const work = 2 ** log2N;
+  if (waiting.signup.length > 0 && signupWorkWaiting + work > SIGNUP_QUEUE_WORK) throw new HashingBusy(waiting.signup.length);
+  signupWorkWaiting += work;
+  await new Promise<void>((resolve) => waiting.signup.push(resolve));
+  signupWorkWaiting -= work;
   return true;
 }
 
 async function derive(password: string, salt: Buffer, log2N: number, r: number, p: number, lane: Lane = 'now'): Promise<Buffer> {
-  const waited = await turn(lane);
+  const waited = await turn(lane, log2N);
   try {
     // `waited`: whether it waited for a place; `waiting`: how many derivations of each lane wait as it starts.
     if (scryptChannel.hasSubscribers) {

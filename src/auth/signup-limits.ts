@@ -27,7 +27,7 @@
  */
 import { isIPv6 } from 'node:net';
 import type { Sql } from '../store/sql.js';
-import { HashingBusy, signupLaneFull } from './passwords.js';
+import { HashingBusy, hashingBusy, signupLaneFull } from './passwords.js';
 import { TokenService } from './tokens.js';
 
 export interface SignupLimits {
@@ -134,7 +134,7 @@ export class SignUps {
     const token = TokenService.bearer(caller.authorization);
     if (token !== undefined && (await this.tokens.authenticate(token))?.isAdmin) return create(false);
     // Refused at once while sign-ups queue for hashing already, before anything is counted.
-    if (signupLaneFull()) throw new HashingBusy();
+    if (signupLaneFull()) throw hashingBusy();
     await this.limiter?.charge(caller.address);
     try {
       return await create(true);

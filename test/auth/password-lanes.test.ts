@@ -5,7 +5,7 @@
  * derivations start is what src/auth/passwords.ts publishes (no clock).
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { AT_ONCE, HashingBusy, hashPassword, scryptChannel, SIGNUP_AT_ONCE, SIGNUP_QUEUE, verifyPassword } from '../../src/auth/passwords.js';
+import { AT_ONCE, DEFAULT_HASH_COST, HashingBusy, hashPassword, scryptChannel, SIGNUP_AT_ONCE, SIGNUP_QUEUE, verifyPassword } from '../../src/auth/passwords.js';
 
 const started: string[] = [];
 const record = (message: unknown) => void started.push((message as { lane: string }).lane);
@@ -34,7 +34,7 @@ describe('password hashing', () => {
     scryptChannel.subscribe(full);
     try {
       const signups = Array.from({ length: SIGNUP_AT_ONCE + SIGNUP_QUEUE + 5 }, (_, i) =>
-        hashPassword(`signup-${i}`, 10, { signup: true }).then(
+        hashPassword(`signup-${i}`, DEFAULT_HASH_COST, { signup: true }).then(
           () => 'hashed',
           (error: unknown) => (error instanceof HashingBusy ? 'busy' : String(error)),
         ),
@@ -42,7 +42,7 @@ describe('password hashing', () => {
       const login = verifyPassword('login-password', stored);
       const outcomes = await Promise.all(signups);
       expect(await login).toBe(true);
-      // SIGNUP_AT_ONCE running and SIGNUP_QUEUE waiting; the 5 past them refused at once, with nothing queued for them.
+      // At the default cost, SIGNUP_AT_ONCE running and SIGNUP_QUEUE waiting; the 5 past them refused at once, with nothing queued for them.
       expect(outcomes).toEqual([...Array(SIGNUP_AT_ONCE + SIGNUP_QUEUE).fill('hashed'), ...Array(5).fill('busy')]);
       // The login found the place no sign-up may take and started at once, before every sign-up that waited.
       expect(events.slice(0, SIGNUP_AT_ONCE + 1)).toEqual([

@@ -108,7 +108,7 @@ export function registerServe(program: Command, bind: Bind): void {
     )
     .option(
       '--signup-limit <n>',
-      'sign-ups (accounts made without the admin token, through POST /users or CreateUser) allowed per client address (an IPv6 /64) in an hour from its first, counted in the store by every instance together; over it: 429 TOO_MANY_SIGNUPS or RESOURCE_EXHAUSTED; 0 turns the limit off',
+      'sign-ups (accounts made without the admin token, through POST /users or CreateUser) allowed per client address (an IPv6 /64) in an hour from its first, counted in the store by every instance together (N or N/hour); over it: 429 TOO_MANY_SIGNUPS or RESOURCE_EXHAUSTED; 0 turns the limit off',
       String(DEFAULT_SIGNUP_LIMITS.perAddress),
     )
     .option('--otlp-endpoint <url>', 'send OpenTelemetry traces over OTLP to this collector (e.g. http://127.0.0.1:4318); the standard OTEL_* variables (OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_SERVICE_NAME, OTEL_TRACES_SAMPLER, ...) work too; default: off')
@@ -266,8 +266,9 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
   if (!/^\d{1,6}$/.test(flags.loginAttempts)) throw new UsageError(`--login-attempts must be a whole number from 0 (the limits off) to 999999; got "${flags.loginAttempts}"`);
   const attempts = Number(flags.loginAttempts);
   const loginLimits = attempts === 0 ? false : { ...DEFAULT_LOGIN_LIMITS, perAccount: attempts, perAddress: Math.max(DEFAULT_LOGIN_LIMITS.perAddress, 10 * attempts) };
-  if (!/^\d{1,6}$/.test(flags.signupLimit)) throw new UsageError(`--signup-limit must be a whole number of sign-ups per address per hour from 0 (no limit) to 999999; got "${flags.signupLimit}"`);
-  const signupLimits = Number(flags.signupLimit) === 0 ? false : { ...DEFAULT_SIGNUP_LIMITS, perAddress: Number(flags.signupLimit) };
+  const signupLimit = /^(\d{1,6})(?:\/hour)?$/.exec(flags.signupLimit)?.[1];
+  if (signupLimit === undefined) throw new UsageError(`--signup-limit must be a whole number of sign-ups per address per hour (N or N/hour) from 0 (no limit) to 999999; got "${flags.signupLimit}"`);
+  const signupLimits = Number(signupLimit) === 0 ? false : { ...DEFAULT_SIGNUP_LIMITS, perAddress: Number(signupLimit) };
   const tracing = resolveTracing(cc.env, { otlpEndpoint: flags.otlpEndpoint });
   const requestRates = parseRequestRates(flags.rateLimit, flags.rateBurst);
   const { checkWebhookUrl } = await import('../../webhooks/delivery.js');
