@@ -17,9 +17,11 @@ import { ReceivedUpload, receiveFileParts, UPLOAD_IDLE_TIMEOUT_MS, UploadGate } 
 import { registerPostLists } from './list-routes.js';
 import type { Sql } from '../store/sql.js';
 import { LoginLocked, type LoginLimiter } from '../auth/login-limits.js';
+import { SignupLimited } from '../auth/signup-limits.js';
+import { HashingBusy } from '../auth/passwords.js';
 import { docsCsp } from '../http/security-headers.js';
 import { ApiError, toApiError, unauthorized } from './api-error.js';
-import { bearer, ContentSchema, errors, ImageSchema, OPTIONAL_BEARER, PostIdParams, PostSchema, PRIVATE_ANSWER, PUBLIC, TagsSchema, TitleSchema, UserProfileSchema } from './schemas.js';
+import { bearer, ContentSchema, errors, ImageSchema, OPTIONAL_BEARER, PostIdParams, PostSchema, PRIVATE_ANSWER, PUBLIC, signupErrors, TagsSchema, TitleSchema, UserProfileSchema } from './schemas.js';
 
 export type ApiVersion = 1 | 2;
 
@@ -327,7 +329,7 @@ export async function blogApi(app: FastifyInstance, options: BlogOptions): Promi
           },
           required: ['username', 'email', 'password'],
         },
-        response: { 201: UserProfileSchema, ...errors(400, 413, 415) },
+        response: { 201: UserProfileSchema, ...signupErrors() },
       } as FastifySchema,
     },
     async (request, reply) => {
@@ -339,18 +341,28 @@ export async function blogApi(app: FastifyInstance, options: BlogOptions): Promi
       }
       if (Object.keys(problems).length > 0) throw new ApiError(400, 'VALIDATION_ERROR', 'Validation Error', problems);
       try {
-        const user = await users.registerUser({
-          username: body.username as string,
-          email: body.email as string,
-          password: body.password as string,
-          full_name: '',
-          bio: (body.bio as string | null | undefined) ?? null,
-          avatar_url: (body.avatar_url as string | null | undefined) ?? null,
-        });
+        const user = await users.createAccount(
+          {
+            username: body.username as string,
+            email: body.email as string,
+            password: body.password as string,
+            full_name: '',
+            bio: (body.bio as string | null | undefined) ?? null,
+            avatar_url: (body.avatar_url as string | null | undefined) ?? null,
+          },
+          // A sign-up unless an admin's token makes the account (auth/signup-limits.ts).
+          { authorization: request.headers.authorization, address: request.ip },
+        );
         return reply.status(201).send(profile(user));
       } catch (error) {
         if (error instanceof DuplicateUserError) {
           throw new ApiError(400, 'VALIDATION_ERROR', 'Validation Error', { [error.field]: [error.message] });
+        }
+        if (error instanceof SignupLimited) {
+          throw new ApiError(429, 'TOO_MANY_SIGNUPS', 'Too Many Requests', error.message, { 'retry-after': String(error.retryAfterSeconds) });
+        }
+        if (error instanceof HashingBusy) {
+          throw new ApiError(503, 'SIGNUPS_BUSY', 'Service Unavailable', error.message, { 'retry-after': String(error.retryAfterSeconds) });
         }
         throw error;
       }

@@ -102,6 +102,24 @@ export const errors = (...statuses: number[]) =>
       },
     ]),
   );
+/**
+ * POST /users: its 429 is the sign-up limit (TOO_MANY_SIGNUPS) or the request rate, its 503 also a sign-up lane
+ * of the password hashing that is full (SIGNUPS_BUSY), both with Retry-After.
+ */
+export const signupErrors = () => ({
+  ...errors(400, 413, 415),
+  429: {
+    ...ErrorSchema,
+    description: `Too Many Requests: more sign-ups from this address (IPv6: its /64) than serve --signup-limit allows in its hour, counted by every instance together (TOO_MANY_SIGNUPS); or ${RATE_LIMITED}; try again after Retry-After seconds`,
+    headers: { 'Retry-After': { type: 'integer', description: 'Seconds until the address\'s sign-up window ends (or, over the request rate, until another request is allowed)' } },
+  },
+  503: {
+    ...ErrorSchema,
+    description: `${ERROR_DESCRIPTIONS[503]}; or ${SIGNUPS_BUSY}`,
+    headers: RETRY_AFTER_HEADER,
+  },
+});
+const SIGNUPS_BUSY = 'so many sign-ups wait for their password to be hashed already that no more are queued (SIGNUPS_BUSY): try again after Retry-After seconds';
 export const bearer = [{ bearerAuth: [] }];
 /** Says so explicitly: the operation needs no token. */
 export const PUBLIC: never[] = [];

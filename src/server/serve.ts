@@ -33,6 +33,7 @@ import { MonitoringServiceImpl, type ChatMessage as OperatorsChatMessage } from 
 import type { ChatMessage as UserChatMessage } from '../users/proto.js';
 import { DEFAULT_HASH_COST } from '../auth/passwords.js';
 import { DEFAULT_LOGIN_LIMITS, LoginLimiter, type LoginLimits } from '../auth/login-limits.js';
+import { DEFAULT_SIGNUP_LIMITS, SignupLimiter, SignUps, type SignupLimits } from '../auth/signup-limits.js';
 import { DEFAULT_REQUEST_RATES, RequestRates, type RequestRateLimits } from '../auth/request-rates.js';
 import { PostStore, type Post } from '../blog/posts.js';
 import { VersionLease } from '../store/version-lease.js';
@@ -74,6 +75,8 @@ export interface ServeOptions {
   hashCost?: number;
   /** Limits on wrong passwords at the blog's login (default DEFAULT_LOGIN_LIMITS); false: none. */
   loginLimits?: LoginLimits | false | undefined;
+  /** Sign-ups per client address, counted in the store (default DEFAULT_SIGNUP_LIMITS); false: none (their own hashing lane stays). */
+  signupLimits?: SignupLimits | false | undefined;
   /**
    * Request rates per token or address on the HTTP APIs and the gRPC services, one budget per token over both
    * (default DEFAULT_REQUEST_RATES); false: none. Counted in this instance's memory.
@@ -304,6 +307,7 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
       await part.start();
       cleanups.push(() => part.stop());
     }
+    const signupLimits = options.signupLimits ?? DEFAULT_SIGNUP_LIMITS;
     const users = new UserServiceImpl({
       users: userStore,
       auth,
@@ -314,6 +318,7 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
       now: options.now,
       log: (message, fields) => grpcLog.error(fields ?? {}, message),
       rates: requestRates,
+      signups: new SignUps(tokens, signupLimits ? new SignupLimiter(store.sql, signupLimits, options.now) : undefined),
     });
     let serviceName = 'miniapp';
     const monitoring = new MonitoringServiceImpl({

@@ -11,7 +11,7 @@ import Database from 'better-sqlite3';
 import { ConfigError } from '../errors.js';
 import { commerceSchema } from './commerce-schema.js';
 import { blogListingSchema, BLOG_LISTING } from './blog-listing-schema.js';
-import { LOGIN_FAILURES, stockHolds, WEBHOOK_CLAIMS, WEBHOOK_TRACE_CONTEXT, postAuthorIsAdmin, refundedOrders, webhookDeliveryKeys, webhookDueByUrl } from './shared-migrations.js';
+import { LOGIN_FAILURES, SIGNUP_COUNTS, stockHolds, WEBHOOK_CLAIMS, WEBHOOK_TRACE_CONTEXT, postAuthorIsAdmin, refundedOrders, webhookDeliveryKeys, webhookDueByUrl } from './shared-migrations.js';
 
 export type Db = Database.Database;
 
@@ -256,6 +256,10 @@ export const MIGRATIONS: readonly Migration[] = [
   {
     version: 17,
     ...postAuthorIsAdmin('sqlite'),
+  },
+  {
+    version: 18,
+    ...SIGNUP_COUNTS,
   },
 ];
 

@@ -246,3 +246,20 @@ export function postAuthorIsAdmin(backend: 'sqlite' | 'postgres') {
     `,
   };
 }
+
+/**
+ * Sign-ups counted per client address (SQLite 18, PostgreSQL 15; auth/signup-limits.ts): shared by every instance
+ * on the database, so that the limit holds across them; a row per address whose window is not over (window_start is
+ * indexed for their deletion).
+ */
+export const SIGNUP_COUNTS = {
+  description: 'sign-ups counted per client address, shared by every instance, for the sign-up limit',
+  sql: `
+      CREATE TABLE signup_counts (
+        address TEXT PRIMARY KEY,
+        used INTEGER NOT NULL,
+        window_start TEXT NOT NULL
+      );
+      CREATE INDEX signup_counts_window_start ON signup_counts (window_start);
+    `,
+};

@@ -25,6 +25,8 @@ import { failStream as endStream, RpcError, SHUTTING_DOWN, statusName, unavailab
 import { ChatHub } from '../grpc/chat-hub.js';
 import { pace } from '../grpc/stream-pace.js';
 import type { RequestRates } from '../auth/request-rates.js';
+import type { AccountCaller, SignUps } from '../auth/signup-limits.js';
+import { addressOf } from '../grpc/request-check.js';
 import { createFromStream, type RowStream } from './batch-create.js';
 import type { UserChange } from './change-log.js';
 import { ResumeOutOfRange, type UserChangeFeed } from './change-feed.js';
@@ -93,6 +95,8 @@ export interface UserServiceOptions {
   log?: (message: string, fields?: Record<string, unknown>) => void;
   /** The request rates, which each SyncUsers message takes from (grpc/stream-pace.ts); none when absent. */
   rates?: RequestRates | undefined;
+  /** Who may sign up, how often, on which hashing lane (auth/signup-limits.ts); every account an admin's when absent. */
+  signups?: SignUps | undefined;
 }
 
 /** Checks fields of a new user, naming every field that is wrong. */
@@ -147,7 +151,8 @@ export class UserServiceImpl {
 
   handlers(): grpc.UntypedServiceImplementation {
     return {
-      CreateUser: this.#unary((request: CreateUserRequest) => this.#createUser(request), { public: true }),
+      CreateUser: (call: grpc.ServerUnaryCall<CreateUserRequest, unknown>, callback: grpc.sendUnaryData<unknown>) =>
+        this.#unary((request: CreateUserRequest) => this.#createUser(request, callerOf(call)), { public: true })(call, callback),
       GetUser: this.#unary((request: { user_id: string }, principal) =>
         this.options.users.get(userIdOf(request.user_id)).then((user) => {
           if (!user) throw new RpcError(Status.NOT_FOUND, `no user with id ${request.user_id}`);
@@ -246,7 +251,7 @@ export class UserServiceImpl {
     if (current?.username !== username) checkUnreservedUsername(username);
   }
 
-  async #newUser(request: CreateUserRequest, options: { bulk?: boolean } = {}): Promise<NewUser> {
+  async #newUser(request: CreateUserRequest, options: { bulk?: boolean; signup?: boolean } = {}): Promise<NewUser> {
     checkNewUser(request);
     return {
       username: request.username,
@@ -260,12 +265,22 @@ export class UserServiceImpl {
    * Creates a user from any front door (gRPC CreateUser, the blog's POST
    * /users): validated, hashed, stored, and announced to watchers.
    */
-  async registerUser(request: CreateUserRequest & { bio?: string | null | undefined; avatar_url?: string | null | undefined }): Promise<UserRecord> {
-    return this.options.users.create({ ...(await this.#newUser(request)), bio: request.bio, avatarUrl: request.avatar_url });
+  async registerUser(request: NewAccountRequest, options: { signup?: boolean } = {}): Promise<UserRecord> {
+    return this.options.users.create({ ...(await this.#newUser(request, options)), bio: request.bio, avatarUrl: request.avatar_url });
   }
 
-  async #createUser(request: CreateUserRequest) {
-    const user = await this.registerUser(request);
+  /**
+   * An account asked for from outside (CreateUser, the blog's POST /users): valid, then admitted as an admin's or
+   * as a sign-up (counted per address and hashed on its own lane: auth/signup-limits.ts), then made.
+   */
+  async createAccount(request: NewAccountRequest, caller: AccountCaller): Promise<UserRecord> {
+    checkNewUser(request);
+    const signups = this.options.signups;
+    return signups ? signups.admit(caller, (signup) => this.registerUser(request, { signup })) : this.registerUser(request);
+  }
+
+  async #createUser(request: CreateUserRequest, caller: AccountCaller) {
+    const user = await this.createAccount(request, caller);
     return { user: userMessage(user), message: `user ${user.username} created with id ${user.id}` };
   }
 
@@ -553,6 +568,14 @@ function checkChatMessage(message: ChatMessage): void {
 /** Ends a streaming call with the error's status. */
 function failStream(call: { emit(event: 'error', error: grpc.ServerErrorResponse): boolean }, error: unknown): void {
   endStream(call, toStatus(error));
+}
+
+type NewAccountRequest = CreateUserRequest & { bio?: string | null | undefined; avatar_url?: string | null | undefined };
+
+/** The caller of a unary call, for the sign-up limit: its `authorization` metadata and address. */
+function callerOf(call: grpc.ServerUnaryCall<unknown, unknown>): AccountCaller {
+  const authorization = call.metadata.get('authorization')[0];
+  return { authorization: typeof authorization === 'string' ? authorization : undefined, address: addressOf(call.getPeer()) };
 }
 
 const ANONYMOUS: Principal = { kind: 'user', userId: null, username: null, roles: [], isAdmin: false };

@@ -205,17 +205,22 @@ describe('serve banner', () => {
           '  limits    logins: 5 wrong passwords per account and address, 50 per address, then locked for 1 s doubling up to 15 min (--login-attempts)',
           '            relay codes and refresh tokens refused: 50 per address, then the same back-off',
           '            requests: 200 per second per token or address (bursts of 400), per instance (--rate-limit, --rate-burst)',
+          '            sign-ups: 10 per address (IPv6: per /64) in an hour from its first, shared by every instance (--signup-limit)',
         ],
       ],
       [
-        ['--login-attempts', '8', '--rate-limit', '50', '--rate-burst', '60'],
+        ['--login-attempts', '8', '--rate-limit', '50', '--rate-burst', '60', '--signup-limit', '3/hour'],
         [
           '  limits    logins: 8 wrong passwords per account and address, 80 per address, then locked for 1 s doubling up to 15 min (--login-attempts)',
           '            relay codes and refresh tokens refused: 80 per address, then the same back-off',
           '            requests: 50 per second per token or address (bursts of 60), per instance (--rate-limit, --rate-burst)',
+          '            sign-ups: 3 per address (IPv6: per /64) in an hour from its first, shared by every instance (--signup-limit)',
         ],
       ],
-      [['--login-attempts', '0', '--rate-limit', '0'], ['  limits    logins: off', '            relay codes and refresh tokens refused: off', '            requests: off']],
+      [
+        ['--login-attempts', '0', '--rate-limit', '0', '--signup-limit', '0'],
+        ['  limits    logins: off', '            relay codes and refresh tokens refused: off', '            requests: off', '            sign-ups: off'],
+      ],
     ];
     for (const [args, lines] of cases) {
       const result = await sb.run(['serve', '--port', '0', '--no-grpc', '--store', 'memory', ...args], { shutdown: Promise.resolve('SIGTERM') });
@@ -275,6 +280,7 @@ describe('usage errors, for every group', () => {
       [['serve', '--rate-burst', '0'], '--rate-burst must be a whole number of requests from 1 to 2000000; got "0"', 'miniapp serve'],
       [['serve', '--rate-limit', '0', '--rate-burst', '10'], '--rate-burst needs a --rate-limit above 0', 'miniapp serve'],
       [['serve', '--login-attempts', '-1'], '--login-attempts must be a whole number from 0 (the limits off) to 999999; got "-1"', 'miniapp serve'],
+      [['serve', '--signup-limit', '10/day'], '--signup-limit must be a whole number of sign-ups per address per hour (N or N/hour) from 0 (no limit) to 999999; got "10/day"', 'miniapp serve'],
       [['serv'], "unknown command 'serv' (did you mean 'serve'?)", 'miniapp'],
       [['sandbox', 'logn'], "unknown command 'logn' for 'miniapp sandbox' (did you mean 'login'?)", 'miniapp sandbox'],
       [['webhooks', 'lsit'], "unknown command 'lsit' (did you mean 'list'?)", 'miniapp webhooks'],

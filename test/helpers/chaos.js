@@ -50,6 +50,8 @@ export async function startServeProcess({ databaseUrl, timeoutMs = 5_000, poolSi
     '--password-hash-cost', '10',
     // A load test: its workers send hundreds of requests a second from one address and with one admin token.
     '--rate-limit', '0',
+    // And they sign up hundreds of users from 127.0.0.1.
+    '--signup-limit', '0',
     ...(databaseUrl ? ['--database', databaseUrl, '--database-timeout', `${timeoutMs}ms`, '--database-pool', String(poolSize)] : []),
     // No drain period unless asked for: these tests stop serve to test the stop, not a load balancer's view of it.
     ...(extraArgs.includes('--drain') ? [] : ['--drain', '0']),

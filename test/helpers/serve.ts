@@ -23,6 +23,8 @@ export async function startTestServe(overrides: Partial<ServeOptions> = {}, back
     // Suites drive serve at machine speed (thousands of requests a second with one token or from one address), far
     // past any default request rate; test/server/request-rates.test.ts turns them on.
     requestRates: false,
+    // And they sign up hundreds of users from 127.0.0.1; test/auth/signup-limits.test.ts turns the limit on.
+    signupLimits: false,
     ...overrides,
   }).catch(async (error: unknown) => {
     await database?.drop();

@@ -7,6 +7,7 @@ import { parsePort, parseWholeNumber } from '../flags.js';
 import { parseDuration } from '../../duration.js';
 import { checkMetricsPrefix, DEFAULT_METRICS_PREFIX } from '../../server/metric-prefix.js';
 import { DEFAULT_LOGIN_LIMITS, describeLoginLimits } from '../../auth/login-limits.js';
+import { DEFAULT_SIGNUP_LIMITS, describeSignupLimits } from '../../auth/signup-limits.js';
 import { describeTracing, resolveTracing } from '../../telemetry/config.js';
 import { DEFAULT_REQUEST_RATES, describeRequestRates } from '../../auth/request-rates.js';
 import { DEFAULT_DRAIN_MS, MAX_DRAIN_MS } from '../../server/drain.js';
@@ -34,6 +35,7 @@ interface ServeFlags {
   grpcTlsKey?: string;
   passwordHashCost: string;
   loginAttempts: string;
+  signupLimit: string;
   otlpEndpoint?: string;
   rateLimit: string;
   rateBurst?: string;
@@ -62,7 +64,7 @@ export function registerServe(program: Command, bind: Bind): void {
         'NOT_SERVING) but still answering for --drain, so load balancers move away; then it stops accepting, finishes ' +
         'the calls in flight, ends streams with UNAVAILABLE (clients reconnect and resume elsewhere) and releases its ' +
         'webhook deliveries to the other instances. Ctrl-C (SIGINT), or a second signal, skips the drain\'s wait. ' +
-        'Limits against abuse are on by default (--login-attempts, --rate-limit); OpenTelemetry traces are off until ' +
+        'Limits against abuse are on by default (--login-attempts, --rate-limit, --signup-limit); OpenTelemetry traces are off until ' +
         '--otlp-endpoint or OTEL_EXPORTER_OTLP_ENDPOINT names a collector.',
     )
     .option('--host <host>', 'address to bind', '127.0.0.1')
@@ -103,6 +105,11 @@ export function registerServe(program: Command, bind: Bind): void {
       '--login-attempts <n>',
       'wrong passwords allowed per account and address at the blog\'s login (and 10 times as many, at least 50, per address; the same per address for codes and refresh tokens the partner API refuses at the relay) before the back-off: locked for 1 s, doubling to 15 min, answered 429; 0 turns the limits off',
       String(DEFAULT_LOGIN_LIMITS.perAccount),
+    )
+    .option(
+      '--signup-limit <n>',
+      'sign-ups (accounts made without the admin token, through POST /users or CreateUser) allowed per client address (an IPv6 /64) in an hour from its first, counted in the store by every instance together (N or N/hour); over it: 429 TOO_MANY_SIGNUPS or RESOURCE_EXHAUSTED; 0 turns the limit off',
+      String(DEFAULT_SIGNUP_LIMITS.perAddress),
     )
     .option('--otlp-endpoint <url>', 'send OpenTelemetry traces over OTLP to this collector (e.g. http://127.0.0.1:4318); the standard OTEL_* variables (OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_SERVICE_NAME, OTEL_TRACES_SAMPLER, ...) work too; default: off')
     .option(
@@ -259,6 +266,9 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
   if (!/^\d{1,6}$/.test(flags.loginAttempts)) throw new UsageError(`--login-attempts must be a whole number from 0 (the limits off) to 999999; got "${flags.loginAttempts}"`);
   const attempts = Number(flags.loginAttempts);
   const loginLimits = attempts === 0 ? false : { ...DEFAULT_LOGIN_LIMITS, perAccount: attempts, perAddress: Math.max(DEFAULT_LOGIN_LIMITS.perAddress, 10 * attempts) };
+  const signupLimit = /^(\d{1,6})(?:\/hour)?$/.exec(flags.signupLimit)?.[1];
+  if (signupLimit === undefined) throw new UsageError(`--signup-limit must be a whole number of sign-ups per address per hour (N or N/hour) from 0 (no limit) to 999999; got "${flags.signupLimit}"`);
+  const signupLimits = Number(signupLimit) === 0 ? false : { ...DEFAULT_SIGNUP_LIMITS, perAddress: Number(signupLimit) };
   const tracing = resolveTracing(cc.env, { otlpEndpoint: flags.otlpEndpoint });
   const requestRates = parseRequestRates(flags.rateLimit, flags.rateBurst);
   const { checkWebhookUrl } = await import('../../webhooks/delivery.js');
@@ -297,6 +307,7 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
       hashCost,
       requestTimeoutMs,
       loginLimits,
+      signupLimits,
       requestRates,
       docs: flags.docs,
       webhooks: webhookSecret ? { urls: webhookUrls, secret: webhookSecret } : undefined,
@@ -384,6 +395,7 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
       `  limits    logins: ${describeLoginLimits(loginLimits)}${loginLimits ? ' (--login-attempts)' : ''}`,
       `            relay codes and refresh tokens refused: ${loginLimits ? `${loginLimits.perAddress} per address, then the same back-off` : 'off'}`,
       `            requests: ${describeRequestRates(requestRates)}${requestRates ? ' (--rate-limit, --rate-burst)' : ''}`,
+      `            sign-ups: ${describeSignupLimits(signupLimits)}${signupLimits ? ' (--signup-limit)' : ''}`,
       `  traces    ${describeTracing(tracing)}`,
     ];
     if (running.sandbox) {
