@@ -1,0 +1,268 @@
+/**
+ * Abuse, a few minutes long (issue 39): one `miniapp serve` process on
+ * SQLite, with its default request rates, and a well-behaved client
+ * (bench/abuse-client.js, on a worker thread: GetUser of its own record,
+ * GET /health, a page of posts) that keeps calling through three phases:
+ *
+ * 1. quiet: nobody else (its p99 is the floor);
+ * 2. attacked: every attack of bench/abuse-attacks.js at once, from the
+ *    same address: rapid reset (item 1), stalled watchers of three accounts
+ *    over a log of 30,000 changes (item 2), endless multipart uploads (item
+ *    3), deeply nested JSON (item 5), made-up-token floods and SyncUsers
+ *    floods (item 11);
+ * 3. after: the attacks stopped, serve left to settle.
+ *
+ * Rows: the client's p99 attacked against quiet (target 3x, the issue's);
+ * serve's peak resident memory during the attack and its memory and open
+ * descriptors at the end of phase 3, each against its quiet median, all
+ * read from /proc/PID. The attackers share the machine's cores with serve
+ * and the client; the notes say what each attack got.
+ *
+ * Settings from the environment: BENCH_ABUSE_QUIET_S (default 20),
+ * BENCH_ABUSE_ATTACK_S (default 60), BENCH_ABUSE_AFTER_S (default 20);
+ * BENCH_ABUSE_ONLY=name,... runs only those attacks (a diagnosis).
+ */
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { loadavg, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { Worker } from 'node:worker_threads';
+import * as grpc from '@grpc/grpc-js';
+import Database from 'better-sqlite3';
+import { request } from 'undici';
+import { startServeProcess } from '../test/helpers/chaos.js';
+import { envNumber, quantile } from './lib.js';
+import { endlessUploads, nestedJson, randomTokens, rapidReset, stalledWatchers, syncFlood } from './abuse-attacks.js';
+
+const PASSWORD = 'abuse-password-1';
+const LOGGED = 30_000;
+const ATTACKERS = 3;
+
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+function procSample(pid) {
+  const rssKb = Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))[1]);
+  return { at: Date.now(), rssMb: rssKb / 1024, fds: readdirSync(`/proc/${pid}/fd`).length };
+}
+
+function unary(client, method, body, token) {
+  const metadata = new grpc.Metadata();
+  metadata.set('authorization', `Bearer ${token}`);
+  return new Promise((resolve, reject) =>
+    client[method](body, metadata, { deadline: Date.now() + 10_000 }, (error, response) => (error ? reject(new Error(`${method}: ${error.details}`)) : resolve(response))),
+  );
+}
+
+async function login(url, username) {
+  const answer = await request(`${url}/api/v1/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ username, password: PASSWORD }) });
+  const body = await answer.body.json();
+  if (answer.statusCode !== 200 || !body.access_token) throw new Error(`login of ${username}: ${answer.statusCode} ${JSON.stringify(body)}`);
+  return body.access_token;
+}
+
+const median = (values) => quantile([...values].sort((a, b) => a - b), 0.5);
+const p = (values, q) => quantile([...values].sort((a, b) => a - b), q);
+const fmt = (n) => n.toFixed(1);
+
+export default async function abuse(ctx) {
+  const quietS = envNumber('BENCH_ABUSE_QUIET_S', 20);
+  const attackS = envNumber('BENCH_ABUSE_ATTACK_S', 60);
+  const afterS = envNumber('BENCH_ABUSE_AFTER_S', 20);
+  // A diagnosis: only these attacks (comma-separated names of abuse-attacks.js), to see which one costs what.
+  const only = (process.env.BENCH_ABUSE_ONLY ?? '').split(',').filter(Boolean);
+  const loadBefore = loadavg()[0];
+  const { userServiceDefinition } = await import(pathToFileURL(join(ctx.root, 'dist', 'users', 'proto.js')).href);
+  const { databasePath } = await import(pathToFileURL(join(ctx.root, 'dist', 'store', 'database.js')).href);
+  const { Client } = userServiceDefinition();
+
+  const home = mkdtempSync(join(tmpdir(), 'miniapp-bench-abuse-'));
+  // serve's own request rates (the helper turns them off for load tests), its temporary upload files in the home.
+  const options = { home, extraArgs: ['--rate-limit', '200'], env: { TMPDIR: home } };
+  const cleanups = [];
+  try {
+    // The accounts, then a change log of 30,000 changes of the first attacker, written while serve is stopped.
+    const first = await startServeProcess(options);
+    cleanups.push(() => first.dispose());
+    const admin = first.info.adminToken;
+    const setup = new Client(first.info.grpc.address, grpc.credentials.createInsecure());
+    const names = ['goodclient', ...Array.from({ length: ATTACKERS }, (_, i) => `attacker${i + 1}`)];
+    const users = {};
+    for (const name of names) users[name] = (await unary(setup, 'CreateUser', { username: name, email: `${name}@example.com`, password: PASSWORD, full_name: name }, admin)).user;
+    setup.close();
+    await first.stop();
+    const db = new Database(databasePath(join(home, 'data')));
+    const row = db.prepare('SELECT payload, at FROM user_events ORDER BY seq DESC LIMIT 1').get();
+    const head = db.prepare("SELECT value FROM counters WHERE name = 'user_events'").get().value;
+    db.transaction(() => {
+      const insert = db.prepare("INSERT INTO user_events (seq, type, payload, at) VALUES (?, 'UPDATED', ?, ?)");
+      for (let i = 1; i <= LOGGED; i++) insert.run(head + i, row.payload, row.at);
+      db.prepare("UPDATE counters SET value = ? WHERE name = 'user_events'").run(head + LOGGED);
+    })();
+    db.close();
+
+    const serve = await startServeProcess(options);
+    cleanups.push(() => serve.dispose());
+    const pid = serve.child.pid;
+    const { url } = serve.info;
+    const grpcAddress = serve.info.grpc.address;
+    const tokens = {};
+    for (const name of names) tokens[name] = await login(url, name);
+    for (let i = 0; i < 20; i++) {
+      const answer = await request(`${url}/api/v2/blog/posts`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${tokens.goodclient}` },
+        body: JSON.stringify({ title: `Post ${i}`, content: `The content of post ${i}.`, is_published: true }),
+      });
+      if (answer.statusCode !== 201) throw new Error(`creating a post: ${answer.statusCode} ${await answer.body.text()}`);
+      await answer.body.dump();
+    }
+    const reader = new Client(grpcAddress, grpc.credentials.createInsecure());
+    const records = {};
+    for (const name of names.slice(1)) records[name] = await unary(reader, 'GetUser', { user_id: users[name].id }, tokens[name]);
+    reader.close();
+    ctx.log(`abuse: serve pid ${pid}, ${LOGGED} changes in the log; quiet ${quietS} s, attacked ${attackS} s, after ${afterS} s`);
+
+    // The client, and /proc every 250 ms.
+    const samples = [];
+    const worker = new Worker(new URL('./abuse-client.js', import.meta.url), { workerData: { root: ctx.root, url, grpcAddress, token: tokens.goodclient, userId: users.goodclient.id } });
+    const finished = new Promise((resolve, reject) => {
+      worker.on('message', (message) => (message === 'done' ? resolve() : samples.push(...message)));
+      worker.on('error', reject);
+    });
+    const proc = [];
+    const sampler = setInterval(() => {
+      try {
+        proc.push(procSample(pid));
+      } catch {
+        // serve is gone: found below.
+      }
+    }, 250);
+
+    const t0 = Date.now();
+    await sleep(quietS * 1_000);
+    const attackAt = Date.now();
+    ctx.log('abuse: attacking');
+    let stopped = false;
+    const isStopped = () => stopped;
+    const attackers = names.slice(1);
+    const all = {
+      rapidReset: () => rapidReset(grpcAddress, isStopped),
+      stalledWatchers: () => stalledWatchers(grpcAddress, attackers.map((name) => tokens[name]), isStopped),
+      endlessUploads: () => endlessUploads(url, tokens.attacker2, isStopped),
+      nestedJson: () => nestedJson(url, tokens.attacker3, isStopped),
+      randomTokens: () => randomTokens(url, grpcAddress, Client, isStopped),
+      syncFlood: () => syncFlood(grpcAddress, Client, attackers.map((name) => ({ token: tokens[name], user: records[name] })), isStopped),
+    };
+    const attacks = Object.fromEntries(Object.entries(all).filter(([name]) => only.length === 0 || only.includes(name)).map(([name, start]) => [name, start()]));
+    while (Date.now() - attackAt < attackS * 1_000) {
+      await sleep(Math.min(10_000, attackS * 1_000 - (Date.now() - attackAt)));
+      const last = proc.at(-1);
+      ctx.log(`abuse: ${fmt((Date.now() - attackAt) / 1000)} s into the attack: serve ${last ? `${fmt(last.rssMb)} MB, ${last.fds} fds` : 'gone'}`);
+    }
+    stopped = true;
+    const stopAt = Date.now();
+    ctx.log('abuse: attacks stopped');
+    await Promise.race([Promise.all(Object.values(attacks).map((a) => a.done)), sleep(15_000)]);
+    await sleep(Math.max(0, afterS * 1_000 - (Date.now() - stopAt)));
+    const endAt = Date.now();
+    worker.postMessage('stop');
+    await finished;
+    await worker.terminate();
+    clearInterval(sampler);
+    if (!serve.alive()) throw new Error(`serve died during the abuse run: ${serve.stderr().slice(-2_000)}`);
+
+    // The first 2 s of the quiet phase warm up; the after phase's second half is where serve has settled.
+    const within = (from, to) => samples.filter(([at]) => at >= from && at < to);
+    const quiet = within(t0 + 2_000, attackAt);
+    const attacked = within(attackAt, stopAt);
+    const settled = within(endAt - (afterS * 1_000) / 2, endAt + 1);
+    const ms = (list) => list.map(([, , duration]) => duration);
+    const failed = (list) => list.filter(([, , , ok]) => !ok).length;
+    const byKind = (list) =>
+      ['GetUser', 'health', 'posts']
+        .map((kind) => {
+          const of = list.filter(([, k]) => k === kind);
+          return `${kind} p50 ${fmt(p(ms(of), 0.5))} p99 ${fmt(p(ms(of), 0.99))} ms`;
+        })
+        .join(', ');
+    const quietP99 = p(ms(quiet), 0.99);
+    const attackedP99 = p(ms(attacked), 0.99);
+    const settledP99 = p(ms(settled), 0.99);
+
+    const procWithin = (from, to) => proc.filter((s) => s.at >= from && s.at < to);
+    const quietProc = procWithin(t0 + 2_000, attackAt);
+    const attackProc = procWithin(attackAt, stopAt + 2_000);
+    const end = proc.at(-1);
+    const quietRss = median(quietProc.map((s) => s.rssMb));
+    const quietFds = median(quietProc.map((s) => s.fds));
+    const peakRss = Math.max(...attackProc.map((s) => s.rssMb));
+    const peakFds = Math.max(...attackProc.map((s) => s.fds));
+    const fdsBackMs = (() => {
+      const back = proc.find((s) => s.at >= stopAt && s.fds <= quietFds + 10);
+      return back ? back.at - stopAt : undefined;
+    })();
+
+    const c = Object.fromEntries(Object.entries(attacks).map(([name, attack]) => [name, attack.counts]));
+    const describe = {
+      rapidReset: (k) => `rapid reset: ${k.sessions} sessions, ${k.resets} resets, GOAWAY codes ${JSON.stringify(k.goaways)}`,
+      stalledWatchers: (k) => `stalled watchers: ${ATTACKERS} accounts x 20 slots, ${k.opened} opened, ${k.refused} refused, grpc-status in headers ${JSON.stringify(k.statuses)}`,
+      endlessUploads: (k) => `endless uploads: 40 connections, ${k.opened} opened, ${k.megabytes} MB sent, answers ${JSON.stringify(k.answers)}`,
+      nestedJson: (k) => `nested JSON (250,000 deep, 8 loops x 5/s): answers ${JSON.stringify(k.answers)}`,
+      randomTokens: (k) => `made-up tokens: HTTP ${JSON.stringify(k.http)}, gRPC ${JSON.stringify(k.grpc)}`,
+      syncFlood: (k) => `SyncUsers floods (${ATTACKERS} accounts): ${k.written} upserts written, answers ${JSON.stringify(k.answers)}, ended ${JSON.stringify(k.ended)}`,
+    };
+    const attackNote = `${only.length ? `only ${only.join(', ')}: ` : ''}${Object.keys(c)
+      .map((name) => describe[name](c[name]))
+      .join('; ')}; load average ${loadBefore.toFixed(1)} before, ${loadavg()[0].toFixed(1)} after`;
+    ctx.log(`abuse: ${attackNote}`);
+    return [
+      {
+        name: 'abuse: well-behaved client p99, attacked (items 1, 2, 3, 5, 11 at once)',
+        value: attackedP99,
+        unit: 'ms',
+        floorName: 'the same client, quiet serve',
+        floorValue: quietP99,
+        target: 3,
+        better: 'lower',
+        note:
+          `${quiet.length} calls quiet, ${attacked.length} attacked, ${settled.length} in the settled half of the after phase (p99 ${fmt(settledP99)} ms); ` +
+          `failed: quiet ${failed(quiet)}, attacked ${failed(attacked)}, after ${failed(settled)}; ` +
+          `quiet: ${byKind(quiet)}; attacked: ${byKind(attacked)}; ` +
+          `phases ${quietS} / ${attackS} / ${afterS} s; serve on SQLite with its default request rates (200/s a token, else an address), one machine of 2 cores for serve, the attackers and the client (worker thread); ${attackNote}`,
+      },
+      {
+        name: 'abuse: serve peak RSS during the attack',
+        value: peakRss,
+        unit: 'MB',
+        floorName: 'serve RSS, quiet (median)',
+        floorValue: quietRss,
+        target: 3,
+        better: 'lower',
+        note: `/proc/PID/status VmRSS every 250 ms; peak descriptors ${peakFds} against ${quietFds} quiet (the attackers' connections while they are open); target 3x is this benchmark's own: bounded (the issue measured gigabytes)`,
+      },
+      {
+        name: 'abuse: serve RSS after the attack',
+        value: end.rssMb,
+        unit: 'MB',
+        floorName: 'serve RSS, quiet (median)',
+        floorValue: quietRss,
+        target: 1.5,
+        better: 'lower',
+        note: `${afterS} s after the attacks stopped; what V8 and the allocator have not given back to the system counts here`,
+      },
+      {
+        name: 'abuse: serve descriptors after the attack',
+        value: end.fds,
+        unit: 'fds',
+        floorName: 'serve descriptors, quiet (median)',
+        floorValue: quietFds,
+        target: 1.25,
+        better: 'lower',
+        note: `/proc/PID/fd; ${fdsBackMs === undefined ? 'never' : `${fmt(fdsBackMs / 1000)} s after the attacks stopped`} within 10 of the quiet count; peak ${peakFds}`,
+      },
+    ];
+  } finally {
+    for (const cleanup of cleanups.reverse()) cleanup();
+    rmSync(home, { recursive: true, force: true });
+  }
+}
