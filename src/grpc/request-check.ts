@@ -22,7 +22,7 @@ import { descriptorRegistry } from './descriptor-set.js';
 import { invalidUtf8Field, MalformedMessageError } from './wire-utf8.js';
 import { isTokenKey, type RequestRates } from '../auth/request-rates.js';
 import { resourceExhausted } from './retry-info.js';
-import { guardSessions, type ClosedSession, type ResetLimits } from './session-guard.js';
+import { AddressPenalties, DEFAULT_RESET_LIMITS, guardSessions, type ClosedSession, type ResetLimits } from './session-guard.js';
 
 /**
  * Request metadata the server reads, counted as HTTP/2 counts a header list
@@ -211,12 +211,15 @@ type Http2Servers = Map<Http2Server | Http2SecureServer, { sessions?: Set<Http2S
 export class RequestCheckingServer extends grpc.Server {
   readonly #guarded = new WeakSet<object>();
   readonly #onResetFlood: (closed: ClosedSession) => void;
-  readonly #resetLimits: ResetLimits | undefined;
+  readonly #resetLimits: ResetLimits;
+  /** One table of refused addresses for every address serve listens on. */
+  readonly #penalties: AddressPenalties;
 
   constructor({ observe, rates, onResetFlood, resetLimits, ...options }: RequestCheckingServerOptions = {}) {
     super({ ...options, interceptors: [...(options.interceptors ?? []), requestCheckInterceptor(MAX_METADATA_BYTES, observe, rates)] });
     this.#onResetFlood = onResetFlood ?? (() => undefined);
-    this.#resetLimits = resetLimits;
+    this.#resetLimits = resetLimits ?? DEFAULT_RESET_LIMITS;
+    this.#penalties = new AddressPenalties(this.#resetLimits);
   }
 
   #http2Servers(): Http2Servers | undefined {
@@ -236,7 +239,7 @@ export class RequestCheckingServer extends grpc.Server {
         for (const server of this.#http2Servers()?.keys() ?? []) {
           if (this.#guarded.has(server)) continue;
           this.#guarded.add(server);
-          guardSessions(server, this.#onResetFlood, this.#resetLimits);
+          guardSessions(server, this.#onResetFlood, this.#resetLimits, this.#penalties);
         }
       }
       callback(error, bound);

@@ -236,8 +236,11 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
     'grpc.enable_channelz': 0,
     ...CONNECTION_BOUNDS,
     observe: observations.observe,
-    onResetFlood: ({ peer, resets, streams }) =>
-      options.log?.warn({ peer, resets, streams }, 'grpc connection closed (GOAWAY ENHANCE_YOUR_CALM): it reset too many of its streams'),
+    onResetFlood: ({ peer, resets, streams, refusedForMs }) =>
+      options.log?.warn(
+        { peer, resets, streams, refusedForMs },
+        `grpc connection closed (GOAWAY ENHANCE_YOUR_CALM): it reset too many of its streams; new connections from its address refused for ${Math.round(refusedForMs / 1000)} s`,
+      ),
     ...(options.telemetry ? { interceptors: [tracingInterceptor(options.telemetry)] } : {}),
     rates: options.rates,
   });

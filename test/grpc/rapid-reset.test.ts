@@ -5,7 +5,8 @@
  * Without a reset budget of serve's own, Node's nghttp2 spends its budget,
  * sends GOAWAY INTERNAL_ERROR and leaves each socket in CLOSE-WAIT: serve's
  * descriptors climbed until it accepted nothing. What must hold: each
- * session gets GOAWAY ENHANCE_YOUR_CALM (11), serve's descriptors are back
+ * session gets GOAWAY ENHANCE_YOUR_CALM (11), its address is refused new
+ * connections for a while (other addresses are not), serve's descriptors are back
  * near their baseline within seconds, and /health and a real grpc-js
  * client are answered during the attack and after it.
  */
@@ -16,6 +17,7 @@ import * as grpc from '@grpc/grpc-js';
 import { request } from 'undici';
 import { startServeProcess, type ServeProcess } from '../helpers/chaos.js';
 import { userServiceDefinition } from '../../src/users/proto.js';
+import { AddressPenalties } from '../../src/grpc/session-guard.js';
 
 const cleanups: (() => void)[] = [];
 afterEach(() => {
@@ -24,10 +26,43 @@ afterEach(() => {
 
 const descriptors = (pid: number) => readdirSync(`/proc/${pid}/fd`).length;
 
+/** The attackers' address: another loopback address than the well-behaved clients' 127.0.0.1. */
+const ATTACKER = '127.0.0.2';
+
+/** One plain GetUser on a fresh connection from `localAddress`: its grpc-status, or how the connection ended. */
+function freshCall(address: string, localAddress: string, token: string): Promise<{ status?: string; goaway?: number }> {
+  return new Promise((resolve) => {
+    const session = http2.connect(`http://${address}`, { localAddress });
+    let goaway: number | undefined;
+    const done = (result: { status?: string; goaway?: number }) => {
+      session.destroy();
+      resolve(result);
+    };
+    session.on('error', () => undefined);
+    session.on('goaway', (code) => (goaway = code));
+    session.on('close', () => done({ goaway }));
+    try {
+      const stream = session.request({ ':method': 'POST', ':path': '/user.v1.UserService/GetUser', 'content-type': 'application/grpc', te: 'trailers', authorization: `Bearer ${token}` });
+      stream.on('error', () => undefined);
+      stream.on('trailers', (trailers) => done({ status: String(trailers['grpc-status']), goaway }));
+      stream.on('response', (headers) => headers['grpc-status'] !== undefined && done({ status: String(headers['grpc-status']), goaway }));
+      // GetUserRequest { user_id: 999999 }: field 1, varint.
+      const message = Buffer.from([0x08, 0xbf, 0x84, 0x3d]);
+      const frame = Buffer.alloc(5 + message.length);
+      frame.writeUInt32BE(message.length, 1);
+      message.copy(frame, 5);
+      stream.end(frame);
+    } catch {
+      done({ goaway });
+    }
+    setTimeout(() => done({ goaway }), 3_000).unref();
+  });
+}
+
 /** Sessions that open and reset streams until `stopped()`; the GOAWAY codes serve sent them. */
 async function resetFlood(address: string, stopped: () => boolean, goaways: number[]): Promise<void> {
   while (!stopped()) {
-    const session = http2.connect(`http://${address}`);
+    const session = http2.connect(`http://${address}`, { localAddress: ATTACKER });
     session.on('error', () => undefined);
     session.on('goaway', (code) => goaways.push(code));
     const connected = await new Promise<boolean>((resolve) => {
@@ -107,5 +142,34 @@ describe('rapid reset on the gRPC port', () => {
     expect(await healthAnswers(serve.info.url)).toBe(true);
     expect(await getUserAnswers(client, serve.info.adminToken)).toBe('NOT_FOUND');
     expect(serve.stderr()).toContain('GOAWAY ENHANCE_YOUR_CALM');
+    expect(serve.stderr()).toContain('new connections from its address refused for');
+
+    // The attackers' address is refused for a while: a fresh connection from it, even with a plain call, gets
+    // ENHANCE_YOUR_CALM before any stream is read (reconnecting at once buys no fresh budget of resets)...
+    expect(await freshCall(serve.info.grpc.address, ATTACKER, serve.info.adminToken)).toEqual({ goaway: http2.constants.NGHTTP2_ENHANCE_YOUR_CALM });
+    // ...while other addresses connect afresh and are answered (grpc-status 5, NOT_FOUND).
+    expect(await freshCall(serve.info.grpc.address, '127.0.0.1', serve.info.adminToken)).toEqual({ status: '5', goaway: undefined });
+    const newcomer = new Client(serve.info.grpc.address, grpc.credentials.createInsecure(), { 'grpc.use_local_subchannel_pool': 1 }) as grpc.Client & Record<string, any>;
+    cleanups.push(() => newcomer.close());
+    expect(await getUserAnswers(newcomer, serve.info.adminToken)).toBe('NOT_FOUND');
   }, 30_000);
+});
+
+describe('AddressPenalties', () => {
+  it('refuses an address for the penalty, doubling per strike up to the longest, forgets old strikes, and keeps a bounded table', () => {
+    const penalties = new AddressPenalties({ penaltyMs: 10, maxPenaltyMs: 40 }, 2);
+    expect(penalties.strike('a', 0)).toBe(10);
+    expect(penalties.refuses('a', 9)).toBe(true);
+    expect(penalties.refuses('a', 10)).toBe(false);
+    expect(penalties.refuses('b', 0)).toBe(false);
+    expect([penalties.strike('a', 20), penalties.strike('a', 50), penalties.strike('a', 100)]).toEqual([20, 40, 40]);
+    // Twice the longest penalty after the last one ended, the strikes are forgotten.
+    expect(penalties.strike('a', 140 + 80)).toBe(10);
+    // Two entries at most: the oldest makes room.
+    penalties.strike('b', 300);
+    penalties.strike('c', 300);
+    expect(penalties.refuses('a', 300)).toBe(false);
+    expect(penalties.refuses('b', 305) && penalties.refuses('c', 305)).toBe(true);
+    expect(new AddressPenalties({ penaltyMs: 0, maxPenaltyMs: 0 }).strike('a', 0)).toBe(0);
+  });
 });
