@@ -13,6 +13,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { readdirSync } from 'node:fs';
 import http2 from 'node:http2';
+import net from 'node:net';
 import * as grpc from '@grpc/grpc-js';
 import { request } from 'undici';
 import { startServeProcess, type ServeProcess } from '../helpers/chaos.js';
@@ -26,13 +27,19 @@ afterEach(() => {
 
 const descriptors = (pid: number) => readdirSync(`/proc/${pid}/fd`).length;
 
+/** An HTTP/2 session to `address` (host:port) from the local address `localAddress`. */
+function connectFrom(address: string, localAddress: string): http2.ClientHttp2Session {
+  const [host, port] = [address.slice(0, address.lastIndexOf(':')), Number(address.slice(address.lastIndexOf(':') + 1))];
+  return http2.connect(`http://${address}`, { createConnection: () => net.connect({ host, port, localAddress }) });
+}
+
 /** The attackers' address: another loopback address than the well-behaved clients' 127.0.0.1. */
 const ATTACKER = '127.0.0.2';
 
 /** One plain GetUser on a fresh connection from `localAddress`: its grpc-status, or how the connection ended. */
 function freshCall(address: string, localAddress: string, token: string): Promise<{ status?: string; goaway?: number }> {
   return new Promise((resolve) => {
-    const session = http2.connect(`http://${address}`, { localAddress });
+    const session = connectFrom(address, localAddress);
     let goaway: number | undefined;
     const done = (result: { status?: string; goaway?: number }) => {
       session.destroy();
@@ -62,7 +69,7 @@ function freshCall(address: string, localAddress: string, token: string): Promis
 /** Sessions that open and reset streams until `stopped()`; the GOAWAY codes serve sent them. */
 async function resetFlood(address: string, stopped: () => boolean, goaways: number[]): Promise<void> {
   while (!stopped()) {
-    const session = http2.connect(`http://${address}`, { localAddress: ATTACKER });
+    const session = connectFrom(address, ATTACKER);
     session.on('error', () => undefined);
     session.on('goaway', (code) => goaways.push(code));
     const connected = await new Promise<boolean>((resolve) => {
