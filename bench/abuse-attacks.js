@@ -23,6 +23,20 @@ import { connect } from 'node:net';
 import * as grpc from '@grpc/grpc-js';
 import { Agent, request } from 'undici';
 
+/**
+ * The attackers' own address (another loopback address than the well-behaved client's 127.0.0.1, as an attacker is
+ * another host): raw HTTP/2, raw sockets and undici connect from it. grpc-js cannot choose one, so its attackers
+ * (made-up tokens, SyncUsers) share 127.0.0.1; the client's own token gives it a bucket of its own.
+ */
+export const ATTACKER_ADDRESS = process.env.BENCH_ABUSE_FROM ?? '127.0.0.2';
+
+/** An HTTP/2 session to host:port from ATTACKER_ADDRESS. */
+function h2From(address, options = {}) {
+  const at = address.lastIndexOf(':');
+  const [host, port] = [address.slice(0, at), Number(address.slice(at + 1))];
+  return http2.connect(`http://${address}`, { ...options, createConnection: () => connect({ host, port, localAddress: ATTACKER_ADDRESS }) });
+}
+
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 const madeUpToken = () => `mat_${randomBytes(32).toString('base64url')}`;
 
@@ -31,7 +45,7 @@ export function rapidReset(address, stopped, { sessions = 4 } = {}) {
   const counts = { sessions: 0, resets: 0, goaways: {} };
   const one = async () => {
     while (!stopped()) {
-      const session = http2.connect(`http://${address}`);
+      const session = h2From(address);
       counts.sessions++;
       session.on('error', () => undefined);
       session.on('goaway', (code) => (counts.goaways[code] = (counts.goaways[code] ?? 0) + 1));
@@ -70,7 +84,7 @@ export function stalledWatchers(address, tokens, stopped, { perToken = 20 } = {}
     // WatchUserRequest { resume_after: 0 } (field 3, varint), or {}.
     const message = index % 2 === 0 ? Buffer.from([0x18, 0x00]) : Buffer.alloc(0);
     while (!stopped()) {
-      const session = http2.connect(`http://${address}`, { settings: { initialWindowSize: 1024 } });
+      const session = h2From(address, { settings: { initialWindowSize: 1024 } });
       session.on('error', () => undefined);
       const stream = session.request({ ':method': 'POST', ':path': '/user.v1.UserService/WatchUserChanges', 'content-type': 'application/grpc', te: 'trailers', authorization: `Bearer ${token}` });
       stream.on('error', () => undefined);
@@ -114,7 +128,7 @@ export function endlessUploads(url, token, stopped, { connections = 40 } = {}) {
   const part = Buffer.alloc(1024 * 1024, 0x61);
   const one = async () => {
     while (!stopped()) {
-      const socket = connect(Number(port), hostname);
+      const socket = connect({ port: Number(port), host: hostname, localAddress: ATTACKER_ADDRESS });
       counts.opened++;
       socket.on('error', () => undefined);
       let answered = false;
@@ -149,7 +163,7 @@ export function endlessUploads(url, token, stopped, { connections = 40 } = {}) {
 export function nestedJson(url, token, stopped, { loops = 8, perSecond = 5 } = {}) {
   const counts = { answers: {} };
   // Connections of its own, closed at the end: the descriptors serve holds after the attack are its own doing.
-  const dispatcher = new Agent();
+  const dispatcher = new Agent({ connect: { localAddress: ATTACKER_ADDRESS } });
   const levels = 250_000;
   const body = `{"title":${'['.repeat(levels)}${']'.repeat(levels)},"content":"x"}`;
   const one = async () => {
@@ -171,7 +185,7 @@ export function nestedJson(url, token, stopped, { loops = 8, perSecond = 5 } = {
 /** HTTP list requests and gRPC GetUser calls, each with a made-up token, as fast as serve answers them. */
 export function randomTokens(url, grpcAddress, Client, stopped, { httpLoops = 8, grpcLoops = 4 } = {}) {
   const counts = { http: {}, grpc: {} };
-  const dispatcher = new Agent();
+  const dispatcher = new Agent({ connect: { localAddress: ATTACKER_ADDRESS } });
   const client = new Client(grpcAddress, grpc.credentials.createInsecure(), { 'grpc.use_local_subchannel_pool': 1 });
   const httpLoop = async () => {
     while (!stopped()) {
