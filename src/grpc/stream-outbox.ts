@@ -14,11 +14,19 @@
  *
  * Producers that can wait (a catch-up read from the database, a list)
  * await `room()` before they read more, so they read only as fast as the
- * client takes.
+ * client takes. Such a producer never fills the backlog, so a client that
+ * reads nothing at all would hold its stream for good: with `maxStallMs`,
+ * a stream that has taken nothing for that long while messages wait is let
+ * go too (`onOverflow('stalled')`).
  */
 import * as grpc from '@grpc/grpc-js';
 
 export const DEFAULT_MAX_UNREAD = 1000;
+/** How long a stream may take nothing while messages wait for it, where its owner sets a bound. */
+export const DEFAULT_MAX_STALL_MS = 60_000;
+
+/** Why an outbox let its stream go: too many messages unread, or none read for too long. */
+export type OverflowReason = 'unread' | 'stalled';
 
 /** The part of a server stream an outbox needs. */
 export interface OutboxStream<T> {
@@ -32,16 +40,19 @@ export interface OutboxStream<T> {
 export class StreamOutbox<T> {
   readonly #stream: OutboxStream<T>;
   readonly #maxUnread: number;
-  readonly #onOverflow: () => void;
+  readonly #onOverflow: (reason: OverflowReason) => void;
+  readonly #maxStallMs: number | undefined;
+  #stall: NodeJS.Timeout | undefined;
   #backlog: T[] = [];
   #full = false;
   #closed = false;
   #waiting: (() => void)[] = [];
   readonly #onDrain = () => this.#drain();
 
-  constructor(stream: OutboxStream<T>, options: { maxUnread?: number; onOverflow: () => void }) {
+  constructor(stream: OutboxStream<T>, options: { maxUnread?: number; maxStallMs?: number; onOverflow: (reason: OverflowReason) => void }) {
     this.#stream = stream;
     this.#maxUnread = options.maxUnread ?? DEFAULT_MAX_UNREAD;
+    this.#maxStallMs = options.maxStallMs;
     this.#onOverflow = options.onOverflow;
     stream.on('drain', this.#onDrain);
   }
@@ -64,11 +75,12 @@ export class StreamOutbox<T> {
     if (this.#closed) return false;
     if (!this.#full) {
       this.#full = !this.#stream.write(message);
+      if (this.#full) this.#watchStall();
       return true;
     }
     if (this.unread >= this.#maxUnread) {
       this.close();
-      this.#onOverflow();
+      this.#onOverflow('unread');
       return false;
     }
     this.#backlog.push(message);
@@ -85,6 +97,7 @@ export class StreamOutbox<T> {
   close(): void {
     if (this.#closed) return;
     this.#closed = true;
+    clearTimeout(this.#stall);
     this.#backlog = [];
     this.#stream.off('drain', this.#onDrain);
     this.#wake();
@@ -95,7 +108,21 @@ export class StreamOutbox<T> {
     let next = 0;
     while (next < this.#backlog.length && !this.#full) this.#full = !this.#stream.write(this.#backlog[next++]!);
     this.#backlog.splice(0, next);
-    if (!this.#full) this.#wake();
+    clearTimeout(this.#stall);
+    this.#stall = undefined;
+    if (this.#full) this.#watchStall();
+    else this.#wake();
+  }
+
+  /** While the stream is full: let it go should it take nothing within maxStallMs. */
+  #watchStall(): void {
+    if (this.#maxStallMs === undefined || this.#stall) return;
+    this.#stall = setTimeout(() => {
+      if (this.#closed || !this.#full) return;
+      this.close();
+      this.#onOverflow('stalled');
+    }, this.#maxStallMs);
+    this.#stall.unref();
   }
 
   #wake(): void {

@@ -60,6 +60,8 @@ export interface ServeOptions {
   sandboxPort?: number;
   /** Open WatchUserChanges streams per account and in all (default DEFAULT_WATCH_LIMITS of users/service.ts). */
   watchLimits?: StreamQuotaLimits | undefined;
+  /** How long a watcher may read nothing while changes wait (default DEFAULT_MAX_STALL_MS of grpc/stream-outbox.ts). */
+  watchStallMs?: number | undefined;
   /** The partner API; undefined starts an embedded sandbox. */
   upstream?: { baseUrl: string; pathPrefix: string; tls: ClientTls } | undefined;
   timeoutMs?: number;
@@ -312,6 +314,7 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
       users: userStore,
       auth,
       watchLimits: options.watchLimits,
+      watchStallMs: options.watchStallMs,
       changes,
       chat: userChat,
       hashCost: options.hashCost ?? DEFAULT_HASH_COST,

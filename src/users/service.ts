@@ -85,6 +85,8 @@ export interface UserServiceOptions {
   auth: CallAuth;
   /** Open WatchUserChanges streams per account and in all; DEFAULT_WATCH_LIMITS when not given. */
   watchLimits?: StreamQuotaLimits | undefined;
+  /** How long a watcher may read nothing while changes wait for it; stream-outbox.ts's DEFAULT_MAX_STALL_MS when absent. */
+  watchStallMs?: number | undefined;
   /** The changes of every instance, for WatchUserChanges (started and stopped by the caller). */
   changes: UserChangeFeed;
   /** UserChat's rooms (started and stopped by the caller); local to this instance when not given. */
@@ -166,7 +168,7 @@ export class UserServiceImpl {
       }),
       ListUsers: (call: ListUsersCall) => this.#listUsers(call),
       WatchUserChanges: (call: WatchCall) =>
-        watchUserChanges(call, { auth: this.options.auth, changes: this.options.changes, quota: this.#watches, open: this.#open }),
+        watchUserChanges(call, { auth: this.options.auth, changes: this.options.changes, quota: this.#watches, open: this.#open, maxStallMs: this.options.watchStallMs }),
       BulkCreateUsers: (call: grpc.ServerReadableStream<CreateUserRequest, unknown>, callback: grpc.sendUnaryData<unknown>) =>
         this.#bulkCreate(call, callback),
       ImportUsers: (call: grpc.ServerDuplexStream<CreateUserRequest, unknown>) => this.#importUsers(call),

@@ -2,8 +2,9 @@
  * WatchUserChanges (user.v1): the changes of the change feed a watcher may
  * see (visibility.ts: a user token its own, the admin everyone's), each as
  * the watcher is now, written only as fast as the client reads
- * (StreamOutbox: 1,000 unread changes end the watch RESOURCE_EXHAUSTED,
- * with the resume_after to go on from), a catch-up read from the log a page
+ * (StreamOutbox: 1,000 unread changes, or a minute in which the client read
+ * nothing while changes waited, end the watch RESOURCE_EXHAUSTED, with the
+ * resume_after to go on from), a catch-up read from the log a page
  * at a time, and at most so many watches per account and in all
  * (StreamQuota).
  */
@@ -11,7 +12,7 @@ import * as grpc from '@grpc/grpc-js';
 import type { Principal } from '../auth/tokens.js';
 import type { CallAuth } from '../grpc/call-auth.js';
 import { failStream as endStream, RpcError } from '../grpc/status.js';
-import { StreamOutbox } from '../grpc/stream-outbox.js';
+import { DEFAULT_MAX_STALL_MS, StreamOutbox } from '../grpc/stream-outbox.js';
 import { QuotaExceeded, type StreamQuota } from '../grpc/stream-quota.js';
 import type { UserChange } from './change-log.js';
 import { ResumeOutOfRange, type UserChangeFeed } from './change-feed.js';
@@ -44,6 +45,8 @@ export interface WatchDeps {
   quota: StreamQuota;
   /** The service's streams that end only at shutdown: the watch is in it while it lives. */
   open: Set<{ emit(event: 'error', error: grpc.ServerErrorResponse): boolean }>;
+  /** How long a watcher may read nothing while changes wait for it (DEFAULT_MAX_STALL_MS when absent). */
+  maxStallMs?: number | undefined;
 }
 
 function failStream(call: { emit(event: 'error', error: grpc.ServerErrorResponse): boolean }, error: unknown): void {
@@ -93,12 +96,15 @@ export async function watchUserChanges(call: WatchCall, deps: WatchDeps): Promis
   }
   let wrote = false;
   let lastSent = after ?? 0;
+  const maxStallMs = deps.maxStallMs ?? DEFAULT_MAX_STALL_MS;
   const outbox = new StreamOutbox<UserEventMessage>(call, {
-    onOverflow: () => {
+    maxStallMs,
+    onOverflow: (reason) => {
       release();
+      const why = reason === 'unread' ? `${outbox.maxUnread} changes waited to be read` : `nothing was read for ${Math.round(maxStallMs / 1000)} s while changes waited`;
       endStream(call, {
         code: Status.RESOURCE_EXHAUSTED,
-        details: `${outbox.maxUnread} changes waited to be read: a watcher that does not read is disconnected; watch again with resume_after ${lastSent} to go on from there`,
+        details: `${why}: a watcher that does not read is disconnected; watch again with resume_after ${lastSent} to go on from there`,
       });
     },
   });

@@ -16,12 +16,12 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import http2 from 'node:http2';
 import * as grpc from '@grpc/grpc-js';
 import Database from 'better-sqlite3';
 import { startServeProcess, type ServeProcess } from '../helpers/chaos.js';
 import { userServiceDefinition } from '../../src/users/proto.js';
 import { databasePath } from '../../src/store/database.js';
+import { stalledWatch } from '../helpers/stalled-watch.js';
 
 const LOGGED = 30_000;
 const CATCHING_UP = 8;
@@ -51,50 +51,6 @@ async function start(home: string): Promise<{ serve: ServeProcess; client: AnyCl
   const client = new Client(serve.info.grpc.address, grpc.credentials.createInsecure()) as AnyClient;
   cleanups.push(() => client.close());
   return { serve, client };
-}
-
-/**
- * A watch stream of a peer that never reads: its own connection, a 1 KiB window, the stream paused. `resume` reads
- * again, counting gRPC messages, and gives the count and the grpc-status once the stream ends (or undefined when it
- * is still open after `ms`).
- */
-function stalledWatch(address: string, token: string, request: Buffer) {
-  const session = http2.connect(`http://${address}`, { settings: { initialWindowSize: 1024 } });
-  session.on('error', () => undefined);
-  cleanups.push(() => session.destroy());
-  const stream = session.request({
-    ':method': 'POST',
-    ':path': '/user.v1.UserService/WatchUserChanges',
-    'content-type': 'application/grpc',
-    te: 'trailers',
-    authorization: `Bearer ${token}`,
-  });
-  stream.on('error', () => undefined);
-  stream.end(Buffer.concat([Buffer.from([0, 0, 0, 0, request.length]), request]));
-  stream.pause();
-  const answered = new Promise<void>((resolve) => stream.once('response', () => resolve()));
-  let trailers: http2.IncomingHttpHeaders | undefined;
-  stream.on('trailers', (headers) => (trailers = headers));
-  const resume = (ms: number) =>
-    new Promise<{ messages: number; status: string | undefined }>((resolve) => {
-      let buffered = Buffer.alloc(0);
-      let messages = 0;
-      const done = () => resolve({ messages, status: trailers?.['grpc-status'] as string | undefined });
-      const timer = setTimeout(done, ms);
-      stream.on('data', (chunk: Buffer) => {
-        buffered = Buffer.concat([buffered, chunk]);
-        while (buffered.length >= 5 && buffered.length >= 5 + buffered.readUInt32BE(1)) {
-          buffered = buffered.subarray(5 + buffered.readUInt32BE(1));
-          messages++;
-        }
-      });
-      stream.on('end', () => {
-        clearTimeout(timer);
-        done();
-      });
-      stream.resume();
-    });
-  return { answered, resume };
 }
 
 describe('WatchUserChanges from watchers that never read, on a serve process', () => {
@@ -128,7 +84,7 @@ describe('WatchUserChanges from watchers that never read, on a serve process', (
     const admin = serve.info.adminToken;
     // Warm: the code paths of a watch and an update loaded before the baseline.
     await unary(client, 'UpdateUser', { user_id: created.user.id, user: { full_name: 'Mallory 0' }, update_mask: { paths: ['full_name'] } }, admin);
-    const warm = stalledWatch(serve.info.grpc.address, token, Buffer.alloc(0));
+    const warm = stalledWatch(cleanups, serve.info.grpc.address, token, Buffer.alloc(0));
     await warm.answered;
     await warm.resume(50);
     cleanups.pop()!();
@@ -136,8 +92,8 @@ describe('WatchUserChanges from watchers that never read, on a serve process', (
     const baseline = rssMb(pid);
 
     // WatchUserRequest { resume_after: 0 } (field 3, varint) and {} (from now on).
-    const catchingUp = Array.from({ length: CATCHING_UP }, () => stalledWatch(serve.info.grpc.address, token, Buffer.from([0x18, 0x00])));
-    const live = Array.from({ length: LIVE }, () => stalledWatch(serve.info.grpc.address, token, Buffer.alloc(0)));
+    const catchingUp = Array.from({ length: CATCHING_UP }, () => stalledWatch(cleanups, serve.info.grpc.address, token, Buffer.from([0x18, 0x00])));
+    const live = Array.from({ length: LIVE }, () => stalledWatch(cleanups, serve.info.grpc.address, token, Buffer.alloc(0)));
     await Promise.all([...catchingUp, ...live].map((watch) => watch.answered));
     let peak = rssMb(pid);
 
