@@ -18,7 +18,8 @@
  * instance or another) first reads what follows N from the log itself (the
  * catch-up), a page at a time, each page once the watcher has room for it
  * (its `room`: the client has read what it was sent), so a client that does
- * not read holds one page, not the log. When a page brings it up to the
+ * not read holds one page, not the log; the first page is small
+ * (FIRST_CATCH_UP_PAGE) and each next one twice the last, up to PAGE. When a page brings it up to the
  * reader's position P (every change up to P has been fanned out, none past
  * it), it joins the live changes in the same turn, skipping those up to
  * where its pages reached. So it gets every change above N exactly once, in
@@ -34,6 +35,11 @@ import { USER_CHANGES_CHANNEL, type UserChange, type UserChangeLog } from './cha
 
 /** Changes read at a time (by the reader, and by each catch-up). */
 export const PAGE = 500;
+/**
+ * A catch-up's first page; each next one twice the last, up to PAGE. A watcher that never reads costs the
+ * store this much, not a full page, however often it is opened again (TCP's slow start, for a log).
+ */
+export const FIRST_CATCH_UP_PAGE = 32;
 /** How often the log is read while anyone watches, whatever the signals say. */
 export const DEFAULT_POLL_MS = 5_000;
 /** How long changes stay in the log: a reader away for less than this loses nothing. */
@@ -246,6 +252,7 @@ export class UserChangeFeed {
         if (after > head) throw new ResumeOutOfRange(`resume_after ${after} is past the last change (${head}): it comes from another database, or a log that was reset`);
       }
       let cursor = after;
+      let pageSize = FIRST_CATCH_UP_PAGE;
       for (;;) {
         if (joiner.cancelled) return;
         // Every change up to #last has gone out to the live watchers and none after it: join here, in this turn.
@@ -260,7 +267,8 @@ export class UserChangeFeed {
         }
         await joiner.room();
         if (joiner.cancelled) return;
-        const changes = await this.log.after(cursor, PAGE);
+        const changes = await this.log.after(cursor, pageSize);
+        pageSize = Math.min(pageSize * 2, PAGE);
         const first = changes[0];
         if (!first || first.seq !== cursor + 1) {
           throw new ResumeOutOfRange(
