@@ -25,7 +25,7 @@
  * deleted as sign-ups come, so the table holds at most the addresses that
  * signed up within one window.
  */
-import { isIPv6 } from 'node:net';
+import ipaddr from 'ipaddr.js';
 import type { Sql } from '../store/sql.js';
 import { HashingBusy, hashingBusy, signupLaneFull } from './passwords.js';
 import { TokenService } from './tokens.js';
@@ -62,16 +62,10 @@ export class SignupLimited extends Error {
 /** The key an address counts under: an IPv4 address (also IPv4-mapped IPv6) as it is, an IPv6 address by its /64. */
 export function signupAddressKey(address: string): string {
   const plain = address.replace(/%.*$/, '');
-  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(plain);
-  if (mapped) return mapped[1]!;
-  if (!isIPv6(plain)) return address;
-  const [head = '', tail] = plain.toLowerCase().split('::');
-  const groups = (part: string | undefined) => (part ? part.split(':') : []);
-  const front = groups(head);
-  // An embedded IPv4 address (::1.2.3.4) fills the last two groups, past the /64.
-  const back = groups(tail).flatMap((group) => (group.includes('.') ? ['0', '0'] : [group]));
-  const all = tail === undefined ? front.flatMap((group) => (group.includes('.') ? ['0', '0'] : [group])) : [...front, ...Array(8 - front.length - back.length).fill('0'), ...back];
-  return `${all.slice(0, 4).map((group) => Number.parseInt(group, 16).toString(16)).join(':')}::/64`;
+  if (!ipaddr.isValid(plain)) return address;
+  const ip = ipaddr.process(plain);
+  if (ip.kind() === 'ipv4') return ip.toString();
+  return `${(ip as ipaddr.IPv6).parts.slice(0, 4).map((part) => part.toString(16)).join(':')}::/64`;
 }
 
 export class SignupLimiter {
