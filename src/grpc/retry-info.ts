@@ -36,7 +36,12 @@ export function retryStatusDetails(code: grpc.status, message: string, retryDela
 
 /** RESOURCE_EXHAUSTED with its retry hint, as the interceptor sends it. */
 export function resourceExhausted(message: string, retryDelayMs: number): { code: grpc.status; details: string; metadata: grpc.Metadata } {
+  return withRetryInfo(grpc.status.RESOURCE_EXHAUSTED, message, retryDelayMs);
+}
+
+/** A status of `code` whose details carry a google.rpc.RetryInfo: refused now, worth trying again after `retryDelayMs`. */
+export function withRetryInfo(code: grpc.status, message: string, retryDelayMs: number): { code: grpc.status; details: string; metadata: grpc.Metadata } {
   const metadata = new grpc.Metadata();
-  metadata.set(STATUS_DETAILS_KEY, retryStatusDetails(grpc.status.RESOURCE_EXHAUSTED, message, retryDelayMs));
-  return { code: grpc.status.RESOURCE_EXHAUSTED, details: message, metadata };
+  metadata.set(STATUS_DETAILS_KEY, retryStatusDetails(code, message, retryDelayMs));
+  return { code, details: message, metadata };
 }

@@ -4,7 +4,7 @@
  */
 import * as grpc from '@grpc/grpc-js';
 import { RpcError, unavailableStatus } from '../grpc/status.js';
-import { resourceExhausted, retryStatusDetails, STATUS_DETAILS_KEY } from '../grpc/retry-info.js';
+import { resourceExhausted, withRetryInfo } from '../grpc/retry-info.js';
 import { HashingBusy } from '../auth/passwords.js';
 import { SignupLimited } from '../auth/signup-limits.js';
 import { UPDATE_PATHS } from './proto.js';
@@ -28,7 +28,7 @@ export function toStatus(error: unknown): { code: grpc.status; details: string; 
   if (error instanceof UserValidationError) return { code: Status.INVALID_ARGUMENT, details: error.message };
   if (error instanceof DuplicateUserError) return { code: Status.ALREADY_EXISTS, details: error.message };
   if (error instanceof SignupLimited) return resourceExhausted(error.message, error.retryAfterSeconds * 1000);
-  if (error instanceof HashingBusy) return unavailableRetry(error.message, error.retryAfterSeconds * 1000);
+  if (error instanceof HashingBusy) return withRetryInfo(Status.UNAVAILABLE, error.message, error.retryAfterSeconds * 1000);
   return unavailableStatus(error) ?? { code: Status.INTERNAL, details: 'internal error' };
 }
 
@@ -38,11 +38,4 @@ export function userIdOf(value: string | number | undefined, field = 'user_id'):
   if (id > Number.MAX_SAFE_INTEGER) throw new RpcError(Status.INVALID_ARGUMENT, `${field} must be at most ${Number.MAX_SAFE_INTEGER} (ids are never larger); got ${value}`);
   if (!Number.isSafeInteger(id) || id <= 0) throw new RpcError(Status.INVALID_ARGUMENT, `${field} must be a positive integer`);
   return id;
-}
-
-/** UNAVAILABLE with a google.rpc.RetryInfo, as RESOURCE_EXHAUSTED carries one: busy now, try again then. */
-function unavailableRetry(message: string, retryDelayMs: number): { code: grpc.status; details: string; metadata: grpc.Metadata } {
-  const metadata = new grpc.Metadata();
-  metadata.set(STATUS_DETAILS_KEY, retryStatusDetails(Status.UNAVAILABLE, message, retryDelayMs));
-  return { code: Status.UNAVAILABLE, details: message, metadata };
 }

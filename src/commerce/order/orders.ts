@@ -51,7 +51,6 @@ import type { CommerceObserver, NewPayment, PaymentOutcome, PaymentRecord, Payme
 import { insertOrderSql, ORDER_STATUSES, settleOrderSql, type OrderItemRecord, type OrderRecord, type OrderStatus } from './order-rows.js';
 import { PostgresSteps } from './postgres-steps.js';
 
-
 /** Why a user token may not cancel its paid order: the cancel would refund it (payment/payments.ts, REFUND_NEEDS_ADMIN). */
 const PAID_CANCEL_NEEDS_ADMIN = (id: string, status: string) =>
   `order ${id} is ${status}: cancelling a paid order refunds it, and refunds need the admin token (ask the shop to cancel it)`;
@@ -63,7 +62,7 @@ export const ORDER_CANCELLED = 'order.cancelled';
 export const ORDER_REFUNDED = 'order.refunded';
 
 /** The states of a paid order: refunds move it among them; a cancel moves it on to CANCELLED. */
-const PAID_STATES = "('PAID', 'PARTIALLY_REFUNDED', 'REFUNDED')";
+const PAID_STATES: readonly OrderStatus[] = ['PAID', 'PARTIALLY_REFUNDED', 'REFUNDED'];
 
 interface OrderRow {
   id: string;
@@ -454,7 +453,7 @@ export class Orders {
       order = await this.get(caller, id);
     }
     if (order.status === 'CANCELLED') return order;
-    const paid = order.status === 'PAID' || order.status === 'PARTIALLY_REFUNDED' || order.status === 'REFUNDED';
+    const paid = PAID_STATES.includes(order.status);
     // Cancelling a paid order refunds it and puts its units back on sale: the merchant's act, as a refund is.
     if (paid && !caller.isAdmin) throw new CommerceError('PERMISSION_DENIED', PAID_CANCEL_NEEDS_ADMIN(order.id, order.status));
     if (paid && order.paymentId) {
@@ -468,7 +467,7 @@ export class Orders {
     const moved = await this.#sql.transaction(async (tx) => {
       const at = this.#now().toISOString();
       // From where it stood, or for a paid order from any paid state: the cancel's own refund has just moved it among them.
-      const from = paid ? `state IN ${PAID_STATES}` : "state = 'RESERVED'";
+      const from = paid ? `state IN (${PAID_STATES.map((state) => `'${state}'`).join(', ')})` : "state = 'RESERVED'";
       const changed = await tx.run(`UPDATE orders SET state = 'CANCELLED', cancelled_at = $2, cancel_reason = $3, updated_at = $2 WHERE id = $1 AND ${from}`, [order.id, at, reason]);
       if (changed === 0) return false;
       await this.options.publish?.(ORDER_CANCELLED, async () => this.#record(order.id, tx), tx);
