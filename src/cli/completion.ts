@@ -11,6 +11,7 @@
  * values, zsh and fish the descriptions too.
  */
 import type { Command, Option } from 'commander';
+import { ORDER_STATUSES } from '../commerce/order/order-rows.js';
 
 /** Values of flags that are checked by hand (case-insensitive, lists) rather than by commander's choices. */
 const FLAG_VALUES: Record<string, readonly string[]> = {
@@ -30,7 +31,7 @@ const FLAG_VALUES: Record<string, readonly string[]> = {
 
 /** Values of a flag that means one thing in one command and another elsewhere, by command path. */
 const COMMAND_FLAG_VALUES: Record<string, Record<string, readonly string[]>> = {
-  'miniapp orders list': { '--status': ['RESERVED', 'PAYMENT_PENDING', 'PAID', 'PAYMENT_FAILED', 'EXPIRED', 'CANCELLED', 'REFUNDED', 'PARTIALLY_REFUNDED'] },
+  'miniapp orders list': { '--status': [...ORDER_STATUSES] },
   'miniapp orders pay': { '--method': ['test_approve', 'test_decline_insufficient_funds', 'test_decline_card_declined', 'test_timeout'] },
 };
 

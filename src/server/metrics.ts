@@ -12,6 +12,7 @@ import type { GrpcLabel, GrpcMetrics } from '../grpc/server.js';
 import type { PartnerCallObserver } from '../login/partner-client.js';
 import type { WebhookAttemptObserver } from '../webhooks/dispatcher.js';
 import type { CommerceObserver } from '../commerce/payment/payments.js';
+import { ORDER_STATUSES } from '../commerce/order/order-rows.js';
 import { checkMetricsPrefix, DEFAULT_METRICS_PREFIX } from './metric-prefix.js';
 
 /** Seconds, from a millisecond up to the 10 s time-outs of the partner client and the webhook sender. */
@@ -243,7 +244,7 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
   if (byStatus) {
     new Gauge({
       name: `${prefix}orders`,
-      help: 'Orders of the commerce services, a count by status (RESERVED, PAYMENT_PENDING, PAID, PAYMENT_FAILED, EXPIRED, CANCELLED, REFUNDED, PARTIALLY_REFUNDED), read at scrape time.',
+      help: `Orders of the commerce services, a count by status (${ORDER_STATUSES.join(', ')}), read at scrape time.`,
       labelNames: ['status'],
       registers,
       async collect() {

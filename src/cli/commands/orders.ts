@@ -10,9 +10,10 @@ import type { CommandContext } from '../context.js';
 import { MiniappError, UpstreamError, UsageError } from '../../errors.js';
 import { withConnection, type ConnectionFlags } from '../connect/grpc-connection.js';
 import { parseId, parseInteger } from '../flags.js';
+import { ORDER_STATUSES } from '../../commerce/order/order-rows.js';
 import { checkIdArgument, checkSkuArgument, COMMERCE_HELP, idempotencyKeyOf, money, ORDER_COLUMNS, orderJson, printOrder, printPayment, withCommerce } from '../views/commerce-view.js';
 
-const STATUSES = ['RESERVED', 'PAYMENT_PENDING', 'PAID', 'PAYMENT_FAILED', 'EXPIRED', 'CANCELLED', 'REFUNDED', 'PARTIALLY_REFUNDED'];
+const STATUSES: readonly string[] = ORDER_STATUSES;
 
 const collect = (value: string, all: string[]) => [...all, value];
 
