@@ -66,7 +66,7 @@ export function registerOrders(program: Command, bind: Bind): void {
   withConnection(
     orders
       .command('cancel')
-      .description('cancel a RESERVED order (units released) or a PAID, PARTIALLY_REFUNDED or REFUNDED one (what is left refunded, units back in stock)')
+      .description('cancel a RESERVED order (units released) or, with the admin token, a PAID, PARTIALLY_REFUNDED or REFUNDED one (what is left refunded, units back in stock)')
       .argument('<order-id>', 'the order ("ord_...")')
       .option('--reason <text>', 'why'),
   ).action(bind(runCancel));
