@@ -77,7 +77,9 @@ export default async function abuse(ctx) {
 
   const home = mkdtempSync(join(tmpdir(), 'miniapp-bench-abuse-'));
   // serve's own request rates (the helper turns them off for load tests), its temporary upload files in the home.
-  const options = { home, extraArgs: ['--rate-limit', '200'], env: { TMPDIR: home } };
+  // BENCH_ABUSE_SERVE_NODE_OPTIONS: node options for serve alone (a diagnosis: `--cpu-prof --cpu-prof-dir=DIR`).
+  const serveNodeOptions = process.env.BENCH_ABUSE_SERVE_NODE_OPTIONS;
+  const options = { home, extraArgs: ['--rate-limit', '200'], env: { TMPDIR: home, ...(serveNodeOptions ? { NODE_OPTIONS: serveNodeOptions } : {}) } };
   const cleanups = [];
   try {
     // The accounts, then a change log of 30,000 changes of the first attacker, written while serve is stopped.

@@ -53,6 +53,9 @@ export class StreamGrants {
   readonly #now: () => Date;
   #unsubscribe: (() => Promise<void>) | undefined;
   #unfollow: (() => void) | undefined;
+  /** Grants to look at again on the next turn (#recheckAll). */
+  readonly #due = new Set<Held>();
+  #dueScheduled = false;
 
   constructor(private readonly options: StreamGrantsOptions) {
     this.#now = options.now ?? (() => new Date());
@@ -110,8 +113,22 @@ export class StreamGrants {
     held.timer.unref();
   }
 
+  /**
+   * Looks at `grants` again, once each on the next turn of the event loop however many changes asked meanwhile:
+   * the change log fans out up to a page of one user's changes at once, and each would otherwise cost every one
+   * of that user's streams a token lookup.
+   */
   #recheckAll(grants: Set<Held> | undefined): void {
-    for (const held of [...(grants ?? [])]) void this.#recheck(held);
+    if (!grants || grants.size === 0) return;
+    for (const held of grants) this.#due.add(held);
+    if (this.#dueScheduled) return;
+    this.#dueScheduled = true;
+    setImmediate(() => {
+      this.#dueScheduled = false;
+      const due = [...this.#due];
+      this.#due.clear();
+      for (const held of due) if (!held.released) void this.#recheck(held);
+    });
   }
 
   async #recheck(held: Held): Promise<Principal | undefined> {
@@ -149,6 +166,7 @@ export class StreamGrants {
     held.released = true;
     clearTimeout(held.timer);
     this.#held.delete(held);
+    this.#due.delete(held);
     remove(this.#byHash, held.hash, held);
     if (held.principal.userId !== null) remove(this.#byUser, held.principal.userId, held);
     if (this.#held.size === 0) {

@@ -28,6 +28,13 @@
  * the live changes up to N are the ones it saw already, and are skipped.
  * N past the log's head, or N whose following changes were trimmed, cannot
  * be resumed (ResumeOutOfRange).
+ *
+ * The catch-up pages of all the watchers of an instance are read one at a
+ * time, each in a turn of the event loop of its own (CatchUpTurns): with a
+ * synchronous store a page is read and parsed without a pause, so watchers
+ * that resume from far back and have room for every page (a watch of one
+ * user, scanning the others' changes) would otherwise hold the loop for the
+ * whole log, and everyone else's requests with it.
  */
 import { EventEmitter } from 'node:events';
 import type { Signals } from '../store/signals.js';
@@ -67,6 +74,45 @@ interface Joiner {
   registered: ((change: UserChange) => void) | undefined;
 }
 
+/**
+ * Hands out turns for catch-up pages: one holder at a time, first come first
+ * served, and the next one granted on a later turn of the event loop
+ * (setImmediate), after the I/O that arrived meanwhile has been handled.
+ */
+export class CatchUpTurns {
+  readonly #queue: Array<() => void> = [];
+  #busy = false;
+
+  /** Resolves, when it is this caller's turn, with the function that ends it (idempotent). */
+  take(): Promise<() => void> {
+    return new Promise((resolve) => {
+      this.#queue.push(() => {
+        let ended = false;
+        resolve(() => {
+          if (ended) return;
+          ended = true;
+          setImmediate(() => this.#grant());
+        });
+      });
+      if (!this.#busy) {
+        this.#busy = true;
+        setImmediate(() => this.#grant());
+      }
+    });
+  }
+
+  /** Callers waiting for a turn (the holder not counted). */
+  get waiting(): number {
+    return this.#queue.length;
+  }
+
+  #grant(): void {
+    const next = this.#queue.shift();
+    if (next) next();
+    else this.#busy = false;
+  }
+}
+
 /** A watch cannot resume where it asked: the changes after it are no longer kept, or it is past the last change. */
 export class ResumeOutOfRange extends Error {}
 
@@ -74,6 +120,7 @@ export class UserChangeFeed {
   /** Every live watcher is one 'event' listener, called with each UserChange. */
   readonly events = new EventEmitter();
   readonly #joining: Joiner[] = [];
+  readonly #turns = new CatchUpTurns();
   #last = 0;
   #reading: Promise<void> | undefined;
   #again = false;
@@ -267,18 +314,24 @@ export class UserChangeFeed {
         }
         await joiner.room();
         if (joiner.cancelled) return;
-        const changes = await this.log.after(cursor, pageSize);
-        pageSize = Math.min(pageSize * 2, PAGE);
-        const first = changes[0];
-        if (!first || first.seq !== cursor + 1) {
-          throw new ResumeOutOfRange(
-            `the changes after ${cursor} are no longer kept (${retention}${first ? `; the oldest kept is ${first.seq}` : ''}): start a new watch without resume_after`,
-          );
-        }
-        for (const change of changes) {
+        const endTurn = await this.#turns.take();
+        try {
           if (joiner.cancelled) return;
-          joiner.listener(change);
-          cursor = change.seq;
+          const changes = await this.log.after(cursor, pageSize);
+          pageSize = Math.min(pageSize * 2, PAGE);
+          const first = changes[0];
+          if (!first || first.seq !== cursor + 1) {
+            throw new ResumeOutOfRange(
+              `the changes after ${cursor} are no longer kept (${retention}${first ? `; the oldest kept is ${first.seq}` : ''}): start a new watch without resume_after`,
+            );
+          }
+          for (const change of changes) {
+            if (joiner.cancelled) return;
+            joiner.listener(change);
+            cursor = change.seq;
+          }
+        } finally {
+          endTurn();
         }
       }
     };

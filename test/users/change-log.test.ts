@@ -96,6 +96,39 @@ describe.each(BACKENDS)('user change log on %s', (backend) => {
     expect(await log.head()).toBe(2);
   });
 
+  it('reads the catch-ups of resuming watchers a page at a time in turns, letting the event loop run between pages', async () => {
+    const total = 2_000;
+    await users.createMany(Array.from({ length: total }, (_, i) => person(`u${i}`)));
+    const feed = new UserChangeFeed(log, store.signals, { now: () => clock, pollMs: 3_600_000 });
+    await feed.start();
+    try {
+      // Two watchers with room for every page (a watch that filters out every change would have): what they are given, in order.
+      const given: Array<['a' | 'b', number]> = [];
+      let loopRanAt: [number, number] | undefined;
+      const counts = () => [given.filter(([who]) => who === 'a').length, given.filter(([who]) => who === 'b').length] as [number, number];
+      setImmediate(() => {
+        loopRanAt = counts();
+      });
+      const a = feed.watch((change) => given.push(['a', change.seq]), { after: 0 });
+      const b = feed.watch((change) => given.push(['b', change.seq]), { after: 0 });
+      await Promise.all([a.live, b.live]);
+      const seqs = (who: 'a' | 'b') => given.filter(([w]) => w === who).map(([, seq]) => seq);
+      expect(seqs('a')).toEqual(Array.from({ length: total }, (_, i) => i + 1));
+      expect(seqs('b')).toEqual(Array.from({ length: total }, (_, i) => i + 1));
+      // The event loop had a turn before either had caught up, and the two were given their pages in turns, not one whole log after the other.
+      expect(loopRanAt).toBeDefined();
+      expect(loopRanAt![0]).toBeLessThan(total);
+      expect(loopRanAt![1]).toBeLessThan(total);
+      const firstOfB = given.findIndex(([who]) => who === 'b');
+      const lastOfA = given.findLastIndex(([who]) => who === 'a');
+      expect(firstOfB).toBeLessThan(lastOfA);
+      a.release();
+      b.release();
+    } finally {
+      await feed.stop();
+    }
+  });
+
   it('starts a watcher at the head, and reads on from where it was after signals were lost', async () => {
     const signals = new MutableSignals(store.signals);
     const warnings: string[] = [];
