@@ -10,7 +10,7 @@ import { LoginLocked, type LoginLimiter } from '../auth/login-limits.js';
 import type { PartnerClient } from '../login/partner-client.js';
 import { normalizeReferrer } from '../login/referrer.js';
 import { decryptUserInfo, decryptionError } from '../login/user-info.js';
-import type { KeyMaterial } from '../login/key-material.js';
+import type { AadMaterial, KeyMaterial } from '../login/key-material.js';
 import type { UnlinkEventStore } from '../store/unlink-events.js';
 import { HttpError } from '../http/errors.js';
 import { bearerChallenge } from '../http/bearer-challenge.js';
@@ -24,8 +24,7 @@ export const KNOWN_UNLINK_REFERRERS = ['UNLINK', 'WITHDRAWAL_TERMS', 'WITHDRAWAL
 export interface RelayOptions {
   client: PartnerClient;
   key: KeyMaterial;
-  aad: KeyMaterial;
-  aadText: string;
+  aad: AadMaterial;
   events: UnlinkEventStore;
   /** `id:password` the unlink callback must carry as Basic auth. */
   callbackAuth?: string | undefined;
@@ -226,7 +225,8 @@ export async function relayRoutes(app: FastifyInstance, options: RelayOptions): 
         const info = await tokenCall(() => client.loginMe(token));
         remember(token, info);
         const outcome = decryptUserInfo(info, options.key.bytes, options.aad.bytes);
-        if (outcome.failed.length > 0) throw decryptionError(outcome, info, options);
+        // The message is logged and answered: the AAD's form is named, never its value.
+        if (outcome.failed.length > 0) throw decryptionError(outcome, info, options, { showAad: false });
         return outcome.user;
       });
 

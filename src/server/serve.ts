@@ -444,7 +444,6 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
         client,
         key,
         aad,
-        aadText,
         events,
         callbackAuth: options.callbackAuth,
         operatorToken: options.operatorToken,
