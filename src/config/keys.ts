@@ -128,7 +128,7 @@ export const SETTINGS: readonly SettingSpec[] = [
   {
     key: 'decrypt-aad',
     env: 'MINIAPP_DECRYPT_AAD',
-    description: 'additional authenticated data (AAD), hex',
+    description: 'additional authenticated data (AAD): text:VALUE, hex:HEX, or bare (hex when it is hex digits of even length, else text)',
     secret: true,
     validate: (value) => {
       parseAad(value);

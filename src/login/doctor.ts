@@ -7,7 +7,7 @@
 import { createPrivateKey, X509Certificate } from 'node:crypto';
 import { MiniappError } from '../errors.js';
 import { formatDuration } from '../duration.js';
-import { parseAad, parseKey } from './key-material.js';
+import { describeAad, parseAad, parseKey } from './key-material.js';
 import { tokenState, type StoredTokens } from './session.js';
 
 export type CheckStatus = 'ok' | 'warn' | 'fail' | 'skip';
@@ -53,10 +53,10 @@ export async function runChecks(input: DoctorInput): Promise<Check[]> {
     }
   }
   if (input.aad.error) add('decrypt AAD', 'fail', input.aad.error);
-  else if (!input.aad.value) add('decrypt AAD', 'fail', 'not set: `miniapp config set decrypt-aad HEX`');
+  else if (!input.aad.value) add('decrypt AAD', 'fail', 'not set: `miniapp config set decrypt-aad text:VALUE` (or hex:HEX)');
   else {
     try {
-      add('decrypt AAD', 'ok', `${parseAad(input.aad.value).bytes.length} bytes, read as hex`);
+      add('decrypt AAD', 'ok', describeAad(parseAad(input.aad.value)));
     } catch (error) {
       add('decrypt AAD', 'fail', message(error));
     }

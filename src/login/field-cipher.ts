@@ -5,6 +5,7 @@
  * sandbox encrypts.
  */
 import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
+import { otherAadReadings, type AadMaterial, type AadReading } from './key-material.js';
 
 export const IV_BYTES = 12;
 export const TAG_BYTES = 16;
@@ -66,29 +67,33 @@ export function decryptField(value: unknown, key: Buffer, aad: Buffer): string {
   }
 }
 
+export interface TagDiagnosis {
+  explanation: string;
+  /** The AAD reading that makes the value verify, when that is what was wrong. */
+  reading?: AadReading;
+}
+
 /**
  * After a tag mismatch, tries the mix-ups integrators make most (the AAD
- * used as text or Base64 rather than hex; tag and ciphertext swapped) and
- * says which one makes the value verify. Returns undefined when none does.
- * Only lengths and encodings are named, never key material.
+ * read as text rather than hex or the reverse, or Base64; tag and
+ * ciphertext swapped) and says which one makes the value verify. Returns
+ * undefined when none does.
  */
-export function diagnoseTagMismatch(value: unknown, key: Buffer, aad: Buffer, aadText: string): string | undefined {
+export function diagnoseTagMismatch(value: unknown, key: Buffer, aad: AadMaterial): TagDiagnosis | undefined {
   let bytes: Buffer;
   try {
     bytes = decodeValue(value);
   } catch {
     return undefined;
   }
-  const trimmed = aadText.trim();
-  const alternatives: [Buffer, string][] = [
-    [Buffer.from(trimmed, 'utf8'), 'the values verify when the AAD is used as its UTF-8 text rather than decoded from hex; set decrypt-aad to the hex of that text'],
-    [Buffer.from(trimmed, 'base64'), 'the values verify when the AAD is decoded from Base64 rather than hex; set decrypt-aad to its hex form'],
-  ];
-  for (const [candidate, explanation] of alternatives) {
-    if (candidate.length > 0 && !candidate.equals(aad) && open(bytes, key, candidate)) return explanation;
+  for (const reading of otherAadReadings(aad)) {
+    if (open(bytes, key, reading.bytes)) return { explanation: reading.explanation, reading };
   }
-  if (open(bytes, key, aad, 'iv-tag-ciphertext')) {
-    return 'the values verify when read as IV + tag + ciphertext; the spec\'s layout is IV(12) + ciphertext + tag(16), so the producer sliced them differently';
+  if (open(bytes, key, aad.bytes, 'iv-tag-ciphertext')) {
+    return {
+      explanation:
+        'the values verify when read as IV + tag + ciphertext; the spec\'s layout is IV(12) + ciphertext + tag(16), so the producer sliced them differently',
+    };
   }
   return undefined;
 }

@@ -7,7 +7,7 @@
 import { isJsonObject } from '../json-syntax.js';
 import { DecryptError, MiniappError, UsageError } from '../errors.js';
 import { decryptField, diagnoseTagMismatch, encryptField, FieldDecryptionError, type FieldFailureReason } from './field-cipher.js';
-import type { KeyMaterial } from './key-material.js';
+import type { AadMaterial, KeyMaterial } from './key-material.js';
 
 export const ENCRYPTED_FIELDS = ['name', 'phone', 'birthday', 'ci', 'di', 'gender', 'nationality', 'email'] as const;
 export type EncryptedField = (typeof ENCRYPTED_FIELDS)[number];
@@ -99,18 +99,23 @@ export function encryptUserInfo(info: Record<string, unknown>, key: Buffer, aad:
 
 /**
  * Builds the one error a user sees when fields fail: which fields, and the
- * likely causes ranked by what the other fields tell us.
+ * likely causes ranked by what the other fields tell us. When another
+ * reading of the AAD makes them verify, it names the setting to use: in
+ * full where the reader is the one who configured it (`decrypt`, `me`), by
+ * its form only where the message is logged (`showAad: false`, the relay).
  */
 export function decryptionError(
   outcome: DecryptOutcome,
   info: Record<string, unknown>,
-  material: { key: KeyMaterial; aad: KeyMaterial; aadText: string },
+  material: { key: KeyMaterial; aad: AadMaterial },
+  options: { showAad?: boolean } = {},
 ): DecryptError {
   const names = outcome.failed.map((f) => f.field);
   const mismatched = outcome.failed.filter((f) => f.reason === 'tag-mismatch');
   const malformed = outcome.failed.filter((f) => f.reason !== 'tag-mismatch');
-  const parts = [`could not decrypt ${names.length} of ${names.length + outcome.decrypted.length} encrypted fields: ${names.join(', ')}`];
+  let message = `could not decrypt ${names.length} of ${names.length + outcome.decrypted.length} encrypted fields: ${names.join(', ')}`;
   const causes: string[] = [];
+  let next = 'check decrypt-key and decrypt-aad with `miniapp config list` (values stay masked)';
   if (malformed.length > 0) {
     causes.push(
       `${malformed.map((f) => `${f.field} (${REASONS[f.reason]})`).join(', ')}: not an encrypted value, which is Base64 of IV(12) + ciphertext + tag(16)`,
@@ -118,26 +123,32 @@ export function decryptionError(
   }
   if (mismatched.length > 0) {
     const first = mismatched[0]!;
-    const diagnosis = diagnoseTagMismatch(info[first.field], material.key.bytes, material.aad.bytes, material.aadText);
-    if (diagnosis) {
-      causes.push(diagnosis);
+    const diagnosis = diagnoseTagMismatch(info[first.field], material.key.bytes, material.aad);
+    if (diagnosis?.reading) {
+      const { reading } = diagnosis;
+      const how = material.aad.encoding === 'hex' ? 'hex' : 'text';
+      message += `: the AAD is read as ${how}, and ${reading.explanation.replace(/^the values /, 'they ')}`;
+      const setting = options.showAad ? reading.setting : reading.form;
+      causes.push(`set the AAD as ${options.showAad ? '' : 'the same value, written '}${setting}`);
+      next = options.showAad
+        ? `miniapp config set decrypt-aad ${setting}   (or MINIAPP_DECRYPT_AAD=${setting}, or --aad ${setting})`
+        : `miniapp config set decrypt-aad ${setting}   (the AAD you have, written ${reading.form.replace('...', '')}VALUE; or MINIAPP_DECRYPT_AAD)`;
+    } else if (diagnosis) {
+      causes.push(diagnosis.explanation);
     } else if (outcome.decrypted.length > 0) {
       causes.push(
         `${mismatched.map((f) => f.field).join(', ')} failed the tag check while the same key and AAD decrypted ${outcome.decrypted.join(', ')}: those values were altered or truncated after encryption`,
       );
     } else {
       causes.push(
-        'the authentication tag check failed (MAC check failed). Likely causes: a wrong decrypt key; a wrong AAD; ' +
-          (material.key.encoding === 'base64'
-            ? 'a hex/Base64 mix-up (the key was read as Base64; the console issues it as hex); '
-            : 'a key or AAD in another encoding than the hex the console issues; ') +
+        'the authentication tag check failed (MAC check failed). Likely causes: a wrong decrypt key; a wrong AAD ' +
+          `(it is read as ${material.aad.encoding === 'hex' ? 'hex' : 'text'}: write text:VALUE or hex:HEX to say which); ` +
+          `a key in the wrong encoding (it was read as ${material.key.encoding === 'hex' ? 'hex' : 'Base64'}); ` +
           'or values sliced other than IV(12) + ciphertext + tag(16)',
       );
     }
   }
-  return new DecryptError(parts.join(''), names, {
-    hint: `${causes.join('\n')}\ncheck decrypt-key and decrypt-aad with \`miniapp config list\` (values stay masked)`,
-  });
+  return new DecryptError(message, names, { hint: `${causes.join('\n')}\n${next}` });
 }
 
 const REASONS: Record<FieldFailureReason, string> = {

@@ -78,6 +78,7 @@ export async function buildSandbox(options: SandboxOptions): Promise<Sandbox> {
     errorShape: options.errorShape ?? 'envelope',
     callback,
     stats,
+    mutualTls: Boolean(options.tls),
   });
 
   await app.register(graphRoutes, { prefix: '/graph', stats, clock, ...options.graph });

@@ -84,6 +84,7 @@ export const BLOG_MOUNTS = [
 /** Paths in log records that could carry a secret; Fastify's request serializer does not log headers, this makes sure. */
 export const REDACTED_LOG_PATHS = [
   'req.headers.authorization',
+  'req.headers["x-operator-token"]',
   'req.headers.cookie',
   'req.body',
   'res.headers["set-cookie"]',

@@ -68,6 +68,8 @@ export interface ServeOptions {
   decrypt: { key?: string | undefined; aad?: string | undefined };
   corsOrigin?: string | undefined;
   callbackAuth?: string | undefined;
+  /** The relay's operator token (X-Operator-Token): /logout-by-user-key for any userKey. */
+  operatorToken?: string | undefined;
   logger: { level: string; stream: LogSink } | false;
   version: string;
   now: () => Date;
@@ -442,9 +444,9 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
         client,
         key,
         aad,
-        aadText,
         events,
         callbackAuth: options.callbackAuth,
+        operatorToken: options.operatorToken,
         version: options.version,
         now: options.now,
         ready: async () => ({ ready: await readiness.check(), reason: readiness.reason }),

@@ -97,7 +97,7 @@ describe('miniapp config', () => {
     for (const [key, value, message] of [
       ['base-url', 'partner.example.com', 'must be an absolute URL'],
       ['decrypt-key', KEY_HEX.slice(2), '31 bytes'],
-      ['decrypt-aad', 'not-hex', 'must be hex'],
+      ['decrypt-aad', 'hex:not-hex', 'after "hex:" must be hex digits'],
       ['mtls-cert', '/no/such/cert.pem', 'no file at /no/such/cert.pem'],
     ] as const) {
       const result = await sb.run(['config', 'set', key, value]);

@@ -66,9 +66,14 @@ describe('decryptField', () => {
 });
 
 describe('diagnoseTagMismatch', () => {
-  it('finds an AAD that was used as UTF-8 text instead of hex', () => {
+  it('finds an AAD that was used as text instead of hex, and names the setting', () => {
     const value = seal('x', KEY, Buffer.from(AAD_HEX, 'utf8'));
-    expect(diagnoseTagMismatch(value, KEY, AAD, AAD_HEX)).toMatch(/UTF-8 text/);
+    expect(diagnoseTagMismatch(value, KEY, parseAad(AAD_HEX))).toMatchObject({ explanation: expect.stringMatching(/bytes of its text/), reading: { setting: `text:${AAD_HEX}` } });
+  });
+
+  it('finds an AAD that is hex where text was written, and one in Base64', () => {
+    expect(diagnoseTagMismatch(seal('x', KEY, AAD), KEY, parseAad(`text:${AAD_HEX}`))?.reading?.setting).toBe(`hex:${AAD_HEX}`);
+    expect(diagnoseTagMismatch(seal('x', KEY, Buffer.from('TOSS')), KEY, parseAad('VE9TUw=='))?.reading?.setting).toBe('hex:544f5353');
   });
 
   it('finds IV + tag + ciphertext slicing', () => {
@@ -77,11 +82,11 @@ describe('diagnoseTagMismatch', () => {
     const body = bytes.subarray(12, bytes.length - 16);
     const tag = bytes.subarray(bytes.length - 16);
     const swapped = Buffer.concat([iv, tag, body]).toString('base64');
-    expect(diagnoseTagMismatch(swapped, KEY, AAD, AAD_HEX)).toMatch(/IV \+ tag \+ ciphertext/);
+    expect(diagnoseTagMismatch(swapped, KEY, parseAad(AAD_HEX))?.explanation).toMatch(/IV \+ tag \+ ciphertext/);
   });
 
   it('says nothing when only a different key would help', () => {
-    expect(diagnoseTagMismatch(seal('x', randomBytes(32)), KEY, AAD, AAD_HEX)).toBeUndefined();
+    expect(diagnoseTagMismatch(seal('x', randomBytes(32)), KEY, parseAad(AAD_HEX))).toBeUndefined();
   });
 });
 
@@ -121,7 +126,7 @@ describe('decryptUserInfo', () => {
 });
 
 describe('decryptionError', () => {
-  const material = { key: parseKey(KEY_HEX), aad: parseAad(AAD_HEX), aadText: AAD_HEX };
+  const material = { key: parseKey(KEY_HEX), aad: parseAad(AAD_HEX) };
 
   it('names the fields and the likely causes, never the key or AAD', () => {
     const user = sealedUser(KEY, Buffer.from('another aad'));
@@ -145,6 +150,16 @@ describe('decryptionError', () => {
     const error = decryptionError(decryptUserInfo(user, KEY, AAD), user, material);
     expect(error.failedFields).toEqual(['name']);
     expect(error.hint).toMatch(/altered or truncated/);
+  });
+
+  it('names the exact setting when the AAD verifies read the other way; by its form only without showAad', () => {
+    const user = sealedUser(KEY, Buffer.from(AAD_HEX, 'utf8'));
+    const shown = decryptionError(decryptUserInfo(user, KEY, AAD), user, material, { showAad: true });
+    expect(shown.message).toContain('the AAD is read as hex, and they verify when the AAD is the bytes of its text');
+    expect(shown.hint).toContain(`miniapp config set decrypt-aad text:${AAD_HEX}`);
+    const hidden = decryptionError(decryptUserInfo(user, KEY, AAD), user, material);
+    expect(hidden.hint).toContain('miniapp config set decrypt-aad text:...');
+    expect(`${hidden.message}\n${hidden.hint}`).not.toContain(AAD_HEX);
   });
 });
 

@@ -45,13 +45,39 @@ describe('parseKey', () => {
 });
 
 describe('parseAad', () => {
-  it('decodes hex', () => {
-    expect(parseAad('6d696e69 ').bytes).toEqual(Buffer.from('mini'));
+  it('reads a bare value of hex digits of even length as hex (the spec\'s form)', () => {
+    expect(parseAad('6d696e69 ')).toEqual({ bytes: Buffer.from('mini'), encoding: 'hex', explicit: false, body: '6d696e69' });
+    expect(parseAad('544F5353').bytes).toEqual(Buffer.from('TOSS'));
   });
 
-  it('rejects non-hex, odd-length and empty AADs', () => {
-    expect(configMessage(() => parseAad('miniapp'))).toContain('must be hex');
-    expect(configMessage(() => parseAad('abc'))).toContain('odd number');
+  it('reads a bare value that is not hex as its text (the vendor\'s AAD_STRING=TOSS)', () => {
+    expect(parseAad('TOSS')).toEqual({ bytes: Buffer.from('TOSS'), encoding: 'text', explicit: false, body: 'TOSS' });
+    expect(parseAad('abc').bytes).toEqual(Buffer.from('abc')); // odd length: not whole bytes of hex
+    expect(parseAad('"TOSS"\n').bytes).toEqual(Buffer.from('TOSS'));
+  });
+
+  it('reads text: and hex: as they say, a value that is both included', () => {
+    expect(parseAad('text:544f5353')).toEqual({ bytes: Buffer.from('544f5353'), encoding: 'text', explicit: true, body: '544f5353' });
+    expect(parseAad('hex:544f5353')).toEqual({ bytes: Buffer.from('TOSS'), encoding: 'hex', explicit: true, body: '544f5353' });
+    expect(parseAad('TEXT:a b').bytes).toEqual(Buffer.from('a b'));
+  });
+
+  it('rejects an empty AAD and hex: that is not whole bytes of hex, never echoing it', () => {
     expect(configMessage(() => parseAad(''))).toContain('empty');
+    expect(configMessage(() => parseAad('text:'))).toContain('empty after "text:"');
+    expect(configMessage(() => parseAad('hex:TOSS'))).toContain('must be hex digits');
+    expect(configMessage(() => parseAad('hex:abc'))).toContain('odd number');
+    expect(configMessage(() => parseAad('hex:TOSS'))).not.toContain('TOSS');
+  });
+
+  it('never claims that the console issues hex', () => {
+    let hint = '';
+    try {
+      parseAad('');
+    } catch (error) {
+      hint = (error as ConfigError).hint ?? '';
+    }
+    expect(hint).toContain('text:VALUE');
+    expect(hint).not.toMatch(/console/);
   });
 });

@@ -171,23 +171,107 @@ describe('relay endpoints', () => {
   });
 
   it('POST /logout-by-user-key takes userKey from the query or the JSON body', async () => {
-    const { accessToken } = await tokens(1);
-    await tokens(2);
-    await tokens(3);
-    expect(await call('POST', '/api/auth/logout-by-user-key?userKey=2', { headers: bearer(accessToken) })).toMatchObject({
+    const two = await tokens(2);
+    const three = await tokens(3);
+    expect(await call('POST', '/api/auth/logout-by-user-key?userKey=2', { headers: bearer(two.accessToken) })).toMatchObject({
       status: 200,
       body: { success: true, userKey: 2 },
     });
-    expect(await call('POST', '/api/auth/logout-by-user-key', { headers: bearer(accessToken), json: { userKey: 3 } })).toMatchObject({
+    expect((await call('GET', '/api/auth/me', { headers: bearer(two.accessToken) })).status).toBe(401);
+    expect(await call('POST', '/api/auth/logout-by-user-key', { headers: bearer(three.accessToken), json: { userKey: 3 } })).toMatchObject({
       status: 200,
       body: { success: true, userKey: 3 },
     });
-    expect(await call('POST', '/api/auth/logout-by-user-key', { headers: bearer(accessToken), json: {} })).toMatchObject({
+    const one = await tokens(1);
+    expect(await call('POST', '/api/auth/logout-by-user-key', { headers: bearer(one.accessToken), json: {} })).toMatchObject({
       status: 400,
       body: { code: 'MISSING_FIELD' },
     });
-    expect(await call('POST', '/api/auth/logout-by-user-key?userKey=-4', { headers: bearer(accessToken) })).toMatchObject({ status: 400 });
-    expect((await call('POST', '/api/auth/logout-by-user-key?userKey=2')).status).toBe(401);
+    expect(await call('POST', '/api/auth/logout-by-user-key?userKey=-4', { headers: bearer(one.accessToken) })).toMatchObject({ status: 400 });
+    expect((await call('POST', '/api/auth/logout-by-user-key?userKey=1')).status).toBe(401);
+  });
+
+  it('POST /logout-by-user-key removes only the caller\'s own connection: 403 for another user\'s, the same whether it exists or not', async () => {
+    const one = await tokens(1);
+    const two = await tokens(2);
+    const calls = sandbox.stats.partnerCalls;
+    const other = await call('POST', '/api/auth/logout-by-user-key', { headers: bearer(one.accessToken), json: { userKey: 2 } });
+    const nobody = await call('POST', '/api/auth/logout-by-user-key', { headers: bearer(one.accessToken), json: { userKey: 987_654 } });
+    expect(other).toMatchObject({ status: 403, body: { code: 'NOT_YOUR_CONNECTION', error: expect.stringContaining('X-Operator-Token') } });
+    expect(nobody.status).toBe(other.status);
+    expect(nobody.body).toEqual(other.body);
+    // One login-me learned whose token it is; no removal went upstream.
+    expect(sandbox.stats.partnerCalls - calls).toBe(1);
+    expect((await call('GET', '/api/auth/me', { headers: bearer(two.accessToken) })).body).toMatchObject({ userKey: 2 });
+    // A token the partner API does not take is a 401 before anything else is told.
+    expect((await call('POST', '/api/auth/logout-by-user-key', { headers: bearer('at_never-issued'), json: { userKey: 2 } })).status).toBe(401);
+  });
+
+  it('POST /logout-by-user-key after /me spends no second login-me: the token\'s user is remembered', async () => {
+    const { accessToken } = await tokens(5);
+    expect((await call('GET', '/api/auth/me', { headers: bearer(accessToken) })).status).toBe(200);
+    const calls = sandbox.stats.partnerCalls;
+    expect((await call('POST', '/api/auth/logout-by-user-key', { headers: bearer(accessToken), json: { userKey: 5 } })).status).toBe(200);
+    expect(sandbox.stats.partnerCalls - calls).toBe(1);
+    expect(sandbox.state.user(5)).toBeDefined();
+    expect((await call('GET', '/api/auth/me', { headers: bearer(accessToken) })).status).toBe(401);
+  });
+
+  it('POST /logout-by-user-key with the operator token (X-Operator-Token) removes any user\'s connection; a wrong one is 403', async () => {
+    const operatorToken = 'op-5f1c0e8a9b2d4c7e';
+    await relay.close();
+    relay = await serve({ operatorToken });
+    const one = await tokens(1);
+    const two = await tokens(2);
+    const operator = { 'x-operator-token': operatorToken };
+    expect(await call('POST', '/api/auth/logout-by-user-key', { headers: { ...operator, ...bearer(one.accessToken) }, json: { userKey: 2 } })).toMatchObject({
+      status: 200,
+      body: { success: true, userKey: 2 },
+    });
+    expect((await call('GET', '/api/auth/me', { headers: bearer(two.accessToken) })).status).toBe(401);
+    for (const wrong of ['op-5f1c0e8a9b2d4c7f', 'short', `${operatorToken}x`]) {
+      const refused = await call('POST', '/api/auth/logout-by-user-key', { headers: { 'x-operator-token': wrong, ...bearer(one.accessToken) }, json: { userKey: 1 } });
+      expect(refused).toMatchObject({ status: 403, body: { code: 'OPERATOR_TOKEN_REFUSED' } });
+    }
+    expect((await call('GET', '/api/auth/me', { headers: bearer(one.accessToken) })).status).toBe(200);
+    expect(logs.text).not.toContain(operatorToken);
+  });
+
+  it('POST /logout-by-user-key refuses any X-Operator-Token when serve has none configured', async () => {
+    const one = await tokens(1);
+    await tokens(2);
+    const refused = await call('POST', '/api/auth/logout-by-user-key', { headers: { 'x-operator-token': 'anything-at-all-16', ...bearer(one.accessToken) }, json: { userKey: 2 } });
+    expect(refused).toMatchObject({ status: 403, body: { code: 'OPERATOR_TOKEN_REFUSED' } });
+  });
+
+  it('a 401 for a rejected or expired token carries the RFC 6750 challenge with error="invalid_token"', async () => {
+    const missing = await call('GET', '/api/auth/me');
+    expect(missing.headers['www-authenticate']).toBe('Bearer realm="miniapp relay"');
+    const malformed = await call('POST', '/api/auth/logout', { headers: { authorization: 'Token abc' } });
+    expect(malformed.headers['www-authenticate']).toMatch(/^Bearer realm="miniapp relay", error="invalid_request", error_description="[^"]+"$/);
+    const rejected = await call('GET', '/api/auth/me', { headers: bearer('at_never-issued') });
+    expect(rejected.status).toBe(401);
+    expect(rejected.headers['www-authenticate']).toBe(
+      'Bearer realm="miniapp relay", error="invalid_token", error_description="the access token has expired or was revoked; refresh it and retry"',
+    );
+    const first = await tokens();
+    sandbox.clock.advance(3600_000);
+    for (const answer of [
+      await call('GET', '/api/auth/me', { headers: bearer(first.accessToken) }),
+      await call('POST', '/api/auth/logout', { headers: bearer(first.accessToken) }),
+      await call('POST', '/api/auth/logout-by-user-key', { headers: bearer(first.accessToken), json: { userKey: 1001 } }),
+    ]) {
+      expect(answer).toMatchObject({ status: 401, body: { code: 'ACCESS_TOKEN_EXPIRED' } });
+      expect(answer.headers['www-authenticate']).toMatch(/^Bearer realm="miniapp relay", error="invalid_token", error_description="[^"]+"$/);
+    }
+    sandbox.clock.advance(15 * 86_400_000);
+    const refresh = await call('POST', '/api/auth/refresh', { json: { refreshToken: first.refreshToken } });
+    expect(refresh).toMatchObject({ status: 401, body: { code: 'REFRESH_TOKEN_EXPIRED' } });
+    expect(refresh.headers['www-authenticate']).toBe('Bearer realm="miniapp relay", error="invalid_token", error_description="the refresh token has expired or was revoked; log in again"');
+    // A used code is the client's to fix by logging in again: 400, no challenge.
+    const code = await call('POST', '/api/auth/token', { json: { authorizationCode: 'code_used', referrer: 'sandbox' } });
+    expect(code.status).toBe(400);
+    expect(code.headers['www-authenticate']).toBeUndefined();
   });
 
   it('GET /health answers both variants\' fields', async () => {
@@ -352,5 +436,25 @@ describe('logs', () => {
     const person = personFor(1234);
     const secrets = [first.accessToken, first.refreshToken, second.accessToken, second.refreshToken, KEY_HEX, AAD_HEX, person.name, person.phone, person.birthday, person.ci];
     for (const secret of secrets) expect(text).not.toContain(secret);
+  });
+});
+
+describe('the operator token setting', () => {
+  it('is refused by `miniapp serve` when shorter than 16 characters, without echoing it (exit 2)', async () => {
+    const { Sandbox } = await import('../helpers/cli.js');
+    const cli = new Sandbox();
+    try {
+      for (const run of [
+        () => cli.run(['serve', '--port', '0', '--no-grpc', '--operator-token', 'sh0rt-secret']),
+        () => cli.run(['serve', '--port', '0', '--no-grpc'], { env: { MINIAPP_OPERATOR_TOKEN: 'sh0rt-secret' } }),
+      ]) {
+        const result = await run();
+        expect(result.code).toBe(2);
+        expect(result.stderr).toContain('at least 16 printable characters');
+        expect(result.stderr).not.toContain('sh0rt-secret');
+      }
+    } finally {
+      cli.dispose();
+    }
   });
 });

@@ -61,8 +61,13 @@ describe('miniapp sandbox (process)', () => {
     expect(await done).toBe(0);
   });
 
+  it('takes the AAD as text (--aad TOSS, as the vendor writes it) and prints its bytes as hex', async () => {
+    const { output } = await start(['--key', KEY_HEX, '--aad', 'TOSS', '--json']);
+    expect(JSON.parse(output().split('\n')[0]!)).toMatchObject({ aad: Buffer.from('TOSS').toString('hex'), generatedKey: false });
+  });
+
   it('refuses bad flags with exit 2', () => {
-    for (const args of [['--port', 'x'], ['--mtls'], ['--callback-method', 'PUT'], ['--error-shape', 'weird'], ['--key', 'abc']]) {
+    for (const args of [['--port', 'x'], ['--mtls'], ['--callback-method', 'PUT'], ['--error-shape', 'weird'], ['--key', 'abc'], ['--aad', 'hex:TOSS']]) {
       const result = spawnSync(process.execPath, [bin, 'sandbox', ...args], { env, encoding: 'utf8' });
       expect(result.status, args.join(' ')).toBe(2);
     }

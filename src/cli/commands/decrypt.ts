@@ -26,7 +26,7 @@ export function registerDecrypt(program: Command, bind: Bind): void {
     .argument('[file]', 'file holding the response; "-" or nothing reads stdin')
     .option('--value <base64>', 'decrypt one encrypted value instead of a response')
     .option('--key <key>', 'AES-256 key: 64 hex or 44 Base64 characters')
-    .option('--aad <hex>', 'AAD, hex')
+    .option('--aad <aad>', 'AAD: text:VALUE, hex:HEX, or bare (hex when it is hex digits of even length, else text)')
     .addHelpText(
       'after',
       '\nExamples:\n  miniapp decrypt response.json\n  curl -s ... | miniapp decrypt --json\n  miniapp decrypt --value "q7Yv...=="',
@@ -60,6 +60,7 @@ async function runDecrypt(cc: CommandContext, command: Command): Promise<void> {
         { user: {}, decrypted: [], failed: [{ field: '--value', reason: error.reason }] },
         { '--value': options.value },
         material,
+        { showAad: true },
       );
     }
   }
@@ -67,6 +68,6 @@ async function runDecrypt(cc: CommandContext, command: Command): Promise<void> {
   const text = await readInput(file, cc.io.stdin, { what: 'login-me response' });
   const info = unwrapUserInfo(parseJsonInput(text, 'login-me response'));
   const outcome = decryptUserInfo(info, key.bytes, aad.bytes);
-  if (outcome.failed.length > 0) throw decryptionError(outcome, info, material);
+  if (outcome.failed.length > 0) throw decryptionError(outcome, info, material, { showAad: true });
   printUserInfo(cc.out, outcome.user);
 }

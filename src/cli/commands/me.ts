@@ -39,6 +39,6 @@ async function runMe(cc: CommandContext, command: Command): Promise<void> {
   }
   const { decryptUserInfo, decryptionError } = await import('../../login/user-info.js');
   const outcome = decryptUserInfo(result.info, material.key.bytes, material.aad.bytes);
-  if (outcome.failed.length > 0) throw decryptionError(outcome, result.info, material);
+  if (outcome.failed.length > 0) throw decryptionError(outcome, result.info, material, { showAad: true });
   printUserInfo(cc.out, outcome.user);
 }

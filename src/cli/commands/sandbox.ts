@@ -39,7 +39,7 @@ export function registerSandbox(program: Command, bind: Bind): void {
     .option('--host <host>', 'address to bind', '127.0.0.1')
     .option('--port <port>', 'port to listen on (0 picks a free one)', '4010')
     .option('--key <key>', 'AES-256 key for the personal fields (64 hex or 44 Base64 characters)')
-    .option('--aad <hex>', 'AAD for the personal fields, hex')
+    .option('--aad <aad>', 'AAD for the personal fields: text:VALUE, hex:HEX, or bare (hex when it is hex digits of even length, else text)')
     .option('--prefix <path>', 'path prefix of the partner endpoints (default: the profile\'s path-prefix)')
     .option('--mtls', 'require a client certificate signed by --ca (HTTPS)')
     .option('--cert <file>', 'server certificate (PEM file or text), with --mtls')

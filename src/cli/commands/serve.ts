@@ -24,6 +24,7 @@ interface ServeFlags {
   databasePool: string;
   databaseTimeout: string;
   callbackAuth?: string;
+  operatorToken?: string;
   logLevel: string;
   logFormat?: string;
   sandboxPort?: string;
@@ -78,6 +79,7 @@ export function registerServe(program: Command, bind: Bind): void {
     .option('--database-pool <n>', 'connections to PostgreSQL of this instance', '10')
     .option('--database-timeout <duration>', 'how long a call waits for PostgreSQL before it fails (503 / UNAVAILABLE)', '5s')
     .option('--callback-auth <id:password>', 'Basic-Auth credentials the unlink callback must carry')
+    .option('--operator-token <token>', 'operator credential (or MINIAPP_OPERATOR_TOKEN), at least 16 characters: sent as X-Operator-Token, /api/auth/logout-by-user-key removes any user\'s connection (without it, a token removes only its own user\'s)')
     .option('--log-level <level>', `log level: ${LOG_LEVELS.join(', ')}`, 'info')
     .addOption(new Option('--log-format <format>', 'pretty (one line per request) or json (default: pretty on a terminal, json otherwise)').choices(['pretty', 'json']))
     .option('--sandbox-port <port>', 'port of the embedded sandbox, when no upstream is configured (default: a free one)')
@@ -220,6 +222,13 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
   if (databaseTimeout < 100) throw new UsageError('--database-timeout must be at least 100ms');
   if (!LOG_LEVELS.includes(flags.logLevel)) throw new UsageError(`--log-level must be one of ${LOG_LEVELS.join(', ')}`);
   if (flags.callbackAuth !== undefined && !/^[^:]+:.+$/.test(flags.callbackAuth)) throw new UsageError('--callback-auth must be id:password');
+  const operatorToken = (flags.operatorToken ?? cc.env.MINIAPP_OPERATOR_TOKEN)?.trim() || undefined;
+  if (operatorToken !== undefined && (operatorToken.length < 16 || !/^[\x21-\x7e]+$/.test(operatorToken))) {
+    // Never echoed: it is a secret.
+    throw new UsageError(`the operator token (--operator-token or MINIAPP_OPERATOR_TOKEN) must be at least 16 printable characters without spaces; it has ${operatorToken.length}`, {
+      hint: 'make one with `openssl rand -hex 32`',
+    });
+  }
   try {
     checkMetricsPrefix(flags.metricsPrefix);
   } catch (error) {
@@ -299,6 +308,7 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
       decrypt: { key: (await cc.settings.get('decrypt-key')).value, aad: (await cc.settings.get('decrypt-aad')).value },
       corsOrigin: flags.corsOrigin?.replace(/\/$/, ''),
       callbackAuth: flags.callbackAuth,
+      operatorToken,
       logger: flags.logLevel === 'silent' ? false : { level: flags.logLevel, stream: logSink },
       sandboxPort,
       version: cc.version,
@@ -371,7 +381,7 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
     const lines = [
       `miniapp serve listening on ${c.bold(running.url)}`,
       `  relay     POST ${relay}/token   POST ${relay}/refresh   GET ${relay}/me`,
-      `            POST ${relay}/logout   POST ${relay}/logout-by-user-key`,
+      `            POST ${relay}/logout   POST ${relay}/logout-by-user-key${operatorToken ? ' (any userKey with X-Operator-Token)' : ''}`,
       `            GET|POST ${relay}/unlink-callback${flags.callbackAuth ? ' (Basic auth required)' : ''}`,
       `  blog      ${running.url}/api/v1, ${running.url}/api/v2, ${running.url}/api (latest: v2)`,
       ...(flags.docs ? [`  docs      ${running.url}/api/v2/docs   OpenAPI ${running.url}/api/v2/openapi.json (and per mount)`] : []),

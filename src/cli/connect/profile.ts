@@ -6,15 +6,14 @@
 import { Option } from '../commander.js';
 import { ConfigError, UsageError } from '../../errors.js';
 import { parseDuration } from '../../duration.js';
-import { parseAad, parseKey, type KeyMaterial } from '../../login/key-material.js';
+import { parseAad, parseKey, type AadMaterial, type KeyMaterial } from '../../login/key-material.js';
 import type { CommandContext } from '../context.js';
 import type { ClientTls, PartnerClient } from '../../login/partner-client.js';
 import type { TokenStore } from '../../login/session.js';
 
 export interface DecryptMaterial {
   key: KeyMaterial;
-  aad: KeyMaterial;
-  aadText: string;
+  aad: AadMaterial;
 }
 
 /** Names the flag when a flag's value is what failed, since Settings only names env and profile. */
@@ -34,7 +33,6 @@ export async function decryptMaterial(cc: CommandContext, flags: { key?: string;
   return {
     key: fromFlag(() => parseKey(keyText), flags.key === undefined ? undefined : '--key'),
     aad: fromFlag(() => parseAad(aadText), flags.aad === undefined ? undefined : '--aad'),
-    aadText,
   };
 }
 
