@@ -155,11 +155,13 @@ export const SETTINGS: readonly SettingSpec[] = [
   {
     key: 'graph-version',
     env: 'MINIAPP_GRAPH_VERSION',
-    description: 'graph API version path segment',
+    description: 'graph API version path segment; empty (""): unversioned paths, served at the app\'s default version',
     default: 'v18.0',
     validate: (value) => {
       const trimmed = value.trim();
-      if (!/^v\d+\.\d+$/.test(trimmed)) throw new ConfigError(`graph-version must look like v18.0; got "${value}"`);
+      if (trimmed !== '' && !/^v\d+\.\d+$/.test(trimmed)) {
+        throw new ConfigError(`graph-version must look like v18.0, or be empty ("") for unversioned paths; got "${value}"`);
+      }
       return trimmed;
     },
   },

@@ -10,6 +10,13 @@
  *   GET /graph/{version}/{media_id}                   fields, including insights.metric(...)
  *   GET /graph/{version}/{media_id}/insights          metric
  *
+ * `{version}` may be left out (`/graph/{object}`), and empty segments are
+ * tolerated (`/graph///{object}`, as instagram-graph-api sends without a
+ * version). A retired version, or none, is served at the oldest version
+ * still usable at the sandbox clock, as Meta's Graph API does (the
+ * `facebook-api-version` header names it; insights/versions.ts has the
+ * schedule); a version Meta has not released is error 2500.
+ *
  * Decisions where the spec is silent, after the field notes and the real API:
  *
  * - Every request counts in `stats.graphCalls`, failed and throttled ones too.
@@ -57,6 +64,7 @@ import {
 } from './data.js';
 import { FieldSyntaxError, parseFields, type FieldRequest } from './fields.js';
 import { DEFAULT_RATE_LIMIT, RateLimiter, usageHeaders, type RateLimitOptions } from './rate-limit.js';
+import { isKnownOrOlder, isVersionSegment, servingVersion, versionNumber } from '../../insights/versions.js';
 
 export interface GraphRouteOptions {
   stats: { graphCalls: number };
@@ -257,7 +265,9 @@ function decodeCursor(cursor: string): number {
 
 /** The request's own URL with some query parameters replaced: how paging links are built. */
 function linkTo(request: FastifyRequest, changes: Record<string, string | undefined>): string {
-  const url = new URL(request.url, `${request.protocol}://${request.headers.host ?? '127.0.0.1'}`);
+  // Empty path segments collapsed: `//x` would read as a host.
+  const [path, query = ''] = request.url.split('?') as [string, string?];
+  const url = new URL(`${path.replace(/\/{2,}/g, '/')}${query ? `?${query}` : ''}`, `${request.protocol}://${request.headers.host ?? '127.0.0.1'}`);
   for (const [name, value] of Object.entries(changes)) {
     if (value === undefined) url.searchParams.delete(name);
     else url.searchParams.set(name, value);
@@ -376,10 +386,13 @@ function demographics(data: GraphData, accountId: string, breakdown: string): un
   };
 }
 
-function callerOf(request: FastifyRequest, versionText: string, now: number, data: GraphData): Caller {
+function callerOf(request: FastifyRequest, versionText: string | undefined, now: number, data: GraphData): Caller {
   const token = param(request.query as Query, 'access_token');
-  const version = Number(/^v(\d+)\.\d+$/.exec(versionText)?.[1] ?? NaN);
-  if (!Number.isFinite(version)) throw oauth(2500, `Unknown path components: /${versionText}`);
+  if (versionText !== undefined && !isKnownOrOlder(versionText)) throw oauth(2500, `Unknown path components: /${versionText}`);
+  // A retired version, or none at all, is served at the oldest usable one, as Meta's Graph API does.
+  const served = servingVersion(versionText, now);
+  const version = Math.floor(versionNumber(served)!);
+  const base = { version, versionText: served };
   if (token === undefined || token === '') {
     throw oauth(2500, 'An active access token must be used to query information about the current user.');
   }
@@ -387,9 +400,9 @@ function callerOf(request: FastifyRequest, versionText: string, now: number, dat
     case SANDBOX_GRAPH_TOKENS.page:
     case SANDBOX_GRAPH_TOKENS.noPermission:
     case SANDBOX_GRAPH_TOKENS.personal:
-      return { token, accounts: [MAIN_ACCOUNT_ID], version, versionText };
+      return { token, accounts: [MAIN_ACCOUNT_ID], ...base };
     case SANDBOX_GRAPH_TOKENS.user:
-      return { token, accounts: data.accounts.map((account) => account.id), version, versionText };
+      return { token, accounts: data.accounts.map((account) => account.id), ...base };
     case SANDBOX_GRAPH_TOKENS.expired: {
       const expired = new Date(now - DAY_MS).toUTCString();
       throw oauth(190, `Error validating access token: Session has expired on ${expired}. The current time is ${new Date(now).toUTCString()}.`, {
@@ -435,11 +448,15 @@ export async function graphRoutes(app: FastifyInstance, options: GraphRouteOptio
     fail(reply, oauth(2500, `Unknown path components: ${request.url.split('?')[0]}`));
   });
 
-  app.get('/:version/*', async (request, reply) => {
-    const { version, '*': rest } = request.params as { version: string; '*': string };
+  // `/{version}/{object}` and `/{object}` alike; empty segments (`///{id}`, as instagram-graph-api sends without a version) are tolerated.
+  app.get('/*', async (request, reply) => {
+    const rest = (request.params as { '*': string })['*'];
     const now = clock.now();
-    const caller = callerOf(request, version, now, data);
-    const segments = rest.split('/').filter(Boolean);
+    const all = rest.split('/').filter(Boolean);
+    const asked = all[0] !== undefined && isVersionSegment(all[0]) ? all[0] : undefined;
+    const segments = asked === undefined ? all : all.slice(1);
+    const caller = callerOf(request, asked, now, data);
+    void reply.header('facebook-api-version', caller.versionText);
     const [objectId, edge, ...extra] = segments;
 
     // Which business account the call is about, for the usage header.
