@@ -60,6 +60,7 @@ import {
   startOfUtcDay,
   type GraphData,
   type SandboxAccount,
+  type SandboxChild,
   type SandboxMedia,
 } from './data.js';
 import { FieldSyntaxError, parseFields, type FieldRequest } from './fields.js';
@@ -114,8 +115,24 @@ const MEDIA_FIELDS = new Set([
   'media_url',
   'like_count',
   'comments_count',
+  'thumbnail_url',
+  'is_comment_enabled',
+  'ig_id',
 ]);
-const ACCOUNT_FIELDS = new Set(['id', 'name', 'username', 'followers_count', 'media_count']);
+/** What an album item answers: no counts, no caption, no insights. */
+const CHILD_FIELDS = new Set(['id', 'media_type', 'media_url', 'permalink', 'shortcode', 'timestamp', 'username', 'ig_id', 'thumbnail_url']);
+const ACCOUNT_FIELDS = new Set([
+  'id',
+  'name',
+  'username',
+  'biography',
+  'profile_picture_url',
+  'followers_count',
+  'follows_count',
+  'media_count',
+  'ig_id',
+  'website',
+]);
 const DEMOGRAPHIC_BREAKDOWNS = new Set(['country', 'city', 'age', 'gender', 'age,gender']);
 const MAX_LIMIT = 100;
 const DEFAULT_LIMIT = 25;
@@ -207,14 +224,32 @@ function renderMedia(item: SandboxMedia, fields: readonly FieldRequest[], caller
   for (const field of fields) {
     if (field.name === 'insights') {
       out.insights = { data: mediaInsights(item, insightsFieldMetrics(field), caller) };
+    } else if (field.name === 'owner') {
+      out.owner = { id: item.accountId };
+    } else if (field.name === 'children') {
+      // Albums only, as the real API: other media leave the field out.
+      if (item.children) out.children = { data: item.children.map((child) => renderChild(child, field.children ?? [])) };
     } else if (MEDIA_FIELDS.has(field.name)) {
       const value = item.fields[field.name];
       if (value !== undefined) out[field.name] = value;
     } else {
-      throw oauth(100, `(#100) Tried accessing nonexisting field (${field.name}) on node type (SocialMedia)`);
+      throw oauth(100, `(#100) Tried accessing nonexisting field (${field.name}) on node type (IGMedia)`);
     }
   }
   out.id = item.id;
+  return out;
+}
+
+function renderChild(child: SandboxChild, fields: readonly FieldRequest[]): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const field of fields) {
+    if (field.name === 'owner') out.owner = { id: child.accountId };
+    else if (CHILD_FIELDS.has(field.name)) {
+      const value = child.fields[field.name];
+      if (value !== undefined) out[field.name] = value;
+    } else throw oauth(100, `(#100) Tried accessing nonexisting field (${field.name}) on node type (IGMedia)`);
+  }
+  out.id = child.id;
   return out;
 }
 
@@ -223,13 +258,18 @@ function renderAccount(account: SandboxAccount, fields: readonly FieldRequest[])
     id: account.id,
     name: account.name,
     username: account.username,
+    biography: account.biography,
+    profile_picture_url: account.profilePictureUrl,
     followers_count: account.followersCount,
+    follows_count: account.followsCount,
     media_count: account.media.length,
+    ig_id: account.igId,
+    website: `https://${account.username.replace('.', '-')}.example`,
   };
   const out: Record<string, unknown> = {};
   for (const field of fields) {
     if (!ACCOUNT_FIELDS.has(field.name)) {
-      throw oauth(100, `(#100) Tried accessing nonexisting field (${field.name}) on node type (SocialUser)`);
+      throw oauth(100, `(#100) Tried accessing nonexisting field (${field.name}) on node type (IGUser)`);
     }
     out[field.name] = values[field.name];
   }
@@ -500,14 +540,21 @@ export async function graphRoutes(app: FastifyInstance, options: GraphRouteOptio
         return page(request, list, (media) => renderMedia(media, fields, caller));
       }
       if (edge === 'insights') return accountInsights(request, account, data, caller, now);
-      throw oauth(100, `(#100) Tried accessing nonexisting field (${edge}) on node type (SocialUser)`);
+      throw oauth(100, `(#100) Tried accessing nonexisting field (${edge}) on node type (IGUser)`);
     }
 
     const alive = item && (item.kind !== 'STORY' || now - item.createdMs < STORY_TTL_MS);
     if (item && alive && reaches(item.accountId)) {
       if (edge === undefined) return renderMedia(item, fieldsOf(query), caller);
       if (edge === 'insights') return { data: mediaInsights(item, metricList(param(query, 'metric')), caller) };
-      throw oauth(100, `(#100) Tried accessing nonexisting field (${edge}) on node type (SocialMedia)`);
+      if (edge === 'children') return { data: (item.children ?? []).map((child) => renderChild(child, fieldsOf(query))) };
+      throw oauth(100, `(#100) Tried accessing nonexisting field (${edge}) on node type (IGMedia)`);
+    }
+    const child = data.child(objectId);
+    if (child && reaches(child.accountId)) {
+      if (edge === undefined) return renderChild(child, fieldsOf(query));
+      if (edge === 'insights') throw oauth(100, '(#100) Insights are not available for the items of a carousel album; read the album\'s insights');
+      throw oauth(100, `(#100) Tried accessing nonexisting field (${edge}) on node type (IGMedia)`);
     }
     throw nonexistingObject(objectId);
   });
