@@ -166,6 +166,19 @@ export const SETTINGS: readonly SettingSpec[] = [
     },
   },
   {
+    key: 'graph-shape',
+    env: 'MINIAPP_GRAPH_SHAPE',
+    description: 'how insights finds the account: auto, spec (/me/social_business_accounts), facebook (/me/accounts), instagram (/me)',
+    default: 'auto',
+    validate: (value) => {
+      const trimmed = value.trim().toLowerCase();
+      if (!['auto', 'spec', 'facebook', 'instagram'].includes(trimmed)) {
+        throw new ConfigError(`graph-shape must be auto, spec, facebook or instagram; got "${value}"`);
+      }
+      return trimmed;
+    },
+  },
+  {
     key: 'graph-token',
     env: 'MINIAPP_GRAPH_TOKEN',
     description: 'graph API access token',

@@ -53,6 +53,7 @@ import {
   SANDBOX_DAILY_METRICS,
   SANDBOX_GRAPH_TOKENS,
   SANDBOX_MEDIA_METRICS,
+  SANDBOX_PAGES,
   SANDBOX_RETIRED_METRICS,
   MAIN_ACCOUNT_ID,
   createGraphData,
@@ -78,6 +79,37 @@ export interface GraphRouteOptions {
   preBusinessMedia?: number;
   /** Use this data instead of building it from the clock and `media`. */
   data?: GraphData;
+  /** How the account is found: the spec's edge, graph.facebook.com's pages, or graph.instagram.com's `me` (default spec). */
+  shape?: GraphShape;
+  /** Shared by the mounts of one sandbox, so that one token has one budget. */
+  limiter?: RateLimiter;
+}
+
+/** The three ways of finding the business account, each mounted at its own path by graphShapes. */
+export const GRAPH_SHAPES = { spec: '/graph', facebook: '/facebook', instagram: '/instagram' } as const;
+export type GraphShape = keyof typeof GRAPH_SHAPES;
+
+/**
+ * The graph API in its three shapes, sharing data, rate limit and counter:
+ * `/graph` the spec's (`/me/social_business_accounts`), `/facebook` as
+ * graph.facebook.com with Facebook Login (`/me/accounts` of the user's
+ * pages, `/{page-id}?fields=instagram_business_account`; a page token's
+ * `/me` is its page), `/instagram` as graph.instagram.com with Instagram
+ * Login (`/me` is the token's professional account). A library needs only
+ * its base URL pointed at one of them.
+ */
+export async function graphShapes(app: FastifyInstance, options: GraphRouteOptions): Promise<void> {
+  const data =
+    options.data ??
+    createGraphData({
+      now: options.clock.now(),
+      ...(options.media === undefined ? {} : { media: options.media }),
+      ...(options.preBusinessMedia === undefined ? {} : { preBusinessMedia: options.preBusinessMedia }),
+    });
+  const limiter = new RateLimiter(options.rateLimit ?? DEFAULT_RATE_LIMIT);
+  for (const [shape, prefix] of Object.entries(GRAPH_SHAPES) as [GraphShape, string][]) {
+    await app.register(graphRoutes, { ...options, prefix, data, limiter, shape });
+  }
 }
 
 interface GraphErrorBody {
@@ -250,6 +282,31 @@ function renderChild(child: SandboxChild, fields: readonly FieldRequest[]): Reco
     } else throw oauth(100, `(#100) Tried accessing nonexisting field (${field.name}) on node type (IGMedia)`);
   }
   out.id = child.id;
+  return out;
+}
+
+/** A node of plain values: the asked fields it has, else the nonexisting-field error of its type. */
+function renderFields(values: Record<string, unknown>, fields: readonly FieldRequest[], type: string): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const field of fields) {
+    if (!(field.name in values)) throw oauth(100, `(#100) Tried accessing nonexisting field (${field.name}) on node type (${type})`);
+    out[field.name] = values[field.name];
+  }
+  out.id = values.id;
+  return out;
+}
+
+/** A Facebook page (graph.facebook.com shape): its linked Instagram account, when it has one, as `instagram_business_account`. */
+function renderPage(pageId: string, fields: readonly FieldRequest[], data: GraphData): Record<string, unknown> {
+  const linked = data.accounts.find((account) => account.pageId === pageId);
+  const out: Record<string, unknown> = {};
+  for (const field of fields) {
+    if (field.name === 'instagram_business_account') {
+      if (linked) out.instagram_business_account = renderAccount(linked, field.children ?? [{ name: 'id', modifiers: {}, children: undefined }]);
+    } else if (field.name === 'name') out.name = linked?.pageName ?? 'Sandbox Notes Page';
+    else if (field.name !== 'id') throw oauth(100, `(#100) Tried accessing nonexisting field (${field.name}) on node type (Page)`);
+  }
+  out.id = pageId;
   return out;
 }
 
@@ -463,7 +520,8 @@ export async function graphRoutes(app: FastifyInstance, options: GraphRouteOptio
       ...(options.media === undefined ? {} : { media: options.media }),
       ...(options.preBusinessMedia === undefined ? {} : { preBusinessMedia: options.preBusinessMedia }),
     });
-  const limiter = new RateLimiter(options.rateLimit ?? DEFAULT_RATE_LIMIT);
+  const limiter = options.limiter ?? new RateLimiter(options.rateLimit ?? DEFAULT_RATE_LIMIT);
+  const shape = options.shape ?? 'spec';
   let traces = 0;
 
   const fail = (reply: FastifyReply, failure: GraphFailure) => {
@@ -497,6 +555,8 @@ export async function graphRoutes(app: FastifyInstance, options: GraphRouteOptio
     const segments = asked === undefined ? all : all.slice(1);
     const caller = callerOf(request, asked, now, data);
     void reply.header('facebook-api-version', caller.versionText);
+    // graph.instagram.com: `me` is the token's own professional account, and reads as its ID.
+    if (shape === 'instagram' && segments[0] === 'me' && segments.length > 1) segments[0] = caller.accounts[0]!;
     const [objectId, edge, ...extra] = segments;
 
     // Which business account the call is about, for the usage header.
@@ -518,6 +578,27 @@ export async function graphRoutes(app: FastifyInstance, options: GraphRouteOptio
     const query = request.query as Query;
     const reaches = (accountId: string) => caller.accounts.includes(accountId);
 
+    const isUser = caller.token === SANDBOX_GRAPH_TOKENS.user;
+    const pagesReached = isUser ? [SANDBOX_PAGES.main, SANDBOX_PAGES.second, SANDBOX_PAGES.unlinked] : [SANDBOX_PAGES.main];
+    if (shape === 'instagram' && objectId === 'me') {
+      const own = data.account(caller.accounts[0]!)!;
+      const fields = fieldsOf(query);
+      const extraFields = fields.filter((f) => f.name === 'user_id' || f.name === 'account_type');
+      const rendered = renderAccount(own, fields.filter((f) => !extraFields.includes(f)));
+      for (const field of extraFields) rendered[field.name] = field.name === 'user_id' ? own.id : 'BUSINESS';
+      return rendered;
+    }
+    if (shape === 'facebook' && (objectId === 'me' || pagesReached.includes(objectId as never))) {
+      const pageId = objectId === 'me' ? (isUser ? undefined : SANDBOX_PAGES.main) : objectId;
+      if (pageId !== undefined) {
+        if (edge !== undefined) throw oauth(100, `(#100) Tried accessing nonexisting field (${edge}) on node type (Page)`);
+        return renderPage(pageId, fieldsOf(query), data);
+      }
+      if (edge === undefined) return renderFields({ id: SANDBOX_PAGES.user, name: 'Sandbox User' }, fieldsOf(query), 'User');
+      if (edge !== 'accounts') throw oauth(100, `(#100) Tried accessing nonexisting field (${edge}) on node type (User)`);
+      const fields = fieldsOf(query);
+      return page(request, pagesReached, (id) => renderPage(id, fields, data));
+    }
     if (objectId === 'me') {
       if (edge === undefined) {
         return caller.token === SANDBOX_GRAPH_TOKENS.user ? { id: '100000000000001', name: 'Sandbox User' } : { id: '100000000000002', name: 'Sandbox Studio Page' };
