@@ -155,11 +155,26 @@ export const SETTINGS: readonly SettingSpec[] = [
   {
     key: 'graph-version',
     env: 'MINIAPP_GRAPH_VERSION',
-    description: 'graph API version path segment',
+    description: 'graph API version path segment; empty (""): unversioned paths, served at the app\'s default version',
     default: 'v18.0',
     validate: (value) => {
       const trimmed = value.trim();
-      if (!/^v\d+\.\d+$/.test(trimmed)) throw new ConfigError(`graph-version must look like v18.0; got "${value}"`);
+      if (trimmed !== '' && !/^v\d+\.\d+$/.test(trimmed)) {
+        throw new ConfigError(`graph-version must look like v18.0, or be empty ("") for unversioned paths; got "${value}"`);
+      }
+      return trimmed;
+    },
+  },
+  {
+    key: 'graph-shape',
+    env: 'MINIAPP_GRAPH_SHAPE',
+    description: 'how insights finds the account: auto, spec (/me/social_business_accounts), facebook (/me/accounts), instagram (/me)',
+    default: 'auto',
+    validate: (value) => {
+      const trimmed = value.trim().toLowerCase();
+      if (!['auto', 'spec', 'facebook', 'instagram'].includes(trimmed)) {
+        throw new ConfigError(`graph-shape must be auto, spec, facebook or instagram; got "${value}"`);
+      }
       return trimmed;
     },
   },

@@ -30,7 +30,7 @@ export interface RequestLog {
 export interface GraphClientOptions {
   /** `graph-url`, e.g. https://graph.facebook.com or http://127.0.0.1:PORT/graph. */
   baseUrl: string;
-  /** `graph-version`, e.g. v18.0. */
+  /** `graph-version`, e.g. v18.0; empty: unversioned paths, served at the app's default version. */
   version: string;
   token: string;
   /** Without one, the client makes its own Agent and closes it in close(). */
@@ -62,6 +62,8 @@ export function metricsOf(url: URL): string[] {
 export class GraphClient {
   readonly throttle: Throttle;
   readonly base: URL;
+  /** graph-url itself, with a trailing slash: paging links must stay under it. */
+  readonly root: URL;
   /** HTTP requests sent, retries included. */
   calls = 0;
   readonly #token: string;
@@ -72,7 +74,9 @@ export class GraphClient {
   readonly #userAgent: string;
 
   constructor(options: GraphClientOptions) {
-    this.base = new URL(`${options.baseUrl.replace(/\/+$/, '')}/${options.version}/`);
+    const root = `${options.baseUrl.replace(/\/+$/, '')}/`;
+    this.root = new URL(root);
+    this.base = new URL(options.version ? `${root}${options.version}/` : root);
     this.#token = options.token;
     this.#timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
     this.#ownDispatcher = options.dispatcher === undefined;
@@ -110,7 +114,7 @@ export class GraphClient {
     } catch {
       throw new UpstreamError(`the graph API sent a paging link that is not a URL: ${redact(link, this.#token).slice(0, 200)}`);
     }
-    if (url.origin !== this.base.origin || !url.pathname.startsWith(new URL('..', this.base).pathname)) {
+    if (url.origin !== this.root.origin || !url.pathname.startsWith(this.root.pathname)) {
       throw new UpstreamError(`the graph API sent a paging link outside graph-url (${redactUrl(url)}); not following it with the token`);
     }
     url.searchParams.delete('access_token');

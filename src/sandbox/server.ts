@@ -8,7 +8,7 @@ import { compilersFactory } from '../http/schema-compilers.js';
 import { SandboxClock } from './clock.js';
 import { PartnerState } from './partner/state.js';
 import { partnerRoutes, type ErrorShape } from './partner/routes.js';
-import { graphRoutes } from './graph/routes.js';
+import { graphShapes } from './graph/routes.js';
 import type { CallbackTarget } from './partner/callback.js';
 
 export const DEFAULT_PARTNER_PREFIX = '/api-partner/v1/miniapp/user/oauth2';
@@ -81,7 +81,7 @@ export async function buildSandbox(options: SandboxOptions): Promise<Sandbox> {
     mutualTls: Boolean(options.tls),
   });
 
-  await app.register(graphRoutes, { prefix: '/graph', stats, clock, ...options.graph });
+  await graphShapes(app, { stats, clock, ...options.graph });
 
   app.get('/__sandbox/stats', async () => ({
     ...stats,

@@ -53,7 +53,7 @@ describe('GraphClient', () => {
 
   it('resolves the only business account, and asks to choose among several', async () => {
     const sb = await sandbox({ media: 3 });
-    expect(await resolveAccount(client(sb.url), {})).toEqual({ id: MAIN_ACCOUNT_ID, source: 'lookup', name: 'Sandbox Studio' });
+    expect(await resolveAccount(client(sb.url), {})).toEqual({ id: MAIN_ACCOUNT_ID, source: 'lookup', name: 'Sandbox Studio', shape: 'spec' });
     expect(await resolveAccount(client(sb.url), { setting: '42' })).toEqual({ id: '42', source: 'setting' });
     const several = await failure(resolveAccount(client(sb.url, { token: SANDBOX_GRAPH_TOKENS.user }), {}));
     expect(several.message).toContain('17841400000000002  Sandbox Shop');

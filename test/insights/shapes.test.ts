@@ -1,104 +1,80 @@
 /**
- * Media insights (a values array per metric, lifetime) and account
- * insights (a value per day, distributions, window totals) are read by
- * separate parsers: reading one shape with the other's parser is how a
- * published client stored every media insight as 0.
+ * `insights accounts`, `insights media` and `insights account` against each
+ * of the sandbox's three account-discovery shapes (the spec's edge,
+ * graph.facebook.com's pages, graph.instagram.com's `me`), without telling
+ * the CLI which: it finds out, and remembers the shape in the profile.
  */
 import { describe, expect, it } from 'vitest';
-import { dayOfEndTime, parseAccountInsights, parseGraphTime, parseMediaInsights } from '../../src/insights/shapes.js';
+import { MAIN_ACCOUNT_ID, SANDBOX_GRAPH_TOKENS, SECOND_ACCOUNT_ID } from '../../src/sandbox/graph/data.js';
+import { NOW, useGraphCli } from './graph-sandbox.js';
 
-describe('media insights shape (lifetime values arrays)', () => {
-  it('reads the first value of each metric', () => {
-    const body = {
-      data: [
-        { name: 'reach', period: 'lifetime', values: [{ value: 1234 }], title: 'Accounts reached', id: '1/insights/reach/lifetime' },
-        { name: 'saved', period: 'lifetime', values: [{ value: 0 }], title: 'Saves', id: '1/insights/saved/lifetime' },
-      ],
-    };
-    expect(parseMediaInsights(body)).toEqual(new Map([['reach', 1234], ['saved', 0]]));
+const cli = useGraphCli();
+const DAY = 86_400_000;
+
+const mountOf = (shape: string) => cli.graph.url.replace(/\/graph$/, shape === 'spec' ? '/graph' : `/${shape}`);
+
+function run(shape: string, argv: string[], env: Record<string, string> = {}) {
+  return cli.sb.run(['insights', ...argv], {
+    env: { MINIAPP_GRAPH_URL: mountOf(shape), MINIAPP_GRAPH_TOKEN: SANDBOX_GRAPH_TOKENS.page, MINIAPP_GRAPH_VERSION: 'v24.0', ...env },
+    now: new Date(NOW),
   });
+}
 
-  it('reads total_value from newer versions, and leaves missing metrics missing (never 0)', () => {
-    const body = { data: [{ name: 'views', period: 'lifetime', total_value: { value: 88 } }, { name: 'shares', values: [] }] };
-    const values = parseMediaInsights(body);
-    expect(values.get('views')).toBe(88);
-    expect(values.has('shares')).toBe(false);
-    expect(parseMediaInsights({ data: [] }).size).toBe(0);
-    expect(parseMediaInsights(undefined).size).toBe(0);
-  });
+describe.each(['spec', 'facebook', 'instagram'])('insights against the %s shape', (shape) => {
+  it('accounts, media and account find the account by themselves', async () => {
+    await cli.start({ media: 30 });
+    const accounts = await run(shape, ['accounts', '--json']);
+    expect(accounts.code, accounts.stderr).toBe(0);
+    expect(JSON.parse(accounts.stdout)).toEqual([{ id: MAIN_ACCOUNT_ID, name: 'Sandbox Studio' }]);
 
-  it('is not the account parser: media values have no end_time and give no days', () => {
-    const body = { data: [{ name: 'reach', period: 'lifetime', values: [{ value: 1234 }] }] };
-    expect(parseAccountInsights(body).daily.size).toBe(0);
-    expect(parseAccountInsights(body).totals.get('reach')).toBe(1234);
+    const media = await run(shape, ['media', '--all', '--metrics', 'reach', '--json']);
+    expect(media.code, media.stderr).toBe(0);
+    const rows = JSON.parse(media.stdout) as { id: string; insights: { reach: number } }[];
+    const expected = cli.graph.data.account(MAIN_ACCOUNT_ID)!.media;
+    expect(rows.map((r) => [r.id, r.insights.reach])).toEqual(expected.map((m) => [m.id, m.insights.reach]));
+
+    const until = Math.floor(NOW / DAY) * DAY;
+    const account = await run(shape, ['account', '--metrics', 'reach,follower_count', '--since', '7d', '--json']);
+    expect(account.code, account.stderr).toBe(0);
+    const report = JSON.parse(account.stdout);
+    expect(report.account).toBe(MAIN_ACCOUNT_ID);
+    expect(report.days).toHaveLength(7);
+    expect(report.days[0].reach).toBe(cli.graph.data.daily(MAIN_ACCOUNT_ID, 'reach', until - 7 * DAY));
   });
 });
 
-describe('account insights shapes', () => {
-  it('reads one value per day, dated by the day that ends at end_time', () => {
-    const body = {
-      data: [
-        {
-          name: 'reach',
-          period: 'day',
-          values: [
-            { value: 10, end_time: '2026-11-02T00:00:00+0000' },
-            { value: 20, end_time: '2026-11-03T00:00:00+0000' },
-          ],
-        },
-        // The real API's Pacific days end at 07:00 or 08:00 UTC.
-        { name: 'follower_count', period: 'day', values: [{ value: 3, end_time: '2026-11-02T08:00:00+0000' }] },
-      ],
-    };
-    const page = parseAccountInsights(body);
-    expect(page.daily.get('reach')).toEqual(new Map([['2026-11-01', 10], ['2026-11-02', 20]]));
-    expect(page.daily.get('follower_count')).toEqual(new Map([['2026-11-01', 3]]));
-    expect(page.totals.size).toBe(0);
-  });
-
-  it('reads window totals (metric_type=total_value) apart from daily values', () => {
-    const page = parseAccountInsights({ data: [{ name: 'reach', period: 'day', total_value: { value: 5000 } }] });
-    expect(page.totals.get('reach')).toBe(5000);
-    expect(page.daily.size).toBe(0);
-  });
-
-  it('reads audience_* distributions and demographics breakdowns, largest first', () => {
-    const page = parseAccountInsights({
-      data: [
-        { name: 'audience_country', period: 'lifetime', values: [{ value: { KR: 5, US: 9, JP: 5 }, end_time: '2026-11-21T00:00:00+0000' }] },
-        {
-          name: 'follower_demographics',
-          period: 'lifetime',
-          total_value: {
-            breakdowns: [
-              {
-                dimension_keys: ['age', 'gender'],
-                results: [
-                  { dimension_values: ['18-24', 'F'], value: 3 },
-                  { dimension_values: ['25-34', 'M'], value: 7 },
-                ],
-              },
-            ],
-          },
-        },
-      ],
+describe('account discovery', () => {
+  it('costs one call once the shape is known: the profile remembers it per graph-url', async () => {
+    await cli.start({ media: 5 });
+    const before = await cli.graph.graphCalls();
+    expect((await run('instagram', ['accounts'])).code).toBe(0);
+    const first = (await cli.graph.graphCalls()) - before;
+    // spec edge, /me/accounts, /me as a page: refused by an IG user; then /me as the IG user.
+    expect(first).toBe(4);
+    expect((await run('instagram', ['accounts'])).code).toBe(0);
+    expect((await cli.graph.graphCalls()) - before - first).toBe(1);
+    // graph-shape says it outright: one call from the start.
+    const other = await cli.sb.run(['--profile', 'ig', 'insights', 'accounts', '--json'], {
+      env: { MINIAPP_GRAPH_URL: mountOf('instagram'), MINIAPP_GRAPH_TOKEN: SANDBOX_GRAPH_TOKENS.page, MINIAPP_GRAPH_SHAPE: 'instagram' },
+      now: new Date(NOW),
     });
-    expect(page.distributions.get('audience_country')).toEqual([
-      { key: 'US', value: 9 },
-      { key: 'JP', value: 5 },
-      { key: 'KR', value: 5 },
-    ]);
-    expect(page.distributions.get('follower_demographics')).toEqual([
-      { key: '25-34.M', value: 7 },
-      { key: '18-24.F', value: 3 },
-    ]);
-    expect(page.daily.size).toBe(0);
+    expect(other.code, other.stderr).toBe(0);
+    expect((await cli.graph.graphCalls()) - before - first).toBe(2);
   });
 
-  it('reads the API timestamp format', () => {
-    expect(parseGraphTime('2026-11-21T08:00:00+0000')).toBe(Date.parse('2026-11-21T08:00:00Z'));
-    expect(parseGraphTime('2026-11-21T08:00:00-0700')).toBe(Date.parse('2026-11-21T15:00:00Z'));
-    expect(dayOfEndTime('2026-11-21T00:00:00+0000')).toBe('2026-11-20');
-    expect(dayOfEndTime('garbage')).toBeUndefined();
+  it('lists every linked account of a Facebook Login user token, and skips pages without one', async () => {
+    await cli.start({ media: 5 });
+    const accounts = await run('facebook', ['accounts', '--json'], { MINIAPP_GRAPH_TOKEN: SANDBOX_GRAPH_TOKENS.user, MINIAPP_GRAPH_SHAPE: 'facebook' });
+    expect(accounts.code, accounts.stderr).toBe(0);
+    expect(JSON.parse(accounts.stdout)).toEqual([
+      { id: MAIN_ACCOUNT_ID, name: 'Sandbox Studio' },
+      { id: SECOND_ACCOUNT_ID, name: 'Sandbox Shop' },
+    ]);
+  });
+
+  it('refuses a graph-shape that is not one, with exit 2', async () => {
+    const bad = await cli.sb.run(['config', 'set', 'graph-shape', 'twitter']);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain('graph-shape must be auto, spec, facebook or instagram; got "twitter"');
   });
 });

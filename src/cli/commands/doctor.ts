@@ -9,11 +9,22 @@ export function registerDoctor(program: Command, bind: Bind): void {
     .command('doctor')
     .description(
       'Run a checklist of the profile: the key and AAD decode, the client certificate and key parse and match and ' +
-        'are not expiring, the partner API answers over (mutual) TLS, and the stored tokens. A table on a terminal, ' +
+        'are not expiring, the partner API answers over (mutual) TLS, the stored tokens, and whether graph-version is ' +
+        'past Meta\'s retirement of it. A table on a terminal, ' +
         'JSON otherwise; exits 1 when a check fails.',
     )
     .addOption(timeoutOption())
     .action(bind(runDoctor));
+}
+
+/** The graph-version in effect against Meta's retirement schedule (insights/versions.ts). */
+async function graphVersionCheck(cc: CommandContext): Promise<{ check: string; status: 'ok' | 'warn' | 'fail'; detail: string }> {
+  try {
+    const { adviseVersion } = await import('../../insights/versions.js');
+    return { check: 'graph version', ...adviseVersion((await cc.settings.get('graph-version')).value ?? '', cc.now().getTime()) };
+  } catch (error) {
+    return { check: 'graph version', status: 'fail', detail: (error as Error).message };
+  }
 }
 
 async function runDoctor(cc: CommandContext, command: Command): Promise<void> {
@@ -57,6 +68,7 @@ async function runDoctor(cc: CommandContext, command: Command): Promise<void> {
       }
     },
   });
+  checks.push(await graphVersionCheck(cc));
   const color = cc.out.color;
   const mark = { ok: color.green('ok'), warn: color.yellow('warn'), fail: color.red('FAIL'), skip: color.dim('skip') };
   if (cc.out.human) {

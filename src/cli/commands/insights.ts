@@ -13,7 +13,7 @@ import type { CommandContext } from '../context.js';
 import type { Column } from '../render/output.js';
 import { wholeNumber } from '../flags.js';
 import { emit, formatOf, type Format } from '../terminal/export.js';
-import { accountOf, withGraphSession } from '../connect/graph-session.js';
+import { accountOf, discoveryHint, rememberShape, withGraphSession } from '../connect/graph-session.js';
 import { UsageError } from '../../errors.js';
 import {
   ACCOUNT_METRICS,
@@ -91,7 +91,7 @@ export function registerInsights(program: Command, bind: Bind): void {
   withGraphOptions(
     insights
       .command('accounts')
-      .description('business accounts the token reaches (/me/social_business_accounts), as id and name')
+      .description('business accounts the token reaches, as id and name: /me/social_business_accounts (the spec), /me/accounts (graph.facebook.com) or /me (graph.instagram.com), see graph-shape')
       .addHelpText('after', '\nExamples:\n  miniapp insights accounts\n  miniapp insights accounts --json'),
   ).action(bind(runAccounts));
 
@@ -191,9 +191,12 @@ function warnUnknown(cc: CommandContext, metrics: readonly string[], known: (met
 /* ---------------------------------------------------------------- actions */
 
 async function runAccounts(cc: CommandContext, command: Command): Promise<void> {
-  const accounts = await withGraphSession(cc, command, 'reading business accounts', async ({ client }) => {
-    const { listBusinessAccounts } = await import('../../insights/accounts.js');
-    return listBusinessAccounts(client);
+  const accounts = await withGraphSession(cc, command, 'reading business accounts', async (session) => {
+    const { discoverAccounts } = await import('../../insights/accounts.js');
+    const hint = await discoveryHint(cc, session);
+    const found = await discoverAccounts(session.client, hint);
+    await rememberShape(cc, session, hint, found.shape);
+    return found.accounts;
   });
   cc.out.table(
     accounts,

@@ -8,6 +8,7 @@ import type { CommandContext } from '../context.js';
 import { Activity } from '../render/activity.js';
 import { ConfigError, UsageError } from '../../errors.js';
 import type { GraphClient } from '../../insights/client.js';
+import type { DiscoveryHint, DiscoveryShape, GraphShapeSetting } from '../../insights/accounts.js';
 
 export interface GraphFlags {
   maxRetries: number;
@@ -74,10 +75,36 @@ export async function withGraphSession<T>(cc: CommandContext, command: Command, 
   }
 }
 
+/** Where the profile keeps the discovery shape that answered, and at which graph-url. */
+const DISCOVERY_SECTION = 'graphDiscovery';
+type Remembered = { url?: string; shape?: DiscoveryShape };
+
+/** The graph-shape setting and the shape remembered for this graph-url. */
+export async function discoveryHint(cc: CommandContext, session: GraphSession): Promise<DiscoveryHint> {
+  const setting = (await cc.settings.get('graph-shape')).value as GraphShapeSetting | undefined;
+  const remembered = cc.settings.file().getSection<Remembered>(cc.profile, DISCOVERY_SECTION);
+  return { setting, remembered: remembered?.url === session.client.root.href ? remembered.shape : undefined };
+}
+
+/** Keeps the shape that answered, when it is not what the next run would try first anyway; a read-only config dir only costs the calls. */
+export async function rememberShape(cc: CommandContext, session: GraphSession, hint: DiscoveryHint, shape: DiscoveryShape | undefined): Promise<void> {
+  if (shape === undefined || hint.remembered === shape) return;
+  const { discoveryOrder } = await import('../../insights/accounts.js');
+  if (hint.remembered === undefined && discoveryOrder(session.client, hint)[0] === shape) return;
+  try {
+    (await cc.settings.store()).setSection(cc.profile, DISCOVERY_SECTION, { url: session.client.root.href, shape });
+  } catch {
+    // Not worth failing the command for.
+  }
+}
+
 /** The business account to read: --account, the graph-account setting, or the only one the token reaches (named on a terminal). */
 export async function accountOf(cc: CommandContext, session: GraphSession, flag: string | undefined): Promise<string> {
   const { resolveAccount } = await import('../../insights/accounts.js');
-  const account = await resolveAccount(session.client, { flag, setting: flag ? undefined : (await cc.settings.get('graph-account')).value });
+  const setting = flag ? undefined : (await cc.settings.get('graph-account')).value;
+  const hint = flag || setting ? {} : await discoveryHint(cc, session);
+  const account = await resolveAccount(session.client, { flag, setting }, hint);
+  await rememberShape(cc, session, hint, account.shape);
   if (account.source === 'lookup' && cc.io.stderr.isTTY) {
     // Short enough for one line of an 80-column terminal with a usual account name (the charts below fill the rest).
     session.activity.log(cc.out.errColor.dim(`account ${account.id}${account.name ? ` (${account.name})` : ''}: the only one this token reaches`));

@@ -36,6 +36,12 @@ export const SANDBOX_GRAPH_TOKENS = {
 } as const;
 
 export const MAIN_ACCOUNT_ID = '17841400000000001';
+/**
+ * The Facebook pages the business accounts are linked to, and the user who
+ * manages them (the user token's `/me`); a third page has no Instagram
+ * account, as pages often do.
+ */
+export const SANDBOX_PAGES = { main: '100000000000002', second: '100000000000003', unlinked: '100000000000004', user: '100000000000001' } as const;
 export const SECOND_ACCOUNT_ID = '17841400000000002';
 
 /** What decides metric support: media_type for feed posts, the product type for reels and stories. */
@@ -108,11 +114,21 @@ export interface SandboxMedia {
   /** Creation time, ms since the epoch. */
   createdMs: number;
   /** The readable fields, as the API returns them (caption absent on some items). */
-  fields: Record<string, string | number>;
+  fields: Record<string, string | number | boolean>;
+  /** The items of an album (CAROUSEL_ALBUM only): the `children` edge. */
+  children?: SandboxChild[];
   /** Lifetime value of every metric the kind supports. */
   insights: Record<string, number>;
   /** Posted before the account became a business account: insights fail with 100/2108006. */
   preBusiness: boolean;
+}
+
+/** One item of an album: fields of its own, no insights (FIELD-NOTES). */
+export interface SandboxChild {
+  id: string;
+  parentId: string;
+  accountId: string;
+  fields: Record<string, string | number | boolean>;
 }
 
 export interface SandboxAccount {
@@ -120,6 +136,14 @@ export interface SandboxAccount {
   name: string;
   username: string;
   followersCount: number;
+  followsCount: number;
+  biography: string;
+  /** The legacy numeric Instagram ID (`ig_id`). */
+  igId: number;
+  profilePictureUrl: string;
+  /** The Facebook page the account is linked to (`/me/accounts`, `/{page-id}?fields=instagram_business_account`). */
+  pageId: string;
+  pageName: string;
   /** Feed posts and reels, newest first: what the /media edge lists. */
   media: SandboxMedia[];
   /** Stories, newest first (the /stories edge lists those younger than 24 hours). */
@@ -141,6 +165,8 @@ export interface GraphData {
   account(id: string): SandboxAccount | undefined;
   /** A media item, reel or story by ID. */
   media(id: string): SandboxMedia | undefined;
+  /** An album item by ID. */
+  child(id: string): SandboxChild | undefined;
   /** The value of a daily account metric for the UTC day starting at `dayStartMs`. */
   daily(accountId: string, metric: string, dayStartMs: number): number;
   /** A distribution of followers: key -> count, in no particular order. */
@@ -228,7 +254,7 @@ function buildMedia(accountId: string, username: string, index: number, kind: Sa
   const seed = `${accountId}:${kind === 'STORY' ? 'story' : 'media'}:${index}`;
   const shortcode = seedHash(seed).toString(36).padStart(7, 'x');
   const insights = mediaInsights(seed, kind);
-  const fields: Record<string, string | number> = {
+  const fields: Record<string, string | number | boolean> = {
     id,
     media_type: kind === 'REELS' ? 'VIDEO' : kind === 'STORY' ? (index % 2 === 0 ? 'IMAGE' : 'VIDEO') : kind,
     media_product_type: kind === 'REELS' ? 'REELS' : kind === 'STORY' ? 'STORY' : 'FEED',
@@ -238,12 +264,39 @@ function buildMedia(accountId: string, username: string, index: number, kind: Sa
     username,
     media_url: `https://cdn.social.example/media/${id}.${kind === 'IMAGE' || kind === 'CAROUSEL_ALBUM' ? 'jpg' : 'mp4'}`,
   };
+  fields.ig_id = String(2_000_000_000_000_000_000n + BigInt(seedHash(`${seed}:ig_id`)) * 1000n + BigInt(index));
+  fields.is_comment_enabled = index % 11 !== 5;
+  if (kind === 'VIDEO' || kind === 'REELS' || fields.media_type === 'VIDEO') {
+    fields.thumbnail_url = `https://cdn.social.example/media/${id}_thumb.jpg`;
+  }
   if (kind !== 'STORY') {
     fields.like_count = insights.likes ?? 0;
     fields.comments_count = insights.comments ?? 0;
     if (index % 7 !== 3) fields.caption = CAPTIONS[index % CAPTIONS.length]!(index + 1);
   }
-  return { id, accountId, kind, createdMs, fields, insights, preBusiness: false };
+  const item: SandboxMedia = { id, accountId, kind, createdMs, fields, insights, preBusiness: false };
+  if (kind === 'CAROUSEL_ALBUM') item.children = buildChildren(item, username, 2 + (seedHash(`${seed}:children`) % 3));
+  return item;
+}
+
+function buildChildren(parent: SandboxMedia, username: string, count: number): SandboxChild[] {
+  return Array.from({ length: count }, (_, i) => {
+    const id = `1791${parent.id.slice(4)}${i + 1}`;
+    const video = i % 3 === 2;
+    const shortcode = seedHash(`${parent.id}:child:${i}`).toString(36).padStart(7, 'x');
+    const fields: Record<string, string | number | boolean> = {
+      id,
+      media_type: video ? 'VIDEO' : 'IMAGE',
+      media_url: `https://cdn.social.example/media/${id}.${video ? 'mp4' : 'jpg'}`,
+      permalink: `https://social.example/p/${shortcode}/`,
+      shortcode,
+      timestamp: parent.fields.timestamp!,
+      username,
+      ig_id: `${parent.fields.ig_id}${i + 1}`,
+    };
+    if (video) fields.thumbnail_url = `https://cdn.social.example/media/${id}_thumb.jpg`;
+    return { id, parentId: parent.id, accountId: parent.accountId, fields };
+  });
 }
 
 const COUNTRIES = ['KR', 'US', 'JP', 'DE', 'GB', 'FR', 'BR', 'IN', 'ID', 'VN', 'TH', 'CA', 'AU', 'ES', 'IT', 'MX'];
@@ -300,8 +353,8 @@ export function createGraphData(options: GraphDataOptions): GraphData {
   const preBusiness = options.preBusinessMedia ?? 0;
 
   const specs = [
-    { id: MAIN_ACCOUNT_ID, name: 'Sandbox Studio', username: 'sandbox.studio', media: mediaCount },
-    { id: SECOND_ACCOUNT_ID, name: 'Sandbox Shop', username: 'sandbox.shop', media: 12 },
+    { id: MAIN_ACCOUNT_ID, name: 'Sandbox Studio', username: 'sandbox.studio', media: mediaCount, pageId: SANDBOX_PAGES.main, pageName: 'Sandbox Studio Page' },
+    { id: SECOND_ACCOUNT_ID, name: 'Sandbox Shop', username: 'sandbox.shop', media: 12, pageId: SANDBOX_PAGES.second, pageName: 'Sandbox Shop Page' },
   ];
   const accounts: SandboxAccount[] = specs.map((spec) => {
     // Newest first, one post every 17 hours back from the anchor.
@@ -320,6 +373,12 @@ export function createGraphData(options: GraphDataOptions): GraphData {
       name: spec.name,
       username: spec.username,
       followersCount: pick(`${spec.id}:followers`, 5000, 90_000),
+      followsCount: pick(`${spec.id}:follows`, 50, 900),
+      biography: `${spec.name}: a sandbox account of miniapp. Photos, reels and stories, all made up.`,
+      igId: 5_000_000_000 + pick(`${spec.id}:ig_id`, 0, 999_999_999),
+      profilePictureUrl: `https://cdn.social.example/profile/${spec.username}.jpg`,
+      pageId: spec.pageId,
+      pageName: spec.pageName,
       media,
       stories,
     };
@@ -328,12 +387,15 @@ export function createGraphData(options: GraphDataOptions): GraphData {
   const byId = new Map<string, SandboxMedia>();
   for (const account of accounts) for (const item of [...account.media, ...account.stories]) byId.set(item.id, item);
   const accountById = new Map(accounts.map((account) => [account.id, account]));
+  const children = new Map<string, SandboxChild>();
+  for (const item of byId.values()) for (const child of item.children ?? []) children.set(child.id, child);
 
   return {
     anchorMs,
     accounts,
     account: (id) => accountById.get(id),
     media: (id) => byId.get(id),
+    child: (id) => children.get(id),
     daily: dailyValue,
     audience: distribution,
   };

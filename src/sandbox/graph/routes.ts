@@ -10,6 +10,13 @@
  *   GET /graph/{version}/{media_id}                   fields, including insights.metric(...)
  *   GET /graph/{version}/{media_id}/insights          metric
  *
+ * `{version}` may be left out (`/graph/{object}`), and empty segments are
+ * tolerated (`/graph///{object}`, as instagram-graph-api sends without a
+ * version). A retired version, or none, is served at the oldest version
+ * still usable at the sandbox clock, as Meta's Graph API does (the
+ * `facebook-api-version` header names it; insights/versions.ts has the
+ * schedule); a version Meta has not released is error 2500.
+ *
  * Decisions where the spec is silent, after the field notes and the real API:
  *
  * - Every request counts in `stats.graphCalls`, failed and throttled ones too.
@@ -46,6 +53,7 @@ import {
   SANDBOX_DAILY_METRICS,
   SANDBOX_GRAPH_TOKENS,
   SANDBOX_MEDIA_METRICS,
+  SANDBOX_PAGES,
   SANDBOX_RETIRED_METRICS,
   MAIN_ACCOUNT_ID,
   createGraphData,
@@ -53,10 +61,12 @@ import {
   startOfUtcDay,
   type GraphData,
   type SandboxAccount,
+  type SandboxChild,
   type SandboxMedia,
 } from './data.js';
 import { FieldSyntaxError, parseFields, type FieldRequest } from './fields.js';
 import { DEFAULT_RATE_LIMIT, RateLimiter, usageHeaders, type RateLimitOptions } from './rate-limit.js';
+import { isKnownOrOlder, isVersionSegment, servingVersion, versionNumber } from '../../insights/versions.js';
 
 export interface GraphRouteOptions {
   stats: { graphCalls: number };
@@ -69,6 +79,37 @@ export interface GraphRouteOptions {
   preBusinessMedia?: number;
   /** Use this data instead of building it from the clock and `media`. */
   data?: GraphData;
+  /** How the account is found: the spec's edge, graph.facebook.com's pages, or graph.instagram.com's `me` (default spec). */
+  shape?: GraphShape;
+  /** Shared by the mounts of one sandbox, so that one token has one budget. */
+  limiter?: RateLimiter;
+}
+
+/** The three ways of finding the business account, each mounted at its own path by graphShapes. */
+export const GRAPH_SHAPES = { spec: '/graph', facebook: '/facebook', instagram: '/instagram' } as const;
+export type GraphShape = keyof typeof GRAPH_SHAPES;
+
+/**
+ * The graph API in its three shapes, sharing data, rate limit and counter:
+ * `/graph` the spec's (`/me/social_business_accounts`), `/facebook` as
+ * graph.facebook.com with Facebook Login (`/me/accounts` of the user's
+ * pages, `/{page-id}?fields=instagram_business_account`; a page token's
+ * `/me` is its page), `/instagram` as graph.instagram.com with Instagram
+ * Login (`/me` is the token's professional account). A library needs only
+ * its base URL pointed at one of them.
+ */
+export async function graphShapes(app: FastifyInstance, options: GraphRouteOptions): Promise<void> {
+  const data =
+    options.data ??
+    createGraphData({
+      now: options.clock.now(),
+      ...(options.media === undefined ? {} : { media: options.media }),
+      ...(options.preBusinessMedia === undefined ? {} : { preBusinessMedia: options.preBusinessMedia }),
+    });
+  const limiter = new RateLimiter(options.rateLimit ?? DEFAULT_RATE_LIMIT);
+  for (const [shape, prefix] of Object.entries(GRAPH_SHAPES) as [GraphShape, string][]) {
+    await app.register(graphRoutes, { ...options, prefix, data, limiter, shape });
+  }
 }
 
 interface GraphErrorBody {
@@ -106,8 +147,24 @@ const MEDIA_FIELDS = new Set([
   'media_url',
   'like_count',
   'comments_count',
+  'thumbnail_url',
+  'is_comment_enabled',
+  'ig_id',
 ]);
-const ACCOUNT_FIELDS = new Set(['id', 'name', 'username', 'followers_count', 'media_count']);
+/** What an album item answers: no counts, no caption, no insights. */
+const CHILD_FIELDS = new Set(['id', 'media_type', 'media_url', 'permalink', 'shortcode', 'timestamp', 'username', 'ig_id', 'thumbnail_url']);
+const ACCOUNT_FIELDS = new Set([
+  'id',
+  'name',
+  'username',
+  'biography',
+  'profile_picture_url',
+  'followers_count',
+  'follows_count',
+  'media_count',
+  'ig_id',
+  'website',
+]);
 const DEMOGRAPHIC_BREAKDOWNS = new Set(['country', 'city', 'age', 'gender', 'age,gender']);
 const MAX_LIMIT = 100;
 const DEFAULT_LIMIT = 25;
@@ -199,14 +256,57 @@ function renderMedia(item: SandboxMedia, fields: readonly FieldRequest[], caller
   for (const field of fields) {
     if (field.name === 'insights') {
       out.insights = { data: mediaInsights(item, insightsFieldMetrics(field), caller) };
+    } else if (field.name === 'owner') {
+      out.owner = { id: item.accountId };
+    } else if (field.name === 'children') {
+      // Albums only, as the real API: other media leave the field out.
+      if (item.children) out.children = { data: item.children.map((child) => renderChild(child, field.children ?? [])) };
     } else if (MEDIA_FIELDS.has(field.name)) {
       const value = item.fields[field.name];
       if (value !== undefined) out[field.name] = value;
     } else {
-      throw oauth(100, `(#100) Tried accessing nonexisting field (${field.name}) on node type (SocialMedia)`);
+      throw oauth(100, `(#100) Tried accessing nonexisting field (${field.name}) on node type (IGMedia)`);
     }
   }
   out.id = item.id;
+  return out;
+}
+
+function renderChild(child: SandboxChild, fields: readonly FieldRequest[]): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const field of fields) {
+    if (field.name === 'owner') out.owner = { id: child.accountId };
+    else if (CHILD_FIELDS.has(field.name)) {
+      const value = child.fields[field.name];
+      if (value !== undefined) out[field.name] = value;
+    } else throw oauth(100, `(#100) Tried accessing nonexisting field (${field.name}) on node type (IGMedia)`);
+  }
+  out.id = child.id;
+  return out;
+}
+
+/** A node of plain values: the asked fields it has, else the nonexisting-field error of its type. */
+function renderFields(values: Record<string, unknown>, fields: readonly FieldRequest[], type: string): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const field of fields) {
+    if (!(field.name in values)) throw oauth(100, `(#100) Tried accessing nonexisting field (${field.name}) on node type (${type})`);
+    out[field.name] = values[field.name];
+  }
+  out.id = values.id;
+  return out;
+}
+
+/** A Facebook page (graph.facebook.com shape): its linked Instagram account, when it has one, as `instagram_business_account`. */
+function renderPage(pageId: string, fields: readonly FieldRequest[], data: GraphData): Record<string, unknown> {
+  const linked = data.accounts.find((account) => account.pageId === pageId);
+  const out: Record<string, unknown> = {};
+  for (const field of fields) {
+    if (field.name === 'instagram_business_account') {
+      if (linked) out.instagram_business_account = renderAccount(linked, field.children ?? [{ name: 'id', modifiers: {}, children: undefined }]);
+    } else if (field.name === 'name') out.name = linked?.pageName ?? 'Sandbox Notes Page';
+    else if (field.name !== 'id') throw oauth(100, `(#100) Tried accessing nonexisting field (${field.name}) on node type (Page)`);
+  }
+  out.id = pageId;
   return out;
 }
 
@@ -215,13 +315,18 @@ function renderAccount(account: SandboxAccount, fields: readonly FieldRequest[])
     id: account.id,
     name: account.name,
     username: account.username,
+    biography: account.biography,
+    profile_picture_url: account.profilePictureUrl,
     followers_count: account.followersCount,
+    follows_count: account.followsCount,
     media_count: account.media.length,
+    ig_id: account.igId,
+    website: `https://${account.username.replace('.', '-')}.example`,
   };
   const out: Record<string, unknown> = {};
   for (const field of fields) {
     if (!ACCOUNT_FIELDS.has(field.name)) {
-      throw oauth(100, `(#100) Tried accessing nonexisting field (${field.name}) on node type (SocialUser)`);
+      throw oauth(100, `(#100) Tried accessing nonexisting field (${field.name}) on node type (IGUser)`);
     }
     out[field.name] = values[field.name];
   }
@@ -257,7 +362,9 @@ function decodeCursor(cursor: string): number {
 
 /** The request's own URL with some query parameters replaced: how paging links are built. */
 function linkTo(request: FastifyRequest, changes: Record<string, string | undefined>): string {
-  const url = new URL(request.url, `${request.protocol}://${request.headers.host ?? '127.0.0.1'}`);
+  // Empty path segments collapsed: `//x` would read as a host.
+  const [path, query = ''] = request.url.split('?') as [string, string?];
+  const url = new URL(`${path.replace(/\/{2,}/g, '/')}${query ? `?${query}` : ''}`, `${request.protocol}://${request.headers.host ?? '127.0.0.1'}`);
   for (const [name, value] of Object.entries(changes)) {
     if (value === undefined) url.searchParams.delete(name);
     else url.searchParams.set(name, value);
@@ -376,10 +483,13 @@ function demographics(data: GraphData, accountId: string, breakdown: string): un
   };
 }
 
-function callerOf(request: FastifyRequest, versionText: string, now: number, data: GraphData): Caller {
+function callerOf(request: FastifyRequest, versionText: string | undefined, now: number, data: GraphData): Caller {
   const token = param(request.query as Query, 'access_token');
-  const version = Number(/^v(\d+)\.\d+$/.exec(versionText)?.[1] ?? NaN);
-  if (!Number.isFinite(version)) throw oauth(2500, `Unknown path components: /${versionText}`);
+  if (versionText !== undefined && !isKnownOrOlder(versionText)) throw oauth(2500, `Unknown path components: /${versionText}`);
+  // A retired version, or none at all, is served at the oldest usable one, as Meta's Graph API does.
+  const served = servingVersion(versionText, now);
+  const version = Math.floor(versionNumber(served)!);
+  const base = { version, versionText: served };
   if (token === undefined || token === '') {
     throw oauth(2500, 'An active access token must be used to query information about the current user.');
   }
@@ -387,9 +497,9 @@ function callerOf(request: FastifyRequest, versionText: string, now: number, dat
     case SANDBOX_GRAPH_TOKENS.page:
     case SANDBOX_GRAPH_TOKENS.noPermission:
     case SANDBOX_GRAPH_TOKENS.personal:
-      return { token, accounts: [MAIN_ACCOUNT_ID], version, versionText };
+      return { token, accounts: [MAIN_ACCOUNT_ID], ...base };
     case SANDBOX_GRAPH_TOKENS.user:
-      return { token, accounts: data.accounts.map((account) => account.id), version, versionText };
+      return { token, accounts: data.accounts.map((account) => account.id), ...base };
     case SANDBOX_GRAPH_TOKENS.expired: {
       const expired = new Date(now - DAY_MS).toUTCString();
       throw oauth(190, `Error validating access token: Session has expired on ${expired}. The current time is ${new Date(now).toUTCString()}.`, {
@@ -410,7 +520,8 @@ export async function graphRoutes(app: FastifyInstance, options: GraphRouteOptio
       ...(options.media === undefined ? {} : { media: options.media }),
       ...(options.preBusinessMedia === undefined ? {} : { preBusinessMedia: options.preBusinessMedia }),
     });
-  const limiter = new RateLimiter(options.rateLimit ?? DEFAULT_RATE_LIMIT);
+  const limiter = options.limiter ?? new RateLimiter(options.rateLimit ?? DEFAULT_RATE_LIMIT);
+  const shape = options.shape ?? 'spec';
   let traces = 0;
 
   const fail = (reply: FastifyReply, failure: GraphFailure) => {
@@ -435,11 +546,17 @@ export async function graphRoutes(app: FastifyInstance, options: GraphRouteOptio
     fail(reply, oauth(2500, `Unknown path components: ${request.url.split('?')[0]}`));
   });
 
-  app.get('/:version/*', async (request, reply) => {
-    const { version, '*': rest } = request.params as { version: string; '*': string };
+  // `/{version}/{object}` and `/{object}` alike; empty segments (`///{id}`, as instagram-graph-api sends without a version) are tolerated.
+  app.get('/*', async (request, reply) => {
+    const rest = (request.params as { '*': string })['*'];
     const now = clock.now();
-    const caller = callerOf(request, version, now, data);
-    const segments = rest.split('/').filter(Boolean);
+    const all = rest.split('/').filter(Boolean);
+    const asked = all[0] !== undefined && isVersionSegment(all[0]) ? all[0] : undefined;
+    const segments = asked === undefined ? all : all.slice(1);
+    const caller = callerOf(request, asked, now, data);
+    void reply.header('facebook-api-version', caller.versionText);
+    // graph.instagram.com: `me` is the token's own professional account, and reads as its ID.
+    if (shape === 'instagram' && segments[0] === 'me' && segments.length > 1) segments[0] = caller.accounts[0]!;
     const [objectId, edge, ...extra] = segments;
 
     // Which business account the call is about, for the usage header.
@@ -461,6 +578,27 @@ export async function graphRoutes(app: FastifyInstance, options: GraphRouteOptio
     const query = request.query as Query;
     const reaches = (accountId: string) => caller.accounts.includes(accountId);
 
+    const isUser = caller.token === SANDBOX_GRAPH_TOKENS.user;
+    const pagesReached = isUser ? [SANDBOX_PAGES.main, SANDBOX_PAGES.second, SANDBOX_PAGES.unlinked] : [SANDBOX_PAGES.main];
+    if (shape === 'instagram' && objectId === 'me') {
+      const own = data.account(caller.accounts[0]!)!;
+      const fields = fieldsOf(query);
+      const extraFields = fields.filter((f) => f.name === 'user_id' || f.name === 'account_type');
+      const rendered = renderAccount(own, fields.filter((f) => !extraFields.includes(f)));
+      for (const field of extraFields) rendered[field.name] = field.name === 'user_id' ? own.id : 'BUSINESS';
+      return rendered;
+    }
+    if (shape === 'facebook' && (objectId === 'me' || pagesReached.includes(objectId as never))) {
+      const pageId = objectId === 'me' ? (isUser ? undefined : SANDBOX_PAGES.main) : objectId;
+      if (pageId !== undefined) {
+        if (edge !== undefined) throw oauth(100, `(#100) Tried accessing nonexisting field (${edge}) on node type (Page)`);
+        return renderPage(pageId, fieldsOf(query), data);
+      }
+      if (edge === undefined) return renderFields({ id: SANDBOX_PAGES.user, name: 'Sandbox User' }, fieldsOf(query), 'User');
+      if (edge !== 'accounts') throw oauth(100, `(#100) Tried accessing nonexisting field (${edge}) on node type (User)`);
+      const fields = fieldsOf(query);
+      return page(request, pagesReached, (id) => renderPage(id, fields, data));
+    }
     if (objectId === 'me') {
       if (edge === undefined) {
         return caller.token === SANDBOX_GRAPH_TOKENS.user ? { id: '100000000000001', name: 'Sandbox User' } : { id: '100000000000002', name: 'Sandbox Studio Page' };
@@ -483,14 +621,21 @@ export async function graphRoutes(app: FastifyInstance, options: GraphRouteOptio
         return page(request, list, (media) => renderMedia(media, fields, caller));
       }
       if (edge === 'insights') return accountInsights(request, account, data, caller, now);
-      throw oauth(100, `(#100) Tried accessing nonexisting field (${edge}) on node type (SocialUser)`);
+      throw oauth(100, `(#100) Tried accessing nonexisting field (${edge}) on node type (IGUser)`);
     }
 
     const alive = item && (item.kind !== 'STORY' || now - item.createdMs < STORY_TTL_MS);
     if (item && alive && reaches(item.accountId)) {
       if (edge === undefined) return renderMedia(item, fieldsOf(query), caller);
       if (edge === 'insights') return { data: mediaInsights(item, metricList(param(query, 'metric')), caller) };
-      throw oauth(100, `(#100) Tried accessing nonexisting field (${edge}) on node type (SocialMedia)`);
+      if (edge === 'children') return { data: (item.children ?? []).map((child) => renderChild(child, fieldsOf(query))) };
+      throw oauth(100, `(#100) Tried accessing nonexisting field (${edge}) on node type (IGMedia)`);
+    }
+    const child = data.child(objectId);
+    if (child && reaches(child.accountId)) {
+      if (edge === undefined) return renderChild(child, fieldsOf(query));
+      if (edge === 'insights') throw oauth(100, '(#100) Insights are not available for the items of a carousel album; read the album\'s insights');
+      throw oauth(100, `(#100) Tried accessing nonexisting field (${edge}) on node type (IGMedia)`);
     }
     throw nonexistingObject(objectId);
   });
