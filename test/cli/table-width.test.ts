@@ -96,7 +96,7 @@ async function fillOutbox(): Promise<void> {
 describe('webhooks list on a terminal', () => {
   it.each(WIDTHS)('fits %i columns, cutting the URL first and the last error next, never the ID or the state', async (width) => {
     await fillOutbox();
-    const result = await sb.run(['webhooks', 'list', '--data-dir', dir, '--no-color'], { tty: true, columns: width });
+    const result = await sb.run(['webhooks', 'list', '--data-dir', dir, '--no-color'], { tty: true, columns: width, now: T0 });
     expect(result.code, result.stderr).toBe(0);
     const lines = tableLines(result.stdout);
     expect(lines.length).toBe(3 + 3);

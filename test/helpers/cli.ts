@@ -74,7 +74,7 @@ export class Sandbox {
       io: { stdout, stderr, stdin: stdinOf(options) },
       env: { ...this.env, ...options.env },
       homedir: this.root,
-      now: () => options.now ?? new Date('2026-11-21T12:00:00Z'),
+      now: () => options.now ?? new Date(),
       version: '9.9.9-test',
       waitForShutdown: () => options.shutdown ?? new Promise<string>(() => {}),
     };
