@@ -23,7 +23,8 @@
  * BENCH_ABUSE_ONLY=name,... runs only those attacks (a diagnosis).
  */
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
-import { loadavg, tmpdir } from 'node:os';
+import { fork } from 'node:child_process';
+import { loadavg, setPriority, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
@@ -32,7 +33,6 @@ import Database from 'better-sqlite3';
 import { request } from 'undici';
 import { startServeProcess } from '../test/helpers/chaos.js';
 import { envNumber, quantile } from './lib.js';
-import { endlessUploads, nestedJson, randomTokens, rapidReset, stalledWatchers, syncFlood } from './abuse-attacks.js';
 
 const PASSWORD = 'abuse-password-1';
 const LOGGED = 30_000;
@@ -43,6 +43,38 @@ const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 function procSample(pid) {
   const rssKb = Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))[1]);
   return { at: Date.now(), rssMb: rssKb / 1024, fds: readdirSync(`/proc/${pid}/fd`).length };
+}
+
+/** User plus system CPU time of a process so far, in seconds (clock ticks of 1/100 s). */
+function cpuTicks(pid) {
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+    return (Number(fields[11]) + Number(fields[12])) / 100;
+  } catch {
+    return Number.NaN;
+  }
+}
+
+/**
+ * From serve's /metrics: V8's heap in use and the memory outside it (Buffers), in MB (where its RSS is), and its
+ * event loop's delay since the last scrape (p99 and max, ms; prom-client resets the histogram on each scrape).
+ */
+async function heapOf(url) {
+  try {
+    const answer = await request(`${url}/metrics`);
+    const text = await answer.body.text();
+    const value = (name) => Number(new RegExp(`^${name}(?:\\{[^}]*\\})? (\\S+)`, 'm').exec(text)?.[1]) / 1024 / 1024;
+    // The histogram's resolution (10 ms) is counted in every value.
+    const lag = (name) => (value(name) * 1024 * 1024 - 0.01) * 1000;
+    return {
+      heap: value('\\w*nodejs_heap_size_used_bytes'),
+      external: value('\\w*nodejs_external_memory_bytes'),
+      lagP99: lag('\\w*nodejs_eventloop_lag_p99_seconds'),
+      lagMax: lag('\\w*nodejs_eventloop_lag_max_seconds'),
+    };
+  } catch {
+    return { heap: Number.NaN, external: Number.NaN, lagP99: Number.NaN, lagMax: Number.NaN };
+  }
 }
 
 function unary(client, method, body, token) {
@@ -77,9 +109,9 @@ export default async function abuse(ctx) {
 
   const home = mkdtempSync(join(tmpdir(), 'miniapp-bench-abuse-'));
   // serve's own request rates (the helper turns them off for load tests), its temporary upload files in the home.
-  // BENCH_ABUSE_SERVE_NODE_OPTIONS: node options for serve alone (a diagnosis: `--cpu-prof --cpu-prof-dir=DIR`).
-  const serveNodeOptions = process.env.BENCH_ABUSE_SERVE_NODE_OPTIONS;
-  const options = { home, extraArgs: ['--rate-limit', '200'], env: { TMPDIR: home, ...(serveNodeOptions ? { NODE_OPTIONS: serveNodeOptions } : {}) } };
+  // BENCH_ABUSE_SERVE_NODE_ARGS: options of node for serve alone (a diagnosis: `--cpu-prof --cpu-prof-dir=DIR`).
+  const serveNodeOptions = process.env.BENCH_ABUSE_SERVE_NODE_ARGS;
+  const options = { home, extraArgs: ['--rate-limit', '200'], env: { TMPDIR: home }, nodeArgs: serveNodeOptions ? serveNodeOptions.split(' ').filter(Boolean) : [] };
   const cleanups = [];
   try {
     // The accounts, then a change log of 30,000 changes of the first attacker, written while serve is stopped.
@@ -140,38 +172,47 @@ export default async function abuse(ctx) {
       }
     }, 250);
 
+    // The attackers in a process of their own at a low CPU priority: an attacker is another host.
+    const attackerNice = envNumber('BENCH_ABUSE_ATTACKER_NICE', 19);
+    const attackerProcess = fork(new URL('./abuse-attacker-process.js', import.meta.url), [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+    cleanups.push(() => attackerProcess.kill('SIGKILL'));
+    setPriority(attackerProcess.pid, attackerNice);
+    const attackerCpu = () => cpuTicks(attackerProcess.pid);
+    const serveCpu = () => cpuTicks(pid);
+
+    await heapOf(url); // the event loop's delay histogram starts afresh with the quiet phase
     const t0 = Date.now();
     await sleep(quietS * 1_000);
+    const heapQuiet = await heapOf(url);
     const attackAt = Date.now();
+    const cpuAtAttack = { serve: serveCpu(), attackers: attackerCpu() };
     ctx.log('abuse: attacking');
-    let stopped = false;
-    const isStopped = () => stopped;
     const attackers = names.slice(1);
-    const all = {
-      rapidReset: () => rapidReset(grpcAddress, isStopped),
-      stalledWatchers: () => stalledWatchers(grpcAddress, attackers.map((name) => tokens[name]), isStopped),
-      endlessUploads: () => endlessUploads(url, tokens.attacker2, isStopped),
-      nestedJson: () => nestedJson(url, tokens.attacker3, isStopped),
-      randomTokens: () => randomTokens(url, grpcAddress, Client, isStopped),
-      syncFlood: () => syncFlood(grpcAddress, Client, attackers.map((name) => ({ token: tokens[name], user: records[name] })), isStopped),
-    };
-    const attacks = Object.fromEntries(Object.entries(all).filter(([name]) => only.length === 0 || only.includes(name)).map(([name, start]) => [name, start()]));
+    const started = new Promise((resolve) => attackerProcess.once('message', resolve));
+    attackerProcess.send({ start: { root: ctx.root, url, grpcAddress, tokens, records, attackers, only } });
+    await started;
     while (Date.now() - attackAt < attackS * 1_000) {
       await sleep(Math.min(10_000, attackS * 1_000 - (Date.now() - attackAt)));
       const last = proc.at(-1);
       ctx.log(`abuse: ${fmt((Date.now() - attackAt) / 1000)} s into the attack: serve ${last ? `${fmt(last.rssMb)} MB, ${last.fds} fds` : 'gone'}`);
     }
-    stopped = true;
+    const ended = new Promise((resolve) => attackerProcess.on('message', (message) => message?.counts && resolve(message.counts)));
+    attackerProcess.send('stop');
     const stopAt = Date.now();
+    const cpuAtStop = { serve: serveCpu(), attackers: attackerCpu() };
+    const heapAttacked = await heapOf(url);
     ctx.log('abuse: attacks stopped');
-    await Promise.race([Promise.all(Object.values(attacks).map((a) => a.done)), sleep(15_000)]);
+    const c = await ended;
     await sleep(Math.max(0, afterS * 1_000 - (Date.now() - stopAt)));
+    const heapAfter = await heapOf(url);
     const endAt = Date.now();
     worker.postMessage('stop');
     await finished;
     await worker.terminate();
     clearInterval(sampler);
     if (!serve.alive()) throw new Error(`serve died during the abuse run: ${serve.stderr().slice(-2_000)}`);
+    // A stop serve takes to the end, so that a profile asked for by BENCH_ABUSE_SERVE_NODE_OPTIONS is written.
+    if (serveNodeOptions) await serve.stop('SIGTERM');
 
     // The first 2 s of the quiet phase warm up; the after phase's second half is where serve has settled.
     const within = (from, to) => samples.filter(([at]) => at >= from && at < to);
@@ -204,7 +245,6 @@ export default async function abuse(ctx) {
       return back ? back.at - stopAt : undefined;
     })();
 
-    const c = Object.fromEntries(Object.entries(attacks).map(([name, attack]) => [name, attack.counts]));
     const describe = {
       rapidReset: (k) => `rapid reset: ${k.sessions} sessions, ${k.resets} resets, GOAWAY codes ${JSON.stringify(k.goaways)}`,
       stalledWatchers: (k) => `stalled watchers: ${ATTACKERS} accounts x 20 slots, ${k.opened} opened, ${k.refused} refused, grpc-status in headers ${JSON.stringify(k.statuses)}`,
@@ -215,7 +255,7 @@ export default async function abuse(ctx) {
     };
     const attackNote = `${only.length ? `only ${only.join(', ')}: ` : ''}${Object.keys(c)
       .map((name) => describe[name](c[name]))
-      .join('; ')}; load average ${loadBefore.toFixed(1)} before, ${loadavg()[0].toFixed(1)} after`;
+      .join('; ')}; CPU during the attack: serve ${fmt((cpuAtStop.serve - cpuAtAttack.serve) / attackS)} cores, the attackers ${fmt((cpuAtStop.attackers - cpuAtAttack.attackers) / attackS)} (at nice ${attackerNice}); load average ${loadBefore.toFixed(1)} before, ${loadavg()[0].toFixed(1)} after`;
     ctx.log(`abuse: ${attackNote}`);
     return [
       {
@@ -230,6 +270,7 @@ export default async function abuse(ctx) {
           `${quiet.length} calls quiet, ${attacked.length} attacked, ${settled.length} in the settled half of the after phase (p99 ${fmt(settledP99)} ms); ` +
           `failed: quiet ${failed(quiet)}, attacked ${failed(attacked)}, after ${failed(settled)}; ` +
           `quiet: ${byKind(quiet)}; attacked: ${byKind(attacked)}; ` +
+          `serve's event loop delay p99 ${fmt(heapQuiet.lagP99)} ms (max ${fmt(heapQuiet.lagMax)}) quiet, ${fmt(heapAttacked.lagP99)} ms (max ${fmt(heapAttacked.lagMax)}) attacked; ` +
           `phases ${quietS} / ${attackS} / ${afterS} s; serve on SQLite with its default request rates (200/s a token, else an address), one machine of 2 cores for serve, the attackers and the client (worker thread); ${attackNote}`,
       },
       {
@@ -250,7 +291,7 @@ export default async function abuse(ctx) {
         floorValue: quietRss,
         target: 1.5,
         better: 'lower',
-        note: `${afterS} s after the attacks stopped; what V8 and the allocator have not given back to the system counts here`,
+        note: `${afterS} s after the attacks stopped; what V8 and the allocator have not given back to the system counts here; V8 heap in use ${fmt(heapQuiet.heap)} MB quiet, ${fmt(heapAfter.heap)} MB after; outside it (Buffers) ${fmt(heapQuiet.external)} MB, ${fmt(heapAfter.external)} MB`,
       },
       {
         name: 'abuse: serve descriptors after the attack',

@@ -11,6 +11,7 @@ import { clientErrorHandler, frameworkErrorHandler, installErrorHandling } from 
 import { installSecurityHeaders } from '../http/security-headers.js';
 import { compilersFactory } from '../http/schema-compilers.js';
 import { installJsonBodyParser } from '../http/json-body.js';
+import { closeUnreadBodies } from '../http/unread-bodies.js';
 import { relayRoutes, type RelayOptions } from '../relay/routes.js';
 import { instrumentHttp } from './http-metrics.js';
 import { installRequestRates } from './request-rates-hook.js';
@@ -139,6 +140,8 @@ export async function buildServer(options: ServerOptions): Promise<FastifyInstan
   installErrorHandling(app);
   // Nesting past MAX_JSON_DEPTH is refused before JSON.parse, on every route (http/json-body.ts).
   installJsonBodyParser(app);
+  // A refusal sent before its body has arrived closes the connection rather than reading the rest (http/unread-bodies.ts).
+  closeUnreadBodies(app);
   // A request in flight when the server starts closing gets its answer, and then its keep-alive connection goes
   // idle: Node closes idle connections only once, when close starts, and one left open holds the close (and the
   // process) for the keep-alive time-out (72 s). So idle connections are closed until the server has closed.

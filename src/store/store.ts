@@ -12,6 +12,7 @@ import { ConfigError } from '../errors.js';
 import { databasePath, openDatabase, schemaVersion, MIGRATIONS } from './database.js';
 import { POSTGRES_MIGRATIONS } from './postgres-schema.js';
 import { LocalSignals, type Signals } from './signals.js';
+import { startWalCheckpointer } from './wal-checkpointer.js';
 import { SqliteSql, walFlush, type Sql } from './sql.js';
 import { storeErrorForCli } from './errors.js';
 
@@ -124,7 +125,14 @@ export async function openStore(location: StoreLocation): Promise<Store> {
     // where SQLite could not switch to it (a file system without shared memory), there is no -wal file to flush, and
     // the connection keeps FULL.
     const wal = location.kind === 'sqlite' && !readonly && db.pragma('journal_mode', { simple: true }) === 'wal';
-    const flush = wal ? walFlush(`${databasePath(location.dataDir)}-wal`) : undefined;
+    const file = location.kind === 'sqlite' ? databasePath(location.dataDir) : undefined;
+    const logFlush = wal ? walFlush(`${file}-wal`) : undefined;
+    // Checkpoints run on a thread of their own, each shortly after the commits a flush made durable (wal-checkpointer.ts).
+    const checkpointer = wal ? startWalCheckpointer(db, file!) : undefined;
+    const flush = logFlush && checkpointer ? Object.assign(async () => {
+      await logFlush();
+      checkpointer.written();
+    }, { close: logFlush.close }) : undefined;
     const sql = new SqliteSql(db, { flush });
     return {
       kind: location.kind,
@@ -136,6 +144,7 @@ export async function openStore(location: StoreLocation): Promise<Store> {
       close: async () => {
         // A commit group still open would be rolled back by closing: let it commit first.
         await sql.settled();
+        await checkpointer?.close();
         await flush?.close();
         db.close();
       },

@@ -27,6 +27,8 @@ export function startServeProcess(options: {
   extraArgs?: string[];
   /** Added to its environment. */
   env?: Record<string, string>;
+  /** Options of node itself, before the script (`--cpu-prof`, which NODE_OPTIONS does not take). */
+  nodeArgs?: string[];
 }): Promise<ServeProcess>;
 
 export interface ChaosStep {

@@ -42,7 +42,7 @@ const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
  * One `miniapp serve` process. Resolves once it prints its addresses
  * (--json); rejects with its stderr if it exits first.
  */
-export async function startServeProcess({ databaseUrl, timeoutMs = 5_000, poolSize = 10, home: givenHome, port = 0, grpcPort = 0, extraArgs = [], env = {} }) {
+export async function startServeProcess({ databaseUrl, timeoutMs = 5_000, poolSize = 10, home: givenHome, port = 0, grpcPort = 0, extraArgs = [], env = {}, nodeArgs = [] }) {
   // A home of its own (config and data dir), or the one given: a restart on the same SQLite data dir.
   const home = givenHome ?? mkdtempSync(join(tmpdir(), 'miniapp-chaos-'));
   const args = [
@@ -57,7 +57,8 @@ export async function startServeProcess({ databaseUrl, timeoutMs = 5_000, poolSi
     ...(extraArgs.includes('--drain') ? [] : ['--drain', '0']),
     ...extraArgs,
   ];
-  const child = spawn(process.execPath, args, {
+  // nodeArgs: options of node itself (`--cpu-prof`, which NODE_OPTIONS does not take).
+  const child = spawn(process.execPath, [...nodeArgs, ...args], {
     env: { PATH: process.env.PATH, HOME: home, MINIAPP_CONFIG_DIR: join(home, 'config'), MINIAPP_DATA_DIR: join(home, 'data'), ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

@@ -7,6 +7,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { request as httpRequest } from 'node:http';
+import { connect } from 'node:net';
 import type { RunningServe } from '../../src/server/serve.js';
 import { POST_BODY_LIMIT } from '../../src/blog/api.js';
 import { jsonNestingExceeds, MAX_JSON_DEPTH } from '../../src/http/json-body.js';
@@ -87,4 +88,45 @@ describe('nested JSON bodies', () => {
     expect(relay.status).toBe(400);
     expect(relay.body).toMatchObject({ code: 'INVALID_JSON', detail: expect.stringContaining('nested deeper than 32 levels') });
   });
+
+  it('answers a body that nests too deep as soon as the level past the limit arrives, and closes the connection instead of reading the rest', async () => {
+    const answer = await partialBody('/api/v2/blog/posts', `{"title":${'['.repeat(40)}`, 400_000, admin());
+    expect(answer.status).toBe(400);
+    expect(answer.headers).toMatch(/^connection: close\r$/im);
+    expect(answer.body).toMatchObject({ code: 'VALIDATION_ERROR', detail: expect.stringContaining('nested deeper than 32 levels') });
+    // serve closed the connection although 400 KB were announced and a few bytes sent.
+    expect(answer.closedByServer).toBe(true);
+  });
+
+  it('closes the connection of any answer sent before its body arrived (here a 401), so the rest is never read', async () => {
+    const answer = await partialBody('/api/v2/blog/posts', '{"title":"t",', 400_000);
+    expect(answer.status).toBe(401);
+    expect(answer.headers).toMatch(/^connection: close\r$/im);
+    expect(answer.closedByServer).toBe(true);
+    // A request whose body came whole keeps its connection.
+    const whole = await send('/api/v2/blog/posts', '{"title":"t","content":"c"}');
+    expect(whole.status).toBe(401);
+  });
 });
+
+/**
+ * Announces `length` bytes, sends only `start`, and waits (never sending the rest) for the answer and for serve to
+ * close the connection; a server that waits for the whole body answers nothing before its request time-out.
+ */
+function partialBody(path: string, start: string, length: number, headers: Record<string, string> = {}) {
+  const { hostname, port } = new URL(running.url);
+  return new Promise<{ status: number; headers: string; body: any; closedByServer: boolean }>((resolve, reject) => {
+    const socket = connect({ host: hostname, port: Number(port) });
+    let text = '';
+    socket.setEncoding('utf8');
+    socket.on('data', (chunk) => (text += chunk));
+    socket.on('error', reject);
+    socket.on('end', () => {
+      const [head, body] = text.split('\r\n\r\n') as [string, string];
+      resolve({ status: Number(head.split(' ')[1]), headers: head + '\r', body: JSON.parse(body), closedByServer: true });
+    });
+    const extra = Object.entries(headers).map(([name, value]) => `${name}: ${value}\r\n`).join('');
+    socket.write(`POST ${path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: ${length}\r\n${extra}\r\n${start}`);
+  });
+}
+
