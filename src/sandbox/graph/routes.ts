@@ -102,6 +102,8 @@ export async function graphShapes(app: FastifyInstance, options: GraphRouteOptio
 }
 
 const STORY_TTL_MS = DAY_MS;
+/** What `/me/accounts` answers for each page when no `fields` are asked, as graph.facebook.com does. */
+const PAGE_LIST_DEFAULT_FIELDS = 'access_token,category,category_list,name,id,tasks';
 
 export async function graphRoutes(app: FastifyInstance, options: GraphRouteOptions): Promise<void> {
   const { clock, stats } = options;
@@ -188,7 +190,8 @@ export async function graphRoutes(app: FastifyInstance, options: GraphRouteOptio
       }
       if (edge === undefined) return renderFields({ id: SANDBOX_PAGES.user, name: 'Sandbox User' }, fieldsOf(query), 'User');
       if (edge !== 'accounts') throw oauth(100, `(#100) Tried accessing nonexisting field (${edge}) on node type (User)`);
-      const fields = fieldsOf(query);
+      // Without `fields`, the pages come with the fields Meta gives by default on this edge.
+      const fields = fieldsOf(param(query, 'fields') === undefined ? { fields: PAGE_LIST_DEFAULT_FIELDS } : query);
       return page(request, pagesReached, (id) => renderPage(id, fields, data));
     }
     if (objectId === 'me') {
