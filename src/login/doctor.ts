@@ -129,12 +129,12 @@ export async function runChecks(input: DoctorInput): Promise<Check[]> {
           'partner API',
           secure || local ? 'ok' : 'warn',
           secure
-            ? `${input.baseUrl.value} answered HTTP ${status} with the partner envelope: TLS and routing work`
-            : `${input.baseUrl.value} answered HTTP ${status} with the partner envelope: routing works, but over plain HTTP (no TLS, no client certificate); the production API takes https only`,
+            ? `${input.baseUrl.value} answered HTTP ${status} as the partner API does: TLS and routing work`
+            : `${input.baseUrl.value} answered HTTP ${status} as the partner API does: routing works, but over plain HTTP (no TLS, no client certificate); the production API takes https only`,
         );
       }
       else if (status === 404) add('partner API', 'fail', await notFoundDetail(input));
-      else add('partner API', 'warn', `${input.baseUrl.value} answered HTTP ${status}, but not with the partner envelope`);
+      else add('partner API', 'warn', `${input.baseUrl.value} answered HTTP ${status}, but not as the partner API does (its envelope, a bare OAuth error or an errorCode)`);
     } catch (error) {
       const hint = error instanceof MiniappError && error.hint ? ` (${error.hint})` : '';
       add('partner API', 'fail', `${message(error)}${hint}`);

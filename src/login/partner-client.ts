@@ -143,7 +143,7 @@ export class PartnerClient {
   /**
    * One GET of login-me with a token that cannot be valid: any HTTP answer
    * proves that TLS and routing work. Returns the status and whether the
-   * body was the partner envelope.
+   * body was one of the partner API's answers.
    */
   async probe(): Promise<{ status: number; envelope: boolean; prefixed: boolean }> {
     const { status, body } = await this.#send('probe', 'GET', '/login-me', { accessToken: 'miniapp-doctor-probe' });

@@ -50,7 +50,8 @@ ${Object.entries(RETIRED_METRICS)
   .join('\n')}
 
 Settings: graph-url (MINIAPP_GRAPH_URL), graph-version (MINIAPP_GRAPH_VERSION),
-graph-token (MINIAPP_GRAPH_TOKEN), graph-account (MINIAPP_GRAPH_ACCOUNT).
+graph-token (MINIAPP_GRAPH_TOKEN), graph-account (MINIAPP_GRAPH_ACCOUNT),
+graph-shape (MINIAPP_GRAPH_SHAPE: how the account is found; auto by default).
 The token travels only as the access_token query parameter and is never printed.
 Throttled calls are retried with a back-off of 60 s doubled per retry
 (--max-retries); from 80 % of the rate limit the client slows down.
