@@ -9,7 +9,7 @@
  * as a person at the terminal waits for its banner ("Stop with Ctrl-C")
  * before typing the next line.
  *
- * The examples use the documented ports (3000, 50051, 4010). They run in a
+ * The examples use the documented ports (3000, 50051, 4010, 4011). They run in a
  * network namespace of their own when the machine allows one (`unshare`),
  * so that they cannot meet another test's server; otherwise on the host's
  * loopback, after checking that those ports are free.
@@ -23,7 +23,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
-const PORTS = [3000, 50051, 4010];
+const PORTS = [3000, 50051, 4010, 4011];
 
 /** Every ```sh block of the README, with the line it starts on. */
 export function shellBlocks(markdown: string): { line: number; code: string }[] {
@@ -231,6 +231,11 @@ describe('the README examples', () => {
       expect(result.stdout).toMatch(/"userKey":1001[^\n]*"name":"[^"]+"/);
       expect(result.stdout).toMatch(/(^|})1$/m);
       expect(result.stdout).toMatch(/\t2002\tWITHDRAWAL_TERMS\tPOST\t/);
+      // "Pointing at the production services": the partner API in production's shape (mutual TLS, the production
+      // prefix, a Base64 key, a text AAD, comma-separated scopes read back space-separated), and both Instagram hosts.
+      expect(result.stdout).toContain('https://127.0.0.1:4011 answered HTTP 401 as the partner API does: TLS and routing work');
+      expect(result.stdout).toMatch(/"scope": "user_ci user_name user_phone/);
+      expect(result.stdout.match(/^17841400000000001\tSandbox Studio$/gm)).toHaveLength(3);
     } finally {
       rmSync(home, { recursive: true, force: true });
     }

@@ -12,6 +12,7 @@
  */
 import type { Command, Option } from 'commander';
 import { ORDER_STATUSES } from '../commerce/order/order-rows.js';
+import { UNLINK_REASON_NAMES } from '../login/unlink-reasons.js';
 
 /** Values of flags that are checked by hand (case-insensitive, lists) rather than by commander's choices. */
 const FLAG_VALUES: Record<string, readonly string[]> = {
@@ -22,7 +23,7 @@ const FLAG_VALUES: Record<string, readonly string[]> = {
   '--level': ['trace', 'debug', 'info', 'warn', 'error', 'fatal'],
   '--callback-method': ['POST', 'GET'],
   '--error-shape': ['envelope', 'bare', 'top-level'],
-  '--reason': ['UNLINK', 'WITHDRAWAL_TERMS', 'WITHDRAWAL_PLATFORM'],
+  '--reason': UNLINK_REASON_NAMES,
   '--state': ['pending', 'delivered', 'failed', 'cancelled', 'held'],
   '--component': ['http', 'grpc', 'webhooks', 'serve'],
   '--period': ['day', 'week', 'days_28', 'lifetime'],

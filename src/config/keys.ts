@@ -7,6 +7,7 @@ import { existsSync, statSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { ConfigError } from '../errors.js';
 import { parseAad, parseKey } from '../login/key-material.js';
+import { DEFAULT_PARTNER_PREFIX, PARTNER_PREFIXES, resolvePartnerPrefix } from '../login/partner-prefix.js';
 
 export interface SettingSpec {
   readonly key: string;
@@ -39,13 +40,6 @@ function httpUrl(key: string) {
   };
 }
 
-function pathPrefix(value: string): string {
-  const trimmed = value.trim();
-  if (!/^\/[A-Za-z0-9._~\-/]*$/.test(trimmed)) {
-    throw new ConfigError(`path-prefix must be a URL path starting with "/"; got "${value}"`);
-  }
-  return trimmed.replace(/\/+$/, '') || '/';
-}
 
 /** A certificate, key or CA bundle: a readable file path or the PEM text itself. */
 function pem(key: string, label: RegExp, expected: string) {
@@ -111,9 +105,9 @@ export const SETTINGS: readonly SettingSpec[] = [
   {
     key: 'path-prefix',
     env: 'MINIAPP_PATH_PREFIX',
-    description: 'path of the partner API under base-url',
-    default: '/api-partner/v1/miniapp/user/oauth2',
-    validate: pathPrefix,
+    description: `path of the partner API under base-url: spec (${PARTNER_PREFIXES.spec}), production (${PARTNER_PREFIXES.production}), or a path`,
+    default: DEFAULT_PARTNER_PREFIX,
+    validate: (value) => resolvePartnerPrefix(value),
   },
   {
     key: 'decrypt-key',

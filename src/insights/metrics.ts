@@ -24,8 +24,33 @@ export const REEL_METRICS = ['impressions', 'reach', 'plays', 'saved', 'shares',
 /** Spec: Account. */
 export const ACCOUNT_METRICS = ['profile_views', 'follower_count', 'reach', 'impressions', 'audience_city', 'audience_country', 'audience_gender_age'] as const;
 
-/** Account metrics that are distributions of followers (period=lifetime), not daily values. */
-export const AUDIENCE_METRICS = ['audience_city', 'audience_country', 'audience_gender_age', 'follower_demographics'] as const;
+/** Demographics: totals broken down by country, city, age or gender (period=lifetime, metric_type=total_value, a breakdown). */
+export const DEMOGRAPHIC_METRICS = ['follower_demographics', 'engaged_audience_demographics', 'reached_audience_demographics'] as const;
+
+/** Account metrics that are distributions (period=lifetime), not daily values: of followers, and online followers by hour. */
+export const AUDIENCE_METRICS = ['audience_city', 'audience_country', 'audience_gender_age', 'online_followers', ...DEMOGRAPHIC_METRICS] as const;
+
+/**
+ * Account metrics Meta serves today only as a range's total
+ * (`metric_type=total_value`, FIELD-NOTES "Account metrics today"); the
+ * daily ones it serves beside them are reach, follower_count, profile_views
+ * and website_clicks (the last two as totals too, and only so from v21.0).
+ */
+export const TOTAL_VALUE_METRICS = [
+  'views',
+  'accounts_engaged',
+  'total_interactions',
+  'likes',
+  'comments',
+  'shares',
+  'saves',
+  'replies',
+  'follows_and_unfollows',
+  'profile_links_taps',
+] as const;
+
+/** The account metrics Meta serves today, beyond the spec's (its audience_* and impressions are retired). */
+export const CURRENT_ACCOUNT_METRICS = ['reach', 'follower_count', 'profile_views', 'website_clicks', ...TOTAL_VALUE_METRICS, 'online_followers', ...DEMOGRAPHIC_METRICS] as const;
 
 /** `insights account` without --metrics: the spec's daily account metrics. */
 export const DEFAULT_ACCOUNT_METRICS = ['reach', 'impressions', 'follower_count', 'profile_views'] as const;
@@ -76,10 +101,10 @@ const KNOWN_MEDIA_METRICS = new Set(Object.values(METRICS_BY_KIND).flat());
 
 /** The names worth offering (completion): every metric the catalogue knows, media and account, but the retired ones. */
 export function currentMetricNames(): string[] {
-  const all = [...KNOWN_MEDIA_METRICS, ...ACCOUNT_METRICS, 'follower_demographics', 'views', 'accounts_engaged', 'total_interactions'];
+  const all = [...KNOWN_MEDIA_METRICS, ...ACCOUNT_METRICS, ...CURRENT_ACCOUNT_METRICS];
   return [...new Set(all)].filter((metric) => !Object.hasOwn(RETIRED_METRICS, metric)).sort();
 }
-const KNOWN_ACCOUNT_METRICS = new Set<string>([...ACCOUNT_METRICS, 'follower_demographics', 'views', 'accounts_engaged', 'total_interactions']);
+const KNOWN_ACCOUNT_METRICS = new Set<string>([...ACCOUNT_METRICS, ...CURRENT_ACCOUNT_METRICS]);
 
 /** The kind of a media item from its fields: the product type wins for reels and stories. */
 export function mediaKindOf(item: { media_type?: unknown; media_product_type?: unknown }): MediaKind | undefined {
@@ -99,6 +124,15 @@ export function isKnownAccountMetric(metric: string): boolean {
 
 export function isAudienceMetric(metric: string): boolean {
   return (AUDIENCE_METRICS as readonly string[]).includes(metric);
+}
+
+export function isDemographicMetric(metric: string): boolean {
+  return (DEMOGRAPHIC_METRICS as readonly string[]).includes(metric);
+}
+
+/** Whether an account metric is served only as a range's total (metric_type=total_value). */
+export function isTotalValueMetric(metric: string): boolean {
+  return (TOTAL_VALUE_METRICS as readonly string[]).includes(metric);
 }
 
 /**

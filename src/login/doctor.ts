@@ -9,6 +9,7 @@ import { MiniappError } from '../errors.js';
 import { formatDuration } from '../duration.js';
 import { describeAad, parseAad, parseKey } from './key-material.js';
 import { tokenState, type StoredTokens } from './session.js';
+import { PARTNER_PREFIXES, prefixName, type PartnerPrefixName } from './partner-prefix.js';
 
 export type CheckStatus = 'ok' | 'warn' | 'fail' | 'skip';
 export interface Check {
@@ -28,8 +29,23 @@ export interface DoctorInput {
   privateKey: Input;
   ca: Input;
   baseUrl: Input;
+  /** The path-prefix in effect. */
+  pathPrefix?: string | undefined;
   tokens: StoredTokens | undefined;
-  probe: () => Promise<{ status: number; envelope: boolean }>;
+  /**
+   * One call to login-me with a token that cannot be valid, under the given prefix (default: the one in effect):
+   * its status, whether the body was a partner answer, and the URL it went to (undefined: the base URL already
+   * names the whole partner path, so another prefix would call the same URL).
+   */
+  probe: (pathPrefix?: string) => Promise<ProbeAnswer>;
+}
+
+export interface ProbeAnswer {
+  status: number;
+  /** Whether the body was one of the partner API's answers (its envelope, a bare OAuth error, a top-level errorCode). */
+  envelope: boolean;
+  /** Whether the prefix decided the URL (false when base-url already ends in the partner path). */
+  prefixed?: boolean;
 }
 
 const EXPIRY_WARNING_MS = 30 * 86_400_000;
@@ -113,12 +129,12 @@ export async function runChecks(input: DoctorInput): Promise<Check[]> {
           'partner API',
           secure || local ? 'ok' : 'warn',
           secure
-            ? `${input.baseUrl.value} answered HTTP ${status} with the partner envelope: TLS and routing work`
-            : `${input.baseUrl.value} answered HTTP ${status} with the partner envelope: routing works, but over plain HTTP (no TLS, no client certificate); the production API takes https only`,
+            ? `${input.baseUrl.value} answered HTTP ${status} as the partner API does: TLS and routing work`
+            : `${input.baseUrl.value} answered HTTP ${status} as the partner API does: routing works, but over plain HTTP (no TLS, no client certificate); the production API takes https only`,
         );
       }
-      else if (status === 404) add('partner API', 'fail', `${input.baseUrl.value} answered 404: check path-prefix`);
-      else add('partner API', 'warn', `${input.baseUrl.value} answered HTTP ${status}, but not with the partner envelope`);
+      else if (status === 404) add('partner API', 'fail', await notFoundDetail(input));
+      else add('partner API', 'warn', `${input.baseUrl.value} answered HTTP ${status}, but not as the partner API does (its envelope, a bare OAuth error or an errorCode)`);
     } catch (error) {
       const hint = error instanceof MiniappError && error.hint ? ` (${error.hint})` : '';
       add('partner API', 'fail', `${message(error)}${hint}`);
@@ -133,4 +149,33 @@ export async function runChecks(input: DoctorInput): Promise<Check[]> {
     else add('stored tokens', 'ok', `access token ${formatDuration(state.accessMsLeft)} left, refresh token ${formatDuration(state.refreshMsLeft)} left`);
   }
   return checks;
+}
+
+/**
+ * A 404 at the prefix in effect: when another known prefix (the spec's or the production one) answers as the
+ * partner API does, say which and the setting that picks it; else point at path-prefix.
+ */
+async function notFoundDetail(input: DoctorInput): Promise<string> {
+  const base = input.baseUrl.value!;
+  const current = input.pathPrefix ?? PARTNER_PREFIXES.spec;
+  const generic = `${base} answered 404 at ${current}: check path-prefix (spec: ${PARTNER_PREFIXES.spec}; production: ${PARTNER_PREFIXES.production})`;
+  for (const name of Object.keys(PARTNER_PREFIXES) as PartnerPrefixName[]) {
+    const other = PARTNER_PREFIXES[name];
+    if (other === current) continue;
+    let answer: ProbeAnswer;
+    try {
+      answer = await input.probe(other);
+    } catch {
+      continue;
+    }
+    if (answer.prefixed === false) return `${base} answered 404: the base URL names the whole partner path; check it`;
+    if (answer.envelope) {
+      const known = prefixName(current);
+      return (
+        `${base} answered 404 at ${known ? `the ${known} prefix ` : ''}${current}, but the partner API answers at ${other} ` +
+        `(the ${name} prefix): \`miniapp config set path-prefix ${name}\` (or MINIAPP_PATH_PREFIX=${name})`
+      );
+    }
+  }
+  return generic;
 }

@@ -8,9 +8,9 @@ import { UpstreamError } from '../errors.js';
 import { explainTlsFailure, transportError } from '../transport-error.js';
 import { readFailure, unwrapEnvelope, type PartnerOperation } from './envelope.js';
 import { readTokenData, type TokenData } from './token-data.js';
+import { DEFAULT_PARTNER_PREFIX } from './partner-prefix.js';
 
 export const DEFAULT_TIMEOUT_MS = 10_000;
-export const DEFAULT_PATH_PREFIX = '/api-partner/v1/miniapp/user/oauth2';
 const MAX_RESPONSE_BYTES = 1024 * 1024;
 /**
  * How the partner API's own path ends, whatever its prefix. A base URL that
@@ -92,18 +92,21 @@ export class PartnerClient {
   readonly #tls: ClientTls;
   readonly #origin: string;
   readonly #basePath: string;
+  /** Whether the path prefix was added to the base URL's path (not when the base URL already ends in the partner path). */
+  readonly #prefixed: boolean;
   readonly #observe: PartnerCallObserver | undefined;
 
   constructor(options: PartnerClientOptions) {
     this.baseUrl = options.baseUrl.replace(/\/+$/, '');
-    this.pathPrefix = (options.pathPrefix ?? DEFAULT_PATH_PREFIX).replace(/\/+$/, '');
+    this.pathPrefix = (options.pathPrefix ?? DEFAULT_PARTNER_PREFIX).replace(/\/+$/, '');
     this.timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
     this.#tls = options.tls ?? {};
     // Parsed once: the relay calls this on every request.
     const base = new URL(this.baseUrl);
     this.#origin = base.origin;
     const basePath = base.pathname.replace(/\/+$/, '');
-    this.#basePath = basePath.endsWith(this.pathPrefix) || PARTNER_PATH_END.test(basePath) ? basePath : `${basePath}${this.pathPrefix}`;
+    this.#prefixed = !(basePath.endsWith(this.pathPrefix) || PARTNER_PATH_END.test(basePath));
+    this.#basePath = this.#prefixed ? `${basePath}${this.pathPrefix}` : basePath;
     this.#clientCertificate = Boolean(this.#tls.cert && this.#tls.key);
     this.#ownsDispatcher = !options.dispatcher;
     this.#dispatcher = options.dispatcher;
@@ -140,12 +143,17 @@ export class PartnerClient {
   /**
    * One GET of login-me with a token that cannot be valid: any HTTP answer
    * proves that TLS and routing work. Returns the status and whether the
-   * body was the partner envelope.
+   * body was one of the partner API's answers.
    */
-  async probe(): Promise<{ status: number; envelope: boolean }> {
+  async probe(): Promise<{ status: number; envelope: boolean; prefixed: boolean }> {
     const { status, body } = await this.#send('probe', 'GET', '/login-me', { accessToken: 'miniapp-doctor-probe' });
-    const envelope = typeof body === 'object' && body !== null && 'resultType' in body;
-    return { status, envelope };
+    // Any of the partner API's answers proves the path: its envelope, a bare OAuth error (a snake_case code such as
+    // invalid_grant, not a web server's "Not Found"), a top-level errorCode.
+    const answer = typeof body === 'object' && body !== null ? (body as Record<string, unknown>) : undefined;
+    const envelope =
+      answer !== undefined &&
+      ('resultType' in answer || (typeof answer.error === 'string' && /^[a-z][a-z_]*$/.test(answer.error)) || typeof answer.errorCode === 'string');
+    return { status, envelope, prefixed: this.#prefixed };
   }
 
   async close(): Promise<void> {

@@ -2,12 +2,14 @@
  * The UserInfo of login-me: which fields are encrypted, how to find it in
  * any of the shapes people hold (the whole envelope, its `success` object,
  * or the bare object), and field-by-field decryption that attempts every
- * field and reports all failures at once.
+ * field and reports all failures at once. The decrypted user's scope is
+ * space-separated, as the spec writes it, whichever separator came.
  */
 import { isJsonObject } from '../json-syntax.js';
 import { DecryptError, MiniappError, UsageError } from '../errors.js';
 import { decryptField, diagnoseTagMismatch, encryptField, FieldDecryptionError, type FieldFailureReason } from './field-cipher.js';
 import type { AadMaterial, KeyMaterial } from './key-material.js';
+import { splitScopes } from './token-data.js';
 
 export const ENCRYPTED_FIELDS = ['name', 'phone', 'birthday', 'ci', 'di', 'gender', 'nationality', 'email'] as const;
 export type EncryptedField = (typeof ENCRYPTED_FIELDS)[number];
@@ -67,6 +69,8 @@ export interface DecryptOutcome {
 
 export function decryptUserInfo(info: Record<string, unknown>, key: Buffer, aad: Buffer): DecryptOutcome {
   const user: Record<string, unknown> = { ...info };
+  // Scopes as the spec writes them (space-separated), whether the API joined them with spaces or commas.
+  if (typeof info.scope === 'string') user.scope = splitScopes(info.scope).join(' ');
   const decrypted: EncryptedField[] = [];
   const failed: FieldFailure[] = [];
   for (const field of ENCRYPTED_FIELDS) {

@@ -9,6 +9,7 @@ import { AuthError, UpstreamError, UsageError } from '../errors.js';
 import { LoginLocked, type LoginLimiter } from '../auth/login-limits.js';
 import type { PartnerClient } from '../login/partner-client.js';
 import { normalizeReferrer } from '../login/referrer.js';
+import { isKnownUnlinkReason } from '../login/unlink-reasons.js';
 import { decryptUserInfo, decryptionError } from '../login/user-info.js';
 import type { AadMaterial, KeyMaterial } from '../login/key-material.js';
 import type { UnlinkEventStore } from '../store/unlink-events.js';
@@ -18,8 +19,6 @@ import { TokenOwners } from './token-owners.js';
 
 /** The relay's routes whose answers carry tokens or personal fields. */
 const PRIVATE_ANSWERS = new Set(['/api/auth/token', '/api/auth/refresh', '/api/auth/me']);
-
-export const KNOWN_UNLINK_REFERRERS = ['UNLINK', 'WITHDRAWAL_TERMS', 'WITHDRAWAL_PLATFORM'];
 
 export interface RelayOptions {
   client: PartnerClient;
@@ -288,7 +287,7 @@ export async function relayRoutes(app: FastifyInstance, options: RelayOptions): 
         const userKey = userKeyOf(input.userKey, method === 'GET' ? 'as a query parameter' : 'in the JSON body');
         const referrer = input.referrer === undefined || input.referrer === null ? null : String(input.referrer);
         const event = await options.events.record({ receivedAt: options.now().toISOString(), userKey, referrer, method, source: request.ip });
-        request.log.info({ userKey, referrer, known: referrer !== null && KNOWN_UNLINK_REFERRERS.includes(referrer), id: event.id }, 'unlink callback recorded');
+        request.log.info({ userKey, referrer, known: isKnownUnlinkReason(referrer), id: event.id }, 'unlink callback recorded');
         return { success: true };
       };
       auth.get('/unlink-callback', receive('GET'));

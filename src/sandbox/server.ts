@@ -5,13 +5,13 @@
  */
 import Fastify, { type FastifyInstance } from 'fastify';
 import { compilersFactory } from '../http/schema-compilers.js';
+import { DEFAULT_PARTNER_PREFIX } from '../login/partner-prefix.js';
 import { SandboxClock } from './clock.js';
 import { PartnerState } from './partner/state.js';
-import { partnerRoutes, type ErrorShape } from './partner/routes.js';
+import { partnerRoutes, type ErrorShape, type ScopeSeparator } from './partner/routes.js';
 import { graphShapes } from './graph/routes.js';
 import type { CallbackTarget } from './partner/callback.js';
 
-export const DEFAULT_PARTNER_PREFIX = '/api-partner/v1/miniapp/user/oauth2';
 
 export interface SandboxTls {
   cert: string;
@@ -35,6 +35,8 @@ export interface SandboxOptions {
   clock?: SandboxClock;
   delayMs?: number;
   errorShape?: ErrorShape;
+  /** Scopes joined by spaces (the spec, the default) or commas (the vendor's documentation). */
+  scopeSeparator?: ScopeSeparator;
   callback?: CallbackTarget | undefined;
   tls?: SandboxTls | undefined;
   logger?: boolean;
@@ -79,6 +81,7 @@ export async function buildSandbox(options: SandboxOptions): Promise<Sandbox> {
     callback,
     stats,
     mutualTls: Boolean(options.tls),
+    scopeSeparator: options.scopeSeparator ?? ' ',
   });
 
   await graphShapes(app, { stats, clock, ...options.graph });

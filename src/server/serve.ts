@@ -14,7 +14,8 @@ import { connectionBudget, DEFAULT_POOL_SIZE, openStore, serveApplicationName, t
 import { type Sql } from '../store/sql.js';
 import { Readiness } from './readiness.js';
 import { UnlinkEventStore } from '../store/unlink-events.js';
-import { buildSandbox, DEFAULT_PARTNER_PREFIX, type Sandbox } from '../sandbox/server.js';
+import { buildSandbox, type Sandbox } from '../sandbox/server.js';
+import { DEFAULT_PARTNER_PREFIX } from '../login/partner-prefix.js';
 import { buildServer, type LogSink } from './app.js';
 import { createMetrics } from './metrics.js';
 import { UserStore } from '../users/user-store.js';

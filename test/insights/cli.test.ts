@@ -283,9 +283,13 @@ describe('miniapp insights account', () => {
     expect(records.slice(1, 1 + country.length)).toEqual(country.map(([key, value]) => ['audience_country', key, String(value)]));
     expect(records.filter((r) => r[0] === 'audience_gender_age')).toHaveLength(21);
 
-    const period = await run(['account', '--account', MAIN_ACCOUNT_ID, '--period', 'week']);
+    const period = await run(['account', '--account', MAIN_ACCOUNT_ID, '--period', 'month']);
     expect(period.code).toBe(2);
-    expect(period.stderr).toContain('the graph API refused a parameter: graph API error 100: (#100) Param period must be one of {day, lifetime}');
+    expect(period.stderr).toContain('the graph API refused a parameter: graph API error 100: (#100) Param period must be one of {day, week, days_28, lifetime}');
+    // week is a period of reach and impressions only, as Meta has it.
+    const weekly = await run(['account', '--account', MAIN_ACCOUNT_ID, '--period', 'week']);
+    expect(weekly.code).toBe(2);
+    expect(weekly.stderr).toContain('(#100) The following metrics (follower_count,profile_views) should be specified with parameter period=day');
 
     const mixed = await run(['account', '--metrics', 'reach,audience_city', '--format', 'csv']);
     expect(mixed.code).toBe(2);

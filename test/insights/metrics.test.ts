@@ -15,6 +15,9 @@ import {
   supports,
 } from '../../src/insights/metrics.js';
 import { SANDBOX_MEDIA_METRICS } from '../../src/sandbox/graph/data.js';
+import { ACCOUNT_METRIC_TABLE, liveAccountMetrics } from '../../src/sandbox/graph/account-insights.js';
+import { CURRENT_ACCOUNT_METRICS, TOTAL_VALUE_METRICS, isKnownAccountMetric } from '../../src/insights/metrics.js';
+import { CURRENT_GRAPH_VERSION, versionNumber } from '../../src/insights/versions.js';
 
 describe('metric catalogue', () => {
   it('holds the spec metric tables', () => {
@@ -28,6 +31,17 @@ describe('metric catalogue', () => {
     for (const [kind, metrics] of Object.entries(METRICS_BY_KIND)) {
       expect(new Set(metrics), kind).toEqual(new Set(SANDBOX_MEDIA_METRICS[kind as keyof typeof SANDBOX_MEDIA_METRICS]));
     }
+  });
+
+  it('knows the account metrics the sandbox serves at the current version on Meta\'s hosts, and the sandbox every one it knows', () => {
+    const current = { version: Math.floor(versionNumber(CURRENT_GRAPH_VERSION)!), mount: 'facebook' as const };
+    expect(new Set(liveAccountMetrics(current))).toEqual(new Set(CURRENT_ACCOUNT_METRICS));
+    // The spec's account metrics, on the spec's mount before v22.0.
+    for (const metric of ACCOUNT_METRICS) expect(liveAccountMetrics({ version: 21, mount: 'spec' })).toContain(metric);
+    for (const metric of Object.keys(ACCOUNT_METRIC_TABLE).filter((m) => m !== 'audience_locale')) expect(isKnownAccountMetric(metric), metric).toBe(true);
+    // What comes only as totals, on both sides.
+    const totalsOnly = Object.entries(ACCOUNT_METRIC_TABLE).filter(([, spec]) => spec.series.length === 0 && !spec.lifetime).map(([metric]) => metric);
+    expect(new Set(totalsOnly)).toEqual(new Set(TOTAL_VALUE_METRICS));
   });
 
   it('tells kinds apart by product type first', () => {

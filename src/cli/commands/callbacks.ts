@@ -4,12 +4,13 @@ import type { CommandContext } from '../context.js';
 import { UsageError } from '../../errors.js';
 import { parseDuration } from '../../duration.js';
 import { parseUserKey, wholeNumber } from '../flags.js';
+import { isKnownUnlinkReason, unlinkMeaning } from '../../login/unlink-reasons.js';
 
 export function registerCallbacks(program: Command, bind: Bind): void {
   const callbacks = program.command('callbacks').description('The unlink callbacks that `miniapp serve` has recorded, in its database.');
   callbacks
     .command('list')
-    .description('list recorded unlink callbacks, oldest first')
+    .description('list recorded unlink callbacks, oldest first, with what each referrer means (UNLINK, WITHDRAWAL_TERMS, WITHDRAWAL_PLATFORM and WITHDRAWAL_TOSS are known)')
     .option('--since <when>', 'only those received since a date (2026-11-01, an ISO time) or a duration ago (2h, 7d)')
     .option('--user-key <n>', 'only those of this userKey')
     .option('--limit <n>', 'only the N most recent (still oldest first)', wholeNumber('--limit'))
@@ -40,12 +41,15 @@ async function runList(cc: CommandContext, command: Command): Promise<void> {
   try {
     const store = new UnlinkEventStore(opened.store.sql);
     const events = await store.list({ since, userKey, limit: flags.limit });
-    cc.out.table(events, [
+    // WITHDRAWAL_TOSS (the vendor's documentation) is as known as the spec's three; anything else is shown as unknown.
+    const rows = events.map((event) => ({ ...event, known: isKnownUnlinkReason(event.referrer), meaning: unlinkMeaning(event.referrer) }));
+    cc.out.table(rows, [
       { header: 'received', value: (e) => e.receivedAt },
       { header: 'userKey', value: (e) => e.userKey },
       { header: 'referrer', value: (e) => e.referrer ?? '' },
       { header: 'method', value: (e) => e.method },
       { header: 'source', value: (e) => e.source ?? '' },
+      { header: 'meaning', value: (e) => e.meaning, shrink: 1 },
     ]);
     if (cc.out.human && flags.limit !== undefined && events.length === flags.limit) {
       const all = await store.count({ since, userKey });

@@ -38,8 +38,8 @@ async function runDoctor(cc: CommandContext, command: Command): Promise<void> {
       return { error: (error as Error).message };
     }
   };
-  const [key, aad, cert, privateKey, ca, baseUrl] = await Promise.all(
-    ['decrypt-key', 'decrypt-aad', 'mtls-cert', 'mtls-key', 'mtls-ca', 'base-url'].map(setting),
+  const [key, aad, cert, privateKey, ca, baseUrl, prefix] = await Promise.all(
+    ['decrypt-key', 'decrypt-aad', 'mtls-cert', 'mtls-key', 'mtls-ca', 'base-url', 'path-prefix'].map(setting),
   );
   const pem = (value: { value?: string | undefined; error?: string }, name: string) => {
     if (value.error || !value.value) return value;
@@ -58,9 +58,10 @@ async function runDoctor(cc: CommandContext, command: Command): Promise<void> {
     privateKey: pem(privateKey!, 'mtls-key'),
     ca: pem(ca!, 'mtls-ca'),
     baseUrl: baseUrl!,
+    pathPrefix: prefix!.value,
     tokens: store.load(),
-    probe: async () => {
-      const client = await partnerClient(cc, { timeout });
+    probe: async (pathPrefix) => {
+      const client = await partnerClient(cc, { timeout, pathPrefix });
       try {
         return await client.probe();
       } finally {

@@ -25,7 +25,9 @@ import {
   isAudienceMetric,
   isKnownAccountMetric,
   isKnownMediaMetric,
+  isTotalValueMetric,
   parseMetricList,
+  CURRENT_ACCOUNT_METRICS,
 } from '../../insights/metrics.js';
 
 /** Same list as DEFAULT_MEDIA_FIELDS in insights/media.ts, kept here so that help loads nothing. */
@@ -38,7 +40,9 @@ Metrics by media type (spec names; retired ones are still sent as asked):
 ${Object.entries(METRICS_BY_KIND)
   .map(([kind, metrics]) => `  ${kind.padEnd(15)} ${metrics.join(', ')}`)
   .join('\n')}
-  account         ${[...ACCOUNT_METRICS, 'follower_demographics'].join(', ')}
+  account         ${ACCOUNT_METRICS.join(', ')}
+  account today   ${CURRENT_ACCOUNT_METRICS.join(', ')}
+                  (views, accounts_engaged, total_interactions, likes, ... come as window totals: metric_type=total_value)
 
 Retired by the real API, with their successors:
 ${Object.entries(RETIRED_METRICS)
@@ -46,7 +50,8 @@ ${Object.entries(RETIRED_METRICS)
   .join('\n')}
 
 Settings: graph-url (MINIAPP_GRAPH_URL), graph-version (MINIAPP_GRAPH_VERSION),
-graph-token (MINIAPP_GRAPH_TOKEN), graph-account (MINIAPP_GRAPH_ACCOUNT).
+graph-token (MINIAPP_GRAPH_TOKEN), graph-account (MINIAPP_GRAPH_ACCOUNT),
+graph-shape (MINIAPP_GRAPH_SHAPE: how the account is found; auto by default).
 The token travels only as the access_token query parameter and is never printed.
 Throttled calls are retried with a back-off of 60 s doubled per retry
 (--max-retries); from 80 % of the rate limit the client slows down.
@@ -391,10 +396,13 @@ async function runAccount(cc: CommandContext, command: Command): Promise<void> {
   if (charts && flags.chart) charts.checkChartable(cc, flags, '--chart');
   const format = formatOf(cc, flags.format, flags.output);
   const metrics = metricsFlag(flags.metrics, DEFAULT_ACCOUNT_METRICS);
-  const dailyAsked = metrics.some((m) => !isAudienceMetric(m));
+  const rangeAsked = metrics.some((m) => !isAudienceMetric(m));
+  const dailyAsked = metrics.some((m) => !isAudienceMetric(m) && !isTotalValueMetric(m));
   const audienceAsked = metrics.some((m) => isAudienceMetric(m));
-  if (flags.chart && !dailyAsked) throw new UsageError('--chart draws daily metrics; audience_* metrics print as tables without --chart');
-  if (format === 'csv' && dailyAsked && audienceAsked) {
+  if (flags.chart && !dailyAsked) {
+    throw new UsageError('--chart draws daily metrics; audience_* metrics and totals (views, accounts_engaged, ...) print as tables without --chart');
+  }
+  if (format === 'csv' && rangeAsked && audienceAsked) {
     throw new UsageError('a CSV holds one table: ask for daily metrics or audience_* metrics, not both, with --format csv', {
       hint: 'run the command twice, once with each kind of metric',
     });
@@ -404,12 +412,12 @@ async function runAccount(cc: CommandContext, command: Command): Promise<void> {
   const { sinceOf, untilOf, startOfUtcDay } = await import('../../insights/dates.js');
   const until = flags.until === undefined ? startOfUtcDay(now) : untilOf(flags.until, now);
   const since = flags.since === undefined ? startOfUtcDay(now) - 30 * 86_400_000 : sinceOf(flags.since, now);
-  if (dailyAsked && since >= until) throw new UsageError('--since must be before --until');
+  if (rangeAsked && since >= until) throw new UsageError('--since must be before --until');
 
   const result = await withGraphSession(cc, command, 'reading account insights', async (session) => {
     const account = await accountOf(cc, session, flags.account);
     const { readAccountInsights, windowsOf } = await import('../../insights/account.js');
-    if (dailyAsked) session.activity.progress({ unit: 'windows', total: windowsOf(since, until).length, label: 'reading account insights' });
+    if (rangeAsked) session.activity.progress({ unit: 'windows', total: windowsOf(since, until).length, label: 'reading account insights' });
     return readAccountInsights(session.client, {
       account,
       metrics,
@@ -428,16 +436,25 @@ async function runAccount(cc: CommandContext, command: Command): Promise<void> {
     { header: 'date', value: (d) => d.date },
     ...result.dailyMetrics.map((metric) => ({ header: metric, value: (d: Day) => d.values[metric] })),
   ];
+  const hasDays = result.dailyMetrics.length > 0;
   const json = {
     account: result.account,
     period: result.period,
-    ...(dailyAsked ? { since: result.since, until: result.until, days: result.days.map((d) => ({ date: d.date, ...d.values })) } : {}),
+    ...(rangeAsked ? { since: result.since, until: result.until } : {}),
+    ...(hasDays ? { days: result.days.map((d) => ({ date: d.date, ...d.values })) } : {}),
     ...(result.totals.length > 0 ? { totals: result.totals } : {}),
     ...(audienceAsked ? { audience: Object.fromEntries(result.distributions.map((d) => [d.metric, d.entries])) } : {}),
   };
-  if (result.totals.length > 0 && format !== 'json') {
+  type Total = (typeof result.totals)[number];
+  const totalColumns: Column<Total>[] = [
+    { header: 'metric', value: (t) => t.metric },
+    { header: 'since', value: (t) => t.since },
+    { header: 'until', value: (t) => t.until },
+    { header: 'value', value: (t) => t.value },
+  ];
+  if (result.totals.length > 0 && hasDays && (format === 'csv' || flags.chart || format === 'html')) {
     cc.out.warn(
-      `the API answered ${[...new Set(result.totals.map((t) => t.metric))].join(', ')} with window totals, not daily values; see them with --format json`,
+      `the API answered ${[...new Set(result.totals.map((t) => t.metric))].join(', ')} with window totals, not daily values; see them with --format json or as a table`,
     );
   }
 
@@ -458,8 +475,10 @@ async function runAccount(cc: CommandContext, command: Command): Promise<void> {
     { header: 'value', value: (e) => e.value },
   ];
   if (format === 'json' || format === 'csv' || flags.output !== undefined) {
-    if (dailyAsked || format === 'json') {
+    if (hasDays || format === 'json') {
       await emit(cc, { format, output: flags.output, rows: result.days, columns: dayColumns, json, what: 'days' });
+    } else if (rangeAsked) {
+      await emit(cc, { format, output: flags.output, rows: result.totals, columns: totalColumns, json, what: 'totals' });
     } else {
       const entries = result.distributions.flatMap((d) => d.entries.map((e) => ({ metric: d.metric, ...e })));
       await emit(cc, { format, output: flags.output, rows: entries, columns: entryColumns, json, what: 'entries' });
@@ -467,8 +486,12 @@ async function runAccount(cc: CommandContext, command: Command): Promise<void> {
     return;
   }
 
-  // Tables: the days, then each distribution's top entries, largest first.
-  if (dailyAsked) cc.out.table(result.days, dayColumns, json);
+  // Tables: the days, the window totals, then each distribution's top entries, largest first.
+  if (hasDays) cc.out.table(result.days, dayColumns, json);
+  if (result.totals.length > 0) {
+    if (hasDays && cc.out.isTTY) cc.out.line(`\n${cc.out.color.bold('totals')} (metric_type=total_value, per window of at most 30 days)`);
+    cc.out.table(result.totals, totalColumns, json);
+  }
   for (const distribution of result.distributions) {
     const total = distribution.entries.reduce((sum, e) => sum + e.value, 0);
     const top = distribution.entries.slice(0, flags.top);

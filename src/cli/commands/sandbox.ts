@@ -1,7 +1,9 @@
 import type { Command } from 'commander';
 import type { Bind } from '../command.js';
 import type { CommandContext } from '../context.js';
-import { MiniappError, UsageError } from '../../errors.js';
+import { ConfigError, MiniappError, UsageError } from '../../errors.js';
+import { resolvePartnerPrefix } from '../../login/partner-prefix.js';
+import { UNLINK_REASON_NAMES, isKnownUnlinkReason } from '../../login/unlink-reasons.js';
 import { parseDuration } from '../../duration.js';
 import { parsePort, parseUserKey } from '../flags.js';
 import { partnerTls } from '../connect/profile.js';
@@ -23,6 +25,7 @@ interface ServeOptions {
   callbackAuth?: string;
   delay?: string;
   errorShape: string;
+  vendorShapes?: boolean;
   media: string;
   graphLimit: string;
   graphWindow: string;
@@ -40,7 +43,7 @@ export function registerSandbox(program: Command, bind: Bind): void {
     .option('--port <port>', 'port to listen on (0 picks a free one)', '4010')
     .option('--key <key>', 'AES-256 key for the personal fields (64 hex or 44 Base64 characters)')
     .option('--aad <aad>', 'AAD for the personal fields: text:VALUE, hex:HEX, or bare (hex when it is hex digits of even length, else text)')
-    .option('--prefix <path>', 'path prefix of the partner endpoints (default: the profile\'s path-prefix)')
+    .option('--prefix <path>', 'path prefix of the partner endpoints: spec, production or a path (default: the profile\'s path-prefix)')
     .option('--mtls', 'require a client certificate signed by --ca (HTTPS)')
     .option('--cert <file>', 'server certificate (PEM file or text), with --mtls')
     .option('--key-file <file>', 'server private key (PEM file or text), with --mtls')
@@ -50,13 +53,17 @@ export function registerSandbox(program: Command, bind: Bind): void {
     .option('--callback-auth <id:password>', 'Basic-Auth credentials sent with the callback')
     .option('--delay <duration>', 'answer every partner call this much later (fault injection), e.g. 15s')
     .option('--error-shape <shape>', 'failure bodies: envelope (the spec), bare ({"error":"invalid_grant"}) or top-level ({"errorCode":...})', 'envelope')
+    .option(
+      '--vendor-shapes',
+      'answer as the vendor\'s documentation writes it rather than the spec: scopes comma-separated (token and login-me answers) and invalid_grant as a bare {"error":"invalid_grant"} (--error-shape bare)',
+    )
     .option('--media <n>', 'media items of the first graph business account', '250')
     .option('--graph-limit <calls>', 'graph calls allowed per token per window', '200')
     .option('--graph-window <duration>', 'the graph rate-limit window', '1h')
     .addHelpText(
       'after',
       '\nExamples:\n  miniapp sandbox --port 4010\n  miniapp sandbox login --user-key 1001\n  miniapp sandbox advance 2h\n' +
-        '  miniapp sandbox unlink --user-key 1001 --reason WITHDRAWAL_TERMS',
+        '  miniapp sandbox unlink --user-key 1001 --reason WITHDRAWAL_TERMS\n  miniapp sandbox unlink --user-key 1001 --reason WITHDRAWAL_TOSS',
     )
     .action(bind(runServe));
 
@@ -73,7 +80,7 @@ export function registerSandbox(program: Command, bind: Bind): void {
     .command('unlink')
     .description('remove a user\'s login connection as the user would, and send the removal callback')
     .requiredOption('--user-key <n>', 'the user')
-    .option('--reason <reason>', 'UNLINK, WITHDRAWAL_TERMS or WITHDRAWAL_PLATFORM (others are sent as given)', 'UNLINK')
+    .option('--reason <reason>', `why, as the callback's referrer: ${UNLINK_REASON_NAMES.join(', ')} (the vendor's name for WITHDRAWAL_PLATFORM); others are sent as given`, 'UNLINK')
     .option(url, urlHelp)
     .action(bind(runUnlink));
 
@@ -83,6 +90,15 @@ export function registerSandbox(program: Command, bind: Bind): void {
     .argument('<duration>', 'how far: 90s, 15m, 2h, 15d')
     .option(url, urlHelp)
     .action(bind(runAdvance));
+}
+
+function prefixFlag(text: string): string {
+  try {
+    return resolvePartnerPrefix(text, '--prefix');
+  } catch (error) {
+    if (error instanceof ConfigError) throw new UsageError(error.message, { hint: error.hint });
+    throw error;
+  }
 }
 
 function positive(text: string, flag: string): number {
@@ -104,6 +120,10 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
   if (!(ERROR_SHAPES as readonly string[]).includes(options.errorShape)) {
     throw new UsageError(`--error-shape must be one of ${ERROR_SHAPES.join(', ')}; got "${options.errorShape}"`);
   }
+  if (options.vendorShapes && command.getOptionValueSource('errorShape') === 'cli' && options.errorShape !== 'bare') {
+    throw new UsageError(`--vendor-shapes answers failures bare; it does not go with --error-shape ${options.errorShape}`);
+  }
+  const errorShape = options.vendorShapes ? 'bare' : options.errorShape;
   const method = options.callbackMethod.toUpperCase();
   if (method !== 'POST' && method !== 'GET') throw new UsageError(`--callback-method must be POST or GET; got "${options.callbackMethod}"`);
   if (options.callbackAuth !== undefined && !options.callbackAuth.includes(':')) {
@@ -133,14 +153,15 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
     throw new UsageError('--cert, --key-file and --ca go with --mtls');
   }
 
-  const prefix = options.prefix ?? (await cc.settings.get('path-prefix')).value;
+  const prefix = options.prefix === undefined ? (await cc.settings.get('path-prefix')).value : prefixFlag(options.prefix);
   const sandbox = await buildSandbox({
     key,
     aad,
     prefix,
     tls,
     delayMs: options.delay ? parseDuration(options.delay, '--delay') : 0,
-    errorShape: options.errorShape as 'envelope',
+    errorShape: errorShape as 'envelope',
+    scopeSeparator: options.vendorShapes ? ',' : ' ',
     callback: options.callbackUrl ? { url: options.callbackUrl, method, basicAuth: options.callbackAuth } : undefined,
     graph: {
       media: positive(options.media, '--media'),
@@ -164,10 +185,13 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
     url,
     partnerUrl: `${url}${prefix}`,
     graphUrl: `${url}/graph`,
+    facebookGraphUrl: `${url}/facebook`,
+    instagramGraphUrl: `${url}/instagram`,
     graphToken: 'sandbox-graph-token',
     key: key.toString('hex'),
     aad: aad.toString('hex'),
     generatedKey: generated,
+    vendorShapes: Boolean(options.vendorShapes),
   };
   // Listening for Ctrl-C before saying "listening": whoever reads that line may stop us at once, gracefully.
   const shutdown = cc.waitForShutdown();
@@ -181,6 +205,8 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
       `miniapp sandbox listening on ${c.bold(url)}`,
       `  partner API  ${info.partnerUrl}${tls ? ' (mutual TLS)' : ''}`,
       `  graph API    ${info.graphUrl} (token: ${info.graphToken})`,
+      `               ${info.facebookGraphUrl} as graph.facebook.com, ${info.instagramGraphUrl} as graph.instagram.com`,
+      ...(options.vendorShapes ? ['  shapes       as the vendor documents them: scopes comma-separated, {"error":"invalid_grant"}'] : []),
       '',
       generated ? c.yellow('Generated a decryption key and AAD for this run; to use them:') : 'To point miniapp at it:',
       `  miniapp${profileFlag} config set base-url ${url}`,
@@ -265,6 +291,9 @@ async function runLogin(cc: CommandContext, command: Command): Promise<void> {
 
 async function runUnlink(cc: CommandContext, command: Command): Promise<void> {
   const options = command.opts<{ userKey: string; reason: string }>();
+  if (!isKnownUnlinkReason(options.reason)) {
+    cc.out.warn(`${options.reason} is not a reason the partner API is known to send (${UNLINK_REASON_NAMES.join(', ')}); sending it as given`);
+  }
   const result = await adminCall(cc, command, '/unlink', { userKey: parseUserKey(options.userKey), reason: options.reason });
   const callback = result.callback as { url: string; status?: number; error?: string } | null;
   if (cc.out.json) {

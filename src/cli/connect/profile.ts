@@ -63,7 +63,7 @@ export async function partnerTls(cc: CommandContext): Promise<ClientTls> {
 }
 
 /** The partner client for the profile: base-url + path-prefix, mutual TLS when configured. */
-export async function partnerClient(cc: CommandContext, options: { timeout?: string } = {}): Promise<PartnerClient> {
+export async function partnerClient(cc: CommandContext, options: { timeout?: string; pathPrefix?: string | undefined } = {}): Promise<PartnerClient> {
   const { PartnerClient } = await import('../../login/partner-client.js');
   const baseUrl = await cc.settings.get('base-url');
   if (!baseUrl.value) {
@@ -75,7 +75,7 @@ export async function partnerClient(cc: CommandContext, options: { timeout?: str
   }
   return new PartnerClient({
     baseUrl: baseUrl.value,
-    pathPrefix: (await cc.settings.get('path-prefix')).value,
+    pathPrefix: options.pathPrefix ?? (await cc.settings.get('path-prefix')).value,
     timeoutMs: timeoutMs(options.timeout),
     tls: await partnerTls(cc),
   });

@@ -58,30 +58,6 @@ export const SANDBOX_MEDIA_METRICS: Readonly<Record<SandboxMediaKind, readonly s
   STORY: ['impressions', 'reach', 'exits', 'taps_back', 'taps_forward', 'views', 'navigation'],
 };
 
-/** Daily account metrics (period=day). */
-export const SANDBOX_DAILY_METRICS = ['profile_views', 'follower_count', 'reach', 'impressions'] as const;
-/** Distributions (period=lifetime). */
-export const SANDBOX_AUDIENCE_METRICS = ['audience_city', 'audience_country', 'audience_gender_age'] as const;
-
-/**
- * Names the real API retired (FIELD-NOTES, "Deprecations"). The sandbox
- * answers them under versions before v22.0, as the spec says, and rejects
- * them with error 100 from v22.0 on; the successors work under every version.
- */
-export const SANDBOX_RETIRED_METRICS = new Set([
-  'impressions',
-  'plays',
-  'video_views',
-  'engagement',
-  'exits',
-  'taps_forward',
-  'taps_back',
-  'audience_city',
-  'audience_country',
-  'audience_gender_age',
-]);
-export const RETIRED_FROM_VERSION = 22;
-
 export const METRIC_TITLES: Readonly<Record<string, string>> = {
   impressions: 'Impressions',
   reach: 'Accounts reached',
@@ -104,7 +80,17 @@ export const METRIC_TITLES: Readonly<Record<string, string>> = {
   audience_city: 'Audience city',
   audience_country: 'Audience country',
   audience_gender_age: 'Audience gender and age',
+  audience_locale: 'Audience locale',
   follower_demographics: 'Follower demographics',
+  engaged_audience_demographics: 'Engaged audience demographics',
+  reached_audience_demographics: 'Reached audience demographics',
+  online_followers: 'Online followers',
+  accounts_engaged: 'Accounts engaged',
+  saves: 'Saves',
+  replies: 'Replies',
+  website_clicks: 'Website clicks',
+  profile_links_taps: 'Profile link taps',
+  follows_and_unfollows: 'Follows and unfollows',
 };
 
 export interface SandboxMedia {
@@ -169,7 +155,7 @@ export interface GraphData {
   child(id: string): SandboxChild | undefined;
   /** The value of a daily account metric for the UTC day starting at `dayStartMs`. */
   daily(accountId: string, metric: string, dayStartMs: number): number;
-  /** A distribution of followers: key -> count, in no particular order. */
+  /** A distribution of followers (audience_*, online_followers by hour): key -> count, in no particular order. */
   audience(accountId: string, metric: string): Record<string, number>;
 }
 
@@ -316,6 +302,8 @@ const CITIES = [
 ];
 const AGES = ['13-17', '18-24', '25-34', '35-44', '45-54', '55-64', '65+'];
 const GENDERS = ['F', 'M', 'U'];
+const LOCALES = ['ko_KR', 'en_US', 'ja_JP', 'en_GB', 'de_DE', 'fr_FR', 'pt_BR', 'id_ID', 'vi_VN', 'th_TH', 'es_ES'];
+const HOURS = Array.from({ length: 24 }, (_, hour) => String(hour));
 
 function distribution(accountId: string, metric: string): Record<string, number> {
   const keys =
@@ -323,7 +311,11 @@ function distribution(accountId: string, metric: string): Record<string, number>
       ? COUNTRIES
       : metric === 'audience_city'
         ? CITIES
-        : GENDERS.flatMap((gender) => AGES.map((age) => `${gender}.${age}`));
+        : metric === 'audience_locale'
+          ? LOCALES
+          : metric === 'online_followers'
+            ? HOURS
+            : GENDERS.flatMap((gender) => AGES.map((age) => `${gender}.${age}`));
   return Object.fromEntries(keys.map((key) => [key, pick(`${accountId}:${metric}:${key}`, 1, 2400)]));
 }
 
@@ -336,6 +328,9 @@ function dailyValue(accountId: string, metric: string, dayStartMs: number): numb
     case 'impressions':
     case 'views':
       return reach + pick(`${accountId}:impressions:${day}`, 0, reach * 2);
+    case 'accounts_engaged':
+      // Engaged accounts are among those reached.
+      return pick(`${accountId}:accounts_engaged:${day}`, 0, Math.floor(reach / 4));
     case 'follower_count':
       return pick(`${accountId}:follower_count:${day}`, 0, 40);
     case 'profile_views':

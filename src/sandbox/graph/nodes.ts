@@ -3,7 +3,7 @@
  * children), IG User, and a Facebook page with its linked account; a field
  * a node does not have is Meta's error 100 naming the node type.
  */
-import type { GraphData, SandboxAccount, SandboxChild, SandboxMedia } from './data.js';
+import { MAIN_ACCOUNT_ID, SANDBOX_GRAPH_TOKENS, SANDBOX_PAGES, seedHash, type GraphData, type SandboxAccount, type SandboxChild, type SandboxMedia } from './data.js';
 import type { FieldRequest } from './fields.js';
 import { insightsFieldMetrics, mediaInsights } from './insights.js';
 import { oauth, type Caller } from './request.js';
@@ -87,11 +87,18 @@ export function renderFields(values: Record<string, unknown>, fields: readonly F
 /** A Facebook page (graph.facebook.com shape): its linked Instagram account, when it has one, as `instagram_business_account`. */
 export function renderPage(pageId: string, fields: readonly FieldRequest[], data: GraphData): Record<string, unknown> {
   const linked = data.accounts.find((account) => account.pageId === pageId);
+  const category = linked ? (linked.id === MAIN_ACCOUNT_ID ? 'Digital creator' : 'Shopping & retail') : 'Personal blog';
   const out: Record<string, unknown> = {};
   for (const field of fields) {
     if (field.name === 'instagram_business_account') {
       if (linked) out.instagram_business_account = renderAccount(linked, field.children ?? [{ name: 'id', modifiers: {}, children: undefined }]);
     } else if (field.name === 'name') out.name = linked?.pageName ?? 'Sandbox Notes Page';
+    else if (field.name === 'access_token') {
+      // The page token of the first page is the sandbox's page token; it issues none for the others.
+      if (pageId === SANDBOX_PAGES.main) out.access_token = SANDBOX_GRAPH_TOKENS.page;
+    } else if (field.name === 'category') out.category = category;
+    else if (field.name === 'category_list') out.category_list = [{ id: String(2_000 + (seedHash(category) % 1_000)), name: category }];
+    else if (field.name === 'tasks') out.tasks = ['ADVERTISE', 'ANALYZE', 'CREATE_CONTENT', 'MESSAGING', 'MODERATE', 'MANAGE'];
     else if (field.name !== 'id') throw oauth(100, `(#100) Tried accessing nonexisting field (${field.name}) on node type (Page)`);
   }
   out.id = pageId;

@@ -7,6 +7,7 @@ import type { FastifyRequest } from 'fastify';
 import { DAY_MS, MAIN_ACCOUNT_ID, SANDBOX_GRAPH_TOKENS, type GraphData } from './data.js';
 import { FieldSyntaxError, parseFields, type FieldRequest } from './fields.js';
 import { isKnownOrOlder, servingVersion, versionNumber } from '../../insights/versions.js';
+import type { GraphMount } from './metric-schedule.js';
 
 export interface GraphErrorBody {
   message: string;
@@ -40,6 +41,8 @@ export interface Caller {
   accounts: readonly string[];
   version: number;
   versionText: string;
+  /** The mount the call came to: which retirement schedule applies (metric-schedule.ts). */
+  mount: GraphMount;
 }
 
 export type Query = Record<string, string | string[] | undefined>;
@@ -121,13 +124,13 @@ export function page<T>(request: FastifyRequest, items: readonly T[], render: (i
   return { data, paging };
 }
 
-export function callerOf(request: FastifyRequest, versionText: string | undefined, now: number, data: GraphData): Caller {
+export function callerOf(request: FastifyRequest, versionText: string | undefined, now: number, data: GraphData, mount: GraphMount = 'spec'): Caller {
   const token = param(request.query as Query, 'access_token');
   if (versionText !== undefined && !isKnownOrOlder(versionText)) throw oauth(2500, `Unknown path components: /${versionText}`);
   // A retired version, or none at all, is served at the oldest usable one, as Meta's Graph API does.
   const served = servingVersion(versionText, now);
   const version = Math.floor(versionNumber(served)!);
-  const base = { version, versionText: served };
+  const base = { version, versionText: served, mount };
   if (token === undefined || token === '') {
     throw oauth(2500, 'An active access token must be used to query information about the current user.');
   }

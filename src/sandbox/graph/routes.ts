@@ -30,17 +30,20 @@
  *   request, as the real API does. `insights` without `.metric(...)` is error 100.
  * - Metric support is per kind (IMAGE, VIDEO, CAROUSEL_ALBUM, REELS, STORY):
  *   an unsupported one is error 100 "The metric X is not supported for this
- *   media type"; an unknown name lists the valid ones. Retired names work
- *   before v22.0 and are error 100 from v22.0 on.
+ *   media type"; an unknown name lists the valid ones. A retired name is
+ *   refused from the version Meta retired it at on Meta's mounts, and from
+ *   v22.0 on at the spec's (metric-schedule.ts).
  * - Lists page with opaque cursors; `paging.next` (a full URL that carries
  *   the access token, like the real one) is absent on the last page while
  *   `cursors.after` is always present.
- * - Account insights: period=day with since/until (unix seconds or dates)
- *   at most 30 days apart, one value per UTC day with `end_time` at the end
- *   of that day; audience_* with period=lifetime; `metric_type=total_value`
- *   answers the totals shape; follower_demographics needs a breakdown.
- *   Their `paging.next` moves the time window forward without end, as the
- *   real one does, so clients must walk windows themselves.
+ * - Account insights (account-insights.ts): the metrics Meta serves today
+ *   (reach, views, accounts_engaged, total_interactions, follower_count,
+ *   profile_views, likes, ...) and the spec's; daily values (period day,
+ *   week or days_28 where Meta has them) or totals over since..until with
+ *   `metric_type=total_value` (the only way for most of the new ones), at
+ *   most 30 days apart; distributions with period=lifetime. Their
+ *   `paging.next` moves the time window forward without end, as the real
+ *   one does, so clients must walk windows themselves.
  * - Rate limit: 200 calls an hour per token by default (rate-limit.ts).
  */
 import type { FastifyInstance, FastifyReply } from 'fastify';
@@ -48,7 +51,9 @@ import type { SandboxClock } from '../clock.js';
 import { DAY_MS, SANDBOX_GRAPH_TOKENS, SANDBOX_PAGES, createGraphData, type GraphData } from './data.js';
 import { DEFAULT_RATE_LIMIT, RateLimiter, usageHeaders, type RateLimitOptions } from './rate-limit.js';
 import { isVersionSegment } from '../../insights/versions.js';
-import { accountInsights, mediaInsights, metricList } from './insights.js';
+import { mediaInsights, metricList } from './insights.js';
+import { accountInsights } from './account-insights.js';
+import type { GraphMount } from './metric-schedule.js';
 import { renderAccount, renderChild, renderFields, renderMedia, renderPage } from './nodes.js';
 import { GraphFailure, callerOf, fieldsOf, instant, nonexistingObject, oauth, page, param, type Query } from './request.js';
 
@@ -70,8 +75,8 @@ export interface GraphRouteOptions {
 }
 
 /** The three ways of finding the business account, each mounted at its own path by graphShapes. */
-export const GRAPH_SHAPES = { spec: '/graph', facebook: '/facebook', instagram: '/instagram' } as const;
-export type GraphShape = keyof typeof GRAPH_SHAPES;
+export const GRAPH_SHAPES: Readonly<Record<GraphMount, string>> = { spec: '/graph', facebook: '/facebook', instagram: '/instagram' };
+export type GraphShape = GraphMount;
 
 /**
  * The graph API in its three shapes, sharing data, rate limit and counter:
@@ -97,6 +102,8 @@ export async function graphShapes(app: FastifyInstance, options: GraphRouteOptio
 }
 
 const STORY_TTL_MS = DAY_MS;
+/** What `/me/accounts` answers for each page when no `fields` are asked, as graph.facebook.com does. */
+const PAGE_LIST_DEFAULT_FIELDS = 'access_token,category,category_list,name,id,tasks';
 
 export async function graphRoutes(app: FastifyInstance, options: GraphRouteOptions): Promise<void> {
   const { clock, stats } = options;
@@ -140,7 +147,7 @@ export async function graphRoutes(app: FastifyInstance, options: GraphRouteOptio
     const all = rest.split('/').filter(Boolean);
     const asked = all[0] !== undefined && isVersionSegment(all[0]) ? all[0] : undefined;
     const segments = asked === undefined ? all : all.slice(1);
-    const caller = callerOf(request, asked, now, data);
+    const caller = callerOf(request, asked, now, data, shape);
     void reply.header('facebook-api-version', caller.versionText);
     // graph.instagram.com: `me` is the token's own professional account, and reads as its ID.
     if (shape === 'instagram' && segments[0] === 'me' && segments.length > 1) segments[0] = caller.accounts[0]!;
@@ -183,7 +190,8 @@ export async function graphRoutes(app: FastifyInstance, options: GraphRouteOptio
       }
       if (edge === undefined) return renderFields({ id: SANDBOX_PAGES.user, name: 'Sandbox User' }, fieldsOf(query), 'User');
       if (edge !== 'accounts') throw oauth(100, `(#100) Tried accessing nonexisting field (${edge}) on node type (User)`);
-      const fields = fieldsOf(query);
+      // Without `fields`, the pages come with the fields Meta gives by default on this edge.
+      const fields = fieldsOf(param(query, 'fields') === undefined ? { fields: PAGE_LIST_DEFAULT_FIELDS } : query);
       return page(request, pagesReached, (id) => renderPage(id, fields, data));
     }
     if (objectId === 'me') {

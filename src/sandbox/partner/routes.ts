@@ -14,7 +14,6 @@ import { sendUnlinkCallback, type CallbackTarget } from './callback.js';
 /** Failure bodies seen in the wild (FIELD-NOTES): the spec's envelope, a bare OAuth error, a top-level errorCode. */
 export type ErrorShape = 'envelope' | 'bare' | 'top-level';
 export const ERROR_SHAPES: readonly ErrorShape[] = ['envelope', 'bare', 'top-level'];
-export const UNLINK_REASONS = ['UNLINK', 'WITHDRAWAL_TERMS', 'WITHDRAWAL_PLATFORM'] as const;
 
 export interface PartnerRouteOptions {
   state: PartnerState;
@@ -31,6 +30,15 @@ export interface PartnerRouteOptions {
   stats: { partnerCalls: number };
   /** Whether the server demands a client certificate (`--mtls`): remove-by-user-key then takes one as the caller's credential. */
   mutualTls?: boolean;
+  /** How granted scopes are joined in token and login-me answers: spaces (the spec) or commas (the vendor's documentation). */
+  scopeSeparator?: ScopeSeparator;
+}
+
+/** Scopes space-separated as the spec writes them, or comma-separated as the vendor's documentation does. */
+export type ScopeSeparator = ' ' | ',';
+
+function withScopes<T extends { scope: string }>(payload: T, separator: ScopeSeparator): T {
+  return separator === ' ' ? payload : { ...payload, scope: payload.scope.split(' ').filter(Boolean).join(separator) };
 }
 
 function failureBody(failure: PartnerFailure, shape: ErrorShape): unknown {
@@ -70,6 +78,7 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 export async function partnerRoutes(app: FastifyInstance, options: PartnerRouteOptions): Promise<void> {
   const { state, partnerPrefix } = options;
+  const separator = options.scopeSeparator ?? ' ';
   const success = (payload: unknown) => ({ resultType: 'SUCCESS', success: payload });
 
   app.setErrorHandler((error: Error & { statusCode?: number }, _request, reply: FastifyReply) => {
@@ -88,14 +97,14 @@ export async function partnerRoutes(app: FastifyInstance, options: PartnerRouteO
 
     partner.post('/generate-token', async (request) => {
       const { authorizationCode, referrer } = body(request);
-      return success(state.generateToken(authorizationCode, referrer));
+      return success(withScopes(state.generateToken(authorizationCode, referrer), separator));
     });
 
-    partner.post('/refresh-token', async (request) => success(state.refreshToken(body(request).refreshToken)));
+    partner.post('/refresh-token', async (request) => success(withScopes(state.refreshToken(body(request).refreshToken), separator)));
 
     partner.get('/login-me', async (request) => {
       const user = state.authenticate(bearer(request));
-      return success(encryptUserInfo({ ...user }, options.key, options.aad));
+      return success(encryptUserInfo(withScopes({ ...user }, separator), options.key, options.aad));
     });
 
     partner.post('/access/remove-by-access-token', async (request) => {
