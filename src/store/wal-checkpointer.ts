@@ -130,6 +130,8 @@ export function startWalCheckpointer(db: SqliteDatabase, file: string): WalCheck
       // The checkpoint in flight finishes (those only asked for are not run); the worker's connection closes before
       // serve's, which then checkpoints what is left and removes the log, as the last connection to close does.
       closed = true;
+      // Held until the worker has gone: a stop awaiting it must not find the event loop empty and end the process there.
+      worker.ref();
       await chain;
       if (failed) return;
       const exited = new Promise<void>((resolve) => worker.once('exit', () => resolve()));
