@@ -71,6 +71,13 @@ async function heapOf(url) {
       external: value('\\w*nodejs_external_memory_bytes'),
       lagP99: lag('\\w*nodejs_eventloop_lag_p99_seconds'),
       lagMax: lag('\\w*nodejs_eventloop_lag_max_seconds'),
+      // serve's own view of GetUser: its duration histogram's cumulative buckets (le -> count).
+      getUser: Object.fromEntries(
+        text
+          .split('\n')
+          .filter((line) => /^\w*grpc_request_duration_seconds_bucket\{/.test(line) && line.includes('/GetUser"'))
+          .map((line) => [/le="([^"]+)"/.exec(line)[1], Number(line.split(' ').at(-1))]),
+      ),
     };
   } catch {
     return { heap: Number.NaN, external: Number.NaN, lagP99: Number.NaN, lagMax: Number.NaN };
@@ -128,8 +135,8 @@ export default async function abuse(ctx) {
     const row = db.prepare('SELECT payload, at FROM user_events ORDER BY seq DESC LIMIT 1').get();
     const head = db.prepare("SELECT value FROM counters WHERE name = 'user_events'").get().value;
     db.transaction(() => {
-      const insert = db.prepare("INSERT INTO user_events (seq, type, payload, at) VALUES (?, 'UPDATED', ?, ?)");
-      for (let i = 1; i <= LOGGED; i++) insert.run(head + i, row.payload, row.at);
+      const insert = db.prepare("INSERT INTO user_events (seq, type, payload, at, user_id) VALUES (?, 'UPDATED', ?, ?, ?)");
+      for (let i = 1; i <= LOGGED; i++) insert.run(head + i, row.payload, row.at, JSON.parse(row.payload).id);
       db.prepare("UPDATE counters SET value = ? WHERE name = 'user_events'").run(head + LOGGED);
     })();
     db.close();
@@ -201,6 +208,10 @@ export default async function abuse(ctx) {
     const stopAt = Date.now();
     const cpuAtStop = { serve: serveCpu(), attackers: attackerCpu() };
     const heapAttacked = await heapOf(url);
+    // GetUser as serve timed it during the attack: the share of calls past each bucket's bound.
+    const served = Object.entries(heapAttacked.getUser ?? {}).map(([le, count]) => [le, count - (heapQuiet.getUser?.[le] ?? 0)]);
+    const servedAll = served.find(([le]) => le === '+Inf')?.[1] ?? 0;
+    const servedNote = served.filter(([le]) => ['0.005', '0.01', '0.025', '0.05'].includes(le)).map(([le, count]) => `${((1 - count / servedAll) * 100).toFixed(1)}% over ${Number(le) * 1000} ms`).join(', ');
     ctx.log('abuse: attacks stopped');
     const c = await ended;
     await sleep(Math.max(0, afterS * 1_000 - (Date.now() - stopAt)));
@@ -270,6 +281,7 @@ export default async function abuse(ctx) {
           `${quiet.length} calls quiet, ${attacked.length} attacked, ${settled.length} in the settled half of the after phase (p99 ${fmt(settledP99)} ms); ` +
           `failed: quiet ${failed(quiet)}, attacked ${failed(attacked)}, after ${failed(settled)}; ` +
           `quiet: ${byKind(quiet)}; attacked: ${byKind(attacked)}; ` +
+          `GetUser as serve timed it, attacked: ${servedAll} calls, ${servedNote}; ` +
           `serve's event loop delay p99 ${fmt(heapQuiet.lagP99)} ms (max ${fmt(heapQuiet.lagMax)}) quiet, ${fmt(heapAttacked.lagP99)} ms (max ${fmt(heapAttacked.lagMax)}) attacked; ` +
           `phases ${quietS} / ${attackS} / ${afterS} s; serve on SQLite with its default request rates (200/s a token, else an address), one machine of 2 cores for serve, the attackers and the client (worker thread); ${attackNote}`,
       },

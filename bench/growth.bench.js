@@ -194,8 +194,8 @@ function seedPlan(dialect, n, passwordHash, eventsEpochMs) {
       'user_events',
       n,
       (lo, hi) =>
-        `INSERT INTO user_events (seq, type, payload, at)
-        SELECT id, 'CREATED', ${d.json(
+        `INSERT INTO user_events (seq, type, user_id, payload, at)
+        SELECT id, 'CREATED', id, ${d.json(
           `'id', id, 'username', username, 'email', email, 'fullName', full_name, 'isActive', ${d.jsonTrue}, 'roles', ${d.jsonEmptyArray}, ` +
             `'createdAt', created_at, 'updatedAt', updated_at, 'bio', bio, 'avatarUrl', avatar_url`,
         )}, ${d.iso(`(${eventsEpochMs} + id) / 1000.0`)}

@@ -11,7 +11,7 @@ import Database from 'better-sqlite3';
 import { ConfigError } from '../errors.js';
 import { commerceSchema } from './commerce-schema.js';
 import { blogListingSchema, BLOG_LISTING } from './blog-listing-schema.js';
-import { LOGIN_FAILURES, SIGNUP_COUNTS, stockHolds, WEBHOOK_CLAIMS, WEBHOOK_TRACE_CONTEXT, postAuthorIsAdmin, refundedOrders, webhookDeliveryKeys, webhookDueByUrl } from './shared-migrations.js';
+import { LOGIN_FAILURES, SIGNUP_COUNTS, stockHolds, WEBHOOK_CLAIMS, WEBHOOK_TRACE_CONTEXT, postAuthorIsAdmin, refundedOrders, userEventsByUser, webhookDeliveryKeys, webhookDueByUrl } from './shared-migrations.js';
 
 export type Db = Database.Database;
 
@@ -261,12 +261,23 @@ export const MIGRATIONS: readonly Migration[] = [
     version: 18,
     ...SIGNUP_COUNTS,
   },
+  {
+    version: 19,
+    ...userEventsByUser('sqlite'),
+  },
 ];
 
 export const DATABASE_FILE = 'miniapp.db';
 
 export function databasePath(dataDir: string): string {
   return join(dataDir, DATABASE_FILE);
+}
+
+/** A second connection to a database in WAL mode that `openDatabase` opened, for reads only (sql.ts). */
+export function openReader(file: string): Db {
+  const db = new Database(file, { fileMustExist: true });
+  db.pragma('busy_timeout = 5000');
+  return db;
 }
 
 /** Opens (creating it if needed) and migrates the database; `memory` keeps it in memory. */

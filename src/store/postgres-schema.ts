@@ -12,7 +12,7 @@
  */
 import { blogListingSchema, BLOG_LISTING } from './blog-listing-schema.js';
 import { commerceSchema } from './commerce-schema.js';
-import { LOGIN_FAILURES, SIGNUP_COUNTS, stockHolds, WEBHOOK_CLAIMS, WEBHOOK_TRACE_CONTEXT, postAuthorIsAdmin, refundedOrders, webhookDeliveryKeys, webhookDueByUrl } from './shared-migrations.js';
+import { LOGIN_FAILURES, SIGNUP_COUNTS, stockHolds, WEBHOOK_CLAIMS, WEBHOOK_TRACE_CONTEXT, postAuthorIsAdmin, refundedOrders, userEventsByUser, webhookDeliveryKeys, webhookDueByUrl } from './shared-migrations.js';
 
 export interface PostgresMigration {
   version: number;
@@ -295,5 +295,9 @@ export const POSTGRES_MIGRATIONS: readonly PostgresMigration[] = [
   {
     version: 15,
     ...SIGNUP_COUNTS,
+  },
+  {
+    version: 16,
+    ...userEventsByUser('postgres'),
   },
 ];

@@ -263,3 +263,21 @@ export const SIGNUP_COUNTS = {
       CREATE INDEX signup_counts_window_start ON signup_counts (window_start);
     `,
 };
+
+/**
+ * Each user change names its user in a column of its own, indexed with the sequence (SQLite 19, PostgreSQL 16;
+ * users/change-log.ts): a watch of one user (every user token's, and the admin's of one id) catches up on that
+ * user's changes alone, instead of reading and parsing the whole log to skip the others'. Changes already logged
+ * get theirs from the record they carry.
+ */
+export function userEventsByUser(backend: 'sqlite' | 'postgres') {
+  const [type, fromPayload] = backend === 'postgres' ? ['BIGINT', "(payload::json->>'id')::bigint"] : ['INTEGER', "json_extract(payload, '$.id')"];
+  return {
+    description: 'user changes name their user (user_id), indexed with the sequence, for watches of one user',
+    sql: `
+      ALTER TABLE user_events ADD COLUMN user_id ${type};
+      UPDATE user_events SET user_id = ${fromPayload};
+      CREATE INDEX user_events_user_seq ON user_events (user_id, seq);
+    `,
+  };
+}

@@ -147,6 +147,17 @@ function sqliteError(error: unknown): unknown {
  * may have dropped the pages it could not write, and a later fsync succeed
  * without them, so, as PostgreSQL does, the store promises nothing more
  * until it is opened again.
+ *
+ * Reads on a connection of their own. Given a reader (a second connection
+ * to the same file, which never writes), a read from outside any
+ * transaction runs there: WAL gives it the last committed state, so it
+ * needs to wait neither for a transaction open on the writer nor for the
+ * commit of this turn's group, which a read on the writer's connection
+ * would have seen and had to wait for; it waits only for the flush of the
+ * commits it may have read. Under a stream of writes that is one flush, not
+ * the group's commit and then its flush behind the one in flight. A caller
+ * who awaited its write reads it back there: the write was answered after
+ * its commit.
  */
 interface CommitGroup {
   /** Resolves once the group committed; rejects with the COMMIT's error. */
@@ -214,13 +225,43 @@ export class SqliteSql implements Sql {
   #nextFlush: { promise: Promise<void>; resolve: () => void; reject: (error: unknown) => void } | undefined;
   #flushFailed: FlushFailedError | undefined;
 
+  /** A second connection to the same file, for reads from outside any transaction (see "Reads on a connection of their own"). */
+  readonly #reader: SqliteDatabase | undefined;
+  readonly #readerStatements = new Map<string, Statement>();
+
   constructor(
     readonly db: SqliteDatabase,
-    options: { flush?: WalFlush | undefined } = {},
+    options: { flush?: WalFlush | undefined; reader?: SqliteDatabase | undefined } = {},
   ) {
     this.#flush = options.flush;
     // SQLite still writes every commit to the log before it returns; the flush that makes it last is ours.
     if (this.#flush) db.pragma('synchronous = NORMAL');
+    this.#reader = options.reader;
+    this.#reader?.pragma('query_only = ON');
+  }
+
+  /**
+   * A read from outside any transaction, on the reader connection: it sees what is committed, never a transaction
+   * still open on the writer (the group of this turn), so it waits for no transaction and no commit, only, as every
+   * read does, for the flush of the commits it may have read. Undefined when it cannot go there (no reader; the
+   * caller is inside the open transaction; the statement writes), and the writer's connection takes it.
+   */
+  #read<T>(text: string, use: (statement: Statement) => T): Promise<T> | undefined {
+    if (!this.#reader || (this.#open !== 0 && this.#inside.getStore() === this.#open)) return undefined;
+    if (!this.#statement(text).readonly) return undefined;
+    if (this.#flushFailed) return Promise.reject(this.#flushFailed);
+    let value: T;
+    try {
+      let statement = this.#readerStatements.get(text);
+      if (!statement) {
+        statement = this.#reader.prepare(text);
+        this.#readerStatements.set(text, statement);
+      }
+      value = use(statement);
+    } catch (error) {
+      return Promise.reject(sqliteError(error));
+    }
+    return this.#written > this.#flushed ? this.#durable().then(() => value) : Promise.resolve(value);
   }
 
   #statement(text: string): Statement {
@@ -301,19 +342,15 @@ export class SqliteSql implements Sql {
   }
 
   all<T>(text: string, params?: readonly Param[]): Promise<T[]> {
-    return this.#sync(() => {
-      const statement = this.#statement(text);
-      const bound = sqliteParams(params);
-      return (bound ? statement.all(bound) : statement.all()) as T[];
-    }, text);
+    const bound = sqliteParams(params);
+    const use = (statement: Statement) => (bound ? statement.all(bound) : statement.all()) as T[];
+    return this.#read(text, use) ?? this.#sync(() => use(this.#statement(text)), text);
   }
 
   one<T>(text: string, params?: readonly Param[]): Promise<T | undefined> {
-    return this.#sync(() => {
-      const statement = this.#statement(text);
-      const bound = sqliteParams(params);
-      return (bound ? statement.get(bound) : statement.get()) as T | undefined;
-    }, text);
+    const bound = sqliteParams(params);
+    const use = (statement: Statement) => (bound ? statement.get(bound) : statement.get()) as T | undefined;
+    return this.#read(text, use) ?? this.#sync(() => use(this.#statement(text)), text);
   }
 
   run(text: string, params?: readonly Param[]): Promise<number> {

@@ -9,7 +9,7 @@
 import { redactUrl as redactAnyUrl } from '../url-redaction.js';
 import { readFileSync } from 'node:fs';
 import { ConfigError } from '../errors.js';
-import { databasePath, openDatabase, schemaVersion, MIGRATIONS } from './database.js';
+import { databasePath, openDatabase, openReader, schemaVersion, MIGRATIONS } from './database.js';
 import { POSTGRES_MIGRATIONS } from './postgres-schema.js';
 import { LocalSignals, type Signals } from './signals.js';
 import { startWalCheckpointer } from './wal-checkpointer.js';
@@ -133,7 +133,9 @@ export async function openStore(location: StoreLocation): Promise<Store> {
       await logFlush();
       checkpointer.written();
     }, { close: logFlush.close }) : undefined;
-    const sql = new SqliteSql(db, { flush });
+    // Reads from outside a transaction on a connection of their own (SqliteSql's "Reads on a connection of their own").
+    const reader = wal ? openReader(file!) : undefined;
+    const sql = new SqliteSql(db, { flush, reader });
     return {
       kind: location.kind,
       sql,
@@ -146,6 +148,7 @@ export async function openStore(location: StoreLocation): Promise<Store> {
         await sql.settled();
         await checkpointer?.close();
         await flush?.close();
+        reader?.close();
         db.close();
       },
     };

@@ -29,6 +29,13 @@
  * N past the log's head, or N whose following changes were trimmed, cannot
  * be resumed (ResumeOutOfRange).
  *
+ * A watcher of one user's changes (every user token's watch, and the
+ * admin's of one id) catches up on that user's changes alone, read by their
+ * index (`afterFor`): before, a watch of oneself resuming from far back read
+ * and parsed everyone's changes to skip them, and had room for every page,
+ * since nothing of them was sent. A short page of them is all there is up to
+ * the head it was read with, where the watcher then joins.
+ *
  * The catch-up pages of all the watchers of an instance are read one at a
  * time, each in a turn of the event loop of its own (CatchUpTurns): with a
  * synchronous store a page is read and parsed without a pause, so watchers
@@ -67,6 +74,8 @@ interface Joiner {
   room: () => Promise<void>;
   /** Resume after this number (a catch-up from the log first); undefined: from now on. */
   after: number | undefined;
+  /** The one user whose changes the watcher takes, as it stands now (undefined: everyone's): its catch-up reads only those. */
+  only: () => number | undefined;
   resolve: (position: number) => void;
   reject: (error: unknown) => void;
   cancelled: boolean;
@@ -183,12 +192,13 @@ export class UserChangeFeed {
    */
   watch(
     listener: (change: UserChange) => void,
-    options: { after?: number | undefined; room?: () => Promise<void> } = {},
+    options: { after?: number | undefined; room?: () => Promise<void>; only?: () => number | undefined } = {},
   ): { live: Promise<number>; release: () => void } {
     let joiner: Joiner | undefined;
     const room = options.room ?? (() => Promise.resolve());
+    const only = options.only ?? (() => undefined);
     const live = new Promise<number>((resolve, reject) => {
-      joiner = { listener, room, after: options.after, resolve, reject, cancelled: false, registered: undefined };
+      joiner = { listener, room, after: options.after, only, resolve, reject, cancelled: false, registered: undefined };
     });
     if (this.#stopped) {
       joiner!.reject(new Error('serve is shutting down'));
@@ -317,14 +327,29 @@ export class UserChangeFeed {
         const endTurn = await this.#turns.take();
         try {
           if (joiner.cancelled) return;
-          const changes = await this.log.after(cursor, pageSize);
+          const asked = pageSize;
           pageSize = Math.min(pageSize * 2, PAGE);
-          const first = changes[0];
-          if (!first || first.seq !== cursor + 1) {
-            throw new ResumeOutOfRange(
-              `the changes after ${cursor} are no longer kept (${retention}${first ? `; the oldest kept is ${first.seq}` : ''}): start a new watch without resume_after`,
+          const outOfRange = (oldest: number | undefined) =>
+            new ResumeOutOfRange(
+              `the changes after ${cursor} are no longer kept (${retention}${oldest === undefined ? '' : `; the oldest kept is ${oldest}`}): start a new watch without resume_after`,
             );
+          const user = joiner.only();
+          if (user !== undefined) {
+            // One user's changes, by their index: a watch of oneself does not read and parse everyone else's.
+            const page = await this.log.afterFor(user, cursor, asked);
+            if (page.oldest === undefined ? page.head > cursor : page.oldest > cursor + 1) throw outOfRange(page.oldest);
+            for (const change of page.changes) {
+              if (joiner.cancelled) return;
+              joiner.listener(change);
+              cursor = change.seq;
+            }
+            // A short page is all of the user's changes up to the head it was read with: nothing else to read there.
+            if (page.changes.length < asked) cursor = Math.max(cursor, page.head);
+            continue;
           }
+          const changes = await this.log.after(cursor, asked);
+          const first = changes[0];
+          if (!first || first.seq !== cursor + 1) throw outOfRange(first?.seq);
           for (const change of changes) {
             if (joiner.cancelled) return;
             joiner.listener(change);

@@ -34,8 +34,14 @@ interface Row {
 }
 
 const BUMP = "UPDATE counters SET value = value + $1 WHERE name = 'user_events' RETURNING value";
-const INSERT = 'INSERT INTO user_events (seq, type, payload, at) VALUES ($1, $2, $3, $4)';
+const INSERT = 'INSERT INTO user_events (seq, type, payload, at, user_id) VALUES ($1, $2, $3, $4, $5)';
 const AFTER = 'SELECT seq, type, payload, at FROM user_events WHERE seq > $1 ORDER BY seq LIMIT CAST($2 AS INTEGER)';
+/** One user's changes after a number (the index on user_id, seq), with the log's head and oldest kept change as they were then. */
+const AFTER_FOR = `
+  SELECT e.seq, e.type, e.payload, e.at, h.head, h.oldest
+  FROM (SELECT (SELECT value FROM counters WHERE name = 'user_events') AS head, (SELECT min(seq) FROM user_events) AS oldest) h
+  LEFT JOIN (SELECT seq, type, payload, at FROM user_events WHERE user_id = $1 AND seq > $2 ORDER BY seq LIMIT CAST($3 AS INTEGER)) e ON TRUE
+  ORDER BY e.seq`;
 const HEAD = "SELECT value FROM counters WHERE name = 'user_events'";
 const TRIM = 'DELETE FROM user_events WHERE at < $1';
 
@@ -58,7 +64,7 @@ export class UserChangeLog {
     const last = Number(bumped.value);
     const at = this.now().toISOString();
     let seq = last - changes.length;
-    for (const [type, user] of changes) await tx.run(INSERT, [++seq, type, JSON.stringify(user), at]);
+    for (const [type, user] of changes) await tx.run(INSERT, [++seq, type, JSON.stringify(user), at, user.id]);
     await this.signals.publish(USER_CHANGES_CHANNEL, String(last), tx);
   }
 
@@ -66,6 +72,22 @@ export class UserChangeLog {
   async after(seq: number, limit: number): Promise<UserChange[]> {
     const rows = await this.sql.all<Row>(AFTER, [seq, limit]);
     return rows.map((row) => ({ seq: Number(row.seq), type: row.type, user: JSON.parse(row.payload) as UserRecord, at: row.at }));
+  }
+
+  /**
+   * The changes of user `userId` numbered above `seq`, oldest first, at most `limit` of them; with the number of the
+   * last change of anyone's (`head`) and of the oldest still kept (`oldest`, undefined when none is), read with them.
+   */
+  async afterFor(userId: number, seq: number, limit: number): Promise<{ changes: UserChange[]; head: number; oldest: number | undefined }> {
+    const rows = await this.sql.all<Partial<Row> & { head: number | null; oldest: number | null }>(AFTER_FOR, [userId, seq, limit]);
+    const first = rows[0];
+    return {
+      changes: rows
+        .filter((row) => row.seq !== null && row.seq !== undefined)
+        .map((row) => ({ seq: Number(row.seq), type: row.type!, user: JSON.parse(row.payload!) as UserRecord, at: row.at! })),
+      head: Number(first?.head ?? 0),
+      oldest: first?.oldest === null || first?.oldest === undefined ? undefined : Number(first.oldest),
+    };
   }
 
   /** The number of the last committed change (0 before the first). */

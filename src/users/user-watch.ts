@@ -117,7 +117,7 @@ export async function watchUserChanges(call: WatchCall, deps: WatchDeps): Promis
     wrote = true;
     if (outbox.write(eventMessage(change, userFor(principal, change.user)))) lastSent = change.seq;
   };
-  const watcher = deps.changes.watch(listener, { after, room: () => outbox.room() });
+  const watcher = deps.changes.watch(listener, { after, room: () => outbox.room(), only: () => watched(open.principal) || undefined });
   deps.open.add(call);
   let released = false;
   release = () => {

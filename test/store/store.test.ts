@@ -11,7 +11,7 @@ import { open } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { FlushFailedError, SqliteSql, StoreUnavailableError, UniqueViolation, type Sql } from '../../src/store/sql.js';
-import { openDatabase } from '../../src/store/database.js';
+import { databasePath, openDatabase, openReader } from '../../src/store/database.js';
 import { POSTGRES_MIGRATIONS } from '../../src/store/postgres-schema.js';
 import { BACKENDS, createTestDatabase, testLocation } from '../helpers/postgres.js';
 
@@ -352,7 +352,7 @@ describe('SQLite commit groups', () => {
     expect(await keys(store.sql)).toEqual([3]);
   });
 
-  it('keeps a read from outside waiting until the group has committed, and runs hooks only after it', async () => {
+  it('answers a read from outside, while a group is open, from what is committed, at once; the writer reads its write back once answered', async () => {
     const seen: string[] = [];
     const write = store.sql.transaction(async (tx) => {
       await insert(tx, 1);
@@ -361,11 +361,34 @@ describe('SQLite commit groups', () => {
     // The transaction's work is done within this turn; its group commits after the turn's callbacks.
     await Promise.resolve();
     await Promise.resolve();
+    expect(sqlite().db.inTransaction).toBe(true);
+    // On the reader's connection: the group's row is not committed yet, and the read does not wait for it.
     const read = store.sql.one<{ n: number }>('SELECT count(*) AS n FROM unlink_events').then((row) => {
-      seen.push(`read ${row?.n} ${sqlite().db.inTransaction ? 'inside' : 'committed'}`);
+      seen.push(`read ${row?.n} ${sqlite().db.inTransaction ? 'while the group is open' : 'after its commit'}`);
     });
     await Promise.all([write, read]);
-    expect(seen).toEqual(['hook', 'read 1 committed']);
+    expect(seen).toEqual(['read 0 while the group is open', 'hook']);
+    expect(await store.sql.one<{ n: number }>('SELECT count(*) AS n FROM unlink_events')).toEqual({ n: 1 });
+  });
+
+  it('without a reader (a database in memory), keeps a read from outside waiting until the group has committed, and runs hooks only after it', async () => {
+    const memory = await openStore({ kind: 'memory' });
+    try {
+      const seen: string[] = [];
+      const write = memory.sql.transaction(async (tx) => {
+        await insert(tx, 1);
+        tx.afterCommit(() => seen.push('hook'));
+      });
+      await Promise.resolve();
+      await Promise.resolve();
+      const read = memory.sql.one<{ n: number }>('SELECT count(*) AS n FROM unlink_events').then((row) => {
+        seen.push(`read ${row?.n} ${(memory.sql as SqliteSql).db.inTransaction ? 'inside' : 'committed'}`);
+      });
+      await Promise.all([write, read]);
+      expect(seen).toEqual(['hook', 'read 1 committed']);
+    } finally {
+      await memory.close();
+    }
   });
 
   it('commits an open group before the database closes', async () => {
@@ -432,6 +455,29 @@ describe('SQLite flushes', () => {
     await write;
     await turn();
     expect(hooks).toEqual(['hook']);
+  });
+
+  it('answers a read on the reader connection at once while a group is open, and after the flush of the commits it may have read', async () => {
+    const reader = openReader(databasePath(dataDir));
+    try {
+      const withReader = new SqliteSql(db, { flush: () => new Promise<void>((done, fail) => flushes.push({ done, fail })), reader });
+      // A group open on the writer: the reader sees nothing of it, and answers at once (nothing committed is unflushed).
+      const first = withReader.transaction((tx) => insert(tx, 1));
+      await Promise.resolve();
+      expect(db.inTransaction).toBe(true);
+      expect(await withReader.one('SELECT count(*) AS n FROM unlink_events')).toEqual({ n: 0 });
+      // Committed, not yet flushed: a read that may see it waits for the flush, and then sees it.
+      await turn();
+      expect(db.inTransaction).toBe(false);
+      expect(flushes).toHaveLength(1);
+      const read = withReader.one<{ n: number }>('SELECT count(*) AS n FROM unlink_events');
+      expect(await settled(read)).toBe(false);
+      flushes[0]!.done();
+      await first;
+      expect(await read).toEqual({ n: 1 });
+    } finally {
+      reader.close();
+    }
   });
 
   it('answers a write outside any transaction, and a read of what is not flushed yet, only after the flush', async () => {

@@ -129,6 +129,72 @@ describe.each(BACKENDS)('user change log on %s', (backend) => {
     }
   });
 
+  it("catches a watch of one user up on that user's changes alone, by the index, then joins it live", async () => {
+    const [ann] = await users.createMany([person('ann'), ...Array.from({ length: 1_500 }, (_, i) => person(`other${i}`))]).then((r) => r.map((x) => ('user' in x ? x.user : undefined)));
+    await users.update(ann!.id, { fullName: 'Ann A' });
+    await users.createMany(Array.from({ length: 1_500 }, (_, i) => person(`later${i}`)));
+    await users.update(ann!.id, { fullName: 'Ann B' });
+    // Each row the log reads is counted: a watch of one user must not read the others' 3,000.
+    const read: number[] = [];
+    const counted = Object.assign(Object.create(log) as UserChangeLog, {
+      after: async (seq: number, limit: number) => {
+        const changes = await log.after(seq, limit);
+        read.push(changes.length);
+        return changes;
+      },
+      afterFor: async (user: number, seq: number, limit: number) => {
+        const page = await log.afterFor(user, seq, limit);
+        read.push(page.changes.length);
+        return page;
+      },
+    });
+    const feed = new UserChangeFeed(counted, store.signals, { now: () => clock, pollMs: 3_600_000 });
+    await feed.start();
+    try {
+      const given: UserChange[] = [];
+      const watch = feed.watch((change) => change.user.id === ann!.id && given.push(change), { after: 0, only: () => ann!.id });
+      const position = await watch.live;
+      expect(given.map((c) => [c.type, c.user.fullName])).toEqual([
+        ['CREATED', ''],
+        ['UPDATED', 'Ann A'],
+        ['UPDATED', 'Ann B'],
+      ]);
+      expect(position).toBe(0);
+      expect(read.reduce((a, b) => a + b, 0)).toBeLessThan(10);
+      // Live from there: the next change of hers comes once, those of others are not hers.
+      await users.create(person('someone'));
+      await users.update(ann!.id, { fullName: 'Ann C' });
+      await waitFor(() => given.length === 4, 'her next change, live');
+      expect(given.at(-1)!.user.fullName).toBe('Ann C');
+      expect(new Set(given.map((c) => c.seq)).size).toBe(4);
+      watch.release();
+    } finally {
+      await feed.stop();
+    }
+  });
+
+  it("refuses to resume a watch of one user past changes trimmed from the log, as a watch of everyone's", async () => {
+    const ann = await users.create(person('ann'));
+    await users.create(person('bob'));
+    clock = new Date(clock.getTime() + 2 * 60 * 60 * 1000);
+    await users.update(ann.id, { fullName: 'later' });
+    const feed = new UserChangeFeed(log, store.signals, { now: () => clock, pollMs: 3_600_000, retentionMs: 60 * 60 * 1000 });
+    await feed.trim();
+    await feed.start();
+    try {
+      const trimmed = feed.watch(() => undefined, { after: 0, only: () => ann.id });
+      await expect(trimmed.live).rejects.toThrow('the changes after 0 are no longer kept');
+      // From the last trimmed change on, it resumes.
+      const given: UserChange[] = [];
+      const resumed = feed.watch((change) => given.push(change), { after: 2, only: () => ann.id });
+      await resumed.live;
+      expect(given.map((c) => c.user.fullName)).toEqual(['later']);
+      resumed.release();
+    } finally {
+      await feed.stop();
+    }
+  });
+
   it('starts a watcher at the head, and reads on from where it was after signals were lost', async () => {
     const signals = new MutableSignals(store.signals);
     const warnings: string[] = [];

@@ -66,8 +66,8 @@ describe('WatchUserChanges from watchers that never read, on a serve process', (
     const row = db.prepare('SELECT payload, at FROM user_events ORDER BY seq DESC LIMIT 1').get() as { payload: string; at: string };
     const head = (db.prepare("SELECT value FROM counters WHERE name = 'user_events'").get() as { value: number }).value;
     db.transaction(() => {
-      const insert = db.prepare("INSERT INTO user_events (seq, type, payload, at) VALUES (?, 'UPDATED', ?, ?)");
-      for (let i = 1; i <= LOGGED; i++) insert.run(head + i, row.payload, row.at);
+      const insert = db.prepare("INSERT INTO user_events (seq, type, payload, at, user_id) VALUES (?, 'UPDATED', ?, ?, ?)");
+      for (let i = 1; i <= LOGGED; i++) insert.run(head + i, row.payload, row.at, JSON.parse(row.payload).id);
       db.prepare("UPDATE counters SET value = ? WHERE name = 'user_events'").run(head + LOGGED);
     })();
     db.close();
