@@ -21,7 +21,7 @@ import { SignupLimited } from '../auth/signup-limits.js';
 import { HashingBusy } from '../auth/passwords.js';
 import { docsCsp } from '../http/security-headers.js';
 import { ApiError, toApiError, unauthorized } from './api-error.js';
-import { bearer, ContentSchema, errors, ImageSchema, OPTIONAL_BEARER, PostIdParams, PostSchema, PRIVATE_ANSWER, PUBLIC, signupErrors, TagsSchema, TitleSchema, UserProfileSchema } from './schemas.js';
+import { bearer, ContentSchema, errors, ImageSchema, OPTIONAL_BEARER, PostIdParams, PostSchema, PRIVATE_ANSWER, PUBLIC, signupErrors, TagsSchema, uploadErrors, TitleSchema, UserProfileSchema } from './schemas.js';
 
 export type ApiVersion = 1 | 2;
 
@@ -454,7 +454,8 @@ export async function blogApi(app: FastifyInstance, options: BlogOptions): Promi
     if (!request.isMultipart()) {
       throw new ApiError(415, 'UNSUPPORTED_MEDIA_TYPE', 'Unsupported Media Type', `send multipart/form-data with the image in the part "${field}"`);
     }
-    const release = uploadGate.enter();
+    const principal = auth(request);
+    const release = uploadGate.enter(principal.kind === 'admin' ? 'admin' : `user:${principal.userId}`);
     const upload = await ReceivedUpload.open();
     try {
       try {
@@ -512,7 +513,7 @@ export async function blogApi(app: FastifyInstance, options: BlogOptions): Promi
         },
         required: [field],
       },
-      response: { 200: response, ...errors(400, 401, 413, 415, 422) },
+      response: { 200: response, ...uploadErrors(uploadGate.perAccount) },
     }) as FastifySchema;
 
   app.post('/upload/image', { onRequest: authenticate, schema: uploadSchema('uploadImage', 'Upload an image', 'file', ImageSchema) }, async (request) => {

@@ -102,6 +102,15 @@ export const errors = (...statuses: number[]) =>
       },
     ]),
   );
+/** The upload routes: their 429 is also an account's own uploads in progress (TOO_MANY_UPLOADS), with Retry-After. */
+export const uploadErrors = (perAccount: number) => ({
+  ...errors(400, 401, 413, 415, 422),
+  429: {
+    ...ErrorSchema,
+    description: `Too Many Requests: this account has ${perAccount} uploads in progress already (TOO_MANY_UPLOADS); or ${RATE_LIMITED}; try again after Retry-After seconds`,
+    headers: RATE_LIMITED_HEADER,
+  },
+});
 /**
  * POST /users: its 429 is the sign-up limit (TOO_MANY_SIGNUPS) or the request rate, its 503 also a sign-up lane
  * of the password hashing that is full (SIGNUPS_BUSY), both with Retry-After.

@@ -2,7 +2,9 @@
  * How an upload's body is read: each file part streamed to a temporary file
  * (never held whole in memory), at most MAX_UPLOADS_IN_FLIGHT uploads at
  * once over the whole server (503 with Retry-After beyond, before any byte
- * of the body is read), and a body that stops arriving for
+ * of the body is read) and MAX_UPLOADS_PER_ACCOUNT of one account (429:
+ * one account cannot take every place and leave the others 503, nor send
+ * the whole server's upload bandwidth), and a body that stops arriving for
  * UPLOAD_IDLE_TIMEOUT_MS dropped with its connection. Temporary files go
  * when the request ends, whatever way it ends.
  */
@@ -23,13 +25,30 @@ export const UPLOAD_IDLE_TIMEOUT_MS = 10_000;
 /** As long as the 503 of an unreachable database says: one documented Retry-After. */
 export const UPLOAD_RETRY_AFTER_SECONDS = RETRY_AFTER_SECONDS;
 
-/** Counts uploads in flight; `enter` refuses past the cap. */
+/** Uploads one account (or the admin token) may have read at once: a quarter of the server's places. */
+export const MAX_UPLOADS_PER_ACCOUNT = 4;
+
+/** Counts uploads in flight, in all and per account; `enter` refuses past either cap. */
 export class UploadGate {
   private inFlight = 0;
-  constructor(readonly most: number = MAX_UPLOADS_IN_FLIGHT) {}
+  private readonly byAccount = new Map<string, number>();
+  constructor(
+    readonly most: number = MAX_UPLOADS_IN_FLIGHT,
+    readonly perAccount: number = MAX_UPLOADS_PER_ACCOUNT,
+  ) {}
 
-  /** A release to call once the upload is over; throws a 503 when `most` are in flight already. */
-  enter(): () => void {
+  /** A release to call once the upload is over; throws a 429 past the account's places, a 503 past the server's. */
+  enter(account: string): () => void {
+    const own = this.byAccount.get(account) ?? 0;
+    if (own >= this.perAccount) {
+      throw new ApiError(
+        429,
+        'TOO_MANY_UPLOADS',
+        'Too Many Requests',
+        `this account has ${this.perAccount} uploads in progress already (at most ${this.perAccount} at once); try again once one has finished`,
+        { 'retry-after': String(UPLOAD_RETRY_AFTER_SECONDS) },
+      );
+    }
     if (this.inFlight >= this.most) {
       throw new ApiError(
         503,
@@ -40,10 +59,15 @@ export class UploadGate {
       );
     }
     this.inFlight++;
+    this.byAccount.set(account, own + 1);
     let released = false;
     return () => {
-      if (!released) this.inFlight--;
+      if (released) return;
       released = true;
+      this.inFlight--;
+      const left = (this.byAccount.get(account) ?? 1) - 1;
+      if (left > 0) this.byAccount.set(account, left);
+      else this.byAccount.delete(account);
     };
   }
 }

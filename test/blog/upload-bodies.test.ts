@@ -23,6 +23,7 @@ const home = mkdtempSync(join(tmpdir(), 'miniapp-upload-bodies-'));
 let child: ChildProcess;
 let url: string;
 let token: string;
+const tokens: string[] = [];
 
 beforeAll(async () => {
   child = spawn(process.execPath, [BIN, 'serve', '--port', '0', '--no-grpc', '--store', 'memory', '--json', '--log-level', 'warn', '--drain', '0', '--rate-limit', '0'], {
@@ -39,19 +40,24 @@ beforeAll(async () => {
     });
     child.once('exit', (code) => reject(new Error(`serve exited with ${code}: ${err}`)));
   });
-  const signUp = await request(`${url}/api/v2/users`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ username: 'uploader', email: 'uploader@example.com', password: 'correct horse' }),
-  });
-  expect(signUp.statusCode).toBe(201);
-  await signUp.body.dump();
-  const login = await request(`${url}/api/v2/auth/login`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ email: 'uploader@example.com', password: 'correct horse' }),
-  });
-  token = ((await login.body.json()) as { access_token: string }).access_token;
+  // Five accounts: the server's 16 places are four accounts' worth.
+  for (let i = 0; i < 5; i++) {
+    const name = i === 0 ? 'uploader' : `uploader${i}`;
+    const signUp = await request(`${url}/api/v2/users`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ username: name, email: `${name}@example.com`, password: 'correct horse' }),
+    });
+    expect(signUp.statusCode).toBe(201);
+    await signUp.body.dump();
+    const login = await request(`${url}/api/v2/auth/login`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ email: `${name}@example.com`, password: 'correct horse' }),
+    });
+    tokens.push(((await login.body.json()) as { access_token: string }).access_token);
+  }
+  token = tokens[0]!;
 }, 30_000);
 
 afterAll(() => {
@@ -98,7 +104,7 @@ const uploadHead = (path: string, length: number, auth = token) =>
 const partHead = (i: number) => `--${BOUNDARY}\r\nContent-Disposition: form-data; name="files"; filename="${i}.png"\r\nContent-Type: image/png\r\n\r\n`;
 
 describe('upload bodies', () => {
-  it('holds 20 uploads of 10 parts of 1 MB that never end in bounded memory, and refuses those past 16 with 503', async () => {
+  it('holds 20 uploads of 10 parts of 1 MB that never end (five accounts, four each) in bounded memory, and refuses those past 16 with 503', async () => {
     // Warm up: a real upload or two, so the baseline has the code paths loaded.
     for (let i = 0; i < 2; i++) {
       const form = new FormData();
@@ -108,7 +114,7 @@ describe('upload bodies', () => {
       await res.body.dump();
     }
     const before = rssKb();
-    const connections = Array.from({ length: 20 }, () => open(uploadHead('/api/v2/upload/images', 100 * 1024 * 1024)));
+    const connections = Array.from({ length: 20 }, (_, i) => open(uploadHead('/api/v2/upload/images', 100 * 1024 * 1024, tokens[i % 5])));
     const part = Buffer.alloc(1024 * 1024, 0x61);
     for (let i = 0; i < 10; i++) {
       await Promise.all(connections.map((c) => c.write(Buffer.concat([Buffer.from(`${i > 0 ? '\r\n' : ''}${partHead(i)}`), part]))));
@@ -125,6 +131,29 @@ describe('upload bodies', () => {
     expect(refused[0]!.head).toMatch(/\r\nretry-after: \d+/i);
     expect(answered.filter((answer) => answer === undefined).length).toBe(MAX_UPLOADS_IN_FLIGHT);
   }, 30_000);
+
+  it('gives one account at most 4 uploads at once: its fifth is 429 TOO_MANY_UPLOADS with Retry-After, while another account still gets in', async () => {
+    const mine = Array.from({ length: 4 }, () => open(uploadHead('/api/v2/upload/images', 10 * 1024 * 1024)));
+    await Promise.all(mine.map((c) => c.write(partHead(0))));
+    // The four are being read (none answered), then the fifth comes.
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    const fifth = open(uploadHead('/api/v2/upload/images', 10 * 1024 * 1024));
+    const refused = await fifth.status;
+    expect(refused.status).toBe(429);
+    expect(refused.head).toMatch(/\r\nretry-after: \d+/i);
+    expect(refused.head).toMatch(/\r\nconnection: close/i);
+    const other = open(uploadHead('/api/v2/upload/images', 10 * 1024 * 1024, tokens[1]));
+    await other.write(partHead(0));
+    expect(await Promise.race([other.status, new Promise<undefined>((resolve) => setTimeout(resolve, 300, undefined))])).toBeUndefined();
+    for (const c of [...mine, fifth, other]) c.socket.destroy();
+    // Once they are gone, the account uploads again.
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    const form = new FormData();
+    form.append('file', new Blob([png(7, 3)], { type: 'image/png' }), 'again.png');
+    const again = await request(`${url}/api/v2/upload/image`, { method: 'POST', headers: { authorization: `Bearer ${token}` }, body: form });
+    expect(again.statusCode).toBe(200);
+    await again.body.dump();
+  });
 
   it('answers 401 to a post without a valid token before its body has arrived', async () => {
     for (const [path, auth] of [
