@@ -18,7 +18,7 @@
  * read from /proc/PID. The attackers share the machine's cores with serve
  * and the client; the notes say what each attack got.
  *
- * Settings from the environment: BENCH_ABUSE_QUIET_S (default 20),
+ * Settings from the environment: BENCH_ABUSE_QUIET_S (default 40: the floor's p99 needs as many calls as the attacked one's to be steady),
  * BENCH_ABUSE_ATTACK_S (default 60), BENCH_ABUSE_AFTER_S (default 20);
  * BENCH_ABUSE_ONLY=name,... runs only those attacks (a diagnosis).
  */
@@ -104,7 +104,7 @@ const p = (values, q) => quantile([...values].sort((a, b) => a - b), q);
 const fmt = (n) => n.toFixed(1);
 
 export default async function abuse(ctx) {
-  const quietS = envNumber('BENCH_ABUSE_QUIET_S', 20);
+  const quietS = envNumber('BENCH_ABUSE_QUIET_S', 40);
   const attackS = envNumber('BENCH_ABUSE_ATTACK_S', 60);
   const afterS = envNumber('BENCH_ABUSE_AFTER_S', 20);
   // A diagnosis: only these attacks (comma-separated names of abuse-attacks.js), to see which one costs what.
