@@ -11,6 +11,7 @@ import { PartnerState } from './partner/state.js';
 import { partnerRoutes, type ErrorShape, type ScopeSeparator } from './partner/routes.js';
 import { graphShapes } from './graph/routes.js';
 import type { CallbackTarget } from './partner/callback.js';
+import type { Term } from './partner/terms.js';
 
 
 export interface SandboxTls {
@@ -41,6 +42,8 @@ export interface SandboxOptions {
   tls?: SandboxTls | undefined;
   logger?: boolean;
   graph?: GraphSandboxOptions;
+  /** The consent screen's terms (default DEFAULT_TERMS of partner/terms.ts). */
+  terms?: readonly Term[] | undefined;
 }
 
 export interface SandboxStats {
@@ -59,7 +62,7 @@ export interface Sandbox {
 
 export async function buildSandbox(options: SandboxOptions): Promise<Sandbox> {
   const clock = options.clock ?? new SandboxClock();
-  const state = new PartnerState(clock);
+  const state = new PartnerState(clock, { terms: options.terms });
   const stats: SandboxStats = { partnerCalls: 0, graphCalls: 0 };
   const callback = { current: options.callback };
   const app = Fastify({
