@@ -145,11 +145,10 @@ async function refresh() {
   }
 }
 
-/** Runs `action`, then refreshes; a refusal is said in the status line. */
+/** Runs `action`, says what it returns (or why it was refused) in the status line, then refreshes. */
 async function act(action) {
   try {
-    await action();
-    say('');
+    say((await action()) ?? '');
   } catch (error) {
     say(error.message);
   }
@@ -167,24 +166,24 @@ $('app-form').addEventListener('submit', (event) => {
 });
 
 userSelect.addEventListener('change', () => {
-  if (userSelect.value !== '') void act(() => api('select', { userKey: Number(userSelect.value) }));
+  if (userSelect.value !== '') void act(async () => void (await api('select', { userKey: Number(userSelect.value) })));
 });
-$('new-user').addEventListener('click', () => void act(() => api('users', {})));
+$('new-user').addEventListener('click', () => void act(async () => `Made user ${(await api('users', {})).userKey}, a first-time user: the next login shows the consent screen.`));
 for (const button of $('removals').querySelectorAll('button')) {
   button.addEventListener('click', () => {
     const reason = /** @type {HTMLElement} */ (button).dataset.reason;
     void act(async () => {
       const removal = await api('remove', { userKey: view.selected, reason });
       const callback = removal.callback;
-      say(callback === null
+      return callback === null
         ? `Removed the connection (${reason}); no callback URL is configured.`
-        : callback.error ? `Removed the connection (${reason}); the callback failed: ${callback.error}` : `Removed the connection (${reason}); the callback answered HTTP ${callback.status}.`);
+        : callback.error ? `Removed the connection (${reason}); the callback failed: ${callback.error}` : `Removed the connection (${reason}); the callback answered HTTP ${callback.status}.`;
     });
   });
 }
 $('failure').addEventListener('change', (event) => {
   const radio = /** @type {HTMLInputElement} */ (event.target);
-  void act(() => api('failure', { failure: radio.value }));
+  void act(async () => void (await api('failure', { failure: radio.value })));
 });
 
 /** One appLogin() at a time: a second call waits for the first's screen to close. */
