@@ -86,17 +86,17 @@ export function askConsent(container, user, terms, appOrigin) {
 
   return new Promise((resolve) => {
     const finish = (value) => {
-      container.removeEventListener('keydown', escape);
+      container.removeEventListener('keydown', onKey);
       container.replaceChildren();
       resolve(value);
     };
-    const escape = (event) => {
+    const onKey = (event) => {
       if (event.key === 'Escape') {
         event.preventDefault();
         finish(null);
       }
     };
-    container.addEventListener('keydown', escape);
+    container.addEventListener('keydown', onKey);
     cancel.addEventListener('click', () => finish(null));
     form.addEventListener('submit', (event) => {
       event.preventDefault();

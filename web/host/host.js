@@ -124,7 +124,13 @@ function appendEvents(events) {
 
 async function refresh() {
   try {
-    const state = await api(`state?after=${last}`);
+    let state = await api(`state?after=${last}`);
+    if (state.last < last) {
+      // A server started again since: its log starts over.
+      $('log').replaceChildren();
+      last = 0;
+      state = await api('state?after=0');
+    }
     view = state;
     last = state.last;
     renderUsers();
