@@ -162,23 +162,26 @@ describe('removals from the host page', () => {
     receiver = createServer((request, response) => {
       let body = '';
       request.on('data', (chunk) => (body += chunk)).on('end', () => {
-        received.push({ authorization: request.headers.authorization, body: JSON.parse(body) });
+        received.push({ path: request.url, authorization: request.headers.authorization, body: JSON.parse(body) });
         response.writeHead(200, { 'content-type': 'application/json' }).end('{"success":true}');
       });
     });
     await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
-    const url = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/callback`;
+    // A secret in the callback URL's query is sent, and shown nowhere.
+    const url = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/callback?token=hook-secret`;
+    const shown = url.replace('hook-secret', 'REDACTED');
     sandbox = await buildSandbox({ key: KEY, aad: AAD, host: {}, callback: { url, method: 'POST', basicAuth: 'partner:s3cret' } });
     sandbox.state.login(1001);
     const removal = await api('POST', 'remove', { userKey: 1001, reason: 'WITHDRAWAL_TERMS' });
-    expect(removal.body).toEqual({ userKey: 1001, reason: 'WITHDRAWAL_TERMS', callback: { url, method: 'POST', status: 200 } });
-    expect(received).toEqual([{ authorization: `Basic ${Buffer.from('partner:s3cret').toString('base64')}`, body: { userKey: 1001, referrer: 'WITHDRAWAL_TERMS' } }]);
+    expect(removal.body).toEqual({ userKey: 1001, reason: 'WITHDRAWAL_TERMS', callback: { url: shown, method: 'POST', status: 200 } });
+    expect(received).toEqual([{ path: '/callback?token=hook-secret', authorization: `Basic ${Buffer.from('partner:s3cret').toString('base64')}`, body: { userKey: 1001, referrer: 'WITHDRAWAL_TERMS' } }]);
     const state = (await api('GET', 'state')).body;
-    expect(state.callback).toEqual({ url, method: 'POST' });
+    expect(state.callback).toEqual({ url: shown, method: 'POST' });
+    expect(JSON.stringify(state)).not.toContain('hook-secret');
     expect(state.users[0]).toMatchObject({ userKey: 1001, connected: false, agreedTerms: [] });
     expect(state.events.slice(-2).map((event: { kind: string; text: string }) => [event.kind, event.text])).toEqual([
       ['connection-removed', expect.stringContaining('removed by the user (WITHDRAWAL_TERMS)')],
-      ['callback', `removal callback POST ${url} {userKey: 1001, referrer: WITHDRAWAL_TERMS} answered HTTP 200`],
+      ['callback', `removal callback POST ${shown} {userKey: 1001, referrer: WITHDRAWAL_TERMS} answered HTTP 200`],
     ]);
   });
 });

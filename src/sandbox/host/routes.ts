@@ -234,7 +234,8 @@ export async function hostRoutes(app: FastifyInstance, options: HostPageOptions)
       if (!state.isConnected(userKey)) {
         throw new HttpError(409, 'NO_CONNECTION', `user ${userKey} has no login connection to remove: log in first`);
       }
-      return removeConnection(state, options.callback.current, userKey, reason as string);
+      const removal = await removeConnection(state, options.callback.current, userKey, reason as string);
+      return { ...removal, callback: removal.callback && { ...removal.callback, url: redactUrl(removal.callback.url) } };
     });
   }, { prefix: '/api' });
 }

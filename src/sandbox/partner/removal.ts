@@ -7,6 +7,7 @@
  */
 import { sendUnlinkCallback, type CallbackResult, type CallbackTarget } from './callback.js';
 import type { PartnerState } from './state.js';
+import { redactUrl } from '../../url-redaction.js';
 
 export interface Removal {
   userKey: number;
@@ -24,6 +25,7 @@ export async function removeConnection(state: PartnerState, target: CallbackTarg
   const callback = await sendUnlinkCallback(target, { userKey, referrer: reason });
   const ok = callback.error === undefined && callback.status !== undefined && callback.status < 300;
   const outcome = callback.error ? `failed: ${callback.error}` : `answered HTTP ${callback.status}`;
-  state.journal.add('callback', userKey, `removal callback ${target.method} ${target.url} {userKey: ${userKey}, referrer: ${reason}} ${outcome}`, ok);
+  // The URL as a log may keep it: a query or a password in it is not for the page.
+  state.journal.add('callback', userKey, `removal callback ${target.method} ${redactUrl(target.url)} {userKey: ${userKey}, referrer: ${reason}} ${outcome}`, ok);
   return { userKey, reason, callback };
 }
