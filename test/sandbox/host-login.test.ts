@@ -28,11 +28,14 @@ const ALL_TERMS = ['terms_service_required', 'terms_privacy_required', 'terms_ma
 async function hostPage(watched: Watched): Promise<{ page: Page; userKey: number }> {
   const page = await watched.context.newPage();
   await page.goto(`${rig.serveUrl}/host/`);
-  const select = page.getByLabel('Sandbox user');
-  const before = await select.inputValue();
   await page.getByRole('button', { name: 'New user' }).click();
-  await page.waitForFunction(`document.getElementById('user').value !== '' && document.getElementById('user').value !== ${JSON.stringify(before)}`);
-  return { page, userKey: Number(await select.inputValue()) };
+  // (Not waitForFunction: its polling evaluates strings, which the page's policy refuses.)
+  const made = page.getByRole('status').getByText(/^Made user \d+, a first-time user/);
+  await made.waitFor();
+  const userKey = Number(/^Made user (\d+)/.exec((await made.textContent()) ?? '')![1]);
+  await page.locator(`#user option[value="${userKey}"]`).waitFor({ state: 'attached' });
+  expect(await page.getByLabel('Sandbox user').inputValue()).toBe(String(userKey));
+  return { page, userKey };
 }
 
 /** The consent screen's checkboxes and button, in `where` (the host page, or the login window). */

@@ -145,7 +145,7 @@ describe('the host page as a page', () => {
     await page.keyboard.press('Enter');
     expect(await pending).toMatchObject({ ok: true });
     const unlink = page.getByRole('button', { name: /^Unlink/ });
-    await page.waitForFunction("!document.querySelector('[data-reason=UNLINK]').disabled");
+    await page.locator('button[data-reason="UNLINK"]:enabled').waitFor();
     await unlink.focus();
     await page.keyboard.press('Enter');
     await page.getByRole('status').getByText('Removed the connection (UNLINK); the callback answered HTTP 200.').waitFor();
