@@ -1,7 +1,8 @@
 /**
  * The sandbox: offline emulators of the partner API (and, mounted under
- * /graph, the graph API) in one Fastify server. `buildSandbox` returns the
- * app unstarted, so tests can `inject()` or listen on port 0.
+ * /graph, the graph API) in one Fastify server, and with `host` the host
+ * page (/host/: appLogin() in a browser). `buildSandbox` returns the app
+ * unstarted, so tests can `inject()` or listen on port 0.
  */
 import Fastify, { type FastifyInstance } from 'fastify';
 import { compilersFactory } from '../http/schema-compilers.js';
@@ -11,7 +12,8 @@ import { PartnerState } from './partner/state.js';
 import { partnerRoutes, type ErrorShape, type ScopeSeparator } from './partner/routes.js';
 import { graphShapes } from './graph/routes.js';
 import type { CallbackTarget } from './partner/callback.js';
-
+import type { Term } from './partner/terms.js';
+import { HOST_PREFIX, hostRoutes } from './host/routes.js';
 
 export interface SandboxTls {
   cert: string;
@@ -41,6 +43,10 @@ export interface SandboxOptions {
   tls?: SandboxTls | undefined;
   logger?: boolean;
   graph?: GraphSandboxOptions;
+  /** The consent screen's terms (default DEFAULT_TERMS of partner/terms.ts). */
+  terms?: readonly Term[] | undefined;
+  /** Serve the host page at /host/ (`miniapp sandbox`; serve serves it on its own port instead): the app URL it shows, and the origins its login window answers. */
+  host?: { appUrl?: string | undefined; appOrigins?: readonly string[] | undefined } | undefined;
 }
 
 export interface SandboxStats {
@@ -52,6 +58,8 @@ export interface Sandbox {
   app: FastifyInstance;
   /** Points unlink callbacks somewhere else (or nowhere). */
   setCallback(target: CallbackTarget | undefined): void;
+  /** Where unlink callbacks go now (what setCallback set). */
+  callback: { current: CallbackTarget | undefined };
   state: PartnerState;
   clock: SandboxClock;
   stats: SandboxStats;
@@ -59,7 +67,7 @@ export interface Sandbox {
 
 export async function buildSandbox(options: SandboxOptions): Promise<Sandbox> {
   const clock = options.clock ?? new SandboxClock();
-  const state = new PartnerState(clock);
+  const state = new PartnerState(clock, { terms: options.terms });
   const stats: SandboxStats = { partnerCalls: 0, graphCalls: 0 };
   const callback = { current: options.callback };
   const app = Fastify({
@@ -93,5 +101,7 @@ export async function buildSandbox(options: SandboxOptions): Promise<Sandbox> {
     connectedUsers: state.connectedUsers,
   }));
 
-  return { app, state, clock, stats, setCallback: (target) => void (callback.current = target) };
+  if (options.host) await app.register(hostRoutes, { ...options.host, state, callback, prefix: HOST_PREFIX });
+
+  return { app, state, clock, stats, callback, setCallback: (target) => void (callback.current = target) };
 }

@@ -21,6 +21,7 @@ import { blogApi, type BlogOptions } from '../blog/api.js';
 import { imageRoute } from '../blog/image-route.js';
 import type { Telemetry } from '../telemetry/telemetry.js';
 import { traceHttp, tracedLoggerOptions } from './http-tracing.js';
+import { HOST_PREFIX, hostRoutes, type HostPageOptions } from '../sandbox/host/routes.js';
 
 /** Bodies of every route but those that set their own (the blog's posts: POST_BODY_LIMIT). */
 export const DEFAULT_BODY_LIMIT = 64 * 1024;
@@ -73,6 +74,8 @@ export interface ServerOptions {
   requestRates?: RequestRates | undefined;
   /** True while serve drains before stopping: every answer then closes its connection (`Connection: close`). */
   draining?: () => boolean;
+  /** The host page at /host/, over the embedded sandbox; never given when the upstream is a real partner API. */
+  sandboxHost?: HostPageOptions | undefined;
 }
 
 /** Each mount of the blog API and the version it serves; /api follows the latest. */
@@ -184,5 +187,7 @@ export async function buildServer(options: ServerOptions): Promise<FastifyInstan
     for (const mount of BLOG_MOUNTS) await app.register(blogApi, { ...options.blog, version: mount.version, prefix: mount.prefix });
     await app.register(imageRoute, { images: options.blog.images });
   }
+  // The page polls its state every second: its requests are logged only when something goes wrong.
+  if (options.sandboxHost) await app.register(hostRoutes, { ...options.sandboxHost, prefix: HOST_PREFIX, logLevel: 'warn' });
   return app;
 }

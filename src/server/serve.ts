@@ -16,6 +16,8 @@ import { Readiness } from './readiness.js';
 import { UnlinkEventStore } from '../store/unlink-events.js';
 import { buildSandbox, type Sandbox } from '../sandbox/server.js';
 import { DEFAULT_PARTNER_PREFIX } from '../login/partner-prefix.js';
+import { HOST_PREFIX } from '../sandbox/host/routes.js';
+import type { Term } from '../sandbox/partner/terms.js';
 import { buildServer, type LogSink } from './app.js';
 import { createMetrics } from './metrics.js';
 import { UserStore } from '../users/user-store.js';
@@ -63,8 +65,10 @@ export interface ServeOptions {
   watchLimits?: StreamQuotaLimits | undefined;
   /** How long a watcher may read nothing while changes wait (default DEFAULT_MAX_STALL_MS of grpc/stream-outbox.ts). */
   watchStallMs?: number | undefined;
-  /** The partner API; undefined starts an embedded sandbox. */
+  /** The partner API; undefined starts an embedded sandbox, and serves the host page (/host/) over it. */
   upstream?: { baseUrl: string; pathPrefix: string; tls: ClientTls } | undefined;
+  /** With the embedded sandbox: the mini-app the host page shows (default: its demo) and the consent screen's terms. */
+  hostPage?: { appUrl?: string | undefined; terms?: readonly Term[] | undefined } | undefined;
   timeoutMs?: number;
   decrypt: { key?: string | undefined; aad?: string | undefined };
   corsOrigin?: string | undefined;
@@ -133,6 +137,8 @@ export interface RunningServe {
   /** Whether the database answers (readiness). */
   readiness: Readiness;
   sandbox: EmbeddedSandbox | undefined;
+  /** The host page's URL, when the upstream is the embedded sandbox. */
+  hostPage: string | undefined;
   grpc: { address: string; port: number; tls: boolean } | undefined;
   /** The admin token of the user service and the blog API, kept in the data dir. */
   adminToken: string;
@@ -247,7 +253,7 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
       const aad = aadText ? parseAad(aadText).bytes : randomBytes(16);
       keyText = key.toString('hex');
       aadText = aad.toString('hex');
-      sandbox = await buildSandbox({ key, aad });
+      sandbox = await buildSandbox({ key, aad, terms: options.hostPage?.terms });
       cleanups.push(() => sandbox!.app.close());
       await sandbox.app.listen({ host: '127.0.0.1', port: options.sandboxPort ?? 0 });
       const url = urlOf(sandbox.app, '127.0.0.1');
@@ -459,6 +465,15 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
       requestRates,
       draining: () => readiness.draining,
       requestTimeoutMs: options.requestTimeoutMs,
+      sandboxHost: sandbox
+        ? {
+            state: sandbox.state,
+            callback: sandbox.callback,
+            appUrl: options.hostPage?.appUrl,
+            // Pages that may log in through the login window: the one browser origin of the relay, the app URL's.
+            appOrigins: [options.corsOrigin, options.hostPage?.appUrl && new URL(options.hostPage.appUrl).origin].filter((origin): origin is string => Boolean(origin)),
+          }
+        : undefined,
     });
     // Fastify's close waits for every request in flight, and a client that never finishes its body (or never reads
     // the answer) held it, and the process, for as long as it liked. At the deadline, or at `hurry`, every connection
@@ -498,6 +513,7 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
       database: store.description,
       readiness,
       sandbox: embedded,
+      hostPage: sandbox ? `${url}${HOST_PREFIX}/` : undefined,
       grpc: grpcServer && options.grpc ? { address: grpcServer.address, port: grpcServer.port, tls: Boolean(options.grpc.tls) } : undefined,
       adminToken,
       adminTokenFile: options.store.kind === 'sqlite' && store.dataDir ? join(store.dataDir, ADMIN_TOKEN_FILE) : undefined,

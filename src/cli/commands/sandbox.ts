@@ -7,10 +7,11 @@ import { UNLINK_REASON_NAMES, isKnownUnlinkReason } from '../../login/unlink-rea
 import { parseDuration } from '../../duration.js';
 import { parsePort, parseUserKey } from '../flags.js';
 import { partnerTls } from '../connect/profile.js';
+import { addHostPageOptions, hostPageOptions, type HostPageFlags } from '../connect/host-page.js';
 
 const DEFAULT_SANDBOX_URL = 'http://127.0.0.1:4010';
 
-interface ServeOptions {
+interface ServeOptions extends HostPageFlags {
   host: string;
   port: string;
   key?: string;
@@ -36,8 +37,9 @@ export function registerSandbox(program: Command, bind: Bind): void {
     .command('sandbox')
     .description(
       'Serve the five partner-API endpoints (with the response envelope, the spec\'s code and token lifetimes, and ' +
-        'personal fields encrypted with the key and AAD) and the graph API under /graph, for development and tests ' +
-        'without the real services. Key and AAD default to the profile\'s, else they are generated and printed.',
+        'personal fields encrypted with the key and AAD), the graph API under /graph, and the host page at /host/ ' +
+        '(a mini-app in a phone frame: appLogin() and the consent screen), for development and tests without the real ' +
+        'services. Key and AAD default to the profile\'s, else they are generated and printed.',
     )
     .option('--host <host>', 'address to bind', '127.0.0.1')
     .option('--port <port>', 'port to listen on (0 picks a free one)', '4010')
@@ -59,7 +61,8 @@ export function registerSandbox(program: Command, bind: Bind): void {
     )
     .option('--media <n>', 'media items of the first graph business account', '250')
     .option('--graph-limit <calls>', 'graph calls allowed per token per window', '200')
-    .option('--graph-window <duration>', 'the graph rate-limit window', '1h')
+    .option('--graph-window <duration>', 'the graph rate-limit window', '1h');
+  addHostPageOptions(sandbox)
     .addHelpText(
       'after',
       '\nExamples:\n  miniapp sandbox --port 4010\n  miniapp sandbox login --user-key 1001\n  miniapp sandbox advance 2h\n' +
@@ -154,7 +157,11 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
   }
 
   const prefix = options.prefix === undefined ? (await cc.settings.get('path-prefix')).value : prefixFlag(options.prefix);
+  const { appUrl, terms } = hostPageOptions(options);
   const sandbox = await buildSandbox({
+    terms,
+    // The login window answers pages of the app URL's origin (and the sandbox's own, the demo).
+    host: { appUrl, appOrigins: appUrl ? [new URL(appUrl).origin] : [] },
     key,
     aad,
     prefix,
@@ -188,6 +195,7 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
     facebookGraphUrl: `${url}/facebook`,
     instagramGraphUrl: `${url}/instagram`,
     graphToken: 'sandbox-graph-token',
+    hostPage: `${url}/host/`,
     key: key.toString('hex'),
     aad: aad.toString('hex'),
     generatedKey: generated,
@@ -203,6 +211,7 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
     const profileFlag = cc.profile === 'default' ? '' : ` --profile ${cc.profile}`;
     const lines = [
       `miniapp sandbox listening on ${c.bold(url)}`,
+      `  host page    ${info.hostPage} (a mini-app in a phone frame: appLogin(), the consent screen, users, log)`,
       `  partner API  ${info.partnerUrl}${tls ? ' (mutual TLS)' : ''}`,
       `  graph API    ${info.graphUrl} (token: ${info.graphToken})`,
       `               ${info.facebookGraphUrl} as graph.facebook.com, ${info.instagramGraphUrl} as graph.instagram.com`,

@@ -12,8 +12,9 @@ import { describeTracing, resolveTracing } from '../../telemetry/config.js';
 import { DEFAULT_REQUEST_RATES, describeRequestRates } from '../../auth/request-rates.js';
 import { DEFAULT_DRAIN_MS, MAX_DRAIN_MS } from '../../server/drain.js';
 import { redactUrl } from '../../url-redaction.js';
+import { addHostPageOptions, hostPageFlagsGiven, hostPageOptions, type HostPageFlags } from '../connect/host-page.js';
 
-interface ServeFlags {
+interface ServeFlags extends HostPageFlags {
   host: string;
   port: string;
   upstream?: string;
@@ -53,7 +54,7 @@ interface ServeFlags {
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 
 export function registerServe(program: Command, bind: Bind): void {
-  program
+  const serve = program
     .command('serve')
     .description(
       'Start the servers. Over HTTP: the relay (/api/auth/*, /health, /health/ready), the blog API (/api/v1, /api/v2, ' +
@@ -61,7 +62,7 @@ export function registerServe(program: Command, bind: Bind): void {
         'order.v1, payment.v1) and the monitoring service (monitoring.v1), with health and reflection. Webhooks go out ' +
         'to --webhook-url. Everything is kept in SQLite in the data dir, or in the PostgreSQL of --database, which any ' +
         'number of instances may share. The upstream partner API is --upstream, else the profile\'s base-url, else a ' +
-        'sandbox started in the same process. On SIGTERM it drains: not ready at once (/health/ready 503, gRPC health ' +
+        'sandbox started in the same process, with the host page at /host/ (your mini-app in a phone frame, appLogin() and the consent screen). On SIGTERM it drains: not ready at once (/health/ready 503, gRPC health ' +
         'NOT_SERVING) but still answering for --drain, so load balancers move away; then it stops accepting, finishes ' +
         'the calls in flight, ends streams with UNAVAILABLE (clients reconnect and resume elsewhere) and releases its ' +
         'webhook deliveries to the other instances. Ctrl-C (SIGINT), or a second signal, skips the drain\'s wait. ' +
@@ -120,8 +121,12 @@ export function registerServe(program: Command, bind: Bind): void {
       String(DEFAULT_REQUEST_RATES.perSecond),
     )
     .option('--rate-burst <n>', 'requests a token or address may send at once after a quiet spell (default: twice --rate-limit)')
-    .addHelpText('after', '\nExamples:\n  miniapp serve\n  miniapp serve --port 8080 --cors-origin https://app.example.com --callback-auth partner:s3cret\n  miniapp serve --database postgres://miniapp:secret@db.internal:5432/miniapp --webhook-url https://hooks.example.com/miniapp')
-    .action(bind(runServe));
+    .addHelpText(
+      'after',
+      '\nExamples:\n  miniapp serve\n  miniapp serve --cors-origin http://127.0.0.1:5173 --app-url http://127.0.0.1:5173/\n' +
+        '  miniapp serve --port 8080 --cors-origin https://app.example.com --callback-auth partner:s3cret\n  miniapp serve --database postgres://miniapp:secret@db.internal:5432/miniapp --webhook-url https://hooks.example.com/miniapp',
+    );
+  addHostPageOptions(serve).action(bind(runServe));
 }
 
 /**
@@ -260,6 +265,13 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
   const baseUrl = flags.upstream !== undefined ? settingSpec('base-url').validate(flags.upstream) : (await cc.settings.get('base-url')).value;
   let upstream;
   if (baseUrl) upstream = { baseUrl, pathPrefix: (await cc.settings.get('path-prefix')).value!, tls: await partnerTls(cc) };
+  const hostPage = hostPageOptions(flags);
+  if (upstream && hostPageFlagsGiven(flags)) {
+    throw new UsageError(
+      `--app-url, --required-term and --optional-term shape the host page over the embedded sandbox; with the partner API at ${redactUrl(baseUrl!)} there is none`,
+      { hint: flags.upstream !== undefined ? 'leave out --upstream to use the sandbox' : 'unset base-url (`miniapp config unset base-url`) to use the sandbox' },
+    );
+  }
   const directory = flags.dataDir ?? dataDir(cc.env, cc.homedir);
   const databaseUrl = flags.database !== undefined ? settingSpec('database-url').validate(flags.database) : (await cc.settings.get('database-url')).value;
   if (databaseUrl && flags.store === 'memory') throw new UsageError('--store memory and a database URL (--database, MINIAPP_DATABASE_URL or database-url) exclude each other');
@@ -304,6 +316,7 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
           ? { kind: 'memory' }
           : { kind: 'sqlite', dataDir: directory },
       upstream,
+      hostPage,
       timeoutMs: timeoutMs(flags.timeout),
       decrypt: { key: (await cc.settings.get('decrypt-key')).value, aad: (await cc.settings.get('decrypt-aad')).value },
       corsOrigin: flags.corsOrigin?.replace(/\/$/, ''),
@@ -369,6 +382,7 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
     corsOrigin: flags.corsOrigin ?? null,
     publicUrl: publicUrl ?? null,
     sandbox: running.sandbox ?? null,
+    hostPage: running.hostPage ?? null,
     tracing: running.tracing ?? null,
   };
   // Listening for Ctrl-C before saying "listening": whoever reads that line may stop us at once, gracefully.
@@ -380,6 +394,7 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
     const relay = info.relay;
     const lines = [
       `miniapp serve listening on ${c.bold(running.url)}`,
+      ...(running.hostPage ? [`  host page ${c.bold(running.hostPage)}   your mini-app in a phone frame: appLogin(), the consent screen, the sandbox's users and log`] : []),
       `  relay     POST ${relay}/token   POST ${relay}/refresh   GET ${relay}/me`,
       `            POST ${relay}/logout   POST ${relay}/logout-by-user-key${operatorToken ? ' (any userKey with X-Operator-Token)' : ''}`,
       `            GET|POST ${relay}/unlink-callback${flags.callbackAuth ? ' (Basic auth required)' : ''}`,
@@ -416,6 +431,7 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
         `  sandbox     ${sb.url}`,
         `  decrypt key ${sb.key}${sb.generated ? ' (generated for this run)' : ' (from the profile)'}`,
         `  decrypt AAD ${sb.aad}`,
+        `  log in      open ${running.hostPage} and press Log in (a mini-app of yours: --app-url URL and --cors-origin ORIGIN)`,
         `  get a code  miniapp sandbox login --user-key 1001 --url ${sb.url}`,
         `  then        curl -X POST ${relay}/token -H 'content-type: application/json' -d '{"authorizationCode":"CODE","referrer":"sandbox"}'`,
         `  unlink      miniapp sandbox unlink --user-key 1001 --url ${sb.url}   (lands in \`miniapp callbacks list\`)`,

@@ -9,7 +9,8 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { SandboxClock } from '../clock.js';
 import { encryptUserInfo } from '../../login/user-info.js';
 import { PartnerFailure, type PartnerState } from './state.js';
-import { sendUnlinkCallback, type CallbackTarget } from './callback.js';
+import type { CallbackTarget } from './callback.js';
+import { removeConnection } from './removal.js';
 
 /** Failure bodies seen in the wild (FIELD-NOTES): the spec's envelope, a bare OAuth error, a top-level errorCode. */
 export type ErrorShape = 'envelope' | 'bare' | 'top-level';
@@ -104,12 +105,13 @@ export async function partnerRoutes(app: FastifyInstance, options: PartnerRouteO
 
     partner.get('/login-me', async (request) => {
       const user = state.authenticate(bearer(request));
+      state.journal.add('user-info-read', user.userKey, `user info of ${user.userKey} read (login-me), agreedTerms: ${user.agreedTerms.join(', ') || 'none'}`);
       return success(encryptUserInfo(withScopes({ ...user }, separator), options.key, options.aad));
     });
 
     partner.post('/access/remove-by-access-token', async (request) => {
       const user = state.authenticate(bearer(request));
-      state.disconnect(user.userKey);
+      state.disconnect(user.userKey, 'removed by the backend (remove-by-access-token)');
       return success({ userKey: user.userKey });
     });
 
@@ -120,7 +122,7 @@ export async function partnerRoutes(app: FastifyInstance, options: PartnerRouteO
       const byCertificate = request.headers.authorization === undefined && options.mutualTls === true && certifiedPeer(request);
       if (!byCertificate) state.authenticate(bearer(request));
       const userKey = userKeyOf(body(request).userKey);
-      state.disconnect(userKey);
+      state.disconnect(userKey, 'removed by the backend (remove-by-user-key)');
       return success({ userKey });
     });
   }, { prefix: partnerPrefix });
@@ -128,17 +130,14 @@ export async function partnerRoutes(app: FastifyInstance, options: PartnerRouteO
   app.register(async (admin) => {
     admin.post('/login', async (request) => {
       const login = state.login(userKeyOf(body(request).userKey));
-      return { ...login, expiresAt: new Date(login.expiresAt).toISOString() };
+      return { authorizationCode: login.authorizationCode, referrer: login.referrer, expiresAt: new Date(login.expiresAt).toISOString() };
     });
 
     admin.post('/unlink', async (request) => {
       const input = body(request);
       const userKey = userKeyOf(input.userKey);
       const reason = typeof input.reason === 'string' && input.reason ? input.reason : 'UNLINK';
-      state.disconnect(userKey);
-      const target = options.callback.current;
-      const callback = target ? await sendUnlinkCallback(target, { userKey, referrer: reason }) : null;
-      return { userKey, reason, callback };
+      return removeConnection(state, options.callback.current, userKey, reason);
     });
 
     admin.post('/advance', async (request) => {

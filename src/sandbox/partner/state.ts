@@ -1,30 +1,37 @@
 /**
  * The partner API's state machine (spec 000, "States and transitions"):
- * codes, tokens and login connections, held in memory against the
+ * users, codes, tokens and login connections, held in memory against the
  * sandbox clock. Every rule the spec leaves open is decided here, the way
  * the real service is reported to behave: a refresh issues a new pair and
  * retires the old access token; a removal retires all of a user's tokens.
+ *
+ * Consent belongs to the connection: a user without one (never logged in,
+ * or removed since) is a first-time user, who agrees to the terms on the
+ * next appLogin(); a user with one is a returning user, who gets a code
+ * with no screen.
  */
 import { randomBytes } from 'node:crypto';
 import type { SandboxClock } from '../clock.js';
 import { personFor, type Person } from './people.js';
 import type { TokenData } from '../../login/token-data.js';
+import { PartnerFailure } from './failure.js';
+import { agreedTags, checkTerms, DEFAULT_TERMS, requiredTags, type Term } from './terms.js';
+import { Journal, shortened } from './journal.js';
+
+export { PartnerFailure } from './failure.js';
 
 export const CODE_TTL_MS = 10 * 60_000;
 export const ACCESS_TTL_MS = 60 * 60_000;
 export const REFRESH_TTL_MS = 14 * 24 * 60 * 60_000;
-export const REQUIRED_TERMS = ['terms_service_required', 'terms_privacy_required'];
+/** The required tags of the default terms: what `miniapp sandbox login` agrees to for a first-time user. */
+export const REQUIRED_TERMS = requiredTags(DEFAULT_TERMS);
 export const GRANTED_SCOPE = 'user_ci user_name user_phone user_birthday user_gender user_nationality user_email user_key';
+/** The userKey of the first user made without one. */
+export const FIRST_USER_KEY = 1001;
 
-/** A failure the sandbox answers with: HTTP status, errorCode and reason. */
-export class PartnerFailure extends Error {
-  constructor(
-    readonly status: number,
-    readonly errorCode: string,
-    readonly reason: string,
-  ) {
-    super(`${errorCode}: ${reason}`);
-  }
+export interface PartnerStateOptions {
+  /** The consent screen's terms (default DEFAULT_TERMS). */
+  terms?: readonly Term[] | undefined;
 }
 
 interface Grant {
@@ -39,8 +46,20 @@ export interface SandboxUser extends Person {
   scope: string;
 }
 
+function checkUserKey(userKey: number): void {
+  if (!Number.isSafeInteger(userKey) || userKey < 0) throw new PartnerFailure(400, 'BAD_REQUEST', 'userKey must be a non-negative integer');
+}
+
 function opaque(prefix: string): string {
   return `${prefix}_${randomBytes(24).toString('base64url')}`;
+}
+
+export interface IssuedCode {
+  authorizationCode: string;
+  referrer: 'sandbox';
+  expiresAt: number;
+  /** The tags agreed to now, when this login was the user's first (the consent screen); undefined for a returning user. */
+  consented: string[] | undefined;
 }
 
 export class PartnerState {
@@ -49,20 +68,70 @@ export class PartnerState {
   readonly #codes = new Map<string, Grant>();
   readonly #access = new Map<string, Grant>();
   readonly #refresh = new Map<string, Grant>();
+  /** The terms of the consent screen. */
+  readonly terms: readonly Term[];
+  /** What happened, for the host page's log. */
+  readonly journal: Journal;
 
-  constructor(private readonly clock: SandboxClock) {}
+  constructor(
+    private readonly clock: SandboxClock,
+    options: PartnerStateOptions = {},
+  ) {
+    this.terms = checkTerms(options.terms ?? DEFAULT_TERMS);
+    this.journal = new Journal(() => clock.now());
+  }
 
-  /** appLogin(): a first-time user agrees to the required terms; every login gets a fresh code. */
-  login(userKey: number): { authorizationCode: string; referrer: 'sandbox'; expiresAt: number } {
-    if (!Number.isSafeInteger(userKey) || userKey < 0) throw new PartnerFailure(400, 'BAD_REQUEST', 'userKey must be a non-negative integer');
-    if (!this.#users.has(userKey)) {
-      this.#users.set(userKey, { userKey, ...personFor(userKey), agreedTerms: [...REQUIRED_TERMS], scope: GRANTED_SCOPE });
+  /** A user who has never logged in (a first-time user); the next free userKey from FIRST_USER_KEY unless one is given. */
+  createUser(userKey?: number): SandboxUser {
+    const key = userKey ?? Math.max(FIRST_USER_KEY - 1, ...this.#users.keys()) + 1;
+    checkUserKey(key);
+    if (this.#users.has(key)) throw new PartnerFailure(409, 'USER_EXISTS', `userKey ${key} is already a sandbox user`);
+    const user = { userKey: key, ...personFor(key), agreedTerms: [], scope: GRANTED_SCOPE };
+    this.#users.set(key, user);
+    this.journal.add('user-created', key, `user ${key} (${user.name}) created: a first-time user`);
+    return user;
+  }
+
+  /** Every user, by userKey. */
+  users(): SandboxUser[] {
+    return [...this.#users.values()].sort((a, b) => a.userKey - b.userKey);
+  }
+
+  /** Whether the user's next appLogin() shows the consent screen: no login connection (never logged in, or removed). */
+  needsConsent(userKey: number): boolean {
+    return !this.#connected.has(userKey);
+  }
+
+  isConnected(userKey: number): boolean {
+    return this.#connected.has(userKey);
+  }
+
+  /**
+   * appLogin(): every login gets a fresh code. A first-time user (unknown,
+   * or without a connection) agrees to `agreedTerms` first (default: the
+   * required ones, as `miniapp sandbox login` plays it), which must hold
+   * every required tag; a returning user's terms stay as they were.
+   */
+  login(userKey: number, agreedTerms?: unknown): IssuedCode {
+    checkUserKey(userKey);
+    const user = this.#users.get(userKey) ?? this.createUser(userKey);
+    let consented: string[] | undefined;
+    if (!this.#connected.has(userKey)) {
+      consented = agreedTerms === undefined ? requiredTags(this.terms) : agreedTags(this.terms, agreedTerms);
+      user.agreedTerms = consented;
+      this.#connected.add(userKey);
     }
-    this.#connected.add(userKey);
     const authorizationCode = opaque('code');
     const expiresAt = this.clock.now() + CODE_TTL_MS;
     this.#codes.set(authorizationCode, { userKey, expiresAt, retired: false });
-    return { authorizationCode, referrer: 'sandbox', expiresAt };
+    this.journal.add(
+      'code-issued',
+      userKey,
+      consented
+        ? `code ${shortened(authorizationCode)} issued to ${userKey} after the consent screen (agreed: ${consented.join(', ') || 'none'})`
+        : `code ${shortened(authorizationCode)} issued to ${userKey}, a returning user: no consent screen`,
+    );
+    return { authorizationCode, referrer: 'sandbox', expiresAt, consented };
   }
 
   generateToken(code: unknown, referrer: unknown): TokenData {
@@ -70,9 +139,12 @@ export class PartnerState {
     if (typeof referrer !== 'string' || !referrer) throw new PartnerFailure(400, 'BAD_REQUEST', 'referrer is required');
     const grant = this.#codes.get(code);
     if (!grant || grant.retired || grant.expiresAt <= this.clock.now() || !this.#connected.has(grant.userKey)) {
+      const why = !grant ? 'unknown' : grant.retired ? 'already used or revoked' : grant.expiresAt <= this.clock.now() ? 'expired' : 'its connection was removed';
+      this.journal.add('exchange-refused', grant?.userKey ?? null, `generate-token refused code ${shortened(code)}: ${why} (invalid_grant)`, false);
       throw new PartnerFailure(400, 'invalid_grant', 'authorization code is expired or already used');
     }
     grant.retired = true;
+    this.journal.add('code-exchanged', grant.userKey, `code ${shortened(code)} of ${grant.userKey} exchanged for tokens (generate-token, referrer ${referrer})`);
     return this.#issue(grant.userKey);
   }
 
@@ -80,10 +152,12 @@ export class PartnerState {
     if (typeof token !== 'string' || !token) throw new PartnerFailure(400, 'BAD_REQUEST', 'refreshToken is required');
     const grant = this.#refresh.get(token);
     if (!grant || grant.retired || grant.expiresAt <= this.clock.now()) {
+      this.journal.add('exchange-refused', grant?.userKey ?? null, 'refresh-token refused a refresh token: expired, revoked or unknown (invalid_grant)', false);
       throw new PartnerFailure(400, 'invalid_grant', 'refresh token is expired or revoked');
     }
     grant.retired = true;
     for (const access of this.#access.values()) if (access.userKey === grant.userKey) access.retired = true;
+    this.journal.add('token-refreshed', grant.userKey, `tokens of ${grant.userKey} refreshed (refresh-token): a new pair, the old access token retired`);
     return this.#issue(grant.userKey);
   }
 
@@ -98,15 +172,22 @@ export class PartnerState {
     return user;
   }
 
-  /** Removes a login connection and retires every token of the user. */
-  disconnect(userKey: number): void {
-    if (!this.#users.has(userKey) || !this.#connected.has(userKey)) {
+  /**
+   * Removes a login connection, and with it the consent (the next login
+   * shows the consent screen again), and retires every token of the user.
+   * `how` says who removed it, for the journal.
+   */
+  disconnect(userKey: number, how = 'removed'): void {
+    const user = this.#users.get(userKey);
+    if (!user || !this.#connected.has(userKey)) {
       throw new PartnerFailure(404, 'USER_NOT_FOUND', `no login connection for userKey ${userKey}`);
     }
     this.#connected.delete(userKey);
+    user.agreedTerms = [];
     for (const table of [this.#codes, this.#access, this.#refresh]) {
       for (const grant of table.values()) if (grant.userKey === userKey) grant.retired = true;
     }
+    this.journal.add('connection-removed', userKey, `login connection of ${userKey} ${how}: its tokens retired, the next login asks for consent`);
   }
 
   user(userKey: number): SandboxUser | undefined {
