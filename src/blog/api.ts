@@ -20,6 +20,7 @@ import { LoginLocked, type LoginLimiter } from '../auth/login-limits.js';
 import { SignupLimited } from '../auth/signup-limits.js';
 import { HashingBusy } from '../auth/passwords.js';
 import { docsCsp } from '../http/security-headers.js';
+import { METHOD_NOT_ALLOWED, methodNotAllowed } from '../http/errors.js';
 import { ApiError, fieldProblems, invalidFields, toApiError, unauthorized } from './api-error.js';
 import { bearer, ContentSchema, errors, ImageSchema, OPTIONAL_BEARER, PostIdParams, PostSchema, PRIVATE_ANSWER, PUBLIC, signupErrors, TagsSchema, uploadErrors, TitleSchema, UserProfileSchema } from './schemas.js';
 
@@ -150,6 +151,11 @@ export async function blogApi(app: FastifyInstance, options: BlogOptions): Promi
     void reply.status(sent.statusCode).headers(sent.headers).send({ error: sent.title, detail: sent.detail, code: sent.code });
   });
   app.setNotFoundHandler((request, reply) => {
+    const wrongMethod = methodNotAllowed(request);
+    if (wrongMethod) {
+      void reply.status(405).header('allow', wrongMethod.allow).send({ error: 'Method Not Allowed', detail: wrongMethod.message, code: METHOD_NOT_ALLOWED });
+      return;
+    }
     void reply.status(404).send({ error: 'Not Found', detail: `no route for ${request.method} ${request.url.split('?')[0]}`, code: 'NOT_FOUND' });
   });
 

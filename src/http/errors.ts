@@ -96,9 +96,33 @@ export function installErrorHandling(app: FastifyInstance): void {
     void reply.status(mapped.status).headers(mapped.headers).send(mapped.body);
   });
   app.setNotFoundHandler((request: FastifyRequest, reply: FastifyReply) => {
+    const wrongMethod = methodNotAllowed(request);
+    if (wrongMethod) {
+      void reply.status(405).header('allow', wrongMethod.allow).send({ error: wrongMethod.message, detail: wrongMethod.message, code: METHOD_NOT_ALLOWED } satisfies ErrorBody);
+      return;
+    }
     const message = `no route for ${request.method} ${request.url.split('?')[0]}`;
     void reply.status(404).send({ error: message, detail: message, code: 'NOT_FOUND' } satisfies ErrorBody);
   });
+}
+
+export const METHOD_NOT_ALLOWED = 'METHOD_NOT_ALLOWED';
+
+/**
+ * The methods a route is asked for by: OPTIONS is left out, as a preflight is answered for any path (CORS), not by
+ * a route of its own.
+ */
+const ROUTE_METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE'] as const;
+
+/**
+ * For a request that no route answers: the methods its path does have routes for (the `Allow` of a 405, RFC 9110
+ * section 15.5.6), and what to say; undefined when no method has one (a 404).
+ */
+export function methodNotAllowed(request: FastifyRequest): { allow: string; message: string } | undefined {
+  const path = request.url.split('?', 1)[0]!;
+  const allowed = ROUTE_METHODS.filter((method) => method !== request.method && request.server.findRoute({ method, url: path }) !== null);
+  if (allowed.length === 0) return undefined;
+  return { allow: allowed.join(', '), message: `${request.method} is not allowed on ${path}: it takes ${allowed.join(', ')}` };
 }
 
 /** Why Node's HTTP parser refused a request, in words a client author can act on. */
