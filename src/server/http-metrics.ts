@@ -4,11 +4,20 @@
  * the route template (`/api/v2/blog/posts/:post_id`), never the path, so
  * that ids and scanners cannot multiply the series. /metrics counts itself.
  */
+import type { Socket } from 'node:net';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { Refusal } from '../http/errors.js';
 import type { Metrics } from './metrics.js';
 
 /** The route label of requests that match no route (404s of any path). */
 export const UNMATCHED_ROUTE = '(unmatched)';
+/**
+ * The route label of requests refused before any route ran: by Node's parser (a header too large, a duplicate
+ * Content-Length, Content-Length with Transfer-Encoding) or by the router (malformed percent-encoding).
+ */
+export const REFUSED_ROUTE = '(refused)';
+/** Their method label while the parser had not read one (it refused the request's head). */
+export const UNKNOWN_METHOD = '(unknown)';
 /** The status label of requests whose client left before the answer (nginx's "client closed request"). */
 export const CLIENT_CLOSED = '499';
 
@@ -18,13 +27,18 @@ const arrivals = new WeakMap<FastifyRequest, number>();
 /**
  * Call right after creating the app, before any plugin: Fastify copies the
  * hooks of an instance into the plugins registered after them, not before.
+ * Gives back what counts the requests refused before any route ran
+ * (http/errors.ts `refusalHandlers`).
  */
-export function instrumentHttp(app: FastifyInstance, metrics: Metrics): void {
+export function instrumentHttp(app: FastifyInstance, metrics: Metrics): (refusal: Refusal) => void {
   const { requests, duration, inFlight } = metrics.http;
+  /** The request in flight on each connection: one that Node's time-out ends is counted under its route, not as a refusal. */
+  const onSocket = new WeakMap<Socket, FastifyRequest>();
   const record = (request: FastifyRequest, status: string) => {
     const arrived = arrivals.get(request);
     if (arrived === undefined) return;
     arrivals.delete(request);
+    if (onSocket.get(request.raw.socket) === request) onSocket.delete(request.raw.socket);
     inFlight.dec();
     const labels = { method: request.method, route: request.routeOptions.url ?? UNMATCHED_ROUTE, status };
     requests.inc(labels);
@@ -32,6 +46,7 @@ export function instrumentHttp(app: FastifyInstance, metrics: Metrics): void {
   };
   app.addHook('onRequest', async (request, reply) => {
     arrivals.set(request, performance.now());
+    onSocket.set(request.raw.socket, request);
     inFlight.inc();
     // Fastify's onRequestAbort misses a client that leaves after sending its whole body (Node
     // marks only unfinished requests aborted), and onResponse never comes for it: the closed
@@ -47,4 +62,12 @@ export function instrumentHttp(app: FastifyInstance, metrics: Metrics): void {
     void reply.type(contentType).header('vary', 'Accept');
     return body;
   });
+
+  return ({ socket, method, status }) => {
+    const routed = onSocket.get(socket);
+    // Node's request time-out (408) ends a request already routed, whose body was still coming: counted under its route.
+    if (routed) record(routed, String(status));
+    // Not timed: nothing of the request was seen before the refusal.
+    else requests.inc({ method: method ?? UNKNOWN_METHOD, route: REFUSED_ROUTE, status: String(status) });
+  };
 }
