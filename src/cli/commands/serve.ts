@@ -92,7 +92,7 @@ export function registerServe(program: Command, bind: Bind): void {
     .option('--save-profile', 'store this serve\'s gRPC address and admin token (and TLS) in the profile even when it has some already (default: only when it has none)')
     .option('--no-docs', 'do not publish the blog API\'s docs pages and OpenAPI descriptions')
     .option('--webhook-url <url>', 'send post.created, order.paid, order.refunded, order.cancelled and payment.refunded to this URL (repeatable)', (value: string, all: string[]) => [...all, value], [] as string[])
-    .option('--webhook-secret <secret>', 'HMAC-SHA256 key of X-Webhook-Signature (or MINIAPP_WEBHOOK_SECRET)')
+    .option('--webhook-secret <secret>', 'HMAC-SHA256 key of X-Webhook-Signature and webhook-signature (or MINIAPP_WEBHOOK_SECRET; whsec_<base64> is read as Standard Webhooks read it)')
     .option(
       '--drain <duration>',
       'on SIGTERM, how long to keep answering while not ready before stopping (0 to 10m; 0 stops at once); keep it above your load balancer\'s health-check interval times its failure threshold',
