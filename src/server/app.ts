@@ -65,6 +65,8 @@ export interface ServerOptions {
   relay: RelayOptions;
   /** Served at GET /metrics (Prometheus text or OpenMetrics), with every HTTP request counted. */
   metrics?: Metrics | undefined;
+  /** The Bearer token GET /metrics requires (`serve --metrics-token`); none: open to whoever reaches the port. */
+  metricsToken?: string | undefined;
   /** The blog API at /api/v1, /api/v2 and /api (the latest), and its images at /uploads/. */
   blog?: Omit<BlogOptions, 'version'> | undefined;
   /** A span for every request, its ids on the request's log lines (http-tracing.ts); none when tracing is off. */
@@ -139,7 +141,7 @@ export async function buildServer(options: ServerOptions): Promise<FastifyInstan
     const tokens = options.blog?.tokens;
     installRequestRates(app, options.requestRates, tokens && ((token) => tokens.authenticate(token)));
   }
-  if (options.metrics) countRefusal = instrumentHttp(app, options.metrics);
+  if (options.metrics) countRefusal = instrumentHttp(app, options.metrics, { token: options.metricsToken });
   installErrorHandling(app);
   // Nesting past MAX_JSON_DEPTH is refused before JSON.parse, on every route (http/json-body.ts).
   installJsonBodyParser(app);
