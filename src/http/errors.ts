@@ -121,8 +121,9 @@ const ROUTE_METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE'] as const
  */
 export function methodNotAllowed(request: FastifyRequest): { allow: string; message: string } | undefined {
   const path = request.url.split('?', 1)[0]!;
-  const allowed = ROUTE_METHODS.filter((method) => method !== request.method && request.server.findRoute({ method, url: path }) !== null);
-  if (allowed.length === 0) return undefined;
+  const allowed = ROUTE_METHODS.filter((method) => request.server.findRoute({ method, url: path }) !== null);
+  // A route of the request's own method that found nothing there (an image not stored: reply.callNotFound) is a 404.
+  if (allowed.length === 0 || allowed.includes(request.method as (typeof ROUTE_METHODS)[number])) return undefined;
   return { allow: allowed.join(', '), message: `${request.method} is not allowed on ${path}: it takes ${allowed.join(', ')}` };
 }
 

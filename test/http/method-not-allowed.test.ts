@@ -72,6 +72,16 @@ describe('a wrong method on a path that has routes', () => {
     expect({ status: head.status, allow: head.headers.allow, body: head.body }).toEqual({ status: 405, allow: 'POST', body: undefined });
   });
 
+  it('leaves a path its own method\'s route found nothing at 404 (an image never stored), and 405 to other methods', async () => {
+    const image = `/uploads/${'0'.repeat(64)}.png`;
+    for (const method of ['GET', 'HEAD']) {
+      const res = await call(plain, method, image);
+      expect({ status: res.status, allow: res.headers.allow }, method).toEqual({ status: 404, allow: undefined });
+    }
+    const deleted = await call(plain, 'DELETE', image);
+    expect({ status: deleted.status, allow: deleted.headers.allow }).toEqual({ status: 405, allow: 'GET, HEAD' });
+  });
+
   it('leaves a path without routes 404 NOT_FOUND, whatever the method', async () => {
     for (const running of [plain, withCors]) {
       for (const [method, path] of [['GET', '/api/v2/nothing'], ['DELETE', '/api/auth/nothing'], ['POST', '/nope']]) {
