@@ -133,7 +133,7 @@ function strictJson(parse: Parse): (request: unknown, body: Buffer, done: (error
     try {
       text = utf8.decode(body);
     } catch {
-      done(invalidJson(`the body is not valid UTF-8 (byte ${firstInvalidUtf8(body)}): JSON text must be UTF-8`));
+      done(invalidJson(`the body is not valid UTF-8 (at byte offset ${firstInvalidUtf8(body)}): JSON text must be UTF-8`));
       return;
     }
     parse(request, text, (error, value) => {

@@ -112,9 +112,9 @@ describe('text that is not Unicode', () => {
   it('is a 400 INVALID_JSON when the bytes are not UTF-8, on the blog and the relay, and nothing is stored', async () => {
     const bytes = Buffer.concat([Buffer.from('{"title":"caf'), Buffer.from([0xe9]), Buffer.from('","content":"Body"}')]);
     const blog = await call('POST', '/api/v2/blog/posts', { token: alice, raw: bytes });
-    expect(blog).toEqual({ status: 400, body: { error: 'Bad Request', code: 'INVALID_JSON', detail: 'the body is not valid UTF-8 (byte 13): JSON text must be UTF-8' } });
+    expect(blog).toEqual({ status: 400, body: { error: 'Bad Request', code: 'INVALID_JSON', detail: 'the body is not valid UTF-8 (at byte offset 13): JSON text must be UTF-8' } });
     const relay = await call('POST', '/api/auth/token', { raw: Buffer.concat([Buffer.from('{"authorizationCode":"'), Buffer.from([0xff, 0xfe]), Buffer.from('","referrer":"sandbox"}')]) });
-    expect(relay).toMatchObject({ status: 400, body: { code: 'INVALID_JSON', detail: 'the body is not valid UTF-8 (byte 22): JSON text must be UTF-8' } });
+    expect(relay).toMatchObject({ status: 400, body: { code: 'INVALID_JSON', detail: 'the body is not valid UTF-8 (at byte offset 22): JSON text must be UTF-8' } });
     expect(await titles('/api/v2/blog/posts?page_size=100')).not.toContain('caf\uFFFD');
   });
 
