@@ -136,7 +136,7 @@ const PARSER_ERRORS: Record<string, [number, string, string]> = {
   HPE_INVALID_CONTENT_LENGTH: [400, 'BAD_REQUEST', 'the Content-Length header is not valid'],
   // llhttp's name for it: "Duplicate Content-Length".
   HPE_UNEXPECTED_CONTENT_LENGTH: [400, 'BAD_REQUEST', 'Content-Length is sent more than once'],
-  HPE_INVALID_TRANSFER_ENCODING: [400, 'BAD_REQUEST', 'the Transfer-Encoding header is not valid (chunked, last, is the coding taken)'],
+  HPE_INVALID_TRANSFER_ENCODING: [400, 'BAD_REQUEST', 'the Transfer-Encoding header is not valid: chunked, as its last coding, is what is taken'],
   HPE_INVALID_CHUNK_SIZE: [400, 'BAD_REQUEST', 'the chunked body is malformed'],
   ERR_HTTP_REQUEST_TIMEOUT: [408, 'REQUEST_TIMEOUT', 'the request was not received in time'],
 };

@@ -90,7 +90,7 @@ describe('errors before routing', () => {
     const both = await raw('POST /api/auth/token HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n');
     expect({ status: both.status, detail: expectErrorBody(both.body).detail }).toEqual({ status: 400, detail: 'Content-Length and Transfer-Encoding must not both be sent' });
     const coding = await raw('POST /api/auth/token HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n');
-    expect({ status: coding.status, detail: expectErrorBody(coding.body).detail }).toEqual({ status: 400, detail: 'the Transfer-Encoding header is not valid (chunked, last, is the coding taken)' });
+    expect({ status: coding.status, detail: expectErrorBody(coding.body).detail }).toEqual({ status: 400, detail: 'the Transfer-Encoding header is not valid: chunked, as its last coding, is what is taken' });
   });
 
   it('gives every request refused before routing the security headers, and counts it in /metrics under the route (refused)', async () => {
