@@ -45,14 +45,19 @@ function isJsonSoFar(text: string): boolean {
 
 /**
  * Why `JSON.parse(text)` threw `error`, as "<what is wrong> at line L,
- * column C", with no character of the text in it.
+ * column C", with no character of the text in it. Where V8 gives no position,
+ * it is searched for by parsing beginnings of the text (about 20 parses);
+ * `searchUpTo` bounds that search to texts of so many characters (a server's
+ * answer to a body must not cost far more than the body), past which the
+ * problem is said without its place.
  */
-export function jsonSyntaxProblem(text: string, error: unknown): string {
+export function jsonSyntaxProblem(text: string, error: unknown, searchUpTo = Number.POSITIVE_INFINITY): string {
   const message = error instanceof Error ? error.message : String(error);
   if (/^Unexpected end of JSON input/.test(message) || text.trim() === '') return `it ends too early (${lineAndColumn(text, text.length)})`;
   const positioned = /^(.*?) in JSON at position (\d+)/.exec(message);
   if (positioned) return `${positioned[1]!.replace(/^./, (c) => c.toLowerCase())} at ${lineAndColumn(text, Number(positioned[2]))}`;
   // "Unexpected token 'x', "..." is not valid JSON" has no position: the longest beginning that is still JSON so far ends at it.
+  if (text.length > searchUpTo) return 'unexpected character';
   let good = 0;
   let bad = text.length;
   while (bad - good > 1) {

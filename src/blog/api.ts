@@ -20,12 +20,13 @@ import { LoginLocked, type LoginLimiter } from '../auth/login-limits.js';
 import { SignupLimited } from '../auth/signup-limits.js';
 import { HashingBusy } from '../auth/passwords.js';
 import { docsCsp } from '../http/security-headers.js';
-import { ApiError, toApiError, unauthorized } from './api-error.js';
+import { METHOD_NOT_ALLOWED, methodNotAllowed } from '../http/errors.js';
+import { ApiError, fieldProblems, invalidFields, toApiError, unauthorized } from './api-error.js';
 import { bearer, ContentSchema, errors, ImageSchema, OPTIONAL_BEARER, PostIdParams, PostSchema, PRIVATE_ANSWER, PUBLIC, signupErrors, TagsSchema, uploadErrors, TitleSchema, UserProfileSchema } from './schemas.js';
 
 export type ApiVersion = 1 | 2;
 
-export const API_VERSIONS: Record<ApiVersion, string> = { 1: '1.1.0', 2: '2.3.0' };
+export const API_VERSIONS: Record<ApiVersion, string> = { 1: '1.2.0', 2: '2.4.0' };
 export const LOGIN_TOKEN_TTL_SECONDS = 3600;
 /**
  * The most bytes a JSON string of up to `characters` characters takes as JSON.stringify writes it: 6 a
@@ -49,6 +50,14 @@ export const LOGIN_BODY_LIMIT = kib(jsonStringBytes(LOGIN_NAME_MAX) + jsonString
 const CHANGE_HISTORY = `
 ## Change history
 
+- **2.4.0** (and **1.2.0** of v1): \`POST /blog/posts\` takes \`is_published\` (v2; \`false\` writes a draft, sent to no
+  webhook until it is published). Request bodies are taken as sent, as these documents always said
+  (\`additionalProperties: false\`): a field the body does not have (on v1, \`tags\` of a new post) is a 400
+  \`VALIDATION_ERROR\` naming it, where it was dropped, and a value of another type (\`"title": 12345\`) is a 400, where it was
+  converted. Every \`VALIDATION_ERROR\`, of the query string and the path too, names each field in \`detail\`
+  (\`{ field: [messages] }\`). A body that is not JSON (malformed, empty, not UTF-8, holding a lone surrogate escape
+  such as \`\\ud800\`, or nested deeper than 32 levels) is a 400 \`INVALID_JSON\`, as on the relay, where it was a
+  \`VALIDATION_ERROR\`.
 - **2.3.0** (and **1.1.0** of v1): drafts are seen by their author and admins alone: \`GET /blog/posts/{id}\` of another's
   draft is 404, and \`?is_published=false\` lists the caller's own drafts (an admin's: every draft; without a token: none).
   Posts carry \`author_is_admin\`, true for those written with the admin token of serve, whose
@@ -122,16 +131,6 @@ function profile(user: UserRecord) {
   return { id: user.id, username: user.username, email: user.email, avatar_url: user.avatarUrl, bio: user.bio, created_at: user.createdAt };
 }
 
-/** Fastify's validation errors as `{ field: [messages] }`. */
-function fieldProblems(error: { validation?: { instancePath: string; params: Record<string, unknown>; message?: string }[] }): Record<string, string[]> {
-  const problems: Record<string, string[]> = {};
-  for (const issue of error.validation ?? []) {
-    const field = (issue.params.missingProperty as string | undefined) ?? issue.instancePath.replace(/^\//, '').split('/')[0] ?? 'body';
-    (problems[field || 'body'] ??= []).push(issue.params.missingProperty ? `${field} is required` : `${field} ${issue.message ?? 'is invalid'}`);
-  }
-  return problems;
-}
-
 // ---- the plugin ----
 
 export async function blogApi(app: FastifyInstance, options: BlogOptions): Promise<void> {
@@ -145,13 +144,18 @@ export async function blogApi(app: FastifyInstance, options: BlogOptions): Promi
   const auth = (request: FastifyRequest): Principal => principals.get(request)!;
   const uploadGate = options.uploadGate ?? new UploadGate();
   app.setErrorHandler((error: unknown, request: FastifyRequest, reply: FastifyReply) => {
-    const sent = toApiError(error);
+    const sent = toApiError(error, request);
     // An unreachable database is an outage to watch, not a bug: no stack for each request that meets it.
     if (sent.statusCode === 503) request.log.warn({ code: sent.code }, (error as Error).message);
     else if (sent.statusCode >= 500) request.log.error({ err: error }, 'blog API error');
     void reply.status(sent.statusCode).headers(sent.headers).send({ error: sent.title, detail: sent.detail, code: sent.code });
   });
   app.setNotFoundHandler((request, reply) => {
+    const wrongMethod = methodNotAllowed(request);
+    if (wrongMethod) {
+      void reply.status(405).header('allow', wrongMethod.allow).send({ error: 'Method Not Allowed', detail: wrongMethod.message, code: METHOD_NOT_ALLOWED });
+      return;
+    }
     void reply.status(404).send({ error: 'Not Found', detail: `no route for ${request.method} ${request.url.split('?')[0]}`, code: 'NOT_FOUND' });
   });
 
@@ -230,13 +234,21 @@ export async function blogApi(app: FastifyInstance, options: BlogOptions): Promi
       schema: {
         tags: ['posts'],
         operationId: 'createPost',
-        summary: 'Create a post (published at once; the author is the token\'s user)',
+        summary: version === 1 ? 'Create a post (published at once; the author is the token\'s user)' : 'Create a post (published unless is_published is false; the author is the token\'s user)',
         security: bearer,
         body: {
           type: 'object',
-          properties: version === 1 ? { title: TitleSchema, content: ContentSchema } : { title: TitleSchema, content: ContentSchema, tags: { ...TagsSchema, default: [] } },
+          // v1 predates tags and drafts on creation: it refuses them (400 naming the field), as any unknown field.
+          properties:
+            version === 1
+              ? { title: TitleSchema, content: ContentSchema }
+              : {
+                  title: TitleSchema,
+                  content: ContentSchema,
+                  tags: { ...TagsSchema, default: [] },
+                  is_published: { type: 'boolean', default: true, description: 'false writes a draft (since 2.4.0): seen by its author and admins, sent to webhooks when first published' },
+                },
           required: ['title', 'content'],
-          // Unknown fields are dropped (v1 predates tags on creation).
           additionalProperties: false,
         },
         response: { 201: PostSchema, ...errors(400, 401, 413, 415) },
@@ -244,8 +256,9 @@ export async function blogApi(app: FastifyInstance, options: BlogOptions): Promi
     },
     async (request, reply) => {
       const principal = auth(request);
-      const body = request.body as { title: string; content: string; tags?: string[] };
-      // The post and its webhook deliveries are written together or not at all.
+      const body = request.body as { title: string; content: string; tags?: string[]; is_published?: boolean };
+      const isPublished = body.is_published !== false;
+      // The post and its webhook deliveries are written together or not at all; a draft has none until it is published.
       const post = await posts.create(
         {
           title: body.title,
@@ -254,8 +267,9 @@ export async function blogApi(app: FastifyInstance, options: BlogOptions): Promi
           authorId: principal.userId,
           author: principal.username ?? 'admin',
           authorIsAdmin: principal.kind === 'admin',
+          isPublished,
         },
-        options.onPublished,
+        isPublished ? options.onPublished : undefined,
       );
       return reply.status(201).send(post);
     },
@@ -328,6 +342,7 @@ export async function blogApi(app: FastifyInstance, options: BlogOptions): Promi
             avatar_url: { type: ['string', 'null'], format: 'uri' },
           },
           required: ['username', 'email', 'password'],
+          additionalProperties: false,
         },
         response: { 201: UserProfileSchema, ...signupErrors() },
       } as FastifySchema,
@@ -337,9 +352,9 @@ export async function blogApi(app: FastifyInstance, options: BlogOptions): Promi
       // The domain's messages first (they name the rule), then the schema's for anything else.
       const problems = newUserProblems(body);
       if (request.validationError) {
-        for (const [field, messages] of Object.entries(fieldProblems(request.validationError as never))) problems[field] ??= messages;
+        for (const [field, messages] of Object.entries(fieldProblems((request.validationError as { validation?: [] }).validation ?? [], request))) problems[field] ??= messages;
       }
-      if (Object.keys(problems).length > 0) throw new ApiError(400, 'VALIDATION_ERROR', 'Validation Error', problems);
+      if (Object.keys(problems).length > 0) throw invalidFields(problems);
       try {
         const user = await users.createAccount(
           {
@@ -383,6 +398,7 @@ export async function blogApi(app: FastifyInstance, options: BlogOptions): Promi
           type: 'object',
           properties: { [loginField]: { type: 'string', minLength: 1, maxLength: LOGIN_NAME_MAX }, password: { type: 'string', minLength: 1, maxLength: LOGIN_PASSWORD_MAX } },
           required: [loginField, 'password'],
+          additionalProperties: false,
         },
         response: {
           200: {
@@ -470,9 +486,9 @@ export async function blogApi(app: FastifyInstance, options: BlogOptions): Promi
         }
         if (error instanceof ApiError) throw error;
         // Anything else here comes from reading the form: a body that is not the multipart it claims to be.
-        throw new ApiError(400, 'VALIDATION_ERROR', 'Validation Error', `malformed multipart/form-data body: ${(error as Error).message}`);
+        throw invalidFields({ body: [`malformed multipart/form-data body: ${(error as Error).message}`] });
       }
-      if (upload.files.length === 0) throw new ApiError(400, 'VALIDATION_ERROR', 'Validation Error', `no image in the part "${field}"`);
+      if (upload.files.length === 0) throw invalidFields({ [field]: [`no image in the part "${field}"`] });
       // Check every image before storing any; read back one at a time.
       const { inspectImage } = await import('./uploads.js');
       const rejected: string[] = [];

@@ -9,7 +9,7 @@ import type { PostPage, PostSort, PostStore } from './posts.js';
 import { decodeCursor, encodeCursor, type PageCursor } from './post-listing.js';
 import { ListCache } from './list-cache.js';
 import { withPage } from './page-links.js';
-import { ApiError } from './api-error.js';
+import { invalidFields, type ApiError } from './api-error.js';
 import type { Principal } from '../auth/tokens.js';
 import { usernameKey } from '../users/user-store.js';
 import { errors, NO_NUL, OPTIONAL_BEARER, PostSchema, PRIVATE_ANSWER } from './schemas.js';
@@ -56,15 +56,15 @@ function pageUrl(request: FastifyRequest, page: number, publicUrl: string | unde
   return publicUrl ? `${publicUrl}${path}` : path;
 }
 
-/** A 400 about the query, worded as the schema's own (`querystring/...`). */
-function invalidQuery(detail: string): ApiError {
-  return new ApiError(400, 'VALIDATION_ERROR', 'Validation Error', detail);
+/** A 400 about query parameters, each named with what is wrong with it, as the schema's own are. */
+function invalidQuery(problems: Record<string, string>): ApiError {
+  return invalidFields(Object.fromEntries(Object.entries(problems).map(([field, message]) => [field, [message]])));
 }
 
 /** A cursor parameter of the list: the cursor, or a 400 that says what is wrong with it. */
 function cursorParam(name: 'after' | 'before', text: string, sort: PostSort): PageCursor {
   const cursor = decodeCursor(text, sort);
-  if ('problem' in cursor) throw invalidQuery(`querystring/${name} ${cursor.problem}`);
+  if ('problem' in cursor) throw invalidQuery({ [name]: `${name} ${cursor.problem}` });
   return cursor;
 }
 
@@ -228,7 +228,10 @@ export async function registerPostLists(app: FastifyInstance, options: PostListO
           after?: string;
           before?: string;
         };
-        if (query.after !== undefined && query.before !== undefined) throw invalidQuery('after and before cannot both be given: follow next or previous as given');
+        if (query.after !== undefined && query.before !== undefined) {
+          const both = 'after and before cannot both be given: follow next or previous as given';
+          throw invalidQuery({ after: both, before: both });
+        }
         const after = query.after === undefined ? undefined : cursorParam('after', query.after, query.sort);
         const before = query.before === undefined ? undefined : cursorParam('before', query.before, query.sort);
         const drafts = query.is_published ? undefined : draftsOf(await options.reader(request));

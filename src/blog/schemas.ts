@@ -9,7 +9,10 @@ export const ErrorSchema = {
   description: 'The standardized error body.',
   properties: {
     error: { type: 'string', examples: ['Validation Error'] },
-    detail: { description: 'What went wrong: a message, or for POST /users an object mapping each field to its messages.' },
+    detail: {
+      description: 'What went wrong: a message; for VALIDATION_ERROR an object mapping each field (of the body, the query string or the path) to its messages.',
+      examples: [{ title: ['title must be string'], author_id: ['author_id is not a field of this body (it takes title, content, tags, is_published)'] }],
+    },
     code: { type: 'string', examples: ['VALIDATION_ERROR'] },
   },
   required: ['error', 'detail', 'code'],
@@ -65,7 +68,7 @@ export const ImageSchema = {
 } as const;
 
 const ERROR_DESCRIPTIONS: Record<number, string> = {
-  400: 'Bad Request: a parameter or the body breaks its schema (VALIDATION_ERROR), or the JSON is malformed',
+  400: 'Bad Request: a parameter or the body breaks its schema, or the body has a field it does not take (VALIDATION_ERROR, each field named in detail); or the body is not JSON: malformed, empty, not UTF-8, holding a lone surrogate escape, or nested deeper than 32 levels (INVALID_JSON)',
   401: 'Unauthorized: no valid Bearer token (UNAUTHORIZED), or wrong credentials (INVALID_CREDENTIALS)',
   403: 'Forbidden: the token\'s user may not do this (FORBIDDEN)',
   404: 'Not Found: no such resource (NOT_FOUND)',

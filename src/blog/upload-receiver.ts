@@ -15,7 +15,7 @@ import { join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import type { FastifyRequest } from 'fastify';
 import { RETRY_AFTER_SECONDS } from '../http/errors.js';
-import { ApiError } from './api-error.js';
+import { ApiError, invalidFields } from './api-error.js';
 import { MAX_IMAGE_BYTES } from './uploads.js';
 
 /** Uploads read at once by one serve: with 10 files of 5 MB each, at most 800 MB of temporary files. */
@@ -115,7 +115,7 @@ export async function receiveFileParts(request: FastifyRequest, upload: Received
       if (part.type !== 'file') continue;
       if (part.fieldname !== field) {
         part.file.resume();
-        throw new ApiError(400, 'VALIDATION_ERROR', 'Validation Error', `unexpected file part "${part.fieldname}"; send images in the part "${field}"`);
+        throw invalidFields({ [part.fieldname]: [`unexpected file part "${part.fieldname}"; send images in the part "${field}"`] });
       }
       const path = join(upload.directory, String(upload.files.length));
       upload.files.push({ name: part.filename, path });

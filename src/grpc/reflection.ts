@@ -18,6 +18,30 @@ import { FileDescriptorProtoSchema } from '@bufbuild/protobuf/wkt';
 import { DESCRIPTOR_SET } from './protos.js';
 import { readDescriptorSet } from './descriptor-set.js';
 
+/** grpc.status.INVALID_ARGUMENT, as the reflection protocol's error_code carries it. */
+const INVALID_ARGUMENT = 3;
+const REQUEST_KINDS = 'list_services, file_by_filename, file_containing_symbol, file_containing_extension or all_extension_numbers_of_type';
+
+/**
+ * The stream with its requests that set no message_request answered here: INVALID_ARGUMENT naming the field, in the
+ * protocol's own error_response (the stream goes on), where @grpc/reflection answered UNIMPLEMENTED "Unimplemented
+ * method for request: undefined". Every other request goes to the library's handler.
+ */
+function unsetRequestsAnswered(stream: grpc.ServerDuplexStream<unknown, unknown>): grpc.ServerDuplexStream<unknown, unknown> {
+  const on = stream.on.bind(stream);
+  const answer = (message: { host?: string; messageRequest?: string } | undefined) =>
+    stream.write({
+      validHost: message?.host ?? '',
+      originalRequest: message,
+      errorResponse: { errorCode: INVALID_ARGUMENT, errorMessage: `message_request is not set: ask for one of ${REQUEST_KINDS}` },
+    });
+  stream.on = ((event: string, listener: (...args: unknown[]) => void) =>
+    event === 'data'
+      ? on('data', (message: { messageRequest?: string } | undefined) => (message?.messageRequest ? listener(message) : answer(message)))
+      : on(event, listener)) as typeof stream.on;
+  return stream;
+}
+
 /** Every file of the compiled descriptor set, by name, as encoded FileDescriptorProto bytes. */
 export function descriptorFiles(path = DESCRIPTOR_SET): Map<string, Uint8Array> {
   const files = new Map<string, Uint8Array>();
@@ -56,7 +80,7 @@ export function addReflection(server: grpc.Server, services: readonly string[], 
     server.addService(definition, {
       ServerReflectionInfo: (stream: grpc.ServerDuplexStream<unknown, unknown>) => {
         const handler = (indexed ??= index()).get(method)!.implementation.ServerReflectionInfo as (stream: grpc.ServerDuplexStream<unknown, unknown>) => void;
-        handler(stream);
+        handler(unsetRequestsAnswered(stream));
       },
     });
   }

@@ -9,6 +9,7 @@ import type { Socket } from 'node:net';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { AuthError, DecryptError, MiniappError, UpstreamError } from '../errors.js';
 import { StoreUnavailableError } from '../store/sql.js';
+import { SECURITY_HEADERS } from './security-headers.js';
 
 export class HttpError extends Error {
   constructor(
@@ -96,9 +97,34 @@ export function installErrorHandling(app: FastifyInstance): void {
     void reply.status(mapped.status).headers(mapped.headers).send(mapped.body);
   });
   app.setNotFoundHandler((request: FastifyRequest, reply: FastifyReply) => {
+    const wrongMethod = methodNotAllowed(request);
+    if (wrongMethod) {
+      void reply.status(405).header('allow', wrongMethod.allow).send({ error: wrongMethod.message, detail: wrongMethod.message, code: METHOD_NOT_ALLOWED } satisfies ErrorBody);
+      return;
+    }
     const message = `no route for ${request.method} ${request.url.split('?')[0]}`;
     void reply.status(404).send({ error: message, detail: message, code: 'NOT_FOUND' } satisfies ErrorBody);
   });
+}
+
+export const METHOD_NOT_ALLOWED = 'METHOD_NOT_ALLOWED';
+
+/**
+ * The methods a route is asked for by: OPTIONS is left out, as a preflight is answered for any path (CORS), not by
+ * a route of its own.
+ */
+const ROUTE_METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE'] as const;
+
+/**
+ * For a request that no route answers: the methods its path does have routes for (the `Allow` of a 405, RFC 9110
+ * section 15.5.6), and what to say; undefined when no method has one (a 404).
+ */
+export function methodNotAllowed(request: FastifyRequest): { allow: string; message: string } | undefined {
+  const path = request.url.split('?', 1)[0]!;
+  const allowed = ROUTE_METHODS.filter((method) => request.server.findRoute({ method, url: path }) !== null);
+  // A route of the request's own method that found nothing there (an image not stored: reply.callNotFound) is a 404.
+  if (allowed.length === 0 || allowed.includes(request.method as (typeof ROUTE_METHODS)[number])) return undefined;
+  return { allow: allowed.join(', '), message: `${request.method} is not allowed on ${path}: it takes ${allowed.join(', ')}` };
 }
 
 /** Why Node's HTTP parser refused a request, in words a client author can act on. */
@@ -108,32 +134,77 @@ const PARSER_ERRORS: Record<string, [number, string, string]> = {
   HPE_INVALID_METHOD: [400, 'BAD_REQUEST', 'the request method is not valid HTTP'],
   HPE_INVALID_URL: [400, 'BAD_REQUEST', 'the request target is not a valid URL'],
   HPE_INVALID_CONTENT_LENGTH: [400, 'BAD_REQUEST', 'the Content-Length header is not valid'],
-  HPE_UNEXPECTED_CONTENT_LENGTH: [400, 'BAD_REQUEST', 'Content-Length and Transfer-Encoding must not both be sent'],
-  HPE_INVALID_TRANSFER_ENCODING: [400, 'BAD_REQUEST', 'the Transfer-Encoding header is not valid'],
+  // llhttp's name for it: "Duplicate Content-Length".
+  HPE_UNEXPECTED_CONTENT_LENGTH: [400, 'BAD_REQUEST', 'Content-Length is sent more than once'],
+  HPE_INVALID_TRANSFER_ENCODING: [400, 'BAD_REQUEST', 'the Transfer-Encoding header is not valid: chunked, as its last coding, is what is taken'],
   HPE_INVALID_CHUNK_SIZE: [400, 'BAD_REQUEST', 'the chunked body is malformed'],
   ERR_HTTP_REQUEST_TIMEOUT: [408, 'REQUEST_TIMEOUT', 'the request was not received in time'],
 };
 
-/**
- * Answers a request that Node's HTTP parser refused (no route, no Fastify
- * request exists yet) with the usual error body, then closes the socket.
- * Replaces Fastify's `{"error":"Bad Request","message":"Client Error"}`.
- */
-export function clientErrorHandler(error: NodeJS.ErrnoException, socket: Socket): void {
-  if (error.code === 'ECONNRESET' || error.code === 'EPIPE' || !socket.writable) {
-    socket.destroy();
-    return;
-  }
-  const [status, code, message] = PARSER_ERRORS[error.code ?? ''] ?? [400, 'BAD_REQUEST', 'the request is not valid HTTP'];
-  const body = JSON.stringify({ error: message, detail: message, code } satisfies ErrorBody);
-  socket.end(
-    `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\n` +
-      `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
-  );
+/** llhttp refuses Content-Length beside Transfer-Encoding as HPE_INVALID_TRANSFER_ENCODING; its reason tells the two apart. */
+const BOTH_LENGTHS = 'Content-Length and Transfer-Encoding must not both be sent';
+
+/** Why the parser refused `error`: status, code and words. */
+function parserRefusal(error: NodeJS.ErrnoException & { reason?: string }): [number, string, string] {
+  if (error.code === 'HPE_INVALID_TRANSFER_ENCODING' && /content-length/i.test(error.reason ?? '')) return [400, 'BAD_REQUEST', BOTH_LENGTHS];
+  return PARSER_ERRORS[error.code ?? ''] ?? [400, 'BAD_REQUEST', 'the request is not valid HTTP'];
 }
 
-/** Errors Fastify raises while routing (a path with malformed percent-encoding): the usual error body. */
-export function frameworkErrorHandler(error: FastifyError, _request: FastifyRequest, reply: FastifyReply): void {
-  const message = error.code === 'FST_ERR_BAD_URL' ? 'the request path is not a valid URL path (malformed percent-encoding)' : 'bad request';
-  void reply.code(400).send({ error: message, detail: message, code: 'BAD_REQUEST' } satisfies ErrorBody);
+/** A request refused before any route ran: its socket, its method once the parser had read it, and the status sent. */
+export interface Refusal {
+  socket: Socket;
+  method: string | undefined;
+  status: number;
+}
+export type RefusalObserver = (refusal: Refusal) => void;
+
+/** The security headers as raw header lines. */
+const RAW_SECURITY_HEADERS = Object.entries(SECURITY_HEADERS)
+  .map(([name, value]) => `${name}: ${value}\r\n`)
+  .join('');
+
+/**
+ * Fastify's `clientErrorHandler` and `frameworkErrors` for serve: the
+ * requests refused before any route runs (Node's parser: a header too large,
+ * a duplicate Content-Length; Fastify's router: a path with malformed
+ * percent-encoding) get the usual error body and the security headers every
+ * answer carries, and `observe` is told of each (serve counts them in
+ * /metrics).
+ */
+export function refusalHandlers(observe?: RefusalObserver): {
+  clientErrorHandler: (error: NodeJS.ErrnoException, socket: Socket) => void;
+  frameworkErrors: (error: FastifyError, request: FastifyRequest, reply: FastifyReply) => void;
+} {
+  return {
+    /**
+     * Answers a request that Node's HTTP parser refused (no route, no Fastify
+     * request exists yet) with the usual error body, then closes the socket.
+     * Replaces Fastify's `{"error":"Bad Request","message":"Client Error"}`.
+     */
+    clientErrorHandler(error, socket) {
+      if (error.code === 'ECONNRESET' || error.code === 'EPIPE' || !socket.writable) {
+        socket.destroy();
+        return;
+      }
+      const [status, code, message] = parserRefusal(error);
+      const body = JSON.stringify({ error: message, detail: message, code } satisfies ErrorBody);
+      observe?.({ socket, method: undefined, status });
+      socket.end(
+        `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\n${RAW_SECURITY_HEADERS}` +
+          `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+      );
+    },
+
+    /** Errors Fastify raises while routing (a path with malformed percent-encoding, a path segment too long): the usual error body. */
+    frameworkErrors(error, request, reply) {
+      const [status, code, message]: [number, string, string] =
+        error.code === 'FST_ERR_BAD_URL'
+          ? [400, 'BAD_REQUEST', 'the request path is not a valid URL path (malformed percent-encoding)']
+          : error.code === 'FST_ERR_MAX_PARAM_LENGTH'
+            ? [414, 'URI_TOO_LONG', 'a segment of the request path is longer than any route takes (100 characters)']
+            : [400, 'BAD_REQUEST', 'bad request'];
+      observe?.({ socket: request.raw.socket, method: request.method, status });
+      void reply.code(status).headers(SECURITY_HEADERS).send({ error: message, detail: message, code } satisfies ErrorBody);
+    },
+  };
 }

@@ -228,8 +228,14 @@ export class MonitoringServiceImpl {
 
   #streamLogs(call: grpc.ServerWritableStream<LogRequest, LogEntry>): void {
     const request = call.request;
+    // proto-loader gives an enum value the proto does not name as its number (min_level: 99): refused, not read as info.
+    const named = String(request.min_level);
+    const minLevel = Object.hasOwn(LEVEL_NUMBERS, named) ? LEVEL_NUMBERS[named as LogLevelEnum] : undefined;
+    if (minLevel === undefined) {
+      throw new RpcError(Status.INVALID_ARGUMENT, `min_level ${named} is not a LogLevel: give one of ${LOG_LEVEL_NAMES.join(', ')} (0 to 6)`);
+    }
     const filter: LogFilter = {
-      minLevel: LEVEL_NUMBERS[request.min_level] ?? LOG_LEVELS.info,
+      minLevel,
       components: checkList(request.components, 'components', MAX_COMPONENTS, MAX_COMPONENT_LENGTH),
     };
     if (request.tail < 0) throw new RpcError(Status.INVALID_ARGUMENT, 'tail must not be negative');

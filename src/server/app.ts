@@ -7,7 +7,7 @@
 import { redactUrl } from '../url-redaction.js';
 import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
 import cors from '@fastify/cors';
-import { clientErrorHandler, frameworkErrorHandler, installErrorHandling } from '../http/errors.js';
+import { installErrorHandling, refusalHandlers, type RefusalObserver } from '../http/errors.js';
 import { installSecurityHeaders } from '../http/security-headers.js';
 import { compilersFactory } from '../http/schema-compilers.js';
 import { installJsonBodyParser } from '../http/json-body.js';
@@ -66,6 +66,8 @@ export interface ServerOptions {
   relay: RelayOptions;
   /** Served at GET /metrics (Prometheus text or OpenMetrics), with every HTTP request counted. */
   metrics?: Metrics | undefined;
+  /** The Bearer token GET /metrics requires (`serve --metrics-token`); none: open to whoever reaches the port. */
+  metricsToken?: string | undefined;
   /** The blog API at /api/v1, /api/v2 and /api (the latest), and its images at /uploads/. */
   blog?: Omit<BlogOptions, 'version'> | undefined;
   /** A span for every request, its ids on the request's log lines (http-tracing.ts); none when tracing is off. */
@@ -111,6 +113,9 @@ function logRequest(request: FastifyRequest): Record<string, unknown> {
 
 export async function buildServer(options: ServerOptions): Promise<FastifyInstance> {
   const requestTimeout = options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
+  // Requests refused before any route runs are counted once the metrics are installed (below).
+  let countRefusal: RefusalObserver | undefined;
+  const { clientErrorHandler, frameworkErrors } = refusalHandlers((refusal) => countRefusal?.(refusal));
   const app = Fastify({
     logger: options.logger
       ? { level: options.logger.level, stream: options.logger.stream, redact: { paths: REDACTED_LOG_PATHS, censor: '[redacted]' }, serializers: { req: logRequest } }
@@ -126,9 +131,9 @@ export async function buildServer(options: ServerOptions): Promise<FastifyInstan
     trustProxy: false,
     // Idle keep-alive sockets close on shutdown; requests in flight finish first.
     forceCloseConnections: 'idle',
-    // Requests Node or Fastify refuse before any route runs get the same error body as the rest.
+    // Requests Node or Fastify refuse before any route runs get the same error body and headers as the rest.
     clientErrorHandler,
-    frameworkErrors: frameworkErrorHandler,
+    frameworkErrors,
     // Schemas compiled once per process, not once per mount and per start (http/schema-compilers.ts).
     schemaController: { compilersFactory },
     ...(options.telemetry && options.logger ? tracedLoggerOptions(options.telemetry) : {}),
@@ -139,7 +144,7 @@ export async function buildServer(options: ServerOptions): Promise<FastifyInstan
     const tokens = options.blog?.tokens;
     installRequestRates(app, options.requestRates, tokens && ((token) => tokens.authenticate(token)));
   }
-  if (options.metrics) instrumentHttp(app, options.metrics);
+  if (options.metrics) countRefusal = instrumentHttp(app, options.metrics, { token: options.metricsToken });
   installErrorHandling(app);
   // Nesting past MAX_JSON_DEPTH is refused before JSON.parse, on every route (http/json-body.ts).
   installJsonBodyParser(app);

@@ -107,6 +107,8 @@ export interface ServeOptions {
   webhookSend?: SendWebhook | undefined;
   /** The name prefix of every metric series (default `miniapp_`; empty for the bare names). */
   metricsPrefix?: string | undefined;
+  /** The Bearer token GET /metrics requires; none leaves it open to whoever reaches the HTTP port. Never logged. */
+  metricsToken?: string | undefined;
   /** The commerce services' payment provider, built over serve's store (default: the sandbox, its books in the store). */
   paymentProvider?: ((sql: Sql) => PaymentProvider) | undefined;
   /** How long an order's reservation holds (default 15 minutes). */
@@ -460,6 +462,7 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
         grantLimiter: loginLimiter,
       },
       metrics,
+      metricsToken: options.metricsToken,
       blog,
       telemetry,
       requestRates,

@@ -9,7 +9,7 @@ import { ConfigError } from '../errors.js';
 import { deliveryKey, type Claim, type Delivery, type DeliveryState } from './delivery.js';
 import { SENDER_TTL_MS, WebhookOutbox, afterAttempt, type OutboxStore } from './outbox.js';
 import { DEFAULT_SEND_TIMEOUT_MS, describeSendError, undiciSender, type SendWebhook } from './sender.js';
-import { signBody } from './signature.js';
+import { signBody, signStandard, standardKey } from './signature.js';
 import { SPAN_KIND, type Telemetry } from '../telemetry/telemetry.js';
 
 /** The longest the loop sleeps before it looks at the outbox again. */
@@ -159,6 +159,8 @@ export class WebhookDispatcher {
         hint: 'set --webhook-secret or MINIAPP_WEBHOOK_SECRET',
       });
     }
+    // A whsec_ secret that is not base64 is refused now, not at the first attempt.
+    standardKey(options.secret);
     this.outbox = options.outbox ?? new WebhookOutbox(options.store!, options.now);
     this.#secret = options.secret;
     this.#now = options.now;
@@ -175,14 +177,23 @@ export class WebhookDispatcher {
     this.#telemetry = options.telemetry;
   }
 
-  /** The headers of one delivery: its event, its signature over the stored body, its id. */
-  headersFor(delivery: Pick<Delivery, 'id' | 'event' | 'body'> & Partial<Pick<Delivery, 'originalId' | 'key'>>): Record<string, string> {
+  /**
+   * The headers of one attempt at a delivery, made at `at`: its event, its id, the spec's signature of the stored
+   * body, and Standard Webhooks' three: the id (the same on every attempt and resend), the attempt's own time, and
+   * their signature with the body's, so a receiver that refuses stale timestamps takes a retry 30 minutes later.
+   */
+  headersFor(delivery: Pick<Delivery, 'id' | 'event' | 'body'> & Partial<Pick<Delivery, 'originalId' | 'key'>>, at: Date): Record<string, string> {
+    const id = String(deliveryKey(delivery));
+    const timestamp = Math.floor(at.getTime() / 1000);
     return {
       'content-type': 'application/json',
       'user-agent': this.#userAgent,
       'x-webhook-event': delivery.event,
       'x-webhook-signature': signBody(delivery.body, this.#secret),
-      'x-webhook-delivery': String(deliveryKey(delivery)),
+      'x-webhook-delivery': id,
+      'webhook-id': id,
+      'webhook-timestamp': String(timestamp),
+      'webhook-signature': signStandard(id, timestamp, delivery.body, this.#secret),
     };
   }
 
@@ -305,7 +316,7 @@ export class WebhookDispatcher {
     const cut = new AbortController();
     this.#sending.add(cut);
     try {
-      statusCode = (await this.#send(delivery.url, this.headersFor(delivery), delivery.body, cut.signal)).status;
+      statusCode = (await this.#send(delivery.url, this.headersFor(delivery, started), delivery.body, cut.signal)).status;
     } catch (problem) {
       error = describeSendError(problem, this.#timeoutMs);
     } finally {

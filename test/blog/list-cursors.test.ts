@@ -114,18 +114,19 @@ describe.each(BACKENDS)('post list cursors on %s', (backend) => {
   it('answers 400 naming the parameter for a cursor it did not give, of another sort, or two at once', async () => {
     const first = await get('/api/v2/blog/posts?page_size=2&sort=title');
     const cursor = new URL(first.body.next, 'http://x').searchParams.get('after')!;
-    const cases: [string, string][] = [
-      ['after=not-a-cursor', 'after'],
-      [`after=${Buffer.from('[1,2,3]').toString('base64url')}`, 'after'],
-      [`before=${Buffer.from(JSON.stringify(['title', 'a', -1])).toString('base64url')}`, 'before'],
-      [`after=${cursor}`, 'sorted by title'],
-      [`after=${cursor}&before=${cursor}&sort=title`, 'after and before'],
-      [`after=${'A'.repeat(3000)}`, 'after'],
+    const cases: [string, string, string][] = [
+      ['after=not-a-cursor', 'after', 'after'],
+      [`after=${Buffer.from('[1,2,3]').toString('base64url')}`, 'after', 'after'],
+      [`before=${Buffer.from(JSON.stringify(['title', 'a', -1])).toString('base64url')}`, 'before', 'before'],
+      [`after=${cursor}`, 'after', 'sorted by title'],
+      [`after=${cursor}&before=${cursor}&sort=title`, 'before', 'after and before'],
+      [`after=${'A'.repeat(3000)}`, 'after', 'after'],
     ];
-    for (const [query, says] of cases) {
+    for (const [query, field, says] of cases) {
       const res = await get(`/api/v2/blog/posts?${query}`);
       expect(res.status, query).toBe(400);
-      expect(res.body, query).toMatchObject({ error: 'Validation Error', code: 'VALIDATION_ERROR', detail: expect.stringContaining(says) });
+      // Named as every other parameter's (and body field's) problem is: { field: [messages] }.
+      expect(res.body, query).toMatchObject({ error: 'Validation Error', code: 'VALIDATION_ERROR', detail: { [field]: [expect.stringContaining(says)] } });
     }
     // The same cursor in its own sort is a page.
     expect((await get(`/api/v2/blog/posts?page_size=2&sort=title&page=2&after=${cursor}`)).status).toBe(200);

@@ -59,4 +59,15 @@ describe('post.created webhook', () => {
     await new Promise((r) => setTimeout(r, 200));
     expect(received).toHaveLength(1);
   });
+
+  it('is not sent for a post created as a draft (is_published false) until it is first published', async () => {
+    const draft = await json('POST', '/api/v2/blog/posts', { title: 'Draft at once', content: 'Body', is_published: false });
+    expect(draft.is_published).toBe(false);
+    const published = await json('POST', '/api/v2/blog/posts', { title: 'Published', content: 'Body' });
+    await until(() => received.length === 1);
+    expect(JSON.parse(received[0]!.body).data.id).toBe(published.id);
+    await json('PATCH', `/api/v2/blog/posts/${draft.id}`, { is_published: true });
+    await until(() => received.length === 2);
+    expect(JSON.parse(received[1]!.body).data).toMatchObject({ id: draft.id, is_published: true });
+  });
 });

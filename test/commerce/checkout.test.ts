@@ -401,6 +401,27 @@ describe.each(BACKENDS)('commerce on %s', (backend) => {
     expect((await refused(c.call('order', 'ListOrders', { page_token: 'bm9wZQ' }))).code).toBe('INVALID_ARGUMENT');
   });
 
+  it('ListOrders refuses a page token made under another filter, naming page_token; page_size may change', async () => {
+    await setStock('CAP', 10, 500);
+    const made = [];
+    for (let i = 0; i < 4; i++) {
+      made.push(await c.call('order', 'CreateOrder', { items: [{ sku: 'CAP', quantity: 1 }], idempotency_key: `cap-${i}` }));
+      clock += 1000;
+    }
+    for (const order of made.slice(0, 3)) await c.call('order', 'ProcessPayment', { order_id: order.id, idempotency_key: `pay-${order.id}` });
+    const paid = await c.call('order', 'ListOrders', { status: 'PAID', page_size: 1 });
+    expect(paid.next_page_token).not.toBe('');
+    for (const other of [{}, { status: 'RESERVED' }, { status: 'PAID', user_id: '1' }]) {
+      const answer = await refused(c.call('order', 'ListOrders', { ...other, page_size: 1, page_token: paid.next_page_token }));
+      expect(answer, JSON.stringify(other)).toEqual({
+        code: 'INVALID_ARGUMENT',
+        details: 'page_token belongs to a list with another filter (status, user_id): send the filter of the page it came with, or start again without page_token',
+      });
+    }
+    const next = await c.call('order', 'ListOrders', { status: 'PAID', page_size: 5, page_token: paid.next_page_token });
+    expect([...paid.orders, ...next.orders].map((o: any) => o.id)).toEqual(made.slice(0, 3).map((o) => o.id).reverse());
+  });
+
   it('bad input is INVALID_ARGUMENT naming the field, and writes nothing', async () => {
     await setStock('KEY', 1, 100);
     const cases: [string, string, object, string][] = [

@@ -169,5 +169,20 @@ describe.each(BACKENDS)('on %s', (backend) => {
         client.close();
       }
     });
+
+    it('answers a request that sets no message_request with INVALID_ARGUMENT naming the field, and goes on answering', async () => {
+      await withReflection(version, async (ask) => {
+        const empty = await ask({});
+        expect(empty.error_response).toEqual({
+          error_code: grpc.status.INVALID_ARGUMENT,
+          error_message: 'message_request is not set: ask for one of list_services, file_by_filename, file_containing_symbol, file_containing_extension or all_extension_numbers_of_type',
+        });
+        const hosted = await ask({ host: 'example' });
+        expect(hosted).toMatchObject({ valid_host: 'example', error_response: { error_code: grpc.status.INVALID_ARGUMENT } });
+        // The stream is still good for a request that is one.
+        const listed = await ask({ list_services: '' });
+        expect(listed.list_services_response.service.map((s: { name: string }) => s.name)).toContain('user.v1.UserService');
+      });
+    });
   });
 });

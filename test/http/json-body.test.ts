@@ -47,7 +47,7 @@ describe('nested JSON bodies', () => {
     expect(Buffer.byteLength(body)).toBeLessThan(POST_BODY_LIMIT);
     const res = await send('/api/v2/blog/posts', body, admin());
     expect(res.status).toBe(400);
-    expect(res.body).toEqual({ error: 'Validation Error', detail: expect.stringContaining('nested deeper than 32 levels'), code: 'VALIDATION_ERROR' });
+    expect(res.body).toEqual({ error: 'Bad Request', detail: expect.stringContaining('nested deeper than 32 levels'), code: 'INVALID_JSON' });
     const huge = await send('/api/v2/blog/posts', deep(500_000), admin());
     expect(huge.status).toBe(413);
   });
@@ -82,7 +82,7 @@ describe('nested JSON bodies', () => {
     for (const path of ['/api/v2/auth/login', '/api/v1/users', '/api/v2/blog/posts']) {
       const res = await send(path, nested(33), admin());
       expect(res.status, path).toBe(400);
-      expect(res.body, path).toMatchObject({ code: 'VALIDATION_ERROR', detail: expect.stringContaining('nested deeper than 32 levels') });
+      expect(res.body, path).toMatchObject({ code: 'INVALID_JSON', detail: expect.stringContaining('nested deeper than 32 levels') });
     }
     const relay = await send('/api/auth/token', deep(30_000));
     expect(relay.status).toBe(400);
@@ -93,7 +93,7 @@ describe('nested JSON bodies', () => {
     const answer = await partialBody('/api/v2/blog/posts', `{"title":${'['.repeat(40)}`, 400_000, admin());
     expect(answer.status).toBe(400);
     expect(answer.headers).toMatch(/^connection: close\r$/im);
-    expect(answer.body).toMatchObject({ code: 'VALIDATION_ERROR', detail: expect.stringContaining('nested deeper than 32 levels') });
+    expect(answer.body).toMatchObject({ code: 'INVALID_JSON', detail: expect.stringContaining('nested deeper than 32 levels') });
     // serve closed the connection although 400 KB were announced and a few bytes sent.
     expect(answer.closedByServer).toBe(true);
   });

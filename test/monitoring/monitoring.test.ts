@@ -136,6 +136,20 @@ describe.each(BACKENDS)('on %s', (backend) => {
       expect(await statusOf(collect(monitoring().StreamLogs({ tail: -1 }, bearer(running.adminToken))))).toBe('INVALID_ARGUMENT');
     });
 
+    it('refuses a min_level the LogLevel enum does not name with INVALID_ARGUMENT naming the field', async () => {
+      const refusal = await collect(monitoring().StreamLogs({ tail: 10, min_level: 99 }, bearer(running.adminToken))).then(
+        () => undefined,
+        (error: grpc.ServiceError) => ({ code: grpc.status[error.code], details: error.details }),
+      );
+      expect(refusal).toEqual({
+        code: 'INVALID_ARGUMENT',
+        details: 'min_level 99 is not a LogLevel: give one of LOG_LEVEL_UNSPECIFIED, LOG_LEVEL_TRACE, LOG_LEVEL_DEBUG, LOG_LEVEL_INFO, LOG_LEVEL_WARN, LOG_LEVEL_ERROR, LOG_LEVEL_FATAL (0 to 6)',
+      });
+      // Every named level, by name or number, and none at all, is taken.
+      expect(await statusOf(collect(monitoring().StreamLogs({ tail: 1, min_level: 6 }, bearer(running.adminToken))))).toBe('OK');
+      expect(await statusOf(collect(monitoring().StreamLogs({ tail: 1 }, bearer(running.adminToken))))).toBe('OK');
+    });
+
     it('holds no token, key, AAD, password or personal value, as the log itself', async () => {
       const entries = await collect<any>(monitoring().StreamLogs({ tail: 1000, min_level: 'LOG_LEVEL_TRACE' }, bearer(running.adminToken)));
       expect(entries.length).toBeGreaterThan(5);

@@ -98,5 +98,9 @@ describe('serve against bodies that never finish', () => {
     // Other clients are answered as before.
     const health = await fetch(`${serve.info.url}/health`);
     expect(health.status).toBe(200);
+    // Counted once, under its route (it was routed before its body stopped coming), not among the refusals before routing.
+    const metrics = await (await fetch(`${serve.info.url}/metrics`)).text();
+    expect(metrics).toContain('miniapp_http_requests_total{method="POST",route="/api/v2/users",status="408"} 1\n');
+    expect(metrics).not.toMatch(/route="\/api\/v2\/users",status="499"|route="\(refused\)",status="408"/);
   }, 30_000);
 });

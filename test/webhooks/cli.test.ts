@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { GROUPS } from '../../src/cli/main.js';
 import { POST_CREATED } from '../../src/blog/posts.js';
-import { signBody } from '../../src/webhooks/signature.js';
+import { signBody, signStandard } from '../../src/webhooks/signature.js';
 import { WebhookDispatcher } from '../../src/webhooks/dispatcher.js';
 import { BACKENDS } from '../helpers/postgres.js';
 import { Sandbox } from '../helpers/cli.js';
@@ -183,7 +183,7 @@ describe('webhooks verify', () => {
       env: { MINIAPP_WEBHOOK_SECRET: SECRET },
     });
     expect(result.code).toBe(0);
-    expect(JSON.parse(result.stdout)).toEqual({ valid: true });
+    expect(JSON.parse(result.stdout)).toEqual({ valid: true, checked: ['X-Webhook-Signature'] });
     const implicit = await sb.run(['webhooks', 'verify', '--signature', signature], { stdin: body, env: { MINIAPP_WEBHOOK_SECRET: SECRET } });
     expect(implicit.code).toBe(0);
   });
@@ -203,7 +203,7 @@ describe('webhooks verify', () => {
     const result = await sb.run(['webhooks', 'verify', '--secret', 'wrong', '--signature', signature, bodyFile()]);
     expect(result.code).toBe(1);
     expect(result.stdout).toBe('');
-    expect(result.stderr).toContain('signature does not match');
+    expect(result.stderr).toContain('signature does not match (X-Webhook-Signature)');
   });
 
   it('exits 1 for a tampered body, even one only re-formatted or without its final newline', async () => {
@@ -224,6 +224,77 @@ describe('webhooks verify', () => {
     const malformed = await sb.run(['webhooks', 'verify', '--secret', SECRET, '--signature', signature.slice(7), bodyFile()]);
     expect(malformed.code).toBe(2);
     expect(malformed.stderr).toContain('sha256=<64 hex digits>');
+  });
+
+  describe('Standard Webhooks\' webhook-signature', () => {
+    const at = new Date('2026-11-21T12:30:00.000Z');
+    /** The headers a real attempt made at `at` carries. */
+    const attempt = async () => {
+      const database = await webhookDatabase('sqlite');
+      const store = await database.open();
+      const dispatcher = new WebhookDispatcher({ store, secret: SECRET, now: () => at, version: 'test' });
+      const headers = dispatcher.headersFor({ id: 1, event: POST_CREATED, body, key: '0196a1f2-7c00-7000-8000-000000000001' }, at);
+      await database.dispose();
+      return headers;
+    };
+    const standardArgs = (headers: Record<string, string>) => ['--webhook-id', headers['webhook-id']!, '--webhook-timestamp', headers['webhook-timestamp']!, '--webhook-signature', headers['webhook-signature']!];
+
+    it('exits 0 when the headers of a delivery match its body, checking both signatures when both are given', async () => {
+      const headers = await attempt();
+      const standard = await sb.run(['webhooks', 'verify', '--secret', SECRET, ...standardArgs(headers), bodyFile()], { now: at });
+      expect(standard).toMatchObject({ code: 0, stdout: 'valid: webhook-signature\n', stderr: '' });
+      const both = await sb.run(['webhooks', 'verify', '--signature', headers['x-webhook-signature']!, ...standardArgs(headers), bodyFile(), '--json'], {
+        env: { MINIAPP_WEBHOOK_SECRET: SECRET },
+        now: at,
+      });
+      expect(both.code).toBe(0);
+      expect(JSON.parse(both.stdout)).toEqual({ valid: true, checked: ['X-Webhook-Signature', 'webhook-signature'] });
+    });
+
+    it('takes a secret in the libraries\' form (whsec_ and base64) as they do', async () => {
+      const secret = `whsec_${Buffer.from('k'.repeat(32)).toString('base64')}`;
+      const signature = signStandard('msg_1', 1_795_000_000, body, secret);
+      const args = ['--webhook-id', 'msg_1', '--webhook-timestamp', '1795000000', '--webhook-signature', signature];
+      expect((await sb.run(['webhooks', 'verify', '--secret', secret, ...args, bodyFile()], { now: new Date(1_795_000_000_000) })).code).toBe(0);
+      expect((await sb.run(['webhooks', 'verify', '--secret', 'k'.repeat(32), ...args, bodyFile()], { now: new Date(1_795_000_000_000) })).code).toBe(0);
+    });
+
+    it('exits 1 when the id, the timestamp or the body is not the one signed', async () => {
+      const headers = await attempt();
+      for (const [what, change] of [
+        ['id', { 'webhook-id': 'another-delivery' }],
+        ['timestamp', { 'webhook-timestamp': String(Number(headers['webhook-timestamp']) + 60) }],
+      ] as const) {
+        const result = await sb.run(['webhooks', 'verify', '--secret', SECRET, ...standardArgs({ ...headers, ...change }), bodyFile()], { now: at });
+        expect({ code: result.code, stdout: result.stdout }, what).toEqual({ code: 1, stdout: '' });
+        expect(result.stderr).toContain('webhook-signature does not match');
+      }
+      const tampered = await sb.run(['webhooks', 'verify', '--secret', SECRET, ...standardArgs(headers), bodyFile(body.trimEnd())], { now: at });
+      expect(tampered.code).toBe(1);
+    });
+
+    it('says when the timestamp is past the standard 5-minute tolerance, and still exits 0 for a valid signature', async () => {
+      const headers = await attempt();
+      const later = new Date(at.getTime() + 42 * 60_000);
+      const result = await sb.run(['webhooks', 'verify', '--secret', SECRET, ...standardArgs(headers), bodyFile()], { now: later });
+      expect(result).toMatchObject({ code: 0, stdout: 'valid: webhook-signature\n' });
+      expect(result.stderr).toContain('the webhook-timestamp (2026-11-21T12:30:00.000Z) is 42m old: a receiver with Standard Webhooks\' 5-minute tolerance refuses it now');
+    });
+
+    it('exits 2 without its id or timestamp, or with a malformed signature or timestamp', async () => {
+      const headers = await attempt();
+      const noId = await sb.run(['webhooks', 'verify', '--secret', SECRET, '--webhook-signature', headers['webhook-signature']!, '--webhook-timestamp', '1', bodyFile()]);
+      expect(noId.code).toBe(2);
+      expect(noId.stderr).toContain('pass --webhook-id too');
+      const onlyId = await sb.run(['webhooks', 'verify', '--secret', SECRET, '--webhook-id', 'x', bodyFile()]);
+      expect(onlyId.stderr).toContain('pass --webhook-signature and --webhook-timestamp too');
+      const malformed = await sb.run(['webhooks', 'verify', '--secret', SECRET, ...standardArgs({ ...headers, 'webhook-signature': headers['x-webhook-signature']! }), bodyFile()]);
+      expect(malformed.code).toBe(2);
+      expect(malformed.stderr).toContain('--webhook-signature must hold v1,<base64 of 32 bytes>');
+      const when = await sb.run(['webhooks', 'verify', '--secret', SECRET, ...standardArgs({ ...headers, 'webhook-timestamp': '2026-11-21T12:30:00Z' }), bodyFile()]);
+      expect(when.code).toBe(2);
+      expect(when.stderr).toContain('--webhook-timestamp must be whole seconds since 1970');
+    });
   });
 
   it('exits 2 for a missing file or no input at all', async () => {

@@ -26,6 +26,7 @@ interface ServeFlags extends HostPageFlags {
   databaseTimeout: string;
   callbackAuth?: string;
   operatorToken?: string;
+  metricsToken?: string;
   logLevel: string;
   logFormat?: string;
   sandboxPort?: string;
@@ -93,13 +94,17 @@ export function registerServe(program: Command, bind: Bind): void {
     .option('--save-profile', 'store this serve\'s gRPC address and admin token (and TLS) in the profile even when it has some already (default: only when it has none)')
     .option('--no-docs', 'do not publish the blog API\'s docs pages and OpenAPI descriptions')
     .option('--webhook-url <url>', 'send post.created, order.paid, order.refunded, order.cancelled and payment.refunded to this URL (repeatable)', (value: string, all: string[]) => [...all, value], [] as string[])
-    .option('--webhook-secret <secret>', 'HMAC-SHA256 key of X-Webhook-Signature (or MINIAPP_WEBHOOK_SECRET)')
+    .option('--webhook-secret <secret>', 'HMAC-SHA256 key of X-Webhook-Signature and webhook-signature (or MINIAPP_WEBHOOK_SECRET; whsec_<base64> is read as Standard Webhooks read it)')
     .option(
       '--drain <duration>',
       'on SIGTERM, how long to keep answering while not ready before stopping (0 to 10m; 0 stops at once); keep it above your load balancer\'s health-check interval times its failure threshold',
       `${DEFAULT_DRAIN_MS / 1000}s`,
     )
     .option('--request-timeout <duration>', 'how long a whole HTTP request, headers and body, may take to arrive (1s to 10m); past it the answer is 408 and the connection is closed', '30s')
+    .option(
+      '--metrics-token <token>',
+      'Bearer token GET /metrics requires (or MINIAPP_METRICS_TOKEN), at least 16 characters; without one /metrics (payment totals among it) is open to whoever reaches the HTTP port',
+    )
     .option('--metrics-prefix <prefix>', 'name prefix of every /metrics series; "" for the bare names of the spec and go-grpc-prometheus', DEFAULT_METRICS_PREFIX)
     .addOption(
       new Option('--password-hash-cost <log2N>', 'scrypt cost of new password hashes, as log2 of N (10 to 20)').default('14'),
@@ -218,6 +223,17 @@ function parseRequestRates(rate: string, burst: string | undefined): { perSecond
   return { perSecond, burst: burst === undefined ? 2 * perSecond : Number(burst) };
 }
 
+/** A token serve checks (operator, metrics): at least 16 printable characters without spaces, trimmed; never echoed. */
+function secretToken(value: string | undefined, what: string): string | undefined {
+  const token = value?.trim() || undefined;
+  if (token !== undefined && (token.length < 16 || !/^[\x21-\x7e]+$/.test(token))) {
+    throw new UsageError(`${what} must be at least 16 printable characters without spaces; it has ${token.length}`, {
+      hint: 'make one with `openssl rand -hex 32`',
+    });
+  }
+  return token;
+}
+
 async function runServe(cc: CommandContext, command: Command): Promise<void> {
   const flags = command.opts<ServeFlags>();
   const port = parsePort(flags.port);
@@ -227,13 +243,8 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
   if (databaseTimeout < 100) throw new UsageError('--database-timeout must be at least 100ms');
   if (!LOG_LEVELS.includes(flags.logLevel)) throw new UsageError(`--log-level must be one of ${LOG_LEVELS.join(', ')}`);
   if (flags.callbackAuth !== undefined && !/^[^:]+:.+$/.test(flags.callbackAuth)) throw new UsageError('--callback-auth must be id:password');
-  const operatorToken = (flags.operatorToken ?? cc.env.MINIAPP_OPERATOR_TOKEN)?.trim() || undefined;
-  if (operatorToken !== undefined && (operatorToken.length < 16 || !/^[\x21-\x7e]+$/.test(operatorToken))) {
-    // Never echoed: it is a secret.
-    throw new UsageError(`the operator token (--operator-token or MINIAPP_OPERATOR_TOKEN) must be at least 16 printable characters without spaces; it has ${operatorToken.length}`, {
-      hint: 'make one with `openssl rand -hex 32`',
-    });
-  }
+  const operatorToken = secretToken(flags.operatorToken ?? cc.env.MINIAPP_OPERATOR_TOKEN, 'the operator token (--operator-token or MINIAPP_OPERATOR_TOKEN)');
+  const metricsToken = secretToken(flags.metricsToken ?? cc.env.MINIAPP_METRICS_TOKEN, 'the metrics token (--metrics-token or MINIAPP_METRICS_TOKEN)');
   try {
     checkMetricsPrefix(flags.metricsPrefix);
   } catch (error) {
@@ -336,6 +347,7 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
       webhooks: webhookSecret ? { urls: webhookUrls, secret: webhookSecret } : undefined,
       publicUrl,
       metricsPrefix: flags.metricsPrefix,
+      metricsToken,
       tracing,
       spanLines: (line) => cc.io.stderr.write(line),
     });
@@ -402,7 +414,7 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
       ...(flags.docs ? [`  docs      ${running.url}/api/v2/docs   OpenAPI ${running.url}/api/v2/openapi.json (and per mount)`] : []),
       ...(webhookUrls.length ? [`  webhooks  post.created, order.paid, order.refunded, order.cancelled, payment.refunded -> ${webhookUrls.map(redactUrl).join(', ')} (signed; \`miniapp webhooks list\`)`] : []),
       `  health    GET ${info.health}`,
-      `  metrics   GET ${info.metrics}`,
+      `  metrics   GET ${info.metrics}${metricsToken ? ' (Bearer token of --metrics-token)' : ' (open to whoever reaches this port: --metrics-token, or keep the port private)'}`,
       ...(running.grpc
         ? [
             `  gRPC      ${running.grpc.address}${running.grpc.tls ? ' (TLS)' : ''}: user.v1.UserService, monitoring.v1.MonitoringService, inventory.v1.InventoryService, payment.v1.PaymentService, order.v1.OrderService, grpc.health.v1, reflection`,

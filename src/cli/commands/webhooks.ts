@@ -10,7 +10,7 @@ import type { Bind } from '../command.js';
 import type { CommandContext } from '../context.js';
 import { MiniappError, UsageError } from '../../errors.js';
 import { wholeNumber } from '../flags.js';
-import { relativeTime } from '../../duration.js';
+import { formatDuration, relativeTime } from '../../duration.js';
 import type { Column } from '../render/output.js';
 import type { Delivery, DeliveryState, Outcome } from '../../webhooks/delivery.js';
 import type { WebhookOutbox } from '../../webhooks/outbox.js';
@@ -73,19 +73,24 @@ export function registerWebhooks(program: Command, bind: Bind): void {
     .action(bind(runCancel));
   webhooks
     .command('verify')
-    .summary('check an X-Webhook-Signature against the body a receiver got')
+    .summary('check a delivery\'s signatures (X-Webhook-Signature, webhook-signature) against the body a receiver got')
     .description(
-      'Check an X-Webhook-Signature against the body a receiver got, byte for byte (FILE, or stdin). ' +
-        'Exits 0 when it matches, 1 when it does not. The secret comes from --secret, else MINIAPP_WEBHOOK_SECRET ' +
-        '(prefer the environment: flags end up in shell history).',
+      'Check the signatures of a delivery against the body a receiver got, byte for byte (FILE, or stdin): the spec\'s ' +
+        'X-Webhook-Signature (--signature), Standard Webhooks\' webhook-signature (--webhook-signature with --webhook-id and ' +
+        '--webhook-timestamp), or both. Exits 0 when every one given matches, 1 when one does not. The secret comes from ' +
+        '--secret, else MINIAPP_WEBHOOK_SECRET (prefer the environment: flags end up in shell history).',
     )
     .argument('[file]', 'file holding the raw request body; "-" or nothing reads stdin')
     .option('--secret <secret>', 'the shared secret (env MINIAPP_WEBHOOK_SECRET)')
     .option('--signature <sig>', 'the X-Webhook-Signature header value: sha256=<64 hex>')
+    .option('--webhook-signature <sigs>', 'the webhook-signature header value: v1,<base64> (several, space-separated)')
+    .option('--webhook-id <id>', 'the webhook-id header value (the delivery\'s id, as X-Webhook-Delivery)')
+    .option('--webhook-timestamp <seconds>', 'the webhook-timestamp header value (Unix seconds of the attempt)')
     .addHelpText(
       'after',
       '\nExamples:\n  miniapp webhooks verify --signature "sha256=5d41..." body.json\n' +
-        '  MINIAPP_WEBHOOK_SECRET=s3cret miniapp webhooks verify --signature "$SIG" - < body.json',
+        '  MINIAPP_WEBHOOK_SECRET=s3cret miniapp webhooks verify --signature "$SIG" - < body.json\n' +
+        '  miniapp webhooks verify --webhook-id "$ID" --webhook-timestamp "$TS" --webhook-signature "$WSIG" body.json',
     )
     .action(bind(runVerify));
 }
@@ -288,8 +293,19 @@ async function runResend(cc: CommandContext, command: Command): Promise<void> {
   }
 }
 
+/** How far a webhook-timestamp may be from now for a Standard Webhooks receiver (its libraries' tolerance). */
+const STANDARD_TOLERANCE_SECONDS = 5 * 60;
+
+interface VerifyFlags {
+  secret?: string;
+  signature?: string;
+  webhookSignature?: string;
+  webhookId?: string;
+  webhookTimestamp?: string;
+}
+
 async function runVerify(cc: CommandContext, command: Command): Promise<void> {
-  const flags = command.opts<{ secret?: string; signature?: string }>();
+  const flags = command.opts<VerifyFlags>();
   const [file] = command.processedArgs as [string | undefined];
   const secret = flags.secret ?? cc.env.MINIAPP_WEBHOOK_SECRET;
   if (!secret) {
@@ -297,22 +313,57 @@ async function runVerify(cc: CommandContext, command: Command): Promise<void> {
       hint: 'use the secret `miniapp serve` signs with (--webhook-secret or MINIAPP_WEBHOOK_SECRET)',
     });
   }
-  if (flags.signature === undefined) {
-    throw new UsageError('no signature: pass --signature with the X-Webhook-Signature header value');
+  const standard = flags.webhookSignature !== undefined || flags.webhookId !== undefined || flags.webhookTimestamp !== undefined;
+  if (flags.signature === undefined && !standard) {
+    throw new UsageError('no signature: pass --signature with the X-Webhook-Signature header value, or --webhook-signature with --webhook-id and --webhook-timestamp');
   }
-  const { parseSignature, verifySignature } = await import('../../webhooks/signature.js');
-  if (!parseSignature(flags.signature)) {
+  const { parseSignature, parseStandardSignatures, standardKey, verifySignature, verifyStandard } = await import('../../webhooks/signature.js');
+  if (flags.signature !== undefined && !parseSignature(flags.signature)) {
     throw new UsageError('--signature must look like sha256=<64 hex digits>, the X-Webhook-Signature header value');
+  }
+  if (standard) {
+    const missing = (['--webhook-signature', '--webhook-id', '--webhook-timestamp'] as const).filter(
+      (flag) => ({ '--webhook-signature': flags.webhookSignature, '--webhook-id': flags.webhookId, '--webhook-timestamp': flags.webhookTimestamp })[flag] === undefined,
+    );
+    if (missing.length > 0) throw new UsageError(`a webhook-signature is checked with its id and timestamp: pass ${missing.join(' and ')} too (the headers as received)`);
+    if (parseStandardSignatures(flags.webhookSignature!).length === 0) {
+      throw new UsageError('--webhook-signature must hold v1,<base64 of 32 bytes> (several space-separated), the webhook-signature header value');
+    }
+    if (!/^\d{1,15}$/.test(flags.webhookTimestamp!.trim())) throw new UsageError('--webhook-timestamp must be whole seconds since 1970, the webhook-timestamp header value');
+    if (flags.webhookId!.trim() === '') throw new UsageError('--webhook-id must not be empty: give the webhook-id header value');
+    // A whsec_ secret that is not base64 cannot have signed anything: said as the configuration error it is.
+    standardKey(secret);
   }
   const { readInputBytes } = await import('../terminal/input.js');
   const body = await readInputBytes(file, cc.io.stdin, { what: 'webhook body' });
-  if (!verifySignature(body, secret, flags.signature)) {
-    throw new MiniappError('signature does not match', {
-      hint:
-        'check the secret, and that the body is the exact bytes received (not re-formatted or re-encoded JSON, ' +
-        'no added newline)',
-    });
+  const checked: string[] = [];
+  if (flags.signature !== undefined) {
+    if (!verifySignature(body, secret, flags.signature)) {
+      throw new MiniappError('signature does not match (X-Webhook-Signature)', {
+        hint: 'check the secret, and that the body is the exact bytes received (not re-formatted or re-encoded JSON, no added newline)',
+      });
+    }
+    checked.push('X-Webhook-Signature');
   }
-  if (cc.out.json) cc.out.printJson({ valid: true });
-  else cc.out.line('signature valid');
+  if (standard) {
+    const timestamp = flags.webhookTimestamp!.trim();
+    if (!verifyStandard(body, secret, flags.webhookId!, timestamp, flags.webhookSignature!)) {
+      throw new MiniappError('webhook-signature does not match', {
+        hint:
+          'check the secret, that --webhook-id and --webhook-timestamp are the headers of the same request, and that the body ' +
+          'is the exact bytes received',
+      });
+    }
+    checked.push('webhook-signature');
+    const age = Math.round(cc.now().getTime() / 1000) - Number(timestamp);
+    if (Math.abs(age) > STANDARD_TOLERANCE_SECONDS) {
+      const at = new Date(Number(timestamp) * 1000).toISOString();
+      cc.out.warn(
+        `the webhook-timestamp (${at}) is ${formatDuration(Math.abs(age) * 1000)} ${age > 0 ? 'old' : 'ahead of this clock'}: a receiver with ` +
+          'Standard Webhooks\' 5-minute tolerance refuses it now (the signature itself is valid)',
+      );
+    }
+  }
+  if (cc.out.json) cc.out.printJson({ valid: true, checked });
+  else cc.out.line(checked.length === 1 && checked[0] === 'X-Webhook-Signature' ? 'signature valid' : `valid: ${checked.join(', ')}`);
 }

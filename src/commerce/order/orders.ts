@@ -22,6 +22,7 @@
  * Domain module: nothing here prints or reads the environment.
  */
 import type { Sql } from '../../store/sql.js';
+import { orderPageStart, orderPageToken } from './page-token.js';
 import {
   actorOf,
   checkCurrency,
@@ -307,13 +308,15 @@ export class Orders {
       params.push(named);
       conditions.push(`o.user_id = $${params.length}`);
     }
-    if (request.status && request.status !== 'ORDER_STATUS_UNSPECIFIED') {
-      if (!(ORDER_STATUSES as readonly string[]).includes(request.status)) throw invalid(`status must be one of ${ORDER_STATUSES.join(', ')}`);
-      params.push(request.status);
+    const status = request.status && request.status !== 'ORDER_STATUS_UNSPECIFIED' ? String(request.status) : '';
+    if (status) {
+      if (!(ORDER_STATUSES as readonly string[]).includes(status)) throw invalid(`status must be one of ${ORDER_STATUSES.join(', ')}; got ${status.slice(0, 64)}`);
+      params.push(status);
       conditions.push(`o.state = $${params.length}`);
     }
+    const filter = { status, userId: named };
     if (request.pageToken) {
-      const [createdAt, id] = decodeToken(request.pageToken);
+      const [createdAt, id] = orderPageStart(request.pageToken, filter);
       params.push(createdAt, id);
       conditions.push(`(o.created_at < $${params.length - 1} OR (o.created_at = $${params.length - 1} AND o.id < $${params.length}))`);
     }
@@ -324,7 +327,7 @@ export class Orders {
     const orders: OrderRecord[] = [];
     for (const row of page) orders.push(await this.#withItems(row, this.#sql));
     const last = page.at(-1);
-    return { orders, nextPageToken: rows.length > size && last ? Buffer.from(JSON.stringify([last.created_at, last.id])).toString('base64url') : '' };
+    return { orders, nextPageToken: rows.length > size && last ? orderPageToken(last.created_at, last.id, filter) : '' };
   }
 
   /**
@@ -527,14 +530,4 @@ class Behind extends Error {
   ) {
     super('the order is to be brought up to date first');
   }
-}
-
-function decodeToken(token: string): [string, string] {
-  try {
-    const value = JSON.parse(Buffer.from(token, 'base64url').toString('utf8')) as unknown;
-    if (Array.isArray(value) && value.length === 2 && typeof value[0] === 'string' && typeof value[1] === 'string') return [value[0], value[1]];
-  } catch {
-    // answered below
-  }
-  throw invalid('page_token is not one this server gave: pass next_page_token of the previous page');
 }
