@@ -37,8 +37,12 @@ export interface Column<Row> {
   shrink?: number;
   /** The narrowest a shrinking column becomes before the next one gives way (default: 8, or its header when wider). */
   minWidth?: number;
-  /** Where a text cell too wide for its column is cut: at the end (default), or in the middle when its end matters as much. */
-  cut?: 'end' | 'middle';
+  /**
+   * Where a text cell too wide for its column is cut: at the end (default),
+   * in the middle when its end matters as much, or not at all: `wrap` breaks
+   * it between words onto the row's next lines (a command to copy, a path).
+   */
+  cut?: 'end' | 'middle' | 'wrap';
   /**
    * When whole values do not fit, columns are left out (and named on
    * stderr): the highest `drop` first, the rightmost of equals first.
@@ -46,6 +50,13 @@ export interface Column<Row> {
    * first column, which names the row, never is).
    */
   drop?: number;
+  /**
+   * The tool's own colour of a cell (a status in green or red), applied on a
+   * terminal after the cell's text is made printable, cut and measured: the
+   * text stays others' (escaped), the colour stays ours (obeyed). Cells never
+   * carry colour codes in their text, which would be escaped as anyone's.
+   */
+  style?: (row: Row) => ((text: string) => string) | undefined;
 }
 
 export interface Spinner {
@@ -86,6 +97,29 @@ function wrapWords(text: string, width: number): string[] {
     } else current = current ? `${current} ${word}` : word;
   }
   if (current) lines.push(current);
+  return lines;
+}
+
+/** A cell's text in lines of at most `width` cells, broken between words; a word wider than that is broken where it must. */
+function wrapCell(text: string, width: number, measure: (text: string) => number): string[] {
+  const lines: string[] = [];
+  let current = '';
+  for (const word of text.split(' ')) {
+    const joined = current ? `${current} ${word}` : word;
+    if (measure(joined) <= width) {
+      current = joined;
+      continue;
+    }
+    if (current) lines.push(current);
+    current = word;
+    while (measure(current) > width) {
+      let at = width;
+      while (at > 1 && measure(current.slice(0, at)) > width) at--;
+      lines.push(current.slice(0, at));
+      current = current.slice(at);
+    }
+  }
+  lines.push(current);
   return lines;
 }
 
@@ -194,19 +228,27 @@ export class Output {
     // Drawn here rather than by cli-table3, whose string-width counts some emoji (ZWJ sequences, flags) otherwise than
     // the cut above did: one measure for cutting and padding keeps the borders straight.
     const rule = (left: string, middle: string, right: string) => `${left}${widths.map((w) => '─'.repeat(w + 2)).join(middle)}${right}`;
-    const cutters = pick(columns).map((c) => (c.cut === 'middle' ? truncateMiddle : truncateToWidth));
-    const line = (texts: readonly string[], style: (text: string) => string = (text) => text) =>
+    const shownColumns = pick(columns);
+    const cutters = shownColumns.map((c) => (c.cut === 'middle' ? truncateMiddle : truncateToWidth));
+    const unstyled = (text: string) => text;
+    const line = (texts: readonly string[], styles: readonly ((text: string) => string)[]) =>
       `│${texts
         .map((text, i) => {
           const cut = cutters[i]!(text, widths[i]!);
-          return ` ${style(cut)}${' '.repeat(Math.max(0, widths[i]! - textWidth(cut)))} `;
+          return ` ${styles[i]!(cut)}${' '.repeat(Math.max(0, widths[i]! - textWidth(cut)))} `;
         })
         .join('│')}│`;
+    // A row is a line, or more where a wrapping column's cell takes more; the other cells stay on its first line.
+    const rowLines = (texts: readonly string[], styles: readonly ((text: string) => string)[]) => {
+      const parts = texts.map((text, i) => (shownColumns[i]!.cut === 'wrap' ? wrapCell(text, widths[i]!, textWidth) : [text]));
+      const height = Math.max(...parts.map((p) => p.length));
+      return Array.from({ length: height }, (_, k) => line(parts.map((p) => p[k] ?? ''), styles));
+    };
     const lines = [
       rule('┌', '┬', '┐'),
-      line(pick(columns).map((c) => c.header), (header) => this.color.bold(header)),
+      line(shownColumns.map((c) => c.header), shownColumns.map(() => (header: string) => this.color.bold(header))),
       // No rule between rows: compact, like `gh` and `kubectl` listings.
-      ...cells.map((row) => line(pick(row))),
+      ...cells.flatMap((row, r) => rowLines(pick(row), shownColumns.map((c) => c.style?.(rows[r]!) ?? unstyled))),
       rule('└', '┴', '┘'),
     ];
     this.line(lines.join('\n'));
@@ -218,10 +260,26 @@ export class Output {
   }
 
   /**
-   * One object as field/value pairs: a two-column table on a TTY,
-   * `field<TAB>value` lines when piped, `jsonValue` with `--json`.
+   * One object as field/value pairs: a two-column table on a TTY (or, when
+   * the table would cut a value, `field  value` lines with every value
+   * whole), `field<TAB>value` lines when piped, `jsonValue` with `--json`.
    */
   record(pairs: readonly (readonly [string, unknown])[], jsonValue: unknown): void {
+    if (this.human && pairs.length > 0) {
+      // A value is copied off the screen (a CI, a token, a URL): never cut. When the table would cut one, the pairs
+      // are lines of `field  value` instead, each value whole, wrapped by the terminal (a soft wrap copies as one line).
+      const { textWidth } = textWidths();
+      const fields = pairs.map(([field]) => oneLine(field));
+      const values = pairs.map(([, value]) => oneLine(cellText(value)));
+      const fieldWidth = Math.max(textWidth('field'), ...fields.map(textWidth));
+      const valueWidth = Math.max(textWidth('value'), ...values.map(textWidth));
+      // │ field │ value │: the two cells, their padding and three borders.
+      if (fieldWidth + valueWidth + 7 > (this.io.stdout.columns || 80)) {
+        const lines = fields.map((field, i) => `${this.color.bold(field)}${' '.repeat(fieldWidth - textWidth(field))}  ${values[i]}`);
+        this.line(lines.join('\n'));
+        return;
+      }
+    }
     this.table(pairs, [
       { header: 'field', value: ([field]) => field },
       { header: 'value', value: ([, value]) => value, shrink: 1, drop: -1 },
@@ -240,6 +298,20 @@ export class Output {
   /** A remark for the person at the terminal; stderr, so pipes stay clean. */
   info(message: string): void {
     this.io.stderr.write(`${message}\n`);
+  }
+
+  /**
+   * A dim note for the person at the terminal, broken between words at the
+   * width of stderr; `command`, when given, follows it whole (on a line of
+   * its own, indented, when the two do not fit on one), so that it is copied
+   * as it must be typed.
+   */
+  note(text: string, command?: string): void {
+    const width = (this.io.stderr.columns || 80) - 1;
+    const whole = command === undefined ? text : `${text} ${command}`;
+    const { textWidth } = this.io.stderr.isTTY ? textWidths() : { textWidth: (t: string) => t.length };
+    const lines = textWidth(whole) <= width ? [whole] : [...wrapWords(text, width), ...(command === undefined ? [] : [`  ${command}`])];
+    for (const line of lines) this.io.stderr.write(`${this.errColor.dim(line)}\n`);
   }
 
   warn(message: string): void {
