@@ -333,7 +333,8 @@ export async function runProgram(argv: readonly string[], ctx: Context, loaders:
   if (argv[0] === '__complete') return runComplete(argv.slice(1), ctx, loaders);
   const leading = leadingOperands(argv);
   if (leading.words.length === 0 && wantsJson(argv) && argv.slice(0, leading.start).some((arg) => arg === '--version' || arg === '-V')) {
-    ctx.io.stdout.write(`${JSON.stringify(versionJson(ctx.version))}\n`);
+    // The same text as `miniapp version --json`.
+    ctx.io.stdout.write(`${JSON.stringify(versionJson(ctx.version), null, 2)}\n`);
     return ExitCode.ok;
   }
   let active: { cc: CommandContext; command: Command } | undefined;
