@@ -124,6 +124,8 @@ async function following(
       },
       run: ({ client }, signal) => run(client, signal, reconnected),
       onConnected: (info) => {
+        // Connected, the stream runs until stopped: warnings are written as they come from now on, --json or not.
+        cc.out.releaseWarnings();
         reconnected = info.reconnected;
         if (info.reconnected) cc.out.info(`reconnected to ${connection.address}`);
       },

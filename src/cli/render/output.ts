@@ -153,6 +153,13 @@ export async function createOutput(io: Io, options: OutputOptions): Promise<Outp
 }
 
 export class Output {
+  /**
+   * Warnings held under --json until the command has data on stdout or ends:
+   * a command that fails before then has stderr as one JSON object, its
+   * `error` with these as its `warnings` (program.ts).
+   */
+  #held: string[] | undefined;
+
   constructor(
     readonly io: Io,
     readonly json: boolean,
@@ -160,7 +167,27 @@ export class Output {
     readonly color: ChalkInstance,
     /** Colours for stderr. */
     readonly errColor: ChalkInstance,
-  ) {}
+  ) {
+    if (json) this.#held = [];
+  }
+
+  /** The warnings held back (under --json), no longer held: for the error object of a failed command. */
+  takeWarnings(): string[] {
+    const held = this.#held ?? [];
+    this.#held = this.json ? [] : undefined;
+    return held;
+  }
+
+  /** Writes the warnings held back, and from now on each as it comes: the command has answered. */
+  releaseWarnings(): void {
+    const held = this.#held ?? [];
+    this.#held = undefined;
+    for (const message of held) this.#writeWarning(message);
+  }
+
+  #writeWarning(message: string): void {
+    this.io.stderr.write(`${this.errColor.yellow('warning:')} ${message}\n`);
+  }
 
   get isTTY(): boolean {
     return Boolean(this.io.stdout.isTTY);
@@ -173,17 +200,18 @@ export class Output {
 
   /** Data on stdout exactly as given (CSV carries its own line endings). */
   write(text: string): void {
+    if (this.#held) this.releaseWarnings();
     this.io.stdout.write(text);
   }
 
   /** One line of data on stdout. */
   line(text = ''): void {
-    this.io.stdout.write(`${text}\n`);
+    this.write(`${text}\n`);
   }
 
   /** Exact machine output: what `--json` promises. */
   printJson(value: unknown): void {
-    this.io.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
+    this.write(`${JSON.stringify(value, null, 2)}\n`);
   }
 
   /**
@@ -315,7 +343,8 @@ export class Output {
   }
 
   warn(message: string): void {
-    this.io.stderr.write(`${this.errColor.yellow('warning:')} ${message}\n`);
+    if (this.#held) this.#held.push(message);
+    else this.#writeWarning(message);
   }
 
   success(message: string): void {

@@ -151,6 +151,8 @@ export async function runWatch(cc: CommandContext, command: Command): Promise<vo
     baseDelayMs,
     connectTimeoutMs: settings.deadlineMs ?? DEFAULT_DEADLINE_MS,
     onConnected: ({ reconnected, resumedAfter }) => {
+      // Connected, the watch runs until stopped: warnings are written as they come from now on, --json or not.
+      cc.out.releaseWarnings();
       if (reconnected) {
         cc.out.info(
           resumedAfter === undefined
