@@ -103,7 +103,7 @@ await bundle.write({
       },
       {
         name: 'profile',
-        test: compiled(['config/(settings|file|keys|paths|token-store)', 'cli/(render/(streams|output|printable|progress|cells|grouped|column-fit|table-plan)|connect/profile)', 'duration', 'json-syntax', 'login/(key-material|partner-prefix|session|token-data)']),
+        test: compiled(['config/(settings|file|keys|paths|token-store)', 'cli/(render/(streams|output|printable|progress|cells|grouped|column-fit|table-plan)|connect/profile)', 'duration', 'directories', 'json-syntax', 'login/(key-material|partner-prefix|session|token-data)']),
       },
     ],
   },

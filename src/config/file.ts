@@ -12,6 +12,7 @@
  */
 import { chmodSync, readFileSync, statSync } from 'node:fs';
 import { ConfigError } from '../errors.js';
+import { notADirectory } from '../directories.js';
 import { isJsonObject, jsonKind, jsonSyntaxProblem } from '../json-syntax.js';
 import { configFilePath } from './paths.js';
 
@@ -22,12 +23,17 @@ export interface ProfileData {
 
 export const FILE_MODE = 0o600;
 
+/** What to do about a config dir that cannot be used. */
+export const CONFIG_DIR_HINT = 'choose another config dir with MINIAPP_CONFIG_DIR, or make this one writable';
+
 /** Removes group and other permissions from a file that has them. */
 export function tighten(path: string): void {
   try {
     if ((statSync(path).mode & 0o077) !== 0) chmodSync(path, FILE_MODE);
   } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+    // A file where a directory of the path should be: reading the file says so (ConfigFile).
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code !== 'ENOENT' && code !== 'ENOTDIR') throw error;
   }
 }
 
@@ -77,6 +83,8 @@ export class ConfigFile {
       text = readFileSync(this.path, 'utf8');
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code === 'ENOENT') return {};
+      const wrong = (error as NodeJS.ErrnoException).code === 'ENOTDIR' ? notADirectory(this.dir, 'the config dir') : undefined;
+      if (wrong) throw new ConfigError(wrong, { hint: CONFIG_DIR_HINT, cause: error });
       throw unreadableConfig(this.path, error);
     }
     let data: unknown;

@@ -5,9 +5,10 @@
  * is tightened on open. A file that is not valid JSON is reported, never
  * cleared.
  */
-import { mkdirSync } from 'node:fs';
 import Conf from 'conf';
-import { ConfigFile, FILE_MODE, unreadableConfig, type ProfileData } from './file.js';
+import { ensureDirectory } from '../directories.js';
+import { ConfigError } from '../errors.js';
+import { CONFIG_DIR_HINT, ConfigFile, FILE_MODE, unreadableConfig, type ProfileData } from './file.js';
 import { CONFIG_NAME, configFilePath } from './paths.js';
 
 export type { ProfileData } from './file.js';
@@ -17,13 +18,25 @@ interface FileShape {
   [other: string]: unknown;
 }
 
-const DIR_MODE = 0o700;
+const DIR_HINT = CONFIG_DIR_HINT;
+
+/** A write of the config file that failed (a read-only dir or disk, no space): said as a write, with the directory. */
+function unwritableConfig(dir: string, error: unknown): ConfigError {
+  const code = (error as NodeJS.ErrnoException).code;
+  return new ConfigError(`cannot write the config file ${configFilePath(dir)}: ${code ?? (error as Error).message} (the config dir is ${dir})`, {
+    hint: DIR_HINT,
+    cause: error,
+  });
+}
+
+const isSystemError = (error: unknown) => typeof (error as NodeJS.ErrnoException | undefined)?.code === 'string' && /^E[A-Z]+$/.test((error as NodeJS.ErrnoException).code!);
 
 export class ConfigStore extends ConfigFile {
   readonly #conf: Conf<FileShape>;
 
   constructor(dir: string) {
-    mkdirSync(dir, { recursive: true, mode: DIR_MODE });
+    // One level at a time, each failure with the directory's name (a file on the way, a read-only file system).
+    ensureDirectory(dir, 'the config dir', DIR_HINT);
     // Tightens the file and reports one that is not valid JSON, before conf could touch it.
     super(dir);
     try {
@@ -37,7 +50,8 @@ export class ConfigStore extends ConfigFile {
         defaults: { profiles: {} },
       });
     } catch (error) {
-      throw unreadableConfig(configFilePath(dir), error);
+      // The file was read above: a system error here is conf writing it (its defaults, on a first run).
+      throw isSystemError(error) ? unwritableConfig(dir, error) : unreadableConfig(configFilePath(dir), error);
     }
   }
 
@@ -68,6 +82,10 @@ export class ConfigStore extends ConfigFile {
 
   #update(profile: string, change: (data: ProfileData) => ProfileData): void {
     const profiles = this.profiles();
-    this.#conf.set('profiles', { ...profiles, [profile]: change(profiles[profile] ?? {}) });
+    try {
+      this.#conf.set('profiles', { ...profiles, [profile]: change(profiles[profile] ?? {}) });
+    } catch (error) {
+      throw isSystemError(error) ? unwritableConfig(this.dir, error) : error;
+    }
   }
 }
