@@ -3,9 +3,14 @@
  * through the CLI as a user meets it: in-process (test/helpers/cli.ts), or
  * the built launcher as a child process where the process itself matters.
  */
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer, type AddressInfo, type Server } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { Sandbox } from '../helpers/cli.js';
 import { launch } from '../helpers/launcher.js';
+import { startServeProcess, type ServeProcess } from '../helpers/chaos.js';
 
 let sb: Sandbox;
 beforeEach(() => {
@@ -43,5 +48,98 @@ describe('the version as JSON', () => {
     expect(full.code).toBe(0);
     expect(quick.stdout).toBe(full.stdout);
     expect(quick.stdout).toMatch(/^\{\n {2}"version": "[^"]+",\n {2}"node": "[^"]+"\n\}\n$/);
+  });
+});
+
+describe('--json keeps stderr one JSON object', () => {
+  it('carries the warnings of a failed command in its error, and writes them after a command that answered', async () => {
+    const failed = await sb.run(['--json', '--profile', 'nope', 'me']);
+    expect(failed.code).toBe(2);
+    const error = JSON.parse(failed.stderr) as { error: { code: string; warnings?: string[] } };
+    expect(error.error.code).toBe('CONFIG');
+    expect(error.error.warnings).toEqual(['profile "nope" has no settings yet; `miniapp config profiles` lists them']);
+    // Without --json, the warning is a line of its own before the error, as before.
+    const text = await sb.run(['--profile', 'nope', 'me']);
+    expect(text.stderr.split('\n')[0]).toBe('warning: profile "nope" has no settings yet; `miniapp config profiles` lists them');
+    // A command that answers: its data on stdout, the warning on stderr all the same.
+    const answered = await sb.run(['--json', '--profile', 'nope', 'config', 'list']);
+    expect(answered.code).toBe(0);
+    expect(JSON.parse(answered.stdout)).toMatchObject({ profile: 'nope' });
+    expect(answered.stderr).toBe('warning: profile "nope" has no settings yet; `miniapp config profiles` lists them\n');
+  });
+});
+
+describe('a config dir that cannot be used', () => {
+  it('is exit 2 naming the directory: a file on its path (ENOTDIR), to write and to read', async () => {
+    const file = join(sb.root, 'a-file');
+    writeFileSync(file, 'x');
+    for (const [dir, message] of [
+      [join(file, 'config'), `the config dir ${join(file, 'config')} cannot be created: ${file} is not a directory`],
+      [file, `the config dir ${file} is not a directory`],
+    ] as const) {
+      for (const argv of [['config', 'set', 'base-url', 'https://a.example'], ['me'], ['config', 'get', 'base-url']]) {
+        const result = await sb.run(argv, { env: { MINIAPP_CONFIG_DIR: dir } });
+        expect(result.code, `${argv.join(' ')} in ${dir}: ${result.stderr}`).toBe(2);
+        expect(result.stderr).toContain(`error: ${message}\n`);
+        expect(result.stderr).toContain('choose another config dir with MINIAPP_CONFIG_DIR');
+        expect(result.stderr).not.toContain('this is a bug');
+      }
+    }
+  });
+
+  it('says a failed write is a write (not "cannot read"), exit 2, naming the directory: a read-only one', async () => {
+    // sysfs takes no new file, whoever asks (root included): a read-only directory for this test.
+    const result = await sb.run(['config', 'set', 'base-url', 'https://a.example'], { env: { MINIAPP_CONFIG_DIR: '/sys' } });
+    expect(result.code, result.stderr).toBe(2);
+    expect(result.stderr).toMatch(/^error: cannot write the config file \/sys\/config\.json: E[A-Z]+ \(the config dir is \/sys\)\n/);
+    expect(result.stderr).not.toContain('cannot read');
+    const json = await sb.run(['--json', 'config', 'set', 'base-url', 'https://a.example'], { env: { MINIAPP_CONFIG_DIR: '/sys' } });
+    expect(JSON.parse(json.stderr)).toMatchObject({ error: { code: 'CONFIG', exitCode: 2 } });
+  });
+});
+
+describe('serve on a port in use', () => {
+  let home: string;
+  let running: ServeProcess;
+  let taken: Server;
+  let takenPort: number;
+
+  beforeAll(async () => {
+    home = mkdtempSync(join(tmpdir(), 'miniapp-ports-'));
+    running = await startServeProcess({ home });
+    taken = createServer();
+    await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
+    takenPort = (taken.address() as AddressInfo).port;
+  });
+  afterAll(async () => {
+    await new Promise((resolve) => taken?.close(resolve));
+    await running?.stop();
+    running?.dispose();
+    rmSync(home, { recursive: true, force: true });
+  });
+
+  it('exits 2 saying which port is in use and what to do, for HTTP and for gRPC (not grpc-js\'s words)', async () => {
+    const http = await sb.run(['serve', '--port', String(takenPort), '--grpc-port', '0', '--store', 'memory']);
+    expect(http.code).toBe(2);
+    expect(http.stderr).toBe(`error: port ${takenPort} on 127.0.0.1 is already in use\nstop what listens there, or pick another with --port (0 picks a free one)\n`);
+    const grpc = await sb.run(['serve', '--port', '0', '--grpc-port', String(takenPort), '--store', 'memory']);
+    expect(grpc.code).toBe(2);
+    expect(grpc.stderr).toBe(
+      `error: gRPC port ${takenPort} on 127.0.0.1 is already in use\nstop what listens there, or pick another with --grpc-port (0 picks a free one); --no-grpc serves HTTP alone\n`,
+    );
+    expect(grpc.stderr).not.toContain('No address added');
+    const json = await sb.run(['serve', '--json', '--port', '0', '--grpc-port', String(takenPort), '--store', 'memory']);
+    expect(JSON.parse(json.stderr)).toMatchObject({ error: { code: 'PORT_IN_USE', exitCode: 2 } });
+  });
+
+  it('names the miniapp serve that holds the port, when it is the one of the same data dir', () => {
+    const grpcPort = running.info.grpc.address.split(':').pop()!;
+    const second = launch(home, ['serve', '--port', '0', '--grpc-port', grpcPort]);
+    expect(second.code).toBe(2);
+    expect(second.stderr).toContain(`error: gRPC port ${grpcPort} on 127.0.0.1 is already in use by miniapp serve (pid ${running.child.pid}, data dir ${join(home, 'data')})\n`);
+    const httpPort = new URL(running.info.url).port;
+    const third = launch(home, ['serve', '--port', httpPort, '--grpc-port', '0']);
+    expect(third.code).toBe(2);
+    expect(third.stderr).toContain(`error: port ${httpPort} on 127.0.0.1 is already in use by miniapp serve (pid ${running.child.pid}`);
   });
 });
