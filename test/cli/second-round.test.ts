@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import { Sandbox } from '../helpers/cli.js';
 import { launch } from '../helpers/launcher.js';
 import { startServeProcess, type ServeProcess } from '../helpers/chaos.js';
+import { createTestDatabase } from '../helpers/postgres.js';
 
 let sb: Sandbox;
 beforeEach(() => {
@@ -98,7 +99,7 @@ describe('a config dir that cannot be used', () => {
   });
 });
 
-describe('serve on a port in use', () => {
+describe('a running serve: its ports and its data dir', () => {
   let home: string;
   let running: ServeProcess;
   let taken: Server;
@@ -130,6 +131,28 @@ describe('serve on a port in use', () => {
     expect(grpc.stderr).not.toContain('No address added');
     const json = await sb.run(['serve', '--json', '--port', '0', '--grpc-port', String(takenPort), '--store', 'memory']);
     expect(JSON.parse(json.stderr)).toMatchObject({ error: { code: 'PORT_IN_USE', exitCode: 2 } });
+  });
+
+  it('is not copied from by db copy unless --while-running says so: what it writes after would be lost', { timeout: 60_000 }, async () => {
+    const target = await createTestDatabase();
+    try {
+      const dataDir = join(home, 'data');
+      const refused = launch(home, ['db', 'copy', '--from', dataDir, '--to', target.url]);
+      expect(refused.code, refused.stderr).toBe(1);
+      expect(refused.stderr).toContain(`error: miniapp serve (pid ${running.child.pid}, ${running.info.url}) is running on ${dataDir}: what it writes after the copy would not be in postgres://`);
+      expect(refused.stderr).toContain('nothing was copied\nstop it first (Ctrl-C, or SIGTERM to drain), then copy; or pass --while-running');
+      expect(refused.stderr).not.toContain('miniapp-tests');
+      const json = launch(home, ['db', 'copy', '--from', dataDir, '--to', target.url, '--json']);
+      expect(JSON.parse(json.stderr)).toMatchObject({ error: { code: 'SERVE_RUNNING', exitCode: 1 } });
+      // Nothing was written: the target has no schema yet.
+      const status = launch(home, ['db', 'status', '--database', target.url, '--json']);
+      expect(JSON.parse(status.stdout).migrations.every((m: { applied: boolean }) => !m.applied)).toBe(true);
+      const copied = launch(home, ['db', 'copy', '--from', dataDir, '--to', target.url, '--while-running']);
+      expect(copied.code, copied.stderr).toBe(0);
+      expect(copied.stderr).toContain(`warning: miniapp serve (pid ${running.child.pid}) is running on ${dataDir}: copying what it holds now; what it writes after is not copied`);
+    } finally {
+      await target.drop();
+    }
   });
 
   it('names the miniapp serve that holds the port, when it is the one of the same data dir', () => {

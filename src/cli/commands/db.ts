@@ -54,6 +54,11 @@ export function registerDb(program: Command, bind: Bind): void {
       'add this data beside another deployment\'s: rows whose id is taken get new ids and their references follow; refuses ' +
         'rows whose username, e-mail, SKU or key the target gives to another row; the target keeps its admin token',
     )
+    .option(
+      '--while-running',
+      'copy from the data dir of a serve that is running (its serve.json names a live process): what it holds now, as one ' +
+        'consistent snapshot; without it the copy is refused, since what serve writes after would not be copied',
+    )
     .addHelpText(
       'after',
       '\nExamples:\n  miniapp db copy --from ~/.local/share/miniapp --to "postgres://miniapp:$PW@db.example.com/miniapp?sslmode=verify-full&sslrootcert=ca.pem"\n' +
@@ -101,7 +106,7 @@ async function runMigrate(cc: CommandContext, command: Command): Promise<void> {
 }
 
 async function runCopy(cc: CommandContext, command: Command): Promise<void> {
-  const flags = command.opts<{ from: string; to: string; merge?: boolean }>();
+  const flags = command.opts<{ from: string; to: string; merge?: boolean; whileRunning?: boolean }>();
   const { copyToPostgres } = await import('../views/db-copy.js');
   await copyToPostgres(cc, flags);
 }
