@@ -103,4 +103,24 @@ describe('users bulk-create interrupted', () => {
       expect(stored).toBeLessThanOrEqual(created + unanswered);
     }
   });
+
+  it('with --skip-existing counts the users already there as skipped, not failed, and does not list them as failures', { timeout: 120_000 }, async () => {
+    const file = fileOf(2000);
+    const first = runLive(sb, ['users', 'bulk-create', file], env, { terminal: true });
+    await until(async () => (await users()) >= 20, 'the first users created');
+    first.interrupt();
+    const said = INTERRUPTED.exec(plain((await first.done, first.stderr.text)));
+    const made = Number(said![2]);
+    const again = runLive(sb, ['users', 'bulk-create', file, '--skip-existing'], env, { terminal: true });
+    await until(async () => (await users()) >= made + 20, 'more users created');
+    again.interrupt();
+    expect(await again.done).toBe(130);
+    const text = plain(again.stderr.text);
+    const counted = /error: interrupted \(SIGINT\): (\d+) rows sent, (\d+) created, (\d+) skipped already there, (\d+) failed, as serve answered for every row sent/.exec(text);
+    expect(counted, text.slice(-600)).not.toBeNull();
+    expect(Number(counted![3])).toBe(made);
+    expect(Number(counted![4])).toBe(0);
+    expect(text).not.toContain('ALREADY_EXISTS');
+    expect(text).toMatch(/ · created \d+ · skipped \d+ · failed 0/);
+  });
 });

@@ -31,6 +31,8 @@ export async function runBulkCreate(cc: CommandContext, command: Command): Promi
   let cancelled = false;
   let latest = { answered: 0, created: 0, failed: 0, sent: 0 };
   let refusedByServer = 0;
+  // With --skip-existing, rows whose user is already there are skipped, not failed: counted and said apart.
+  let skippedSoFar = 0;
   const where = file === '-' ? 'stdin' : file;
   const again = {
     hint: `to go on, run it again with --skip-existing: rows already created are skipped, not failed (miniapp users bulk-create ${file === '-' ? '-' : file} --skip-existing)`,
@@ -40,7 +42,12 @@ export async function runBulkCreate(cc: CommandContext, command: Command): Promi
     await client.ready();
     const progress = await fileProgress(cc, file, { unit: 'rows', verb: 'importing', count: countImportRows });
     let fallback = false;
-    const counts = (): Record<string, number> => (fallback ? { sent: latest.sent, created: latest.created, failed: latest.failed } : { created: latest.created, failed: latest.failed });
+    const counts = (): Record<string, number> => ({
+      ...(fallback ? { sent: latest.sent } : {}),
+      created: latest.created,
+      ...(flags.skipExisting ? { skipped: skippedSoFar } : {}),
+      failed: latest.failed - skippedSoFar,
+    });
     const draw = (force = false) => {
       const waiting = latest.sent - latest.created - refusedByServer;
       const note = signal === undefined ? undefined : `stopping: ${waiting} answer${waiting === 1 ? '' : 's'} to come`;
@@ -70,6 +77,10 @@ export async function runBulkCreate(cc: CommandContext, command: Command): Promi
           },
           onFailure: (failure) => {
             if (failure.index !== null) refusedByServer++;
+            if (flags.skipExisting && failure.status === 'ALREADY_EXISTS') {
+              skippedSoFar++;
+              return;
+            }
             if (progress.live) progress.log(cc.out.errColor.red(`line ${failure.line}: ${failure.status}: ${failure.message}`));
           },
           onFallback: () => {
@@ -93,7 +104,8 @@ export async function runBulkCreate(cc: CommandContext, command: Command): Promi
   });
   if (signal !== undefined) {
     const rows = (n: number) => `${n} row${n === 1 ? '' : 's'}`;
-    const sent = `${rows(latest.sent)} sent, ${latest.created} created, ${latest.failed} failed`;
+    const skippedPart = flags.skipExisting ? `, ${skippedSoFar} skipped already there` : '';
+    const sent = `${rows(latest.sent)} sent, ${latest.created} created${skippedPart}, ${latest.failed - skippedSoFar} failed`;
     const unanswered = Math.max(0, latest.sent - latest.created - refusedByServer);
     throw new InterruptedError(
       cancelled && unanswered > 0
