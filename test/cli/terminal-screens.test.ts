@@ -6,7 +6,8 @@
  * text) and its details whole; `users watch` keeps each e-mail whole on one
  * row; `monitor metrics` redraws one screen in place, never taller than the
  * terminal; `decrypt` never cuts a value (a CI copied off the screen); and
- * the `users list` footer keeps the next page's command whole.
+ * the `users list` footer keeps the next page's command whole; and Ctrl-C
+ * in `insights media --all` says how far it got, its progress line gone.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHash } from 'node:crypto';
@@ -18,6 +19,8 @@ import { BIN, launch } from '../helpers/launcher.js';
 import { startServeProcess, type ServeProcess } from '../helpers/chaos.js';
 import { Tmux, shellQuote, type Pane } from '../helpers/tmux.js';
 import { AAD_HEX, KEY_HEX, envelope, seal } from '../helpers/vectors.js';
+import { startGraphSandbox } from '../insights/graph-sandbox.js';
+import { SANDBOX_GRAPH_TOKENS } from '../../src/sandbox/graph/data.js';
 
 const SIZES = [
   [80, 24],
@@ -170,5 +173,29 @@ describe('users list in a terminal', () => {
     // The words before it are broken between words, never inside one.
     const footer = screen.slice(screen.findIndex((row) => /^1-2 of \d+ users/.test(row)), screen.indexOf(next!));
     expect(footer.join(' ')).toMatch(/^1-2 of \d+ users \(page 1 of \d+\); --all for every user; next page:$/);
+  });
+});
+
+describe('insights media --all interrupted in a terminal', () => {
+  it('says how far it got after Ctrl-C (exit 130), with its progress line gone, at 80x24', { timeout: 60_000 }, async () => {
+    // Five calls an hour: the reading stops, pacing itself for the rest of the window, with its progress line drawn.
+    const graph = await startGraphSandbox({ media: 1000, rateLimit: { calls: 5, windowMs: 3_600_000 } });
+    try {
+      const line = `${shellQuote(process.execPath)} ${shellQuote(BIN)} insights media --all --metrics reach > /dev/null; echo "[exit $?]"; exec sleep 3600`;
+      // bash, as a person's shell: Ctrl-C reaches it too, and it goes on to the next command when the CLI handled the
+      // signal and exited 130 (sh would end there).
+      const pane = await tmux.session(80, 24, `bash -c ${shellQuote(line)}`, env({ MINIAPP_GRAPH_URL: graph.url, MINIAPP_GRAPH_TOKEN: SANDBOX_GRAPH_TOKENS.page }));
+      await pane.waitFor('the progress line, waiting', (rows) => rows.some((row) => /^reading media · pages \d+\/\d+ .*(pacing|rate limited)/.test(row)));
+      await pane.keys('C-c');
+      const screen = await pane.waitFor('the end', (rows) => rows.includes('[exit 130]') && rows);
+      // The message as written (the terminal wrapped it; joined again).
+      const said = (await pane.joined()).join('\n');
+      expect(said).toMatch(/error: interrupted \(SIGINT\) after reading \d+ pages of media \(\d+ items, \d+ calls\): nothing was written, since it would have been partial/);
+      // The line was cleared: the terminal's ^C echo fitted on it, and nothing of it is left.
+      expect(screen.some((row) => row.startsWith('reading media'))).toBe(false);
+      for (const row of screen) expect([...row].length, row).toBeLessThanOrEqual(80);
+    } finally {
+      await graph.close();
+    }
   });
 });

@@ -260,28 +260,31 @@ async function runMedia(cc: CommandContext, command: Command): Promise<void> {
   let account = '';
   const result = await withGraphSession(cc, command, 'reading media', async (session) => {
     const { client, activity } = session;
-    account = await accountOf(cc, session, flags.account);
-    const { countMedia, exportMedia, mediaPageSize } = await import('../../insights/media.js');
-    const pageSize = mediaPageSize(limit);
-    // The total costs a call: asked only where someone watches a job of several pages that a date range does not narrow.
-    const count =
-      activity.live && since === undefined && until === undefined && (limit === undefined || limit > pageSize) ? await countMedia(client, account) : undefined;
-    const expected = count === undefined ? undefined : Math.min(count, limit ?? Infinity);
-    activity.progress({ unit: 'pages', total: expected === undefined ? undefined : Math.max(1, Math.ceil(expected / pageSize)), label: 'reading media' });
     let read = { rows: 0, pages: 0 };
-    const reading = exportMedia(client, {
-      account,
-      fields: readFields,
-      metrics,
-      limit,
-      since,
-      until,
-      onProgress: (rows, pages) => {
-        read = { rows, pages };
-        activity.update({ done: pages, counts: { media: rows, calls: client.calls } });
-      },
-      onWarn: (message) => activity.warn(message),
-    });
+    const reading = (async () => {
+      account = await accountOf(cc, session, flags.account);
+      const { countMedia, exportMedia, mediaPageSize } = await import('../../insights/media.js');
+      const pageSize = mediaPageSize(limit);
+      // The total costs a call: asked only where someone watches a job of several pages that a date range does not narrow.
+      const count =
+        activity.live && since === undefined && until === undefined && (limit === undefined || limit > pageSize) ? await countMedia(client, account) : undefined;
+      const expected = count === undefined ? undefined : Math.min(count, limit ?? Infinity);
+      activity.progress({ unit: 'pages', total: expected === undefined ? undefined : Math.max(1, Math.ceil(expected / pageSize)), label: 'reading media' });
+      return exportMedia(client, {
+        account,
+        fields: readFields,
+        metrics,
+        limit,
+        since,
+        until,
+        onProgress: (rows, pages) => {
+          read = { rows, pages };
+          activity.update({ done: pages, counts: { media: rows, calls: client.calls } });
+        },
+        onWarn: (message) => activity.warn(message),
+      });
+    })();
+    // From the account's lookup on: a wait for the rate limit may be long, and Ctrl-C ends it too.
     const outcome = await Promise.race([reading.then((done) => ({ done })), stopped.then((signal) => ({ signal }))]);
     if ('done' in outcome) return outcome.done;
     // The calls in flight fail as the connections close; what they say after that is of no interest.
