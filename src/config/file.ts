@@ -1,14 +1,12 @@
 /**
- * Reading the config file without `conf`: a command that only reads
- * settings or stored tokens (`config get`, `token show`, every client
- * command resolving its address and token) parses the one small JSON file
- * itself, since loading conf (and the ajv, atomically and dot-prop it
- * brings) costs more than the whole rest of such a command. Writes still go
- * through ConfigStore (conf): atomic, mode 0600.
+ * Reading the config file: a command that only reads settings or stored
+ * tokens (`config get`, `token show`, every client command resolving its
+ * address and token) parses the one small JSON file, and loads nothing of
+ * the writer. Writes go through ConfigStore (store.ts): atomic, mode 0600.
  *
- * The file is read afresh on every call, as conf does, so a value written
+ * The file is read afresh on every call, so that a value written
  * through ConfigStore earlier in the same command is seen. A file that is
- * not valid JSON is reported with the same message ConfigStore gives.
+ * not valid JSON is reported, never read as empty.
  */
 import { chmodSync, readFileSync, statSync } from 'node:fs';
 import { ConfigError } from '../errors.js';
@@ -74,6 +72,16 @@ export class ConfigFile {
   /** State kept by commands beside the settings (stored tokens, for example). */
   getSection<T>(profile: string, section: string): T | undefined {
     return this.profiles()[profile]?.[section] as T | undefined;
+  }
+
+  /** The whole file as it holds it now, profiles and anything beside them (read afresh; {} when there is none). */
+  protected whole(): Record<string, unknown> {
+    this.profiles();
+    try {
+      return JSON.parse(readFileSync(this.path, 'utf8')) as Record<string, unknown>;
+    } catch {
+      return {};
+    }
   }
 
   /** The profiles as the file holds them now (read afresh each time). */

@@ -4,7 +4,7 @@
  * the built launcher as a child process where the process itself matters.
  */
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type AddressInfo, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -164,5 +164,30 @@ describe('a running serve: its ports and its data dir', () => {
     const third = launch(home, ['serve', '--port', httpPort, '--grpc-port', '0']);
     expect(third.code).toBe(2);
     expect(third.stderr).toContain(`error: port ${httpPort} on 127.0.0.1 is already in use by miniapp serve (pid ${running.child.pid}`);
+  });
+});
+
+describe('serve on a fresh machine, stopped by SIGTERM', () => {
+  it('drains (one signal is one signal) after saving its profile, so that a rolling restart loses nothing', { timeout: 60_000 }, async () => {
+    const home = mkdtempSync(join(tmpdir(), 'miniapp-fresh-'));
+    const running = await startServeProcess({ home, extraArgs: ['--drain', '2s'] });
+    try {
+      // It saved its gRPC address and admin token in the profile: it wrote the config file.
+      expect(readFileSync(join(home, 'config', 'config.json'), 'utf8')).toContain('grpc-token');
+      running.child.kill('SIGTERM');
+      // Draining: out of the balancer (503), still answering, for the 2 s asked.
+      let status = 0;
+      for (let i = 0; i < 100 && status !== 503; i++) {
+        status = await fetch(`${running.info.url}/health/ready`).then((response) => response.status, () => 0);
+        if (status !== 503) await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      expect(status, running.stderr()).toBe(503);
+      expect((await running.exited).code).toBe(0);
+      expect(running.stderr()).toContain('SIGTERM: draining for 2s');
+      expect(running.stderr()).not.toContain('second signal: ');
+    } finally {
+      running.dispose();
+      rmSync(home, { recursive: true, force: true });
+    }
   });
 });
