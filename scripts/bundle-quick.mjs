@@ -7,7 +7,7 @@
  * - CommonJS, so that the launcher (bin/miniapp.cjs) never starts Node's ESM
  *   loader for these commands.
  * - Every package is bundled, none left to `require` at run time: several
- *   are ESM only (chalk, string-width, conf), which `require` cannot load on
+ *   are ESM only (chalk, string-width), which `require` cannot load on
  *   every Node 20 this project supports. Node's own modules stay external.
  * - Code reached only through a dynamic `import()` (chalk on a terminal, the
  *   config writer) goes into chunks of its own, loaded when reached, as the
@@ -90,7 +90,7 @@ await bundle.write({
    * needs) is one; the profile's settings and the renderers another. Each
    * command stays in a chunk of its own with what only it needs (decrypt
    * with node:crypto), and so do chalk, ora, string-width and the config
-   * writer (conf), which these commands load only when they need them.
+   * writer, which these commands load only when they need them.
    */
   codeSplitting: {
     // A group takes the modules its test names, not what they import: the
@@ -103,7 +103,7 @@ await bundle.write({
       },
       {
         name: 'profile',
-        test: compiled(['config/(settings|file|keys|paths|token-store)', 'cli/(render/(streams|output|printable|progress|cells|grouped|column-fit|table-plan)|connect/profile)', 'duration', 'json-syntax', 'login/(key-material|partner-prefix|session|token-data)']),
+        test: compiled(['config/(settings|file|keys|paths|token-store)', 'cli/(render/(streams|output|printable|progress|cells|grouped|column-fit|table-plan)|connect/profile)', 'duration', 'directories', 'json-syntax', 'login/(key-material|partner-prefix|session|token-data)']),
       },
     ],
   },

@@ -55,6 +55,11 @@ export class ConfigError extends MiniappError {
   override readonly code: string = 'CONFIG';
 }
 
+/** A port that something else listens on: the flag's value cannot be used now (exit 2, as a setting that cannot work). */
+export class PortInUseError extends ConfigError {
+  override readonly code: string = 'PORT_IN_USE';
+}
+
 /** One or more encrypted fields failed their authentication-tag check. */
 export class DecryptError extends MiniappError {
   override readonly exitCode = ExitCode.decrypt;

@@ -22,7 +22,7 @@ const FLOORS: readonly (readonly string[])[] = [
   ['relay/', 'grpc/', 'config/', 'sandbox/'],
   ['webhooks/', 'http/', 'login/', 'auth/', 'insights/'],
   ['store/', 'transport-error.ts', 'duration.ts'],
-  ['telemetry/'],
+  ['telemetry/', 'directories.ts'],
   ['errors.ts', 'lines.ts', 'csv-records.ts', 'json-syntax.ts', 'url-redaction.ts'],
 ];
 

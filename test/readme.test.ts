@@ -5,9 +5,9 @@
  * `npm link` puts it there. ```console blocks are transcripts (a prompt and
  * what it prints) and are not run.
  *
- * A command sent to the background (`miniapp serve ... &`) is waited for
- * as a person at the terminal waits for its banner ("Stop with Ctrl-C")
- * before typing the next line.
+ * A block is run as a reader pastes it (asPasted): a server it sends to the
+ * background (`miniapp serve ... &`) is waited for, as a person waits for
+ * its banner ("Stop with Ctrl-C"), after the block's last line only.
  *
  * The examples use the documented ports (3000, 50051, 4010, 4011). They run in a
  * network namespace of their own when the machine allows one (`unshare`),
@@ -84,22 +84,37 @@ function transcripts(markdown: string): string {
 }
 
 /**
- * `miniapp serve|sandbox ... &  # comment` becomes `... > bg-N.log 2>&1 &`
- * followed by a wait for its banner; other background commands just run.
+ * A block as a reader runs it: pasted whole, its lines one after the other
+ * with no pause, and read (its output, a server's banner) before the next
+ * block. So `miniapp serve|sandbox ... &  # comment` becomes
+ * `... > bg-N.log 2>&1 &`, and the wait for its banner comes after the
+ * block's last line, never between its lines: a line that needs the server
+ * up must wait for it itself, as the reader's terminal would not. (The test
+ * waited right after the `&`, which hid the rolling-restart example sending
+ * SIGTERM to a serve that was not up yet.) Other background commands just
+ * run.
+ *
+ * A line that prints an HTTP status (`-w '%{http_code}\n'`) and says which
+ * in its comment (`# 503`) must print that one: the reader compares them.
  */
 let background = 0;
-function backgroundWaits(code: string): string {
-  return code
+export function asPasted(code: string): string {
+  const banners: string[] = [];
+  const lines = code
     .replace(/\\\n\s*/g, ' ')
     .split('\n')
     .map((line) => {
+      const status = /^(.*-w '%\{http_code\}\\n'.*?)\s+#\s*(\d{3})\b/.exec(line);
+      if (status) return `expect_status ${status[2]} ${status[1]}`;
       const match = /^(.*\S)\s+&\s*(#.*)?$/.exec(line);
       if (!match || match[1]!.trim().startsWith('#')) return line;
       if (!/\bminiapp (serve|sandbox)\b(?! (login|unlink|advance)\b)/.test(match[1]!)) return line;
-      const log = `bg-${++background}.log`;
-      return `${match[1]} > ${log} 2>&1 &\nbanner ${log}`;
-    })
-    .join('\n');
+      // In the work dir whatever directory the block is in by its end (`cd prod ... cd ..`).
+      const log = `"$BG_DIR/bg-${++background}.log"`;
+      banners.push(`banner ${log}`);
+      return `${match[1]} > ${log} 2>&1 &`;
+    });
+  return [...lines, ...banners].join('\n');
 }
 
 function canUnshare(): boolean {
@@ -154,6 +169,14 @@ describe('the README transcripts a reader types beside the examples', () => {
     for (const line of grpcurl) expect(created.has(/"username":"(\w+)"/.exec(line)![1]), line).toBe(false);
   });
 
+  it('recommend `npm link` before the first example, whose commands run as the linked `miniapp`, not through npx', () => {
+    const first = consoleBlocks(readme)[0]!;
+    expect(first.lines.some((line) => /^\$ npm link\b/.test(line))).toBe(true);
+    expect(first.line).toBeLessThan(shellBlocks(readme)[0]!.line);
+    // npx starts npm before miniapp at every call: said once, and no example pays it.
+    for (const block of shellBlocks(readme)) expect(block.code, `README.md line ${block.line}`).not.toMatch(/\bnpx miniapp\b/);
+  });
+
   it('start no second serve on the quick start\'s ports (3000, 50051) or data dir while it runs', () => {
     const serves = typed.filter((line) => /^\$ (\S+=\S+ )*miniapp serve\b/.test(line) && !line.includes('[--'));
     expect(serves.length).toBeGreaterThan(0);
@@ -164,6 +187,26 @@ describe('the README transcripts a reader types beside the examples', () => {
       expect(line, line).toMatch(/--grpc-port (?!50051\b)\d+|--no-grpc/);
       expect(line, line).toMatch(/--data-dir |--store memory|--database /);
     }
+  });
+});
+
+describe('how a README block is run', () => {
+  it('as pasted: a server sent to the background is waited for after the block, and a status is compared with its comment', () => {
+    // The rolling restart as it was: SIGTERM on the line after the start, before serve was up (both curls printed 000).
+    const run = asPasted(
+      [
+        'miniapp serve --port 3001 --grpc-port 50052 --store memory --drain 2s &   # a second instance',
+        'SERVE_PID=$!',
+        'kill -TERM "$SERVE_PID"',
+        "curl -s -o /dev/null -w '%{http_code}\\n' http://127.0.0.1:3001/health/ready   # 503",
+        'wait "$SERVE_PID"',
+      ].join('\n'),
+    ).split('\n');
+    expect(run[0]).toMatch(/^miniapp serve --port 3001 .* > "\$BG_DIR\/bg-\d+\.log" 2>&1 &$/);
+    expect(run.slice(1, 3)).toEqual(['SERVE_PID=$!', 'kill -TERM "$SERVE_PID"']);
+    expect(run[3]).toBe("expect_status 503 curl -s -o /dev/null -w '%{http_code}\\n' http://127.0.0.1:3001/health/ready");
+    expect(run[4]).toBe('wait "$SERVE_PID"');
+    expect(run[5]).toMatch(/^banner "\$BG_DIR\/bg-\d+\.log"$/);
   });
 });
 
@@ -191,20 +234,20 @@ describe('the README examples', () => {
       const script = [
         'set -euo pipefail',
         // Job control: each background job is a process group of its own, so stopping a job stops what it started too
-        // (`npx miniapp serve &` runs the npx function in a subshell whose child is serve: killing the subshell alone
-        // would leave serve running).
+        // (a job that is a subshell whose child is serve: killing the subshell alone would leave serve running).
         'set -m',
         // SIGINT, as Ctrl-C: serve stops without its drain period (SIGTERM would keep it answering for --drain first).
         'stop_jobs() { for job in $(jobs -p); do kill -INT -- "-$job" 2>/dev/null || true; done; wait 2>/dev/null || true; }',
         // Background servers the examples start end with the script.
         "trap 'stop_jobs' EXIT",
-        // `npx miniapp` finds the project's own bin, as `miniapp` on PATH does, without npm's start-up.
-        'npx() { if [ "$1" = miniapp ]; then shift; miniapp "$@"; else command npx "$@"; fi; }',
-        // Waits for the banner of the server just sent to the background.
+        // Runs a command that prints an HTTP status and checks it is the one the README's comment says.
+        'expect_status() { want=$1; shift; got=$("$@" || true); echo "$got"; if [ "$got" != "$want" ]; then echo "README: printed $got where its comment says $want: $*" >&2; return 1; fi; }',
+        // Waits for the banner of a server the block sent to the background.
         'banner() { for _ in $(seq 1 300); do grep -q "Stop with Ctrl-C" "$1" 2>/dev/null && return 0; sleep 0.1; done; echo "no banner in $1:" >&2; cat "$1" >&2; return 1; }',
         isolated ? 'ip link set lo up 2>/dev/null || true' : '',
         `cd ${JSON.stringify(work)}`,
-        ...blocks.map((block) => `echo "### README.md line ${block.line}" >&2\n${backgroundWaits(block.code)}`),
+        `BG_DIR=${JSON.stringify(work)}`,
+        ...blocks.map((block) => `echo "### README.md line ${block.line}" >&2\n${asPasted(block.code)}`),
         transcripts(readme),
         'echo "### all README examples ran" >&2',
         // Stop what the examples left running (serve, the sandbox, a watch), as Ctrl-C would.

@@ -79,9 +79,14 @@ export function processContext(options: { io?: (onStdoutClosed: () => void) => I
     waitForShutdown: () =>
       new Promise((resolve) => {
         const stop = (signal: string) => {
-          process.off('SIGINT', stop);
-          process.off('SIGTERM', stop);
           resolve(signal);
+          // Removed once every listener of this signal has run: one that counts the others (signal-exit, which ora
+          // and its cursor handling load) took this one, removed at once, for gone and ended the process with the
+          // signal, before the command could say how far it got.
+          setImmediate(() => {
+            process.off('SIGINT', stop);
+            process.off('SIGTERM', stop);
+          });
         };
         process.on('SIGINT', stop);
         process.on('SIGTERM', stop);

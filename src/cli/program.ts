@@ -333,7 +333,8 @@ export async function runProgram(argv: readonly string[], ctx: Context, loaders:
   if (argv[0] === '__complete') return runComplete(argv.slice(1), ctx, loaders);
   const leading = leadingOperands(argv);
   if (leading.words.length === 0 && wantsJson(argv) && argv.slice(0, leading.start).some((arg) => arg === '--version' || arg === '-V')) {
-    ctx.io.stdout.write(`${JSON.stringify(versionJson(ctx.version))}\n`);
+    // The same text as `miniapp version --json`.
+    ctx.io.stdout.write(`${JSON.stringify(versionJson(ctx.version), null, 2)}\n`);
     return ExitCode.ok;
   }
   let active: { cc: CommandContext; command: Command } | undefined;
@@ -351,6 +352,7 @@ export async function runProgram(argv: readonly string[], ctx: Context, loaders:
     )) as MiniappCommand;
     checkHelpTopic(program, argv);
     await program.parseAsync([...args], { from: 'user' });
+    active?.cc.out.releaseWarnings();
     return ExitCode.ok;
   } catch (thrown) {
     // A database that cannot answer is reported with its cause and exit code, whichever command met it (loaded
@@ -364,7 +366,7 @@ export async function runProgram(argv: readonly string[], ctx: Context, loaders:
       return ExitCode.usage;
     }
     const usageOf = error instanceof UsageError && !(error instanceof RefusedError) && active ? commandPath(active.command) : undefined;
-    await reportError(error, ctx, argv, active?.cc.debug ?? argv.includes('--debug'), usageOf);
+    await reportError(error, ctx, argv, active?.cc.debug ?? argv.includes('--debug'), usageOf, active?.cc.out.takeWarnings() ?? []);
     return error instanceof MiniappError ? error.exitCode : ExitCode.failure;
   }
 }
@@ -374,7 +376,7 @@ export async function runProgram(argv: readonly string[], ctx: Context, loaders:
  * usage error, where the usage is (`Run 'miniapp users get --help' for
  * usage.`). With --json, one JSON object `{"error":{code,message,hint}}`.
  */
-async function reportError(error: unknown, ctx: Context, argv: readonly string[], debug: boolean, usageOf?: string): Promise<void> {
+async function reportError(error: unknown, ctx: Context, argv: readonly string[], debug: boolean, usageOf?: string, warnings: readonly string[] = []): Promise<void> {
   const stderr: OutStream = ctx.io.stderr;
   const write = (text: string) => void stderr.write(`${text}\n`);
   const known = error instanceof MiniappError;
@@ -386,7 +388,12 @@ async function reportError(error: unknown, ctx: Context, argv: readonly string[]
   ];
   if (wantsJson(argv)) {
     const code = known ? error.code : 'INTERNAL';
-    write(JSON.stringify({ error: { code, exitCode: known ? error.exitCode : ExitCode.failure, message, ...(hints.length ? { hint: hints.join(' ') } : {}) } }));
+    // One JSON object: the warnings held back while the command ran ride in it (render/output.ts).
+    write(
+      JSON.stringify({
+        error: { code, exitCode: known ? error.exitCode : ExitCode.failure, message, ...(hints.length ? { hint: hints.join(' ') } : {}), ...(warnings.length ? { warnings } : {}) },
+      }),
+    );
   } else {
     const { createOutput } = await import('./render/output.js');
     const color = (await createOutput(ctx.io, { json: false, noColor: argv.includes('--no-color'), forceColor: argv.includes('--color'), env: ctx.env })).errColor;

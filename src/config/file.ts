@@ -1,17 +1,16 @@
 /**
- * Reading the config file without `conf`: a command that only reads
- * settings or stored tokens (`config get`, `token show`, every client
- * command resolving its address and token) parses the one small JSON file
- * itself, since loading conf (and the ajv, atomically and dot-prop it
- * brings) costs more than the whole rest of such a command. Writes still go
- * through ConfigStore (conf): atomic, mode 0600.
+ * Reading the config file: a command that only reads settings or stored
+ * tokens (`config get`, `token show`, every client command resolving its
+ * address and token) parses the one small JSON file, and loads nothing of
+ * the writer. Writes go through ConfigStore (store.ts): atomic, mode 0600.
  *
- * The file is read afresh on every call, as conf does, so a value written
+ * The file is read afresh on every call, so that a value written
  * through ConfigStore earlier in the same command is seen. A file that is
- * not valid JSON is reported with the same message ConfigStore gives.
+ * not valid JSON is reported, never read as empty.
  */
 import { chmodSync, readFileSync, statSync } from 'node:fs';
 import { ConfigError } from '../errors.js';
+import { notADirectory } from '../directories.js';
 import { isJsonObject, jsonKind, jsonSyntaxProblem } from '../json-syntax.js';
 import { configFilePath } from './paths.js';
 
@@ -22,12 +21,17 @@ export interface ProfileData {
 
 export const FILE_MODE = 0o600;
 
+/** What to do about a config dir that cannot be used. */
+export const CONFIG_DIR_HINT = 'choose another config dir with MINIAPP_CONFIG_DIR, or make this one writable';
+
 /** Removes group and other permissions from a file that has them. */
 export function tighten(path: string): void {
   try {
     if ((statSync(path).mode & 0o077) !== 0) chmodSync(path, FILE_MODE);
   } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+    // A file where a directory of the path should be: reading the file says so (ConfigFile).
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code !== 'ENOENT' && code !== 'ENOTDIR') throw error;
   }
 }
 
@@ -70,6 +74,16 @@ export class ConfigFile {
     return this.profiles()[profile]?.[section] as T | undefined;
   }
 
+  /** The whole file as it holds it now, profiles and anything beside them (read afresh; {} when there is none). */
+  protected whole(): Record<string, unknown> {
+    this.profiles();
+    try {
+      return JSON.parse(readFileSync(this.path, 'utf8')) as Record<string, unknown>;
+    } catch {
+      return {};
+    }
+  }
+
   /** The profiles as the file holds them now (read afresh each time). */
   protected profiles(): Record<string, ProfileData> {
     let text: string;
@@ -77,6 +91,8 @@ export class ConfigFile {
       text = readFileSync(this.path, 'utf8');
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code === 'ENOENT') return {};
+      const wrong = (error as NodeJS.ErrnoException).code === 'ENOTDIR' ? notADirectory(this.dir, 'the config dir') : undefined;
+      if (wrong) throw new ConfigError(wrong, { hint: CONFIG_DIR_HINT, cause: error });
       throw unreadableConfig(this.path, error);
     }
     let data: unknown;

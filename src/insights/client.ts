@@ -207,7 +207,12 @@ export class GraphClient {
     }
   }
 
-  async close(): Promise<void> {
-    if (this.#ownDispatcher) await this.#dispatcher.close();
+  #closing: Promise<void> | undefined;
+
+  /** Closes the connections once the calls in flight end; `abort`: at once, failing those calls (a job interrupted). */
+  close(options: { abort?: boolean } = {}): Promise<void> {
+    if (!this.#ownDispatcher) return Promise.resolve();
+    this.#closing ??= options.abort ? this.#dispatcher.destroy() : this.#dispatcher.close();
+    return this.#closing;
   }
 }

@@ -44,16 +44,21 @@ export function parseKey(text: string): KeyMaterial {
   });
 }
 
+/** "1 byte", "32 bytes". */
+function bytesOf(count: number): string {
+  return `${count} byte${count === 1 ? '' : 's'}`;
+}
+
 /** Says what the key looked like, with lengths only. */
 function describeKey(value: string): string {
   if (HEX.test(value)) {
     return value.length % 2 === 0
-      ? `it is ${value.length} hex characters, which is ${value.length / 2} bytes`
+      ? `it is ${value.length} hex characters, which is ${bytesOf(value.length / 2)}`
       : `it is ${value.length} hex characters, an odd number`;
   }
   if (BASE64.test(value) || BASE64URL.test(value)) {
     const bytes = Buffer.from(value, BASE64.test(value) ? 'base64' : 'base64url').length;
-    return `it is ${value.length} Base64 characters, which is ${bytes} bytes`;
+    return `it is ${value.length} Base64 characters, which is ${bytesOf(bytes)}`;
   }
   return `it is ${value.length} characters and neither hex nor Base64`;
 }
@@ -101,7 +106,7 @@ export function parseAad(text: string): AadMaterial {
 /** How an AAD reads, in words (doctor, hints): never the value. */
 export function describeAad(aad: AadMaterial): string {
   const how = aad.encoding === 'hex' ? 'hex' : 'text';
-  return `${aad.bytes.length} bytes, read as ${how}${aad.explicit ? ` (written ${how}:)` : aad.encoding === 'hex' ? ' (a bare value of hex digits; write text:... if it is a text)' : ' (a bare value that is not hex)'}`;
+  return `${bytesOf(aad.bytes.length)}, read as ${how}${aad.explicit ? ` (written ${how}:)` : aad.encoding === 'hex' ? ' (a bare value of hex digits; write text:... if it is a text)' : ' (a bare value that is not hex)'}`;
 }
 
 /** Another reading of the configured AAD, and the setting that selects it. */

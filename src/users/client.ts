@@ -153,6 +153,19 @@ async function writeAll<T>(
   }
 }
 
+/** Rows ImportUsers sends ahead of their answers: enough to keep serve's hashing busy, few enough to wait for. */
+export const IMPORT_WINDOW = 64;
+
+/** How an import is stopped from outside. */
+export interface ImportControl {
+  /** Nothing more is read or sent; the rows sent are still answered, and the import then ends as usual. */
+  stop?: AbortSignal;
+  /** The call is cancelled at once: rows sent but not answered may or may not be stored. */
+  cancel?: AbortSignal;
+  /** Rows sent ahead of their answers (default IMPORT_WINDOW). */
+  window?: number;
+}
+
 export class UserServiceClient {
   readonly address: string;
   readonly deadlineMs: number;
@@ -310,52 +323,88 @@ export class UserServiceClient {
   async importUsers(
     rows: AsyncIterable<CreateUserRequest>,
     handlers: { onResult: (result: RowResult) => void; onFallback?: () => void; onSent?: (count: number) => void },
+    control: ImportControl = {},
   ): Promise<'ImportUsers' | 'BulkCreateUsers'> {
     const source = rows[Symbol.asyncIterator]();
+    const window = control.window ?? IMPORT_WINDOW;
     // Rows sent before the first answer, to send again should the server not know ImportUsers.
     let replay: CreateUserRequest[] | undefined = [];
     const call = this.#raw.ImportUsers(this.#metadata(), {});
     let finished = false;
+    let pulled = 0;
+    let answered = 0;
+    let wake: (() => void) | undefined;
+    const poke = () => {
+      const waiting = wake;
+      wake = undefined;
+      waiting?.();
+    };
     const reading = (async () => {
       try {
         for await (const answer of call) {
           replay = undefined;
+          answered++;
+          poke();
           const { index, user, failure } = answer as ImportUsersResponse;
           handlers.onResult(failure ? { index, failure: { status: failure.status, message: failure.message } } : { index, user: user ?? null });
         }
       } finally {
         finished = true;
+        poke();
       }
     })();
     reading.catch(() => {});
+    const stopping = control.stop ? once(control.stop, 'abort').then(() => ({ done: true as const, value: undefined })) : undefined;
+    stopping?.catch(() => undefined);
+    control.stop?.addEventListener('abort', poke, { once: true });
+    const cancel = () => call.cancel();
+    control.cancel?.addEventListener('abort', cancel, { once: true });
     // No `return`: leaving the loop early must not end `rows`, which a fallback goes on reading.
     const remembered: AsyncIterable<CreateUserRequest> = {
       [Symbol.asyncIterator]: () => ({
-        next: async () => {
-          const next = await source.next();
-          if (!next.done) replay?.push(next.value);
+        next: async (): Promise<IteratorResult<CreateUserRequest>> => {
+          // At most `window` rows ahead of their answers: what was sent is what serve will soon have answered.
+          while (!finished && !control.stop?.aborted && pulled - answered >= window) await new Promise<void>((resolve) => (wake = resolve));
+          if (control.stop?.aborted) return { done: true, value: undefined };
+          // A stop ends the wait for the next row too (stdin that stays open).
+          const next = await (stopping ? Promise.race([source.next(), stopping]) : source.next());
+          if (control.stop?.aborted) return { done: true, value: undefined };
+          if (!next.done) {
+            pulled++;
+            replay?.push(next.value);
+          }
           return next;
         },
       }),
     };
     try {
-      await writeAll(call, remembered, () => finished, reading, handlers.onSent);
-    } catch (error) {
-      call.cancel();
-      throw error;
-    }
-    call.end();
-    try {
-      await reading;
-      return 'ImportUsers';
-    } catch (error) {
-      if (!replay || !isServiceError(error) || error.code !== grpc.status.UNIMPLEMENTED) throw this.#error(error);
+      try {
+        await writeAll(call, remembered, () => finished, reading, handlers.onSent);
+      } catch (error) {
+        call.cancel();
+        throw error;
+      }
+      call.end();
+      try {
+        await reading;
+        return 'ImportUsers';
+      } catch (error) {
+        if (!replay || !isServiceError(error) || error.code !== grpc.status.UNIMPLEMENTED) throw this.#error(error);
+      }
+    } finally {
+      control.cancel?.removeEventListener('abort', cancel);
+      control.stop?.removeEventListener('abort', poke);
     }
     handlers.onFallback?.();
     const again = replay;
+    const stop = control.stop;
     const rest = (async function* () {
       yield* again;
-      for (let next = await source.next(); !next.done; next = await source.next()) yield next.value;
+      while (!stop?.aborted) {
+        const next = await (stopping ? Promise.race([source.next(), stopping]) : source.next());
+        if (next.done || stop?.aborted) return;
+        yield next.value;
+      }
     })();
     let sent = 0;
     const response = await this.bulkCreate(rest, (count) => {

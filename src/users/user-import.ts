@@ -4,7 +4,7 @@
  * outcome as it is known, with the file's line. Rows that cannot be read
  * are failures at once and are not sent.
  */
-import type { RowResult, UserServiceClient } from './client.js';
+import type { ImportControl, RowResult, UserServiceClient } from './client.js';
 import { readImportFile, type ImportFormat } from './import-file.js';
 import type { UserMessage } from './proto.js';
 
@@ -44,7 +44,13 @@ export interface ImportReport {
   method: 'ImportUsers' | 'BulkCreateUsers';
 }
 
-export async function importUsers(client: UserServiceClient, input: AsyncIterable<Buffer | string>, handlers: ImportHandlers = {}): Promise<ImportReport> {
+/** `control.stop`: nothing more is sent, the rows sent are answered, and the report says what they became. */
+export async function importUsers(
+  client: UserServiceClient,
+  input: AsyncIterable<Buffer | string>,
+  handlers: ImportHandlers = {},
+  control: ImportControl = {},
+): Promise<ImportReport> {
   const file = readImportFile(input);
   const lineOfIndex: number[] = [];
   const failures: RowFailure[] = [];
@@ -84,7 +90,7 @@ export async function importUsers(client: UserServiceClient, input: AsyncIterabl
       report();
     },
     onFallback: () => handlers.onFallback?.(),
-  });
+  }, control);
   failures.sort((a, b) => a.line - b.line);
   return { created: progress.created, failures, format: file.format(), method };
 }

@@ -57,11 +57,26 @@ describe('miniapp db status and migrate', () => {
     expect(callbacks.stderr).toContain('has recorded nothing there');
     const migrate = await sb.run(['db', 'migrate', '--database', database.url]);
     expect(migrate.code, migrate.stderr).toBe(0);
-    expect(migrate.stderr).toContain('up to date');
+    // How many it applied, and which: not the line of a run that applied none.
+    const latest = pending.migrations.at(-1).version as number;
+    expect(migrate.stderr).toMatch(new RegExp(`: applied ${pending.pending} migrations \\(1-${latest}\\); now at schema ${latest}\\n$`));
+    const again = await sb.run(['db', 'migrate', '--database', database.url]);
+    expect(again.code, again.stderr).toBe(0);
+    expect(again.stderr).toMatch(new RegExp(`is at schema ${latest}, up to date: nothing to apply\\n$`));
+    expect(JSON.parse((await sb.run(['db', 'migrate', '--database', database.url, '--json'])).stdout)).toMatchObject({ schema: latest, applied: [] });
     const status = JSON.parse((await sb.run(['db', 'status', '--database', database.url, '--json'])).stdout);
     expect(status.pending).toBe(0);
     expect(status.migrations.every((m: { applied: boolean }) => m.applied)).toBe(true);
     expect(status.database).not.toContain('miniapp-tests');
+  });
+
+  it('says how many migrations it applied to a new SQLite data dir, and which', async () => {
+    const first = await sb.run(['db', 'migrate', '--json']);
+    expect(first.code, first.stderr).toBe(0);
+    const made = JSON.parse(first.stdout) as { schema: number; applied: number[] };
+    expect(made.applied).toEqual(Array.from({ length: made.schema }, (_, i) => i + 1));
+    const again = await sb.run(['db', 'migrate']);
+    expect(again.stderr).toContain(`is at schema ${made.schema}, up to date: nothing to apply`);
   });
 
   it('reads the URL from MINIAPP_DATABASE_URL, and reports a SQLite data dir that serve has not created', async () => {

@@ -134,6 +134,21 @@ describe('login flow against the sandbox', () => {
     expect(stale.code).toBe(4);
     expect(stale.stderr).toContain('the tokens stored in profile "default" were cleared anyway');
     expect(storedTokens()).toBeUndefined();
+    // The advice works as given, step by step: with the tokens just cleared, `logout --user-key` alone has no Bearer
+    // token to send, so logging in again comes first, before either way of removing the connection.
+    const hint = stale.stderr.split('\n')[1]!;
+    const login = hint.indexOf('`miniapp token exchange --code CODE`');
+    expect(login).toBeGreaterThan(-1);
+    for (const next of ['`miniapp logout`', '`miniapp logout --user-key N`']) expect(hint.indexOf(next), next).toBeGreaterThan(login);
+    const weeksOn = new Date(Date.now() + 16 * 86_400_000);
+    const alone = await cli.run(['logout', '--user-key', '4005'], { env: sandbox.env, now: weeksOn });
+    expect(alone.code).toBe(4);
+    expect(alone.stderr).toContain('logout --user-key needs an access token');
+    const exchanged = await cli.run(['token', 'exchange', '--code', await codeFor(4005), '--referrer', 'sandbox'], { env: sandbox.env, now: weeksOn });
+    expect(exchanged.code, exchanged.stderr).toBe(0);
+    const followed = await cli.run(['logout'], { env: sandbox.env, now: weeksOn });
+    expect(followed.code, followed.stderr).toBe(0);
+    expect(followed.stderr).toContain('removed the login connection');
   });
 
   it('logout --local forgets the stored tokens without calling the API', async () => {

@@ -28,12 +28,12 @@ describe('the progress line', () => {
     expect(line.text()).toBe('rows 42 · 42/s');
   });
 
-  it('redraws in place, cut to the terminal width, and puts logged lines above it', () => {
+  it('redraws in place, cut three cells short of the terminal width (room for the echo of ^C), and puts logged lines above it', () => {
     const c = clock();
     const stream = new Capture(true, 30);
     const line = new ProgressLine(stream, true, { unit: 'rows', total: 10, now: c.now, label: 'importing a-very-long-file-name.csv' });
     line.update({ done: 1 });
-    expect(stream.text).toMatch(/^\r\x1b\[2K.{28}…$/);
+    expect(stream.text).toMatch(/^\r\x1b\[2K.{26}…$/);
     line.log('line 3: bad row');
     expect(stream.text).toContain('\r\x1b[2Kline 3: bad row\n\r\x1b[2K');
     line.finish();
@@ -64,6 +64,6 @@ describe('the progress line', () => {
     const line = new ProgressLine(stream, true, { unit: 'rows', label: '日本語のファイル.csv' });
     line.update({ done: 1 }, true);
     const drawn = stream.text.replace('\r\x1b[2K', '');
-    expect(drawn).toBe('日本語のファイル.c…');
+    expect(drawn).toBe('日本語のファイル…');
   });
 });

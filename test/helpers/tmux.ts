@@ -52,6 +52,12 @@ export class Pane {
     return text.replace(/\n$/, '').split('\n').map((line) => line.trimEnd());
   }
 
+  /** The visible screen with its colours and attributes as escape sequences (-e), one string a row. */
+  async styled(): Promise<string[]> {
+    const text = await run(['-L', this.socket, 'capture-pane', '-p', '-e', '-t', this.name]);
+    return text.replace(/\n$/, '').split('\n');
+  }
+
   /** Everything written, history included, with lines the terminal wrapped joined again (-J). */
   async joined(): Promise<string[]> {
     const text = await run(['-L', this.socket, 'capture-pane', '-p', '-J', '-S', '-', '-t', this.name]);

@@ -62,6 +62,35 @@ describe('insights media --all on a terminal', () => {
     expect(plain(result.stderr)).not.toContain('warning: rate limited');
   });
 
+  for (const tty of [true, false]) {
+    it(`on Ctrl-C says how many pages and items it read and that nothing was written (exit 130), ending a wait at once (${tty ? 'on a terminal' : 'piped'})`, async () => {
+      // Five calls an hour: after the fifth the client paces itself for the rest of the window, long after the test.
+      await cli.start({ media: 1000, rateLimit: { calls: 5, windowMs: 3_600_000 } });
+      const pressed = (async () => {
+        for (let i = 0; i < 500 && (await cli.graph.graphCalls()) < 5; i++) await new Promise((resolve) => setTimeout(resolve, 20));
+        return 'SIGINT';
+      })();
+      const result = await cli.sb.run(['insights', 'media', '--all', '--fields', 'id', '--metrics', 'reach', '--account', MAIN_ACCOUNT_ID, '--no-color'], {
+        env: { MINIAPP_GRAPH_URL: cli.graph.url, MINIAPP_GRAPH_TOKEN: SANDBOX_GRAPH_TOKENS.page },
+        now: new Date(NOW),
+        tty,
+        columns: 160,
+        shutdown: pressed,
+      });
+      expect(result.code, result.stderr).toBe(130);
+      expect(result.stdout).toBe('');
+      const said = /error: interrupted \(SIGINT\) after reading (\d+) pages of media \((\d+) items, \d+ calls\): nothing was written, since it would have been partial\nrun it again to read every media item; --since or a smaller --limit reads fewer\n$/.exec(
+        plain(result.stderr),
+      );
+      expect(said, result.stderr).not.toBeNull();
+      // Pages of 100: what it says it read is what it read, and it had read some (the fifth call was made).
+      expect(Number(said![2])).toBe(Number(said![1]) * 100);
+      expect(Number(said![1])).toBeGreaterThanOrEqual(3);
+      // On a terminal the progress line was cleared before the message, and not drawn again.
+      if (tty) expect(result.stderr.split('error: interrupted')[0]!.replace(/\x1b\[\?25h/g, '')).toMatch(/\r?\x1b\[2K$/);
+    });
+  }
+
   it('draws nothing under --json or when piped, and spends no call on the total', async () => {
     await cli.start({ media: 250 });
     const json = await run(['media', '--all', '--metrics', 'reach', '--account', MAIN_ACCOUNT_ID, '--json'], { tty: true });

@@ -77,7 +77,8 @@ describe('miniapp sandbox (process)', () => {
     const { url } = await start([]);
     const port = new URL(url).port;
     const second = spawnSync(process.execPath, [bin, 'sandbox', '--port', port], { env, encoding: 'utf8' });
-    expect(second.status).toBe(1);
+    // A port that cannot be used is a setting that cannot work, as serve says of its own (exit 2).
+    expect(second.status).toBe(2);
     expect(second.stderr).toContain(`port ${port} on 127.0.0.1 is already in use`);
   });
 });

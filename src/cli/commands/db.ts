@@ -54,6 +54,11 @@ export function registerDb(program: Command, bind: Bind): void {
       'add this data beside another deployment\'s: rows whose id is taken get new ids and their references follow; refuses ' +
         'rows whose username, e-mail, SKU or key the target gives to another row; the target keeps its admin token',
     )
+    .option(
+      '--while-running',
+      'copy from the data dir of a serve that is running (its serve.json names a live process): what it holds now, as one ' +
+        'consistent snapshot; without it the copy is refused, since what serve writes after would not be copied',
+    )
     .addHelpText(
       'after',
       '\nExamples:\n  miniapp db copy --from ~/.local/share/miniapp --to "postgres://miniapp:$PW@db.example.com/miniapp?sslmode=verify-full&sslrootcert=ca.pem"\n' +
@@ -88,20 +93,51 @@ async function runStatus(cc: CommandContext, command: Command): Promise<void> {
 async function runMigrate(cc: CommandContext, command: Command): Promise<void> {
   const flags = command.opts<{ database?: string; dataDir?: string }>();
   const [{ openServeStore }, { migrationStatus }] = await Promise.all([import('../connect/serve-store.js'), import('../../store/store.js')]);
+  // What the database had before, read without migrating (none: a SQLite file serve has not made yet).
+  const before = await openServeStore(cc, { ...flags, anySchema: true }, 'read');
+  let had: ReadonlySet<number> = new Set();
+  if (before.store) {
+    try {
+      had = new Set((await migrationStatus(before.store)).filter((m) => m.applied).map((m) => m.version));
+    } finally {
+      await before.store.close();
+    }
+  }
   // Opening a store migrates it (under an advisory lock on PostgreSQL); SQLite creates its file if needed.
   const opened = await openServeStore(cc, { ...flags, create: true }, 'write');
   if (!opened.store) throw new UsageError(`cannot open ${opened.where}`);
   try {
     const status = await migrationStatus(opened.store);
-    if (cc.out.json) cc.out.printJson({ database: opened.where, migrations: status });
-    else cc.out.success(`${opened.where} is at schema ${Math.max(0, ...status.filter((m) => m.applied).map((m) => m.version))}, up to date`);
+    const schema = Math.max(0, ...status.filter((m) => m.applied).map((m) => m.version));
+    // Applied between the two looks: by this command (or, at the same moment, by a serve starting on the same database).
+    const applied = status.filter((m) => m.applied && !had.has(m.version)).map((m) => m.version);
+    if (cc.out.json) {
+      cc.out.printJson({ database: opened.where, schema, applied, migrations: status });
+    } else if (applied.length === 0) {
+      cc.out.success(`${opened.where} is at schema ${schema}, up to date: nothing to apply`);
+    } else {
+      const which = applied.length === 1 ? `migration ${applied[0]}` : `${applied.length} migrations (${versionList(applied)})`;
+      cc.out.success(`${opened.where}: applied ${which}; now at schema ${schema}`);
+    }
   } finally {
     await opened.store.close();
   }
 }
 
+/** 1-12, or 3, 5, 7-9: the versions in runs. */
+function versionList(versions: readonly number[]): string {
+  const runs: string[] = [];
+  for (let i = 0; i < versions.length; ) {
+    let j = i;
+    while (j + 1 < versions.length && versions[j + 1] === versions[j]! + 1) j++;
+    runs.push(j === i ? String(versions[i]) : `${versions[i]}-${versions[j]}`);
+    i = j + 1;
+  }
+  return runs.join(', ');
+}
+
 async function runCopy(cc: CommandContext, command: Command): Promise<void> {
-  const flags = command.opts<{ from: string; to: string; merge?: boolean }>();
+  const flags = command.opts<{ from: string; to: string; merge?: boolean; whileRunning?: boolean }>();
   const { copyToPostgres } = await import('../views/db-copy.js');
   await copyToPostgres(cc, flags);
 }

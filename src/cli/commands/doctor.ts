@@ -71,13 +71,15 @@ async function runDoctor(cc: CommandContext, command: Command): Promise<void> {
   });
   checks.push(await graphVersionCheck(cc));
   const color = cc.out.color;
-  const mark = { ok: color.green('ok'), warn: color.yellow('warn'), fail: color.red('FAIL'), skip: color.dim('skip') };
+  const mark = { ok: 'ok', warn: 'warn', fail: 'FAIL', skip: 'skip' };
+  const hue = { ok: color.green, warn: color.yellow, fail: color.red, skip: color.dim };
   if (cc.out.human) {
     cc.out.table(checks, [
       { header: 'check', value: (c) => c.check },
-      { header: 'status', value: (c) => mark[c.status] },
-      // The end of a detail is often its point (a path, "expires in 3 days"): cut in the middle, and only to fit the terminal.
-      { header: 'detail', value: (c) => c.detail, shrink: 1, drop: -1, cut: 'middle' },
+      // The status in the tool's own colour: applied after the cell is made printable (render/output.ts).
+      { header: 'status', value: (c) => mark[c.status], style: (c) => hue[c.status] },
+      // A detail often ends in its point (a path, "expires in 3 days") or holds a command to copy: wrapped, never cut.
+      { header: 'detail', value: (c) => c.detail, shrink: 1, drop: -1, cut: 'wrap' },
     ]);
   } else {
     cc.out.printJson({ ok: !checks.some((c) => c.status === 'fail'), checks });

@@ -14,7 +14,7 @@ import type { Column } from '../render/output.js';
 import { wholeNumber } from '../flags.js';
 import { emit, formatOf, type Format } from '../terminal/export.js';
 import { accountOf, discoveryHint, rememberShape, withGraphSession } from '../connect/graph-session.js';
-import { UsageError } from '../../errors.js';
+import { InterruptedError, UsageError } from '../../errors.js';
 import {
   ACCOUNT_METRICS,
   DEFAULT_ACCOUNT_METRICS,
@@ -255,27 +255,47 @@ async function runMedia(cc: CommandContext, command: Command): Promise<void> {
   warnUnknown(cc, metrics, isKnownMediaMetric);
 
   const limit = flags.all ? undefined : (flags.limit ?? DEFAULT_LIMIT);
+  // Ctrl-C stops the reading rather than the process: how far it got is said before it ends.
+  const stopped = cc.waitForShutdown();
   let account = '';
   const result = await withGraphSession(cc, command, 'reading media', async (session) => {
     const { client, activity } = session;
-    account = await accountOf(cc, session, flags.account);
-    const { countMedia, exportMedia, mediaPageSize } = await import('../../insights/media.js');
-    const pageSize = mediaPageSize(limit);
-    // The total costs a call: asked only where someone watches a job of several pages that a date range does not narrow.
-    const count =
-      activity.live && since === undefined && until === undefined && (limit === undefined || limit > pageSize) ? await countMedia(client, account) : undefined;
-    const expected = count === undefined ? undefined : Math.min(count, limit ?? Infinity);
-    activity.progress({ unit: 'pages', total: expected === undefined ? undefined : Math.max(1, Math.ceil(expected / pageSize)), label: 'reading media' });
-    return exportMedia(client, {
-      account,
-      fields: readFields,
-      metrics,
-      limit,
-      since,
-      until,
-      onProgress: (rows, pages) => activity.update({ done: pages, counts: { media: rows, calls: client.calls } }),
-      onWarn: (message) => activity.warn(message),
-    });
+    let read = { rows: 0, pages: 0 };
+    const reading = (async () => {
+      account = await accountOf(cc, session, flags.account);
+      const { countMedia, exportMedia, mediaPageSize } = await import('../../insights/media.js');
+      const pageSize = mediaPageSize(limit);
+      // The total costs a call: asked only where someone watches a job of several pages that a date range does not narrow.
+      const count =
+        activity.live && since === undefined && until === undefined && (limit === undefined || limit > pageSize) ? await countMedia(client, account) : undefined;
+      const expected = count === undefined ? undefined : Math.min(count, limit ?? Infinity);
+      activity.progress({ unit: 'pages', total: expected === undefined ? undefined : Math.max(1, Math.ceil(expected / pageSize)), label: 'reading media' });
+      return exportMedia(client, {
+        account,
+        fields: readFields,
+        metrics,
+        limit,
+        since,
+        until,
+        onProgress: (rows, pages) => {
+          read = { rows, pages };
+          activity.update({ done: pages, counts: { media: rows, calls: client.calls } });
+        },
+        onWarn: (message) => activity.warn(message),
+      });
+    })();
+    // From the account's lookup on: a wait for the rate limit may be long, and Ctrl-C ends it too.
+    const outcome = await Promise.race([reading.then((done) => ({ done })), stopped.then((signal) => ({ signal }))]);
+    if ('done' in outcome) return outcome.done;
+    // The calls in flight fail as the connections close; what they say after that is of no interest.
+    reading.catch(() => undefined);
+    await session.abort();
+    const counted = (n: number, one: string) => `${n} ${one}${n === 1 ? '' : 's'}`;
+    throw new InterruptedError(
+      `interrupted (${outcome.signal}) after reading ${counted(read.pages, 'page')} of media (${counted(read.rows, 'item')}, ${counted(client.calls, 'call')}): ` +
+        'nothing was written, since it would have been partial',
+      { hint: `run it again to read ${limit === undefined ? 'every media item' : `the ${limit} newest`}; --since or a smaller --limit reads fewer` },
+    );
   });
 
   const { unsupportedWarning } = await import('../../insights/media.js');

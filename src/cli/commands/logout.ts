@@ -66,7 +66,10 @@ async function runLogout(cc: CommandContext, command: Command): Promise<void> {
       await store.clear();
       throw new AuthError(`${error.message}; the tokens stored in profile "${cc.profile}" were cleared anyway`, {
         code: error.code,
-        hint: 'the partner API did not take the stored token, so it could not be asked to remove the login connection; log in again and run `miniapp logout`, or remove it by userKey with `miniapp logout --user-key N`',
+        // Every way to remove it needs a token that works, and the stored ones are gone: logging in comes first.
+        hint:
+          'the partner API did not take the stored token, so the login connection is still there; to remove it, log in again ' +
+          '(`miniapp token exchange --code CODE`), then run `miniapp logout` (or `miniapp logout --user-key N`, which sends that new token too)',
         cause: error,
       });
     }

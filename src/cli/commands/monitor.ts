@@ -8,11 +8,11 @@ import type { Command } from 'commander';
 import type { Bind } from '../command.js';
 import type { CommandContext } from '../context.js';
 import { RefusedError, UsageError } from '../../errors.js';
-import { parseDuration, formatDuration } from '../../duration.js';
+import { parseDuration } from '../../duration.js';
 import { connectionOf, reconnectNotice, withConnection, type ConnectionFlags } from '../connect/grpc-connection.js';
 import { destroyInput, linesOf } from '../terminal/input.js';
 import { parseWholeNumber } from '../flags.js';
-import type { ChatMessage, LogEntry, LogLevelEnum, MetricData, MonitoringClient } from '../../monitoring/client.js';
+import type { ChatMessage, LogEntry, LogLevelEnum, MonitoringClient } from '../../monitoring/client.js';
 import type { Timestamp } from '../../grpc/protos.js';
 
 /** A tail of every line serve keeps, however many it keeps (the server sends at most that many; an int32). */
@@ -124,6 +124,8 @@ async function following(
       },
       run: ({ client }, signal) => run(client, signal, reconnected),
       onConnected: (info) => {
+        // Connected, the stream runs until stopped: warnings are written as they come from now on, --json or not.
+        cc.out.releaseWarnings();
         reconnected = info.reconnected;
         if (info.reconnected) cc.out.info(`reconnected to ${connection.address}`);
       },
@@ -153,14 +155,12 @@ function iso(ts: Timestamp | null | undefined): string {
 
 // ------------------------------------------------------------------ metrics
 
-/** Series whose value only grows, where a rate per second says more than the value. */
-const CUMULATIVE = /(_total|_count|_sum|_bucket|_created)(\{|$)/;
-
 async function runMetrics(cc: CommandContext, command: Command): Promise<void> {
   const flags = command.opts<ConnectionFlags & { interval: string; name: string[]; count?: string; buckets?: boolean }>();
   const interval = parseDuration(flags.interval, '--interval');
   if (interval < 100 || interval > 3_600_000) throw new UsageError(`--interval must be from 100ms to 1h; got "${flags.interval}"`);
   const snapshots = flags.count === undefined ? undefined : parseWholeNumber(flags.count, '--count', 1);
+  const screen = cc.out.human ? await import('../views/metrics-screen.js') : undefined;
   let previous: { at: number; metrics: Record<string, number> } | undefined;
   let received = 0;
   // Across reconnections, --count counts every snapshot shown; a stream the server ends before then is followed again.
@@ -169,61 +169,30 @@ async function runMetrics(cc: CommandContext, command: Command): Promise<void> {
       { name_prefixes: flags.name, interval_ms: interval, count: snapshots === undefined ? 0 : snapshots - received },
       (data) => {
         received++;
-        if (!cc.out.human) {
+        if (!screen) {
           cc.out.line(JSON.stringify({ service: data.service_name, timestamp: iso(data.timestamp), metrics: data.metrics }));
           return;
         }
         const at = Date.parse(iso(data.timestamp)) || Date.now();
-        drawMetrics(cc, data, previous, interval, Boolean(flags.buckets));
+        const stdout = cc.io.stdout as { columns?: number; rows?: number };
+        const lines = screen.metricsFrame({
+          data,
+          at,
+          previous,
+          intervalMs: interval,
+          buckets: Boolean(flags.buckets),
+          width: stdout.columns || 100,
+          height: stdout.rows || undefined,
+          color: cc.out.color,
+        });
+        // Redrawn in place, like `watch`.
+        cc.out.write(screen.frameText(lines, previous === undefined));
         previous = { at, metrics: data.metrics };
       },
       signal,
     );
     return snapshots !== undefined && received >= snapshots ? 'done' : 'again';
   });
-}
-
-function drawMetrics(cc: CommandContext, data: MetricData, previous: { at: number; metrics: Record<string, number> } | undefined, interval: number, buckets: boolean): void {
-  const c = cc.out.color;
-  const now = Date.parse(iso(data.timestamp)) || Date.now();
-  const seconds = previous ? Math.max((now - previous.at) / 1000, 0.001) : undefined;
-  const width = cc.io.stdout.columns || 100;
-  const series = Object.keys(data.metrics)
-    .filter((key) => buckets || !/_bucket(\{|$)/.test(key))
-    .sort();
-  const nameWidth = Math.max(20, Math.min(width - 30, Math.max(...series.map((s) => s.length), 6)));
-  const fit = (text: string) => (text.length > nameWidth ? `${text.slice(0, nameWidth - 1)}…` : text.padEnd(nameWidth));
-  const number = (value: number) => (Number.isInteger(value) ? String(value) : value.toPrecision(6).replace(/\.?0+$/, ''));
-  const lines = [
-    // The title on two lines when one does not fit (the narrow terminal would wrap it anyway, and break the redraw).
-    `${c.bold(data.service_name)}${data.service_name.length + 2 + `${iso(data.timestamp)} · every ${formatDuration(interval)} · Ctrl-C stops`.length > width ? '\n' : '  '}${c.dim(`${iso(data.timestamp)} · every ${formatDuration(interval)} · Ctrl-C stops`)}`,
-    c.bold(`${fit('series')}  ${'value'.padStart(12)}  ${'per second'.padStart(12)}`),
-  ];
-  for (const key of series) {
-    const value = data.metrics[key]!;
-    const before = previous?.metrics[key];
-    const rate = seconds !== undefined && before !== undefined && CUMULATIVE.test(key) ? number((value - before) / seconds) : '';
-    // A long series is never cut (two label sets cut alike would look like one series): it takes lines of its own.
-    if (key.length > nameWidth) lines.push(...wrapSeries(key, Math.max(width, nameWidth)));
-    lines.push(`${fit(key.length > nameWidth ? '' : key)}  ${number(value).padStart(12)}  ${rate.padStart(12)}`);
-  }
-  if (series.length === 0) lines.push(c.dim('(no series match --name)'));
-  // Redrawn in place, like `watch`.
-  cc.out.write(`\x1b[H\x1b[2J${lines.join('\n')}\n`);
-}
-
-/** A series name in lines of at most `width` characters, broken after a label's comma where it can be. */
-function wrapSeries(key: string, width: number): string[] {
-  const lines: string[] = [];
-  let rest = key;
-  while (rest.length > width) {
-    const comma = rest.lastIndexOf(',', width - 1);
-    const at = comma > 0 ? comma + 1 : width;
-    lines.push(rest.slice(0, at));
-    rest = `  ${rest.slice(at)}`;
-  }
-  lines.push(rest);
-  return lines;
 }
 
 // ------------------------------------------------------------------ dashboard

@@ -145,6 +145,17 @@ function retryCommand(cc: CommandContext, id: string, method: string, key: strin
   return words.map((word) => (/^[A-Za-z0-9@%+=:,./_"$-]+$/.test(word) ? word : `'${word.replace(/'/g, `'\\''`)}'`)).join(' ');
 }
 
+/**
+ * Why a payment was declined, without what the line already says: the
+ * service's message ("declined: CARD_DECLINED: the card issuer declined the
+ * payment") repeats the outcome and the code the line names.
+ */
+function declineReason(code: string, message: string): string {
+  let reason = message.replace(/^declined:\s*/, '');
+  if (code && reason.startsWith(`${code}:`)) reason = reason.slice(code.length + 1).trim();
+  return reason || 'declined';
+}
+
 async function runPay(cc: CommandContext, command: Command): Promise<void> {
   const id = checkIdArgument(command.processedArgs[0] as string, 'ord');
   const flags = command.opts<ConnectionFlags & { method?: string; idempotencyKey?: string }>();
@@ -164,7 +175,7 @@ async function runPay(cc: CommandContext, command: Command): Promise<void> {
     });
   }
   throw new PaymentDeclinedError(
-    `payment ${payment.id} of order ${id} ${payment.status}${payment.failure_code ? ` (${payment.failure_code})` : ''}: ${answer.message || payment.failure_message}; the order is not paid`,
+    `payment ${payment.id} of order ${id} ${payment.status}${payment.failure_code ? ` (${payment.failure_code})` : ''}: ${declineReason(payment.failure_code, payment.failure_message || answer.message)}; the order is not paid`,
     { hint: 'its units were released (PAYMENT_FAILED); place a new order to try another method' },
   );
 }

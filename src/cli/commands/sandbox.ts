@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import type { Bind } from '../command.js';
 import type { CommandContext } from '../context.js';
-import { ConfigError, MiniappError, UsageError } from '../../errors.js';
+import { ConfigError, MiniappError, PortInUseError, UsageError } from '../../errors.js';
 import { resolvePartnerPrefix } from '../../login/partner-prefix.js';
 import { UNLINK_REASON_NAMES, isKnownUnlinkReason } from '../../login/unlink-reasons.js';
 import { parseDuration } from '../../duration.js';
@@ -180,7 +180,7 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
   } catch (error) {
     await sandbox.app.close();
     const code = (error as NodeJS.ErrnoException).code;
-    if (code === 'EADDRINUSE') throw new MiniappError(`port ${port} on ${options.host} is already in use`, { hint: 'pick another with --port (0 picks a free one)' });
+    if (code === 'EADDRINUSE') throw new PortInUseError(`port ${port} on ${options.host} is already in use`, { hint: 'stop what listens there, or pick another with --port (0 picks a free one)' });
     if (code === 'EADDRNOTAVAIL' || code === 'ENOTFOUND') throw new UsageError(`cannot bind to --host ${options.host}: ${code}`);
     throw error;
   }

@@ -1,7 +1,7 @@
 import { Option, type Command } from '../commander.js';
 import type { Bind } from '../command.js';
 import type { CommandContext } from '../context.js';
-import { ConfigError, MiniappError, UsageError } from '../../errors.js';
+import { ConfigError, MiniappError, PortInUseError, UsageError } from '../../errors.js';
 import { partnerTls, timeoutMs } from '../connect/profile.js';
 import { parsePort, parseWholeNumber } from '../flags.js';
 import { parseDuration } from '../../duration.js';
@@ -356,13 +356,29 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
     const code = (error as NodeJS.ErrnoException).code;
     const message = (error as Error).message ?? '';
     const taken = (error as { port?: number }).port;
+    // Who holds it, when it is the serve of this data dir (its serve.json names a live pid).
+    const holder = async (address: string) => {
+      const other = (await import('../connect/serve-runtime.js')).readServeRuntime(directory);
+      return other && (other.url.endsWith(`:${address.split(':').pop()}`) || other.grpc === address) ? ` by miniapp serve (pid ${other.pid}, data dir ${directory})` : '';
+    };
     if (code === 'EADDRINUSE' && sandboxPort !== undefined && taken === sandboxPort) {
-      throw new MiniappError(`port ${sandboxPort} for the embedded sandbox is already in use`, { hint: 'pick another with --sandbox-port (0 picks a free one)' });
+      throw new PortInUseError(`port ${sandboxPort} for the embedded sandbox is already in use`, { hint: 'stop what listens there, or pick another with --sandbox-port (0 picks a free one)' });
     }
-    if (/No address added out of total|EADDRINUSE.*50051|bind/i.test(message) && flags.grpc) {
-      throw new MiniappError(`cannot listen for gRPC on ${flags.grpcHost}:${grpcPort}: ${message}`, { hint: 'pick another with --grpc-port (0 picks a free one), or --no-grpc' });
+    // grpc-js says "No address added out of total 1 resolved errors: [listen EADDRINUSE: address already in use HOST:PORT]".
+    if (flags.grpc && /No address added out of total|bind/i.test(message)) {
+      const cause = /\[(.*)\]\s*$/.exec(message)?.[1] ?? message;
+      if (/EADDRINUSE/.test(cause)) {
+        throw new PortInUseError(`gRPC port ${grpcPort} on ${flags.grpcHost} is already in use${await holder(`${flags.grpcHost}:${grpcPort}`)}`, {
+          hint: 'stop what listens there, or pick another with --grpc-port (0 picks a free one); --no-grpc serves HTTP alone',
+        });
+      }
+      throw new ConfigError(`cannot listen for gRPC on ${flags.grpcHost}:${grpcPort}: ${cause}`, { hint: 'pick another with --grpc-port or --grpc-host, or --no-grpc' });
     }
-    if (code === 'EADDRINUSE') throw new MiniappError(`port ${port} on ${flags.host} is already in use`, { hint: 'pick another with --port (0 picks a free one)' });
+    if (code === 'EADDRINUSE') {
+      throw new PortInUseError(`port ${port} on ${flags.host} is already in use${await holder(`${flags.host}:${port}`)}`, {
+        hint: 'stop what listens there, or pick another with --port (0 picks a free one)',
+      });
+    }
     if (code === 'EADDRNOTAVAIL') throw new UsageError(`cannot bind to --host ${flags.host}`);
     throw error;
   }

@@ -19,6 +19,8 @@ export interface GraphSession {
   client: GraphClient;
   activity: Activity;
   close(): Promise<void>;
+  /** Stops at once (Ctrl-C): the activity cleared, a wait ended, the calls in flight failed. */
+  abort(): Promise<void>;
 }
 
 async function openSession(cc: CommandContext, command: Command, words: string): Promise<GraphSession> {
@@ -61,6 +63,10 @@ async function openSession(cc: CommandContext, command: Command, words: string):
     close: async () => {
       activity.stop();
       await client.close();
+    },
+    abort: async () => {
+      activity.stop();
+      await client.close({ abort: true });
     },
   };
 }

@@ -10,7 +10,18 @@ import type { Output, Spinner } from './output.js';
 import type { ProgressLine, ProgressOptions, ProgressState } from './progress.js';
 import { formatDuration } from '../../duration.js';
 
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+/** Waits `ms`, or less when `signal` aborts (the job was stopped: nothing is left to wait for). */
+const sleep = (ms: number, signal: AbortSignal) =>
+  new Promise<void>((resolve) => {
+    if (signal.aborted) return resolve();
+    const timer = setTimeout(done, ms);
+    function done() {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', done);
+      resolve();
+    }
+    signal.addEventListener('abort', done, { once: true });
+  });
 
 export class Activity {
   readonly #out: Output;
@@ -19,6 +30,7 @@ export class Activity {
   #progress: ProgressLine | undefined;
   #state: ProgressState = { done: 0 };
   #waiting = false;
+  readonly #stopped = new AbortController();
 
   private constructor(
     out: Output,
@@ -52,7 +64,7 @@ export class Activity {
 
   update(state: ProgressState): void {
     this.#state = state;
-    if (!this.#waiting) this.#progress?.update(state);
+    if (!this.#waiting && !this.#stopped.signal.aborted) this.#progress?.update(state);
   }
 
   /** A line for the person at the terminal, above the progress line (written straight to stderr, it would be drawn over). */
@@ -72,7 +84,7 @@ export class Activity {
   async wait(ms: number, label: string, options: { announce: boolean }): Promise<void> {
     if (!this.live) {
       if (options.announce) this.warn(`${label} in ${formatDuration(ms)}`);
-      await sleep(ms);
+      await sleep(ms, this.#stopped.signal);
       return;
     }
     const end = Date.now() + ms;
@@ -87,17 +99,20 @@ export class Activity {
     show();
     const timer = setInterval(show, 1000);
     try {
-      await sleep(ms);
+      await sleep(ms, this.#stopped.signal);
     } finally {
       clearInterval(timer);
       this.#waiting = false;
-      if (this.#progress) this.#progress.update(this.#state, true);
+      if (this.#stopped.signal.aborted) {
+        // Stopped: nothing more is drawn.
+      } else if (this.#progress) this.#progress.update(this.#state, true);
       else this.#spinner.text(this.#words);
     }
   }
 
-  /** Clears whatever is showing; the command prints its result after. */
+  /** Clears whatever is showing, and ends a wait in progress; the command prints its result after. */
   stop(): void {
+    this.#stopped.abort();
     this.#spinner.stop();
     this.#progress?.finish();
   }

@@ -37,8 +37,12 @@ export interface Column<Row> {
   shrink?: number;
   /** The narrowest a shrinking column becomes before the next one gives way (default: 8, or its header when wider). */
   minWidth?: number;
-  /** Where a text cell too wide for its column is cut: at the end (default), or in the middle when its end matters as much. */
-  cut?: 'end' | 'middle';
+  /**
+   * Where a text cell too wide for its column is cut: at the end (default),
+   * in the middle when its end matters as much, or not at all: `wrap` breaks
+   * it between words onto the row's next lines (a command to copy, a path).
+   */
+  cut?: 'end' | 'middle' | 'wrap';
   /**
    * When whole values do not fit, columns are left out (and named on
    * stderr): the highest `drop` first, the rightmost of equals first.
@@ -46,6 +50,13 @@ export interface Column<Row> {
    * first column, which names the row, never is).
    */
   drop?: number;
+  /**
+   * The tool's own colour of a cell (a status in green or red), applied on a
+   * terminal after the cell's text is made printable, cut and measured: the
+   * text stays others' (escaped), the colour stays ours (obeyed). Cells never
+   * carry colour codes in their text, which would be escaped as anyone's.
+   */
+  style?: (row: Row) => ((text: string) => string) | undefined;
 }
 
 export interface Spinner {
@@ -89,6 +100,29 @@ function wrapWords(text: string, width: number): string[] {
   return lines;
 }
 
+/** A cell's text in lines of at most `width` cells, broken between words; a word wider than that is broken where it must. */
+function wrapCell(text: string, width: number, measure: (text: string) => number): string[] {
+  const lines: string[] = [];
+  let current = '';
+  for (const word of text.split(' ')) {
+    const joined = current ? `${current} ${word}` : word;
+    if (measure(joined) <= width) {
+      current = joined;
+      continue;
+    }
+    if (current) lines.push(current);
+    current = word;
+    while (measure(current) > width) {
+      let at = width;
+      while (at > 1 && measure(current.slice(0, at)) > width) at--;
+      lines.push(current.slice(0, at));
+      current = current.slice(at);
+    }
+  }
+  lines.push(current);
+  return lines;
+}
+
 /** A cell's text on one line, with no control character left to act on the terminal (printable.ts). */
 function oneLine(text: string): string {
   return printable(text.replace(/[\t\r\n]+/g, ' '));
@@ -119,6 +153,13 @@ export async function createOutput(io: Io, options: OutputOptions): Promise<Outp
 }
 
 export class Output {
+  /**
+   * Warnings held under --json until the command has data on stdout or ends:
+   * a command that fails before then has stderr as one JSON object, its
+   * `error` with these as its `warnings` (program.ts).
+   */
+  #held: string[] | undefined;
+
   constructor(
     readonly io: Io,
     readonly json: boolean,
@@ -126,7 +167,27 @@ export class Output {
     readonly color: ChalkInstance,
     /** Colours for stderr. */
     readonly errColor: ChalkInstance,
-  ) {}
+  ) {
+    if (json) this.#held = [];
+  }
+
+  /** The warnings held back (under --json), no longer held: for the error object of a failed command. */
+  takeWarnings(): string[] {
+    const held = this.#held ?? [];
+    this.#held = this.json ? [] : undefined;
+    return held;
+  }
+
+  /** Writes the warnings held back, and from now on each as it comes: the command has answered. */
+  releaseWarnings(): void {
+    const held = this.#held ?? [];
+    this.#held = undefined;
+    for (const message of held) this.#writeWarning(message);
+  }
+
+  #writeWarning(message: string): void {
+    this.io.stderr.write(`${this.errColor.yellow('warning:')} ${message}\n`);
+  }
 
   get isTTY(): boolean {
     return Boolean(this.io.stdout.isTTY);
@@ -139,17 +200,18 @@ export class Output {
 
   /** Data on stdout exactly as given (CSV carries its own line endings). */
   write(text: string): void {
+    if (this.#held) this.releaseWarnings();
     this.io.stdout.write(text);
   }
 
   /** One line of data on stdout. */
   line(text = ''): void {
-    this.io.stdout.write(`${text}\n`);
+    this.write(`${text}\n`);
   }
 
   /** Exact machine output: what `--json` promises. */
   printJson(value: unknown): void {
-    this.io.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
+    this.write(`${JSON.stringify(value, null, 2)}\n`);
   }
 
   /**
@@ -194,19 +256,27 @@ export class Output {
     // Drawn here rather than by cli-table3, whose string-width counts some emoji (ZWJ sequences, flags) otherwise than
     // the cut above did: one measure for cutting and padding keeps the borders straight.
     const rule = (left: string, middle: string, right: string) => `${left}${widths.map((w) => '─'.repeat(w + 2)).join(middle)}${right}`;
-    const cutters = pick(columns).map((c) => (c.cut === 'middle' ? truncateMiddle : truncateToWidth));
-    const line = (texts: readonly string[], style: (text: string) => string = (text) => text) =>
+    const shownColumns = pick(columns);
+    const cutters = shownColumns.map((c) => (c.cut === 'middle' ? truncateMiddle : truncateToWidth));
+    const unstyled = (text: string) => text;
+    const line = (texts: readonly string[], styles: readonly ((text: string) => string)[]) =>
       `│${texts
         .map((text, i) => {
           const cut = cutters[i]!(text, widths[i]!);
-          return ` ${style(cut)}${' '.repeat(Math.max(0, widths[i]! - textWidth(cut)))} `;
+          return ` ${styles[i]!(cut)}${' '.repeat(Math.max(0, widths[i]! - textWidth(cut)))} `;
         })
         .join('│')}│`;
+    // A row is a line, or more where a wrapping column's cell takes more; the other cells stay on its first line.
+    const rowLines = (texts: readonly string[], styles: readonly ((text: string) => string)[]) => {
+      const parts = texts.map((text, i) => (shownColumns[i]!.cut === 'wrap' ? wrapCell(text, widths[i]!, textWidth) : [text]));
+      const height = Math.max(...parts.map((p) => p.length));
+      return Array.from({ length: height }, (_, k) => line(parts.map((p) => p[k] ?? ''), styles));
+    };
     const lines = [
       rule('┌', '┬', '┐'),
-      line(pick(columns).map((c) => c.header), (header) => this.color.bold(header)),
+      line(shownColumns.map((c) => c.header), shownColumns.map(() => (header: string) => this.color.bold(header))),
       // No rule between rows: compact, like `gh` and `kubectl` listings.
-      ...cells.map((row) => line(pick(row))),
+      ...cells.flatMap((row, r) => rowLines(pick(row), shownColumns.map((c) => c.style?.(rows[r]!) ?? unstyled))),
       rule('└', '┴', '┘'),
     ];
     this.line(lines.join('\n'));
@@ -218,10 +288,26 @@ export class Output {
   }
 
   /**
-   * One object as field/value pairs: a two-column table on a TTY,
-   * `field<TAB>value` lines when piped, `jsonValue` with `--json`.
+   * One object as field/value pairs: a two-column table on a TTY (or, when
+   * the table would cut a value, `field  value` lines with every value
+   * whole), `field<TAB>value` lines when piped, `jsonValue` with `--json`.
    */
   record(pairs: readonly (readonly [string, unknown])[], jsonValue: unknown): void {
+    if (this.human && pairs.length > 0) {
+      // A value is copied off the screen (a CI, a token, a URL): never cut. When the table would cut one, the pairs
+      // are lines of `field  value` instead, each value whole, wrapped by the terminal (a soft wrap copies as one line).
+      const { textWidth } = textWidths();
+      const fields = pairs.map(([field]) => oneLine(field));
+      const values = pairs.map(([, value]) => oneLine(cellText(value)));
+      const fieldWidth = Math.max(textWidth('field'), ...fields.map(textWidth));
+      const valueWidth = Math.max(textWidth('value'), ...values.map(textWidth));
+      // │ field │ value │: the two cells, their padding and three borders.
+      if (fieldWidth + valueWidth + 7 > (this.io.stdout.columns || 80)) {
+        const lines = fields.map((field, i) => `${this.color.bold(field)}${' '.repeat(fieldWidth - textWidth(field))}  ${values[i]}`);
+        this.line(lines.join('\n'));
+        return;
+      }
+    }
     this.table(pairs, [
       { header: 'field', value: ([field]) => field },
       { header: 'value', value: ([, value]) => value, shrink: 1, drop: -1 },
@@ -242,8 +328,23 @@ export class Output {
     this.io.stderr.write(`${message}\n`);
   }
 
+  /**
+   * A dim note for the person at the terminal, broken between words at the
+   * width of stderr; `command`, when given, follows it whole (on a line of
+   * its own, indented, when the two do not fit on one), so that it is copied
+   * as it must be typed.
+   */
+  note(text: string, command?: string): void {
+    const width = (this.io.stderr.columns || 80) - 1;
+    const whole = command === undefined ? text : `${text} ${command}`;
+    const { textWidth } = this.io.stderr.isTTY ? textWidths() : { textWidth: (t: string) => t.length };
+    const lines = textWidth(whole) <= width ? [whole] : [...wrapWords(text, width), ...(command === undefined ? [] : [`  ${command}`])];
+    for (const line of lines) this.io.stderr.write(`${this.errColor.dim(line)}\n`);
+  }
+
   warn(message: string): void {
-    this.io.stderr.write(`${this.errColor.yellow('warning:')} ${message}\n`);
+    if (this.#held) this.#held.push(message);
+    else this.#writeWarning(message);
   }
 
   success(message: string): void {

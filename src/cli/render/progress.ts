@@ -110,8 +110,9 @@ export class ProgressLine {
 
   #draw(): void {
     const width = this.#stream.columns || 80;
-    // One cell short of the width: a line that fills it leaves some terminals' cursor on the next row, and \r then misses.
-    this.#stream.write(`\r\x1b[2K${textWidths().truncateToWidth(this.text(), width - 1)}`);
+    // Three cells short of the width: a line that fills it leaves some terminals' cursor on the next row, and \r then
+    // misses; and the terminal's echo of Ctrl-C (^C) must fit after it, or it wraps and leaves the line on screen.
+    this.#stream.write(`\r\x1b[2K${textWidths().truncateToWidth(this.text(), width - 3)}`);
     this.#shown = true;
   }
 }

@@ -10,6 +10,7 @@ import { basename, dirname, join } from 'node:path';
 import type { CommandContext } from '../context.js';
 import { ConfigError, MiniappError } from '../../errors.js';
 import type { SourceImage } from '../../store/copy.js';
+import type { SqliteSql } from '../../store/sql.js';
 
 function sourceOf(from: string): { file: string; dataDir: string } {
   if (from.startsWith('sqlite:')) {
@@ -24,8 +25,13 @@ class CopyRefusedError extends MiniappError {
   override readonly code = 'COPY_REFUSED';
 }
 
-export async function copyToPostgres(cc: CommandContext, flags: { from: string; to: string; merge?: boolean }): Promise<void> {
-  const [{ openStore }, { settingSpec }, { copyStore, CopyRefused, CopyNotVerified, COPIED_TABLES }] = await Promise.all([
+/** A copy refused because serve runs on the data dir (exit 1, `--json` code SERVE_RUNNING). */
+class ServeRunningError extends MiniappError {
+  override readonly code = 'SERVE_RUNNING';
+}
+
+export async function copyToPostgres(cc: CommandContext, flags: { from: string; to: string; merge?: boolean; whileRunning?: boolean }): Promise<void> {
+  const [{ openStore, redactUrl }, { settingSpec }, { copyStore, CopyRefused, CopyNotVerified, COPIED_TABLES }] = await Promise.all([
     import('../../store/store.js'),
     import('../../config/keys.js'),
     import('../../store/copy.js'),
@@ -36,6 +42,15 @@ export async function copyToPostgres(cc: CommandContext, flags: { from: string; 
     throw new ConfigError(`no SQLite database at ${file}`, { hint: '--from takes the data dir of `miniapp serve` (holding miniapp.db) or sqlite:FILE' });
   }
   if (basename(file) !== 'miniapp.db') throw new ConfigError(`--from sqlite:FILE must name a miniapp.db written by \`miniapp serve\`; got ${file}`);
+  // A serve still running on the data dir (its serve.json names a live pid) goes on writing: what it writes after the
+  // copy's snapshot would be missing from PostgreSQL, which a move to PostgreSQL would lose.
+  const running = (await import('../connect/serve-runtime.js')).readServeRuntime(dataDir);
+  if (running && !flags.whileRunning) {
+    throw new ServeRunningError(`miniapp serve (pid ${running.pid}, ${running.url}) is running on ${dataDir}: what it writes after the copy would not be in ${redactUrl(url)}; nothing was copied`, {
+      hint: 'stop it first (Ctrl-C, or SIGTERM to drain), then copy; or pass --while-running to copy what it holds now (one snapshot: what it writes after is not copied)',
+    });
+  }
+  if (running) cc.out.warn(`miniapp serve (pid ${running.pid}) is running on ${dataDir}: copying what it holds now; what it writes after is not copied`);
   const source = await openStore({ kind: 'sqlite', dataDir: dirname(file), readonly: true });
   const images = await readImages(dataDir);
   const adminToken = readAdminToken(dataDir);
@@ -43,6 +58,9 @@ export async function copyToPostgres(cc: CommandContext, flags: { from: string; 
     await source.close();
     throw error;
   });
+  // Every read of the source in one read transaction: one snapshot of it, whatever a running serve writes meanwhile.
+  const snapshot = (source.sql as SqliteSql).db;
+  snapshot.exec('BEGIN');
   try {
     const counts = await Promise.all(COPIED_TABLES.map(async (t) => Number((await source.sql.one<{ n: number }>(`SELECT count(*) AS n FROM ${t.table}`))!.n)));
     const total = counts.reduce((sum, n) => sum + n, 0) + images.length;
@@ -107,6 +125,7 @@ export async function copyToPostgres(cc: CommandContext, flags: { from: string; 
       }
     }
   } finally {
+    if (snapshot.inTransaction) snapshot.exec('COMMIT');
     await source.close();
     await target.close();
   }

@@ -174,17 +174,32 @@ export function runLive(sb: Sandbox, argv: string[], env: Record<string, string>
   const stdin = new PassThrough();
   const stdout = options.terminal ? new TerminalCapture() : new Capture(options.tty ?? false, options.columns);
   const stderr = options.terminal ? new TerminalCapture() : new Capture(options.tty ?? false, options.columns);
-  let interrupt!: (signal: string) => void;
-  const shutdown = new Promise<string>((resolve) => {
-    interrupt = resolve;
-  });
+  // As the process's signals: what waits when Ctrl-C is pressed hears of it; what starts waiting after hears of the
+  // next one. A press before anything waits is kept for the first that does.
+  const presses: { promise: Promise<string>; resolve: (signal: string) => void; taken: boolean }[] = [];
+  const press = () => {
+    let resolve!: (signal: string) => void;
+    const promise = new Promise<string>((done) => (resolve = done));
+    presses.push({ promise, resolve, taken: false });
+  };
+  press();
+  const shutdown = () => {
+    const current = presses.at(-1)!;
+    current.taken = true;
+    return current.promise;
+  };
+  const interrupt = (signal: string) => {
+    const current = presses.at(-1)!;
+    current.resolve(signal);
+    if (current.taken) press();
+  };
   const ctx: Context = {
     io: { stdout, stderr, stdin: Object.assign(stdin, { isTTY: Boolean(options.terminal) }) },
     env: { ...sb.env, ...env },
     homedir: sb.root,
     now: () => NOW,
     version: '9.9.9-test',
-    waitForShutdown: () => shutdown,
+    waitForShutdown: shutdown,
   };
   return { stdin, stdout, stderr, interrupt: () => interrupt('SIGINT'), done: runCli(argv, ctx) };
 }

@@ -33,8 +33,9 @@ describe.each(BACKENDS)('on %s', (backend) => {
       const first = await users(['list'], { tty: true });
       expect(first.code, first.stderr).toBe(0);
       expect(tableNames(first.stdout)).toEqual(Array.from({ length: 30 }, (_, i) => `user${String(i + 1).padStart(2, '0')}`));
-      // The way to the next page is the exact command that shows it.
-      const footer = plain(first.stderr).trim();
+      // The way to the next page is the exact command that shows it: on a line of its own, whole, when the footer is wider than the terminal.
+      expect(plain(first.stderr)).toMatch(/next page:\n {2}miniapp users list --page-token [\w-]{28}\n$/);
+      const footer = plain(first.stderr).trim().replace('\n  ', ' ');
       expect(footer).toMatch(/^1-30 of 45 users \(page 1 of 2\); --all for every user; next page: miniapp users list --page-token [\w-]{28}$/);
       const next = await users(footer.split('next page: miniapp users ')[1]!.split(' '), { tty: true });
       expect(next.code, next.stderr).toBe(0);
@@ -75,12 +76,12 @@ describe.each(BACKENDS)('on %s', (backend) => {
       expect(first.code, first.stderr).toBe(0);
       // user01's e-mail is user1@example.com.
       expect(tableNames(first.stdout)).toEqual(['user01', 'user10', 'user11', 'user12']);
-      const footer = plain(first.stderr).trim();
+      const footer = plain(first.stderr).trim().replace('\n  ', ' ');
       const token = /--page-token ([\w-]{28})$/.exec(footer)?.[1];
       expect(footer).toBe(`1-4 of 11 users (page 1 of 3); --all for every user; next page: miniapp users list --filter 'user1 ' --page-size 4 --addr ${cli.server.address} --page-token ${token}`);
       const second = await users(['list', '--filter', 'user1 ', '--page-size', '4', '--page-token', token!], { tty: true });
       expect(tableNames(second.stdout)).toEqual(['user13', 'user14', 'user15', 'user16']);
-      expect(plain(second.stderr).trim()).toMatch(/^4 more of 11 users; --all for every user; next page: miniapp users list --filter 'user1 ' --page-size 4 --page-token [\w-]{28}$/);
+      expect(plain(second.stderr).trim().replace('\n  ', ' ')).toMatch(/^4 more of 11 users; --all for every user; next page: miniapp users list --filter 'user1 ' --page-size 4 --page-token [\w-]{28}$/);
 
       // Scripts start with an empty token and follow next_page_token until it is empty.
       const pages: string[][] = [];

@@ -186,7 +186,7 @@ describe.each(BACKENDS)('on %s', (backend) => {
       live.interrupt();
       expect(await live.done).toBe(130);
       const said = plain(live.stderr.text);
-      expect(said).toContain('error: interrupted (SIGINT): 3 rows sent, 3 created, 0 failed; the rest of stdin was not sent');
+      expect(said).toContain('error: interrupted (SIGINT): 3 rows sent, 3 created, 0 failed, as serve answered for every row sent; the rest of stdin was not sent');
       expect(said).toContain('to go on, run it again with --skip-existing');
 
       const file = join(cli.sb.root, 'again.jsonl');

@@ -23,48 +23,98 @@ export async function runBulkCreate(cc: CommandContext, command: Command): Promi
     import('../../../users/import-file.js'),
     import('../../terminal/file-progress.js'),
   ]);
-  // Ctrl-C stops the import rather than the process: what was sent and created is said before it ends.
-  const stopped = cc.waitForShutdown();
+  // Ctrl-C stops the sending at once, and the import ends when serve has answered every row sent: the counts printed
+  // are then what serve did. A second Ctrl-C cancels the call without that answer, and says what is not known.
+  const stop = new AbortController();
+  const cancel = new AbortController();
+  let signal: string | undefined;
+  let cancelled = false;
   let latest = { answered: 0, created: 0, failed: 0, sent: 0 };
   let refusedByServer = 0;
+  // With --skip-existing, rows whose user is already there are skipped, not failed: counted and said apart.
+  let skippedSoFar = 0;
+  const where = file === '-' ? 'stdin' : file;
+  const again = {
+    hint: `to go on, run it again with --skip-existing: rows already created are skipped, not failed (miniapp users bulk-create ${file === '-' ? '-' : file} --skip-existing)`,
+  };
   const report = await withClient(cc, flags, async (client) => {
     const input = await openInput(file, cc.io.stdin, { what: 'users' });
     await client.ready();
     const progress = await fileProgress(cc, file, { unit: 'rows', verb: 'importing', count: countImportRows });
     let fallback = false;
-    try {
-      const work = importUsers(client, input, {
-        onProgress: (now) => {
-          latest = now;
-          progress.update({ done: now.answered, counts: fallback ? { sent: now.sent, created: now.created, failed: now.failed } : { created: now.created, failed: now.failed } });
-        },
-        onFailure: (failure) => {
-          if (failure.index !== null) refusedByServer++;
-          if (progress.live) progress.log(cc.out.errColor.red(`line ${failure.line}: ${failure.status}: ${failure.message}`));
-        },
-        onFallback: () => {
-          fallback = true;
-          progress.log(
-            `${cc.out.errColor.yellow('warning:')} the server has no ImportUsers (an older miniapp serve): sending with BulkCreateUsers, ` +
-              'which answers only once every row is in',
-          );
-        },
+    const counts = (): Record<string, number> => ({
+      ...(fallback ? { sent: latest.sent } : {}),
+      created: latest.created,
+      ...(flags.skipExisting ? { skipped: skippedSoFar } : {}),
+      failed: latest.failed - skippedSoFar,
+    });
+    const draw = (force = false) => {
+      const waiting = latest.sent - latest.created - refusedByServer;
+      const note = signal === undefined ? undefined : `stopping: ${waiting} answer${waiting === 1 ? '' : 's'} to come`;
+      progress.update({ done: latest.answered, counts: counts(), note }, force);
+    };
+    let finished = false;
+    void cc.waitForShutdown().then((name) => {
+      if (finished) return;
+      signal = name;
+      stop.abort();
+      progress.log(`stopping (${name}): nothing more is sent; waiting for serve's answer to the rows sent (Ctrl-C again to stop without it)`);
+      draw(true);
+      void cc.waitForShutdown().then(() => {
+        if (finished) return;
+        cancelled = true;
+        cancel.abort();
       });
-      const outcome = await Promise.race([work.then((done) => ({ done })), stopped.then((signal) => ({ signal }))]);
-      if ('done' in outcome) return outcome.done;
-      // The stream is cancelled when the client closes; what it says after that is of no interest.
-      work.catch(() => undefined);
-      progress.finish();
-      const unanswered = Math.max(0, latest.sent - latest.created - refusedByServer);
-      throw new InterruptedError(
-        `interrupted (${outcome.signal}): ${latest.sent} row${latest.sent === 1 ? '' : 's'} sent, ${latest.created} created, ${latest.failed} failed` +
-          `${unanswered > 0 ? `, ${unanswered} sent without an answer (they may have been created)` : ''}; the rest of ${file === '-' ? 'stdin' : file} was not sent`,
-        { hint: `to go on, run it again with --skip-existing: rows already created are skipped, not failed (miniapp users bulk-create ${file === '-' ? '-' : file} --skip-existing)` },
+    });
+    try {
+      return await importUsers(
+        client,
+        input,
+        {
+          onProgress: (now) => {
+            latest = now;
+            draw();
+          },
+          onFailure: (failure) => {
+            if (failure.index !== null) refusedByServer++;
+            if (flags.skipExisting && failure.status === 'ALREADY_EXISTS') {
+              skippedSoFar++;
+              return;
+            }
+            if (progress.live) progress.log(cc.out.errColor.red(`line ${failure.line}: ${failure.status}: ${failure.message}`));
+          },
+          onFallback: () => {
+            fallback = true;
+            progress.log(
+              `${cc.out.errColor.yellow('warning:')} the server has no ImportUsers (an older miniapp serve): sending with BulkCreateUsers, ` +
+                'which answers only once every row is in',
+            );
+          },
+        },
+        { stop: stop.signal, cancel: cancel.signal },
       );
+    } catch (error) {
+      if (!cancelled) throw error;
+      // Cancelled: the call's end says nothing more than the counts below.
+      return undefined;
     } finally {
+      finished = true;
       progress.finish();
     }
   });
+  if (signal !== undefined) {
+    const rows = (n: number) => `${n} row${n === 1 ? '' : 's'}`;
+    const skippedPart = flags.skipExisting ? `, ${skippedSoFar} skipped already there` : '';
+    const sent = `${rows(latest.sent)} sent, ${latest.created} created${skippedPart}, ${latest.failed - skippedSoFar} failed`;
+    const unanswered = Math.max(0, latest.sent - latest.created - refusedByServer);
+    throw new InterruptedError(
+      cancelled && unanswered > 0
+        ? `interrupted (${signal}, then cancelled): ${sent}; ${rows(unanswered)} sent had no answer when the call was cancelled, and serve may have created some of them; the rest of ${where} was not sent`
+        : `interrupted (${signal}): ${sent}, as serve answered for every row sent; the rest of ${where} was not sent`,
+      again,
+    );
+  }
+  if (!report) throw new Error('bulk-create ended without a report');
   const skipped = flags.skipExisting ? report.failures.filter((f) => f.status === 'ALREADY_EXISTS') : [];
   const failures = flags.skipExisting ? report.failures.filter((f) => f.status !== 'ALREADY_EXISTS') : report.failures;
   const { created } = report;

@@ -38,7 +38,11 @@ export async function runList(cc: CommandContext, command: Command): Promise<voi
   if (cc.out.human && (result.users.length > 0 || (result.total ?? 0) > 0)) {
     const next = result.nextPageToken ? nextCommand(command, result.nextPageToken) : undefined;
     const where = { shown: result.users.length, total: result.total, page, size: paged ? size : 0, next };
-    cc.out.info(cc.out.errColor.dim(token ? tokenPageFooter(where) : listFooter(where)));
+    const footer = token ? tokenPageFooter(where) : listFooter(where);
+    // The next page's command is typed as it stands: whole, on a line of its own when the footer does not fit.
+    const at = next === undefined ? -1 : footer.lastIndexOf(next);
+    if (at > 0) cc.out.note(footer.slice(0, at).trimEnd(), next);
+    else cc.out.note(footer);
   }
 }
 

@@ -7,6 +7,8 @@ import { parseId, parseList, parseWholeNumber } from '../../flags.js';
 import { isoOf, userJson, type UserJson } from '../../views/grpc-user-view.js';
 import type { UserEvent } from '../../../users/client.js';
 import { EVENT_TYPES, type EventTypeName } from '../../../users/user-record.js';
+import { printable } from '../../render/printable.js';
+import { textWidths } from '../../render/cells.js';
 
 
 function typesOf(text: string): EventTypeName[] {
@@ -29,6 +31,64 @@ interface EventJson {
 function eventJson(event: UserEvent): EventJson {
   const sequence = Number(event.sequence);
   return { sequence: sequence > 0 ? sequence : null, type: event.type, user: event.user ? userJson(event.user) : null, timestamp: isoOf(event.timestamp) };
+}
+
+/**
+ * The events on a terminal, one line each, fitted to its width. Where it has
+ * room (120 columns) the time is whole; narrower, it is the time of day
+ * (UTC) under a line for each new day. The e-mail is never cut, since people
+ * copy it: when it does not fit on the event's line it goes whole on the
+ * next, under the username.
+ */
+class WatchScreen {
+  readonly #cc: CommandContext;
+  readonly #wide: boolean;
+  readonly #paint: Record<EventTypeName, (text: string) => string>;
+  #day: string | undefined;
+
+  constructor(cc: CommandContext) {
+    this.#cc = cc;
+    this.#wide = (cc.io.stdout.columns || 80) >= 120;
+    const c = cc.out.color;
+    this.#paint = { CREATED: c.green, UPDATED: c.yellow, DELETED: c.red };
+  }
+
+  #columns(seq: string, time: string, event: string, id: string, username: string): string {
+    return this.#wide
+      ? `${seq.padStart(8)}  ${time.padEnd(24)}  ${event}  ${id.padStart(6)}  ${username.padEnd(20)}`
+      : `${seq.padStart(6)}  ${time.padEnd(8)}  ${event}  ${id.padStart(6)}  ${username.padEnd(12)}`;
+  }
+
+  header(): string {
+    return `${this.#columns('seq', 'time', 'event'.padEnd(7), 'id', 'username')}  email`;
+  }
+
+  lines(json: EventJson): string[] {
+    const c = this.#cc.out.color;
+    const u = json.user;
+    const lines: string[] = [];
+    const timestamp = json.timestamp ?? '';
+    let time = timestamp;
+    if (!this.#wide) {
+      const day = timestamp.slice(0, 10);
+      if (day && day !== this.#day) lines.push(c.dim(`── ${day} (UTC) ──`));
+      if (day) this.#day = day;
+      time = timestamp.slice(11, 19);
+    }
+    const username = printable(u?.username ?? '');
+    const head = this.#columns(String(json.sequence ?? ''), time, this.#paint[json.type](json.type.padEnd(7)), String(u?.id ?? ''), username);
+    const tail = `${printable(u?.email ?? '')}${u && !u.is_active ? c.dim(' (inactive)') : ''}${u?.roles.length ? c.dim(` [${u.roles.map(printable).join(',')}]`) : ''}`;
+    const width = (this.#cc.io.stdout.columns || 80) - 1;
+    const { textWidth } = textWidths();
+    if (!tail || textWidth(`${head}  ${tail}`) <= width) {
+      lines.push(`${head}  ${tail}`.trimEnd());
+      return lines;
+    }
+    // Under the username where the e-mail fits there, else at the left edge; a soft wrap beyond that keeps it whole.
+    const under = textWidth(head) - textWidth(username.padEnd(this.#wide ? 20 : 12));
+    lines.push(head.trimEnd(), `${' '.repeat(under + textWidth(tail) <= width ? under : 2)}${tail}`);
+    return lines;
+  }
 }
 
 function reconnectBaseOf(cc: CommandContext): number | undefined {
@@ -61,7 +121,7 @@ export async function runWatch(cc: CommandContext, command: Command): Promise<vo
 
   const human = cc.out.human;
   const c = cc.out.color;
-  const paint: Record<EventTypeName, (text: string) => string> = { CREATED: c.green, UPDATED: c.yellow, DELETED: c.red };
+  const screen = human ? new WatchScreen(cc) : undefined;
   let seen = 0;
   const onEvent = (event: UserEvent) => {
     if (count !== undefined && seen >= count) return;
@@ -69,12 +129,8 @@ export async function runWatch(cc: CommandContext, command: Command): Promise<vo
     const json = eventJson(event);
     if (cc.out.json) {
       cc.out.line(JSON.stringify(json));
-    } else if (human) {
-      const u = json.user;
-      cc.out.line(
-        `${String(json.sequence ?? '').padStart(8)}  ${(json.timestamp ?? '').padEnd(24)}  ${paint[json.type](json.type.padEnd(7))}  ${String(u?.id ?? '').padStart(6)}  ` +
-          `${(u?.username ?? '').padEnd(20)}  ${u?.email ?? ''}${u && !u.is_active ? c.dim(' (inactive)') : ''}${u?.roles.length ? c.dim(` [${u.roles.join(',')}]`) : ''}`,
-      );
+    } else if (screen) {
+      for (const line of screen.lines(json)) cc.out.line(line);
     } else {
       const u = json.user;
       cc.out.line(
@@ -95,6 +151,8 @@ export async function runWatch(cc: CommandContext, command: Command): Promise<vo
     baseDelayMs,
     connectTimeoutMs: settings.deadlineMs ?? DEFAULT_DEADLINE_MS,
     onConnected: ({ reconnected, resumedAfter }) => {
+      // Connected, the watch runs until stopped: warnings are written as they come from now on, --json or not.
+      cc.out.releaseWarnings();
       if (reconnected) {
         cc.out.info(
           resumedAfter === undefined
@@ -103,7 +161,7 @@ export async function runWatch(cc: CommandContext, command: Command): Promise<vo
         );
       } else if (human) {
         cc.out.info(cc.out.errColor.dim(`watching ${settings.address}${resumedAfter === undefined ? '' : ` from change ${resumedAfter + 1}`}; Ctrl-C stops`));
-        cc.out.line(c.bold(`${'seq'.padStart(8)}  ${'time'.padEnd(24)}  ${'event'.padEnd(7)}  ${'id'.padStart(6)}  ${'username'.padEnd(20)}  email`));
+        cc.out.line(c.bold(screen!.header()));
       }
     },
     onRetry: (retry) => cc.out.warn(reconnectNotice('watch', retry)),
