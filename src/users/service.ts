@@ -33,6 +33,7 @@ import { ResumeOutOfRange, type UserChangeFeed } from './change-feed.js';
 import { toTimestamp, userMessage, watchPositionHeaders, UPDATE_PATHS, type BulkCreateFailure, type ChatMessage, type CreateUserRequest, type EventTypeName, type UserMessage } from './proto.js';
 import { listUsers, type ListUsersCall } from './user-list.js';
 import { watchUserChanges, type WatchCall } from './user-watch.js';
+import { userChat, type ChatCall } from './user-chat.js';
 import { REQUEST_LIMITS, toStatus, userIdOf } from './rpc-common.js';
 import { seesWhole, userFor, watchesEveryone } from './visibility.js';
 import { EVENT_TYPES } from './user-record.js';
@@ -172,7 +173,7 @@ export class UserServiceImpl {
       BulkCreateUsers: (call: grpc.ServerReadableStream<CreateUserRequest, unknown>, callback: grpc.sendUnaryData<unknown>) =>
         this.#bulkCreate(call, callback),
       ImportUsers: (call: grpc.ServerDuplexStream<CreateUserRequest, unknown>) => this.#importUsers(call),
-      UserChat: (call: grpc.ServerDuplexStream<ChatMessage, ChatMessage>) => this.#chat(call),
+      UserChat: (call: ChatCall) => userChat(call, { auth: this.options.auth, rooms: this.#rooms, open: this.#open, now: this.options.now }),
       SyncUsers: (call: grpc.ServerDuplexStream<SyncRequest, unknown>) => this.#sync(call),
     };
   }
@@ -421,58 +422,6 @@ export class UserServiceImpl {
     );
   }
 
-  async #chat(call: grpc.ServerDuplexStream<ChatMessage, ChatMessage>): Promise<void> {
-    const joined = new Set<string>();
-    const leave = () => {
-      this.#open.delete(call);
-      this.#rooms.leave(call);
-      joined.clear();
-    };
-    const open = await this.#openStream(call, { end: (status) => (leave(), endStream(call, status)) });
-    if (!open || call.cancelled) return;
-    this.#open.add(call);
-    call.on('data', (message: ChatMessage) => {
-      try {
-        checkChatMessage(message);
-      } catch (error) {
-        leave();
-        failStream(call, error);
-        return;
-      }
-      const room = message.room?.trim() || 'general';
-      if (!joined.has(room)) {
-        joined.add(room);
-        this.#rooms.join(room, call);
-      }
-      // An empty text joins the room without saying anything.
-      if (!message.text) return;
-      const sent = this.#rooms.send(room, call, {
-        room,
-        // Who the sender is now: a renamed user speaks under the new name.
-        sender: open.principal.username ?? (message.sender || 'admin'),
-        text: message.text,
-        sent_at: message.sent_at ?? toTimestamp(this.options.now()),
-      });
-      if (!sent) return;
-      // Through the database to the other instances: the next message is read once this one is on its way, so they keep their order.
-      call.pause();
-      sent.then(
-        () => call.resume(),
-        (error: unknown) => {
-          leave();
-          failStream(call, error);
-        },
-      );
-    });
-    call.on('end', () => {
-      leave();
-      call.end();
-    });
-    call.once('cancelled', leave);
-    call.once('close', leave);
-    call.once('error', leave);
-  }
-
   async #sync(call: grpc.ServerDuplexStream<SyncRequest, unknown>): Promise<void> {
     let ended = false;
     const open = await this.#openStream(call, {
@@ -558,13 +507,6 @@ export class UserServiceImpl {
     if (!user) throw new RpcError(Status.NOT_FOUND, `no user with id ${id}`);
     return user;
   }
-}
-
-/** A chat line within its bounds, naming the field that is not. */
-function checkChatMessage(message: ChatMessage): void {
-  checkMaxLength('room', message.room ?? '', REQUEST_LIMITS.chatRoom);
-  checkMaxLength('sender', message.sender ?? '', REQUEST_LIMITS.chatSender);
-  checkMaxLength('text', message.text ?? '', REQUEST_LIMITS.chatText);
 }
 
 /** Ends a streaming call with the error's status. */
