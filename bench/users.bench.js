@@ -255,10 +255,7 @@ export default async function users(ctx) {
   for (let round = 0; round < bulkRounds; round++) {
     const order = round % 2 === 0 ? ['real', 'floor'] : ['floor', 'real'];
     for (const name of order) {
-      const ms =
-        name === 'real'
-          ? await realBulk(round, bulkCount, connectUserService)
-          : await floorBulk(round, bulkCount, { openDatabase, hashPassword });
+      const ms = name === 'real' ? await realBulk(round, bulkCount, connectUserService) : await floorBulk(round, bulkCount, { openDatabase, hashPassword });
       bulk[name].push(ms);
       ctx.log(`bulk round ${round + 1} ${name}: ${bulkCount} users in ${(ms / 1000).toFixed(2)} s`);
     }

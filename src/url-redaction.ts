@@ -11,8 +11,30 @@
 
 /** Query parameters whose values are kept: they page, filter or configure, and never carry a credential. */
 const PLAIN_QUERY_NAMES = new Set([
-  'after', 'author', 'before', 'cursor', 'direction', 'fields', 'format', 'is_published', 'level', 'limit', 'metric',
-  'offset', 'order', 'page', 'page_size', 'period', 'per_page', 'search', 'since', 'sort', 'sslmode', 'status', 'tag', 'until',
+  'after',
+  'author',
+  'before',
+  'cursor',
+  'direction',
+  'fields',
+  'format',
+  'is_published',
+  'level',
+  'limit',
+  'metric',
+  'offset',
+  'order',
+  'page',
+  'page_size',
+  'period',
+  'per_page',
+  'search',
+  'since',
+  'sort',
+  'sslmode',
+  'status',
+  'tag',
+  'until',
 ]);
 
 export const REDACTED = 'REDACTED';

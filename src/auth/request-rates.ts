@@ -57,7 +57,6 @@ export function tokenRateKey(authorization: string | undefined): string | undefi
 
 export const addressRateKey = (address: string) => `a:${address}`;
 
-
 /** Whether a rate key is a token's (else an address's), for messages. */
 export const isTokenKey = (key: string) => key.startsWith('t:');
 

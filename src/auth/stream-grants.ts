@@ -146,7 +146,10 @@ export class StreamGrants {
       this.#tell(held, undefined);
       return undefined;
     }
-    const changed = principal.isAdmin !== held.principal.isAdmin || principal.username !== held.principal.username || principal.roles.join('\n') !== held.principal.roles.join('\n');
+    const changed =
+      principal.isAdmin !== held.principal.isAdmin ||
+      principal.username !== held.principal.username ||
+      principal.roles.join('\n') !== held.principal.roles.join('\n');
     held.principal = principal;
     if (changed) this.#tell(held, principal);
     return principal;

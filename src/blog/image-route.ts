@@ -53,7 +53,10 @@ export async function imageRoute(app: FastifyInstance, options: { images: ImageS
       .header('x-content-type-options', 'nosniff');
     const ifNoneMatch = request.headers['if-none-match'];
     const ifModifiedSince = request.headers['if-modified-since'];
-    const unchanged = ifNoneMatch !== undefined ? matchesEtag(ifNoneMatch, etag) : ifModifiedSince !== undefined && image.storedAt.getTime() - 1000 < Date.parse(ifModifiedSince);
+    const unchanged =
+      ifNoneMatch !== undefined
+        ? matchesEtag(ifNoneMatch, etag)
+        : ifModifiedSince !== undefined && image.storedAt.getTime() - 1000 < Date.parse(ifModifiedSince);
     if (unchanged) return reply.code(304).send();
     if (head) return reply.header('content-length', String(image.size)).send();
     const bytes = image.bytes!;

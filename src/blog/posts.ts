@@ -12,7 +12,16 @@ import type { Param, Sql } from '../store/sql.js';
 import type { VersionLease } from '../store/version-lease.js';
 import { FreshRead } from '../store/fresh-read.js';
 import { ListCache } from './list-cache.js';
-import { planListing, POST_COLUMNS, type CountSource, type ListingPlan, type PageCursor, type PageStart, type PostFilter, type PostSort } from './post-listing.js';
+import {
+  planListing,
+  POST_COLUMNS,
+  type CountSource,
+  type ListingPlan,
+  type PageCursor,
+  type PageStart,
+  type PostFilter,
+  type PostSort,
+} from './post-listing.js';
 
 /** A post's row as the store reads it (never PostgreSQL's answer_json, which only list pages join). */
 const POST_ROW = POST_COLUMNS.join(', ');

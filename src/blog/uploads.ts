@@ -108,7 +108,8 @@ function jpegProblem(bytes: Buffer): string | undefined {
     offset += length;
     if (marker === 0xda) {
       // Entropy-coded data up to the next marker that is neither a stuffed 00 nor a restart marker.
-      while (offset + 1 < bytes.length && !(bytes[offset] === 0xff && bytes[offset + 1] !== 0x00 && (bytes[offset + 1]! < 0xd0 || bytes[offset + 1]! > 0xd7))) offset++;
+      while (offset + 1 < bytes.length && !(bytes[offset] === 0xff && bytes[offset + 1] !== 0x00 && (bytes[offset + 1]! < 0xd0 || bytes[offset + 1]! > 0xd7)))
+        offset++;
       if (offset + 1 >= bytes.length) break;
     }
   }
@@ -131,7 +132,9 @@ function webpProblem(bytes: Buffer): string | undefined {
  * file is refused) and its size within MAX_IMAGE_SIDE and MAX_IMAGE_PIXELS (which also bounds what a small,
  * highly compressed file inflates to). Undefined when the bytes are no image we take at all.
  */
-export function inspectImage(bytes: Buffer): { ok: true; kind: ReturnType<typeof recogniseImage> & object } | { ok: false; code: 'INVALID_IMAGE' | 'IMAGE_TOO_LARGE'; problem: string } | undefined {
+export function inspectImage(
+  bytes: Buffer,
+): { ok: true; kind: ReturnType<typeof recogniseImage> & object } | { ok: false; code: 'INVALID_IMAGE' | 'IMAGE_TOO_LARGE'; problem: string } | undefined {
   const kind = recogniseImage(bytes);
   if (!kind) return undefined;
   const problem = kind.ext === 'png' ? pngProblem(bytes) : kind.ext === 'jpg' ? jpegProblem(bytes) : webpProblem(bytes);

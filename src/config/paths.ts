@@ -12,17 +12,11 @@ function nonEmpty(value: string | undefined): string | undefined {
 }
 
 export function configDir(env: Env, homedir: string): string {
-  return (
-    nonEmpty(env.MINIAPP_CONFIG_DIR) ??
-    join(nonEmpty(env.XDG_CONFIG_HOME) ?? join(homedir, '.config'), 'miniapp')
-  );
+  return nonEmpty(env.MINIAPP_CONFIG_DIR) ?? join(nonEmpty(env.XDG_CONFIG_HOME) ?? join(homedir, '.config'), 'miniapp');
 }
 
 export function dataDir(env: Env, homedir: string): string {
-  return (
-    nonEmpty(env.MINIAPP_DATA_DIR) ??
-    join(nonEmpty(env.XDG_DATA_HOME) ?? join(homedir, '.local', 'share'), 'miniapp')
-  );
+  return nonEmpty(env.MINIAPP_DATA_DIR) ?? join(nonEmpty(env.XDG_DATA_HOME) ?? join(homedir, '.local', 'share'), 'miniapp');
 }
 
 export const CONFIG_NAME = 'config';

@@ -312,7 +312,9 @@ const MAX_ECHOED_NAME = 200;
 function addHealth(server: grpc.Server, health: HealthImplementation): Set<grpc.ServerWritableStream<unknown, unknown>> {
   let definition: grpc.ServiceDefinition | undefined;
   let handlers: grpc.UntypedServiceImplementation | undefined;
-  health.addToServer({ addService: (service: grpc.ServiceDefinition, implementation: grpc.UntypedServiceImplementation) => ((definition = service), (handlers = implementation)) } as unknown as grpc.Server);
+  health.addToServer({
+    addService: (service: grpc.ServiceDefinition, implementation: grpc.UntypedServiceImplementation) => ((definition = service), (handlers = implementation)),
+  } as unknown as grpc.Server);
   const check = handlers!['check'] as grpc.handleUnaryCall<{ service?: string }, unknown>;
   const watch = handlers!['watch'] as grpc.handleServerStreamingCall<{ service?: string }, unknown>;
   const watches = new Set<grpc.ServerWritableStream<unknown, unknown>>();

@@ -162,13 +162,10 @@ export function mapGraphError(graph: GraphErrorBody, context: ErrorContext): Min
   }
   if (graph.code === 10 || (graph.code !== undefined && graph.code >= 200 && graph.code <= 299)) {
     const permission = PERMISSION.exec(message)?.[1];
-    return new AuthError(
-      permission ? `the graph API token lacks the ${permission} permission: ${text}` : `the graph API token lacks a permission: ${text}`,
-      {
-        hint: `add ${permission ?? 'the permission'} to the app, grant it, then ${TOKEN_HINT}`,
-        code: 'GRAPH_PERMISSION',
-      },
-    );
+    return new AuthError(permission ? `the graph API token lacks the ${permission} permission: ${text}` : `the graph API token lacks a permission: ${text}`, {
+      hint: `add ${permission ?? 'the permission'} to the app, grant it, then ${TOKEN_HINT}`,
+      code: 'GRAPH_PERMISSION',
+    });
   }
   if (graph.code === 100) {
     const rejected = rejectedMetrics(message, context.metrics);

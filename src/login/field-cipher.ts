@@ -92,7 +92,7 @@ export function diagnoseTagMismatch(value: unknown, key: Buffer, aad: AadMateria
   if (open(bytes, key, aad.bytes, 'iv-tag-ciphertext')) {
     return {
       explanation:
-        'the values verify when read as IV + tag + ciphertext; the spec\'s layout is IV(12) + ciphertext + tag(16), so the producer sliced them differently',
+        "the values verify when read as IV + tag + ciphertext; the spec's layout is IV(12) + ciphertext + tag(16), so the producer sliced them differently",
     };
   }
   return undefined;

@@ -26,7 +26,15 @@ const MAX_SENDER = 64;
 const MAX_QUEUED_LOG_LINES = 1000;
 const OPERATORS_ROOM = 'operators';
 
-export const LOG_LEVEL_NAMES = ['LOG_LEVEL_UNSPECIFIED', 'LOG_LEVEL_TRACE', 'LOG_LEVEL_DEBUG', 'LOG_LEVEL_INFO', 'LOG_LEVEL_WARN', 'LOG_LEVEL_ERROR', 'LOG_LEVEL_FATAL'] as const;
+export const LOG_LEVEL_NAMES = [
+  'LOG_LEVEL_UNSPECIFIED',
+  'LOG_LEVEL_TRACE',
+  'LOG_LEVEL_DEBUG',
+  'LOG_LEVEL_INFO',
+  'LOG_LEVEL_WARN',
+  'LOG_LEVEL_ERROR',
+  'LOG_LEVEL_FATAL',
+] as const;
 export type LogLevelEnum = (typeof LOG_LEVEL_NAMES)[number];
 
 export interface MetricsRequest {
@@ -172,7 +180,9 @@ export class MonitoringServiceImpl {
     } catch (error) {
       failStream(
         call,
-        error instanceof RpcError ? { code: error.code, details: error.message } : (unavailableStatus(error) ?? { code: Status.INTERNAL, details: 'internal error' }),
+        error instanceof RpcError
+          ? { code: error.code, details: error.message }
+          : (unavailableStatus(error) ?? { code: Status.INTERNAL, details: 'internal error' }),
       );
     }
   }
@@ -198,7 +208,10 @@ export class MonitoringServiceImpl {
     const prefixes = checkList(request.name_prefixes, 'name_prefixes', MAX_PREFIXES, MAX_PREFIX_LENGTH);
     const interval = request.interval_ms || DEFAULT_INTERVAL_MS;
     if (interval < MIN_INTERVAL_MS || interval > MAX_INTERVAL_MS) {
-      throw new RpcError(Status.INVALID_ARGUMENT, `interval_ms must be ${MIN_INTERVAL_MS} to ${MAX_INTERVAL_MS} (0 means ${DEFAULT_INTERVAL_MS}); got ${interval}`);
+      throw new RpcError(
+        Status.INVALID_ARGUMENT,
+        `interval_ms must be ${MIN_INTERVAL_MS} to ${MAX_INTERVAL_MS} (0 means ${DEFAULT_INTERVAL_MS}); got ${interval}`,
+      );
     }
     if (request.count < 0) throw new RpcError(Status.INVALID_ARGUMENT, 'count must not be negative');
     let sent = 0;

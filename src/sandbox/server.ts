@@ -73,9 +73,7 @@ export async function buildSandbox(options: SandboxOptions): Promise<Sandbox> {
   const app = Fastify({
     logger: options.logger ?? false,
     schemaController: { compilersFactory },
-    ...(options.tls
-      ? { https: { cert: options.tls.cert, key: options.tls.key, ca: options.tls.ca, requestCert: true, rejectUnauthorized: true } }
-      : {}),
+    ...(options.tls ? { https: { cert: options.tls.cert, key: options.tls.key, ca: options.tls.ca, requestCert: true, rejectUnauthorized: true } } : {}),
   }) as unknown as FastifyInstance;
 
   await app.register(partnerRoutes, {

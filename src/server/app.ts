@@ -118,7 +118,12 @@ export async function buildServer(options: ServerOptions): Promise<FastifyInstan
   const { clientErrorHandler, frameworkErrors } = refusalHandlers((refusal) => countRefusal?.(refusal));
   const app = Fastify({
     logger: options.logger
-      ? { level: options.logger.level, stream: options.logger.stream, redact: { paths: REDACTED_LOG_PATHS, censor: '[redacted]' }, serializers: { req: logRequest } }
+      ? {
+          level: options.logger.level,
+          stream: options.logger.stream,
+          redact: { paths: REDACTED_LOG_PATHS, censor: '[redacted]' },
+          serializers: { req: logRequest },
+        }
       : false,
     bodyLimit: options.bodyLimit ?? DEFAULT_BODY_LIMIT,
     requestTimeout,

@@ -39,8 +39,13 @@ function metricsTokenCheck(token: string): (request: FastifyRequest, reply: Fast
     const header = request.headers.authorization;
     const [, given] = /^bearer +(\S+) *$/i.exec(header ?? '') ?? [];
     if (given !== undefined && timingSafeEqual(digest(given), expected)) return;
-    const message = header === undefined ? 'GET /metrics needs "Authorization: Bearer <the metrics token>" (serve --metrics-token)' : 'the Authorization header does not carry the metrics token';
-    const challenge = bearerChallenge(header === undefined ? { realm: METRICS_REALM } : { realm: METRICS_REALM, error: 'invalid_token', description: 'the metrics token is not this one' });
+    const message =
+      header === undefined
+        ? 'GET /metrics needs "Authorization: Bearer <the metrics token>" (serve --metrics-token)'
+        : 'the Authorization header does not carry the metrics token';
+    const challenge = bearerChallenge(
+      header === undefined ? { realm: METRICS_REALM } : { realm: METRICS_REALM, error: 'invalid_token', description: 'the metrics token is not this one' },
+    );
     void reply
       .code(401)
       .header('www-authenticate', challenge)

@@ -47,7 +47,11 @@ export function installRequestRates(app: FastifyInstance, rates: RequestRates, v
     if (waitMs === 0) {
       const token = verify && authorization !== undefined && !isTokenKey(key) ? TokenService.bearer(authorization) : undefined;
       // What the check finds reaches the buckets through TokenService; the route still answers for itself (401 or not).
-      if (token !== undefined) verify!(token).then(() => done(), () => done());
+      if (token !== undefined)
+        verify!(token).then(
+          () => done(),
+          () => done(),
+        );
       else done();
       return;
     }

@@ -306,7 +306,8 @@ export class UserChangeFeed {
     const catchUp = async () => {
       if (after > this.#last) {
         const head = await this.log.head();
-        if (after > head) throw new ResumeOutOfRange(`resume_after ${after} is past the last change (${head}): it comes from another database, or a log that was reset`);
+        if (after > head)
+          throw new ResumeOutOfRange(`resume_after ${after} is past the last change (${head}): it comes from another database, or a log that was reset`);
       }
       let cursor = after;
       let pageSize = FIRST_CATCH_UP_PAGE;

@@ -30,7 +30,17 @@ import { addressOf } from '../grpc/request-check.js';
 import { createFromStream, type RowStream } from './batch-create.js';
 import type { UserChange } from './change-log.js';
 import { ResumeOutOfRange, type UserChangeFeed } from './change-feed.js';
-import { toTimestamp, userMessage, watchPositionHeaders, UPDATE_PATHS, type BulkCreateFailure, type ChatMessage, type CreateUserRequest, type EventTypeName, type UserMessage } from './proto.js';
+import {
+  toTimestamp,
+  userMessage,
+  watchPositionHeaders,
+  UPDATE_PATHS,
+  type BulkCreateFailure,
+  type ChatMessage,
+  type CreateUserRequest,
+  type EventTypeName,
+  type UserMessage,
+} from './proto.js';
 import { listUsers, type ListUsersCall } from './user-list.js';
 import { watchUserChanges, type WatchCall } from './user-watch.js';
 import { userChat, type ChatCall } from './user-chat.js';
@@ -109,7 +119,6 @@ function checkNewUser(request: CreateUserRequest): void {
   if (fields.length > 0) throw new UserValidationError(fields.join(','), Object.values(problems).flat().join('; '));
 }
 
-
 export class UserServiceImpl {
   readonly #rooms: ChatHub<ChatMessage>;
   readonly #watches: StreamQuota;
@@ -169,9 +178,14 @@ export class UserServiceImpl {
       }),
       ListUsers: (call: ListUsersCall) => this.#listUsers(call),
       WatchUserChanges: (call: WatchCall) =>
-        watchUserChanges(call, { auth: this.options.auth, changes: this.options.changes, quota: this.#watches, open: this.#open, maxStallMs: this.options.watchStallMs }),
-      BulkCreateUsers: (call: grpc.ServerReadableStream<CreateUserRequest, unknown>, callback: grpc.sendUnaryData<unknown>) =>
-        this.#bulkCreate(call, callback),
+        watchUserChanges(call, {
+          auth: this.options.auth,
+          changes: this.options.changes,
+          quota: this.#watches,
+          open: this.#open,
+          maxStallMs: this.options.watchStallMs,
+        }),
+      BulkCreateUsers: (call: grpc.ServerReadableStream<CreateUserRequest, unknown>, callback: grpc.sendUnaryData<unknown>) => this.#bulkCreate(call, callback),
       ImportUsers: (call: grpc.ServerDuplexStream<CreateUserRequest, unknown>) => this.#importUsers(call),
       UserChat: (call: ChatCall) => userChat(call, { auth: this.options.auth, rooms: this.#rooms, open: this.#open, now: this.options.now }),
       SyncUsers: (call: grpc.ServerDuplexStream<SyncRequest, unknown>) => this.#sync(call),
@@ -304,7 +318,10 @@ export class UserServiceImpl {
       if (all && paths.length > 1) throw new RpcError(Status.INVALID_ARGUMENT, 'update_mask "*" must stand alone');
       const unknown = paths.filter((path) => path !== '*' && !(UPDATE_PATHS as readonly string[]).includes(path));
       if (unknown.length > 0) {
-        throw new RpcError(Status.INVALID_ARGUMENT, `unknown update_mask path ${unknown.map((p) => `"${p}"`).join(', ')}; valid: ${UPDATE_PATHS.join(', ')}, *`);
+        throw new RpcError(
+          Status.INVALID_ARGUMENT,
+          `unknown update_mask path ${unknown.map((p) => `"${p}"`).join(', ')}; valid: ${UPDATE_PATHS.join(', ')}, *`,
+        );
       }
       const wants = (path: (typeof UPDATE_PATHS)[number]) => all || paths.includes(path);
       changes = {};
@@ -401,7 +418,10 @@ export class UserServiceImpl {
     const afterBatch = async () => {
       if (gone || !call.writableNeedDrain) return;
       const drained = new AbortController();
-      await Promise.race([once(call, 'drain', { signal: drained.signal }).catch(() => undefined), once(call, 'cancelled', { signal: drained.signal }).catch(() => undefined)]);
+      await Promise.race([
+        once(call, 'drain', { signal: drained.signal }).catch(() => undefined),
+        once(call, 'cancelled', { signal: drained.signal }).catch(() => undefined),
+      ]);
       drained.abort();
     };
     this.#createRows(
@@ -481,7 +501,10 @@ export class UserServiceImpl {
       if (!principal.isAdmin) throw new RpcError(Status.PERMISSION_DENIED, 'creating users through sync needs the admin role');
       checkRoles(given.roles ?? []);
       return this.options.users.create({
-        ...(await this.#newUser({ username: given.username, email: given.email, password: request.upsert.password, full_name: given.full_name }, { bulk: true })),
+        ...(await this.#newUser(
+          { username: given.username, email: given.email, password: request.upsert.password, full_name: given.full_name },
+          { bulk: true },
+        )),
         // proto3 cannot tell an unset is_active from false: new users start active, as with CreateUser.
         isActive: true,
         roles: given.roles,

@@ -47,7 +47,10 @@ export async function listUsers(call: ListUsersCall, users: UserStore, viewer: (
   if (pageSize < 0) throw new RpcError(Status.INVALID_ARGUMENT, 'page_size must not be negative');
   checkMaxLength('page_token', token, MAX_PAGE_TOKEN_LENGTH);
   if (token && page > 1) {
-    throw new RpcError(Status.INVALID_ARGUMENT, 'page and page_token both say where the page starts: send page_token alone (page 0), or page without page_token');
+    throw new RpcError(
+      Status.INVALID_ARGUMENT,
+      'page and page_token both say where the page starts: send page_token alone (page 0), or page without page_token',
+    );
   }
   const search = users.search(filter ?? '', searchesEmails(viewer()) ? 'all' : 'public');
   const afterId = token ? pageTokenStart(token, search.filter) : 0;

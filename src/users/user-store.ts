@@ -119,7 +119,10 @@ export function isReservedUsername(username: string): boolean {
 /** Throws when `username` is one of the names the system uses (see RESERVED_USERNAMES). */
 export function checkUnreservedUsername(username: string): void {
   if (isReservedUsername(username)) {
-    throw new UserValidationError('username', `username "${username}" is reserved: ${RESERVED_USERNAMES.join(', ')} (in any case or width) are names the system itself uses`);
+    throw new UserValidationError(
+      'username',
+      `username "${username}" is reserved: ${RESERVED_USERNAMES.join(', ')} (in any case or width) are names the system itself uses`,
+    );
   }
 }
 

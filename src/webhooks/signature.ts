@@ -72,7 +72,7 @@ export function standardKey(secret: string): Buffer {
   if (!secret.startsWith(STANDARD_SECRET_PREFIX)) return Buffer.from(secret, 'utf8');
   const rest = secret.slice(STANDARD_SECRET_PREFIX.length);
   if (rest === '' || !BASE64.test(rest)) {
-    throw new ConfigError('the webhook secret starts with whsec_, Standard Webhooks\' form of a key in base64, but the rest is not base64', {
+    throw new ConfigError("the webhook secret starts with whsec_, Standard Webhooks' form of a key in base64, but the rest is not base64", {
       hint: 'give the key as whsec_ and its base64 (as Standard Webhooks libraries write it), or a secret without that prefix',
     });
   }

@@ -73,7 +73,13 @@ describe('post list cache on a SQLite file', () => {
     expect(await titles('/api/v2/blog/posts')).toEqual(['through the API']);
     const other = openDatabase({ dataDir });
     try {
-      await new PostStore(new SqliteSql(other), () => new Date(Date.now() + 1000)).create({ title: 'from elsewhere', content: 'x', tags: [], authorId: null, author: 'ops' });
+      await new PostStore(new SqliteSql(other), () => new Date(Date.now() + 1000)).create({
+        title: 'from elsewhere',
+        content: 'x',
+        tags: [],
+        authorId: null,
+        author: 'ops',
+      });
     } finally {
       other.close();
     }

@@ -18,7 +18,7 @@ describe('miniapp (program)', () => {
     expect(result.stdout).toContain('2  usage or config');
   });
 
-  it('shows a group\'s own help through `help GROUP` and `GROUP --help`', async () => {
+  it("shows a group's own help through `help GROUP` and `GROUP --help`", async () => {
     const viaHelp = await sb.run(['help', 'decrypt']);
     const viaFlag = await sb.run(['decrypt', '--help']);
     expect(viaHelp.stdout).toContain('Usage: miniapp decrypt [options] [file]');

@@ -50,7 +50,14 @@ const definition = loadSync('opentelemetry/proto/collector/trace/v1/trace_servic
 const SERVICE = definition['opentelemetry.proto.collector.trace.v1.TraceService'] as grpc.ServiceDefinition;
 const EXPORT = (SERVICE as Record<string, grpc.MethodDefinition<any, any>>).Export!;
 
-type AnyValue = { value?: string; stringValue?: string; intValue?: string; boolValue?: boolean; doubleValue?: number; arrayValue?: { values: AnyValue[] } } & Record<string, any>;
+type AnyValue = {
+  value?: string;
+  stringValue?: string;
+  intValue?: string;
+  boolValue?: boolean;
+  doubleValue?: number;
+  arrayValue?: { values: AnyValue[] };
+} & Record<string, any>;
 
 function valueOf(value: AnyValue | undefined): unknown {
   if (!value) return undefined;
@@ -74,7 +81,8 @@ function attributesOf(list: { key: string; value: AnyValue }[] | undefined): Rec
   return Object.fromEntries((list ?? []).map(({ key, value }) => [key, valueOf(value)]));
 }
 
-const hex = (bytes: Buffer | string | undefined) => (Buffer.isBuffer(bytes) ? bytes.toString('hex') : typeof bytes === 'string' ? Buffer.from(bytes, 'base64').toString('hex') : '');
+const hex = (bytes: Buffer | string | undefined) =>
+  Buffer.isBuffer(bytes) ? bytes.toString('hex') : typeof bytes === 'string' ? Buffer.from(bytes, 'base64').toString('hex') : '';
 
 function flatten(request: any): ReceivedSpan[] {
   const spans: ReceivedSpan[] = [];

@@ -139,7 +139,8 @@ export function parseText(text: string): Family[] {
     let labels: Record<string, string> = {};
     if (rest.startsWith('{')) ({ labels, rest } = parseLabels(rest, line));
     const fields = rest.trim().split(/[ \t]+/);
-    if (fields.length < 1 || fields[0] === '' || fields.length > 2) throw new ParseError(line, `expected a value and an optional timestamp, got "${rest.trim()}"`);
+    if (fields.length < 1 || fields[0] === '' || fields.length > 2)
+      throw new ParseError(line, `expected a value and an optional timestamp, got "${rest.trim()}"`);
     if (fields[1] !== undefined && !/^-?\d+$/.test(fields[1])) throw new ParseError(line, `expected integer as timestamp, got "${fields[1]}"`);
     const value = parseValue(fields[0]!, line);
     const owner = familyOfSample(name);
@@ -201,7 +202,26 @@ const UNITS: Readonly<Record<string, string>> = {
   pounds: 'grams',
   ounces: 'grams',
 };
-const UNIT_PREFIXES = ['pico', 'nano', 'micro', 'milli', 'centi', 'deci', 'deca', 'hecto', 'kilo', 'kibi', 'mega', 'mibi', 'giga', 'gibi', 'tera', 'tebi', 'peta', 'pebi'];
+const UNIT_PREFIXES = [
+  'pico',
+  'nano',
+  'micro',
+  'milli',
+  'centi',
+  'deci',
+  'deca',
+  'hecto',
+  'kilo',
+  'kibi',
+  'mega',
+  'mibi',
+  'giga',
+  'gibi',
+  'tera',
+  'tebi',
+  'peta',
+  'pebi',
+];
 const UNIT_ABBREVIATIONS = ['s', 'ms', 'us', 'ns', 'sec', 'b', 'kb', 'mb', 'gb', 'tb', 'pb', 'm', 'h', 'd'];
 const CAMEL_CASE = /[a-z][A-Z]/;
 

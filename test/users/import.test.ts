@@ -148,7 +148,10 @@ describe.each(BACKENDS)('on %s', (backend) => {
       const refused = importCall(auth(userToken));
       refused.call.write(row(9));
       expect(await refused.finished()).toBe('PERMISSION_DENIED');
-      await expect(bulkCreate([row(9)], auth(userToken))).rejects.toMatchObject({ code: grpc.status.PERMISSION_DENIED, details: 'creating users in bulk needs the admin role' });
+      await expect(bulkCreate([row(9)], auth(userToken))).rejects.toMatchObject({
+        code: grpc.status.PERMISSION_DENIED,
+        details: 'creating users in bulk needs the admin role',
+      });
     });
 
     it('stores 1,000 rows and tells every watcher', async () => {

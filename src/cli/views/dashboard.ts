@@ -59,7 +59,12 @@ const latency = (seconds: number | undefined) =>
   seconds === undefined ? '-' : seconds < 1 ? `${(seconds * 1000).toFixed(seconds < 0.01 ? 1 : 0)}ms` : `${seconds.toFixed(2)}s`;
 
 function counts(map: Map<string, number>): string {
-  return [...map].sort((a, b) => b[1] - a[1]).map(([key, n]) => `${key}×${n}`).join(' ') || 'none';
+  return (
+    [...map]
+      .sort((a, b) => b[1] - a[1])
+      .map(([key, n]) => `${key}×${n}`)
+      .join(' ') || 'none'
+  );
 }
 
 /** The screen's lines for a state, each at most `width - 1` cells, `height` lines in all. */
@@ -92,12 +97,48 @@ export function dashboardLines(options: {
   lines.push(c.dim(`${''.padEnd(LABEL)}${'now'.padStart(VALUE)}  ${span > 0 ? `the last ${formatDuration(span)}` : 'waiting for a second snapshot'}`));
   const row = (label: string, value: string, values: (number | undefined)[]) =>
     fit(`${label.padEnd(LABEL)}${value.padStart(VALUE)}  ${c.cyan(options.spark(values.map((v) => (v === undefined ? '' : v))))}`);
-  lines.push(row('HTTP req/s', rate(last?.httpRate), shown.map((p) => p.httpRate)));
-  lines.push(row('HTTP p99', latency(last?.httpP99), shown.map((p) => p.httpP99)));
-  lines.push(row('gRPC req/s', rate(last?.grpcRate), shown.map((p) => p.grpcRate)));
-  lines.push(row('gRPC p99', latency(last?.grpcP99), shown.map((p) => p.grpcP99)));
-  lines.push(row('orders/min', rate(last?.ordersPerMinute), shown.map((p) => p.ordersPerMinute)));
-  lines.push(row('payments/min', rate(last?.paymentsPerMinute), shown.map((p) => p.paymentsPerMinute)));
+  lines.push(
+    row(
+      'HTTP req/s',
+      rate(last?.httpRate),
+      shown.map((p) => p.httpRate),
+    ),
+  );
+  lines.push(
+    row(
+      'HTTP p99',
+      latency(last?.httpP99),
+      shown.map((p) => p.httpP99),
+    ),
+  );
+  lines.push(
+    row(
+      'gRPC req/s',
+      rate(last?.grpcRate),
+      shown.map((p) => p.grpcRate),
+    ),
+  );
+  lines.push(
+    row(
+      'gRPC p99',
+      latency(last?.grpcP99),
+      shown.map((p) => p.grpcP99),
+    ),
+  );
+  lines.push(
+    row(
+      'orders/min',
+      rate(last?.ordersPerMinute),
+      shown.map((p) => p.ordersPerMinute),
+    ),
+  );
+  lines.push(
+    row(
+      'payments/min',
+      rate(last?.paymentsPerMinute),
+      shown.map((p) => p.paymentsPerMinute),
+    ),
+  );
   const window = state.spanMs > 0 ? formatDuration(state.spanMs) : formatDuration(options.intervalMs);
   const n = (value: number | undefined) => (value === undefined ? '-' : String(value));
   lines.push(fit(`${'in flight'.padEnd(LABEL)}HTTP ${n(state.httpInFlight)} · gRPC ${n(state.grpcInFlight)}`));

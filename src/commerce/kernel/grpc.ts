@@ -41,7 +41,8 @@ export function unaryFactory(authenticate: Authenticate, log: InternalLog | unde
           },
           (error: unknown) => {
             const status = commerceStatus(error);
-            if (status.code === grpc.status.INTERNAL) log?.('commerce service internal error', { error: error instanceof Error ? (error.stack ?? error.message) : String(error) });
+            if (status.code === grpc.status.INTERNAL)
+              log?.('commerce service internal error', { error: error instanceof Error ? (error.stack ?? error.message) : String(error) });
             callback(status);
           },
         );

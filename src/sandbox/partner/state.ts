@@ -139,12 +139,22 @@ export class PartnerState {
     if (typeof referrer !== 'string' || !referrer) throw new PartnerFailure(400, 'BAD_REQUEST', 'referrer is required');
     const grant = this.#codes.get(code);
     if (!grant || grant.retired || grant.expiresAt <= this.clock.now() || !this.#connected.has(grant.userKey)) {
-      const why = !grant ? 'unknown' : grant.retired ? 'already used or revoked' : grant.expiresAt <= this.clock.now() ? 'expired' : 'its connection was removed';
+      const why = !grant
+        ? 'unknown'
+        : grant.retired
+          ? 'already used or revoked'
+          : grant.expiresAt <= this.clock.now()
+            ? 'expired'
+            : 'its connection was removed';
       this.journal.add('exchange-refused', grant?.userKey ?? null, `generate-token refused code ${shortened(code)}: ${why} (invalid_grant)`, false);
       throw new PartnerFailure(400, 'invalid_grant', 'authorization code is expired or already used');
     }
     grant.retired = true;
-    this.journal.add('code-exchanged', grant.userKey, `code ${shortened(code)} of ${grant.userKey} exchanged for tokens (generate-token, referrer ${referrer})`);
+    this.journal.add(
+      'code-exchanged',
+      grant.userKey,
+      `code ${shortened(code)} of ${grant.userKey} exchanged for tokens (generate-token, referrer ${referrer})`,
+    );
     return this.#issue(grant.userKey);
   }
 

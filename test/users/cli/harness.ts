@@ -170,7 +170,12 @@ export interface LiveRun {
  * test presses. `terminal`: stdin, stdout and stderr are all a terminal
  * (the person types on stdin).
  */
-export function runLive(sb: Sandbox, argv: string[], env: Record<string, string>, options: { tty?: boolean; terminal?: boolean; columns?: number } = {}): LiveRun {
+export function runLive(
+  sb: Sandbox,
+  argv: string[],
+  env: Record<string, string>,
+  options: { tty?: boolean; terminal?: boolean; columns?: number } = {},
+): LiveRun {
   const stdin = new PassThrough();
   const stdout = options.terminal ? new TerminalCapture() : new Capture(options.tty ?? false, options.columns);
   const stderr = options.terminal ? new TerminalCapture() : new Capture(options.tty ?? false, options.columns);
