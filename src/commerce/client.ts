@@ -8,7 +8,7 @@
  *
  * Nothing here prints or reads the environment.
  */
-import * as grpc from '@grpc/grpc-js';
+import type * as grpc from '@grpc/grpc-js';
 import type { Timestamp } from '../grpc/protos.js';
 import { ServiceConnection, type ConnectOptions } from '../grpc/client/channel.js';
 

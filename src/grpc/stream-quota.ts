@@ -5,7 +5,7 @@
  * RESOURCE_EXHAUSTED and a RetryInfo (retry-info.ts). The admin token is
  * the operator's, and counts against the total only.
  */
-import * as grpc from '@grpc/grpc-js';
+import type * as grpc from '@grpc/grpc-js';
 import type { Principal } from '../auth/tokens.js';
 import { resourceExhausted } from './retry-info.js';
 

@@ -11,7 +11,7 @@ import { parseAad, parseKey } from '../login/key-material.js';
 import { PartnerClient, type ClientTls } from '../login/partner-client.js';
 import { databasePath } from '../store/database.js';
 import { connectionBudget, DEFAULT_POOL_SIZE, openStore, serveApplicationName, type Store, type StoreLocation } from '../store/store.js';
-import { type Sql } from '../store/sql.js';
+import type { Sql } from '../store/sql.js';
 import { Readiness } from './readiness.js';
 import { UnlinkEventStore } from '../store/unlink-events.js';
 import { buildSandbox, type Sandbox } from '../sandbox/server.js';

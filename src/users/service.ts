@@ -18,35 +18,22 @@ import { once } from 'node:events';
 import * as grpc from '@grpc/grpc-js';
 import { hashPassword, verifyPassword } from '../auth/passwords.js';
 import type { Principal } from '../auth/tokens.js';
-import { CallAuth, type OpenStream } from '../grpc/call-auth.js';
-import { StreamOutbox } from '../grpc/stream-outbox.js';
-import { QuotaExceeded, StreamQuota, type StreamQuotaLimits } from '../grpc/stream-quota.js';
-import { failStream as endStream, RpcError, SHUTTING_DOWN, statusName, unavailableStatus } from '../grpc/status.js';
+import type { CallAuth, OpenStream } from '../grpc/call-auth.js';
+import { StreamQuota, type StreamQuotaLimits } from '../grpc/stream-quota.js';
+import { failStream as endStream, RpcError, SHUTTING_DOWN, statusName } from '../grpc/status.js';
 import { ChatHub } from '../grpc/chat-hub.js';
 import { pace } from '../grpc/stream-pace.js';
 import type { RequestRates } from '../auth/request-rates.js';
 import type { AccountCaller, SignUps } from '../auth/signup-limits.js';
 import { addressOf } from '../grpc/request-check.js';
 import { createFromStream, type RowStream } from './batch-create.js';
-import type { UserChange } from './change-log.js';
-import { ResumeOutOfRange, type UserChangeFeed } from './change-feed.js';
-import {
-  toTimestamp,
-  userMessage,
-  watchPositionHeaders,
-  UPDATE_PATHS,
-  type BulkCreateFailure,
-  type ChatMessage,
-  type CreateUserRequest,
-  type EventTypeName,
-  type UserMessage,
-} from './proto.js';
+import type { UserChangeFeed } from './change-feed.js';
+import { userMessage, UPDATE_PATHS, type BulkCreateFailure, type ChatMessage, type CreateUserRequest, type UserMessage } from './proto.js';
 import { listUsers, type ListUsersCall } from './user-list.js';
 import { watchUserChanges, type WatchCall } from './user-watch.js';
 import { userChat, type ChatCall } from './user-chat.js';
 import { REQUEST_LIMITS, toStatus, userIdOf } from './rpc-common.js';
-import { seesWhole, userFor, watchesEveryone } from './visibility.js';
-import { EVENT_TYPES } from './user-record.js';
+import { userFor } from './visibility.js';
 import {
   characters,
   checkEmail,
@@ -58,7 +45,6 @@ import {
   checkUsername,
   checkUnreservedUsername,
   isReservedUsername,
-  DuplicateUserError,
   UserValidationError,
   type NewUser,
   type UserChanges,

@@ -26,7 +26,6 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { once } from 'node:events';
 import { request } from 'undici';
 import * as grpc from '@grpc/grpc-js';
 import pg from 'pg';

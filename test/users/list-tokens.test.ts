@@ -6,7 +6,7 @@
  * backends.
  */
 import { beforeEach, describe, expect, it } from 'vitest';
-import * as grpc from '@grpc/grpc-js';
+import type * as grpc from '@grpc/grpc-js';
 import { collect, failure, newUser, unary, type AnyClient, useUserClients } from '../helpers/user-client.js';
 import { BACKENDS } from '../helpers/postgres.js';
 

@@ -1,7 +1,7 @@
 import { Option, type Command } from '../commander.js';
 import type { Bind } from '../command.js';
 import type { CommandContext } from '../context.js';
-import { ConfigError, MiniappError, PortInUseError, UsageError } from '../../errors.js';
+import { ConfigError, PortInUseError, UsageError } from '../../errors.js';
 import { partnerTls, timeoutMs } from '../connect/profile.js';
 import { parsePort, parseWholeNumber } from '../flags.js';
 import { parseDuration } from '../../duration.js';

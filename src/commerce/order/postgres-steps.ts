@@ -21,7 +21,7 @@
  */
 import { isCheckViolation } from '../../store/errors.js';
 import { rowCheck, type Sql } from '../../store/sql.js';
-import { newId, num, type Caller } from '../kernel/common.js';
+import { newId, type Caller } from '../kernel/common.js';
 import type { IdempotencyKeys } from '../kernel/idempotency.js';
 import { Statement } from '../kernel/statement.js';
 import { Together } from '../kernel/together.js';
