@@ -183,7 +183,9 @@ function spawnRole(role, data) {
   });
   const exit = new Promise((resolve) => child.once('exit', (code, signal) => resolve(signal ?? code)));
   let exited = false;
-  void exit.then(() => void (exited = true));
+  void exit.then(() => {
+    exited = true;
+  });
   const ready = new Promise((resolve, reject) => {
     child.on('message', (message) => {
       if (message?.ready) resolve(message.info);

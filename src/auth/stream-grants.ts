@@ -181,7 +181,10 @@ export class StreamGrants {
 
 function add<K>(map: Map<K, Set<Held>>, key: K, held: Held): void {
   let set = map.get(key);
-  if (!set) map.set(key, (set = new Set()));
+  if (!set) {
+    set = new Set();
+    map.set(key, set);
+  }
   set.add(held);
 }
 

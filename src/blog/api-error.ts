@@ -84,7 +84,8 @@ function messageOf(issue: SchemaIssue): string {
 export function fieldProblems(issues: readonly SchemaIssue[], request?: FastifyRequest): Record<string, string[]> {
   const problems: Record<string, string[]> = {};
   const add = (field: string, message: string) => {
-    const messages = (problems[field] ??= []);
+    const messages = problems[field] ?? [];
+    problems[field] = messages;
     if (!messages.includes(message)) messages.push(message);
   };
   const schema = (request?.routeOptions?.schema?.body ?? {}) as BodySchema;

@@ -37,7 +37,10 @@ export class ChatRooms<T> {
 
   join(room: string, member: Member<T>): void {
     let members = this.#rooms.get(room);
-    if (!members) this.#rooms.set(room, (members = new Set()));
+    if (!members) {
+      members = new Set();
+      this.#rooms.set(room, members);
+    }
     members.add(member);
     if (!this.#seats.has(member)) {
       this.#seats.set(member, new StreamOutbox(member, { maxUnread: this.#maxUnread, onOverflow: () => this.#drop(member, room) }));

@@ -79,7 +79,8 @@ export function addReflection(server: grpc.Server, services: readonly string[], 
   for (const [method, { definition }] of servicesOf(new ReflectionService({}, { services: [] }))) {
     server.addService(definition, {
       ServerReflectionInfo: (stream: grpc.ServerDuplexStream<unknown, unknown>) => {
-        const handler = (indexed ??= index()).get(method)!.implementation.ServerReflectionInfo as (stream: grpc.ServerDuplexStream<unknown, unknown>) => void;
+        indexed ??= index();
+        const handler = indexed.get(method)!.implementation.ServerReflectionInfo as (stream: grpc.ServerDuplexStream<unknown, unknown>) => void;
         handler(unsetRequestsAnswered(stream));
       },
     });

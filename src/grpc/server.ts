@@ -313,7 +313,10 @@ function addHealth(server: grpc.Server, health: HealthImplementation): Set<grpc.
   let definition: grpc.ServiceDefinition | undefined;
   let handlers: grpc.UntypedServiceImplementation | undefined;
   health.addToServer({
-    addService: (service: grpc.ServiceDefinition, implementation: grpc.UntypedServiceImplementation) => ((definition = service), (handlers = implementation)),
+    addService: (service: grpc.ServiceDefinition, implementation: grpc.UntypedServiceImplementation) => {
+      definition = service;
+      handlers = implementation;
+    },
   } as unknown as grpc.Server);
   const check = handlers!['check'] as grpc.handleUnaryCall<{ service?: string }, unknown>;
   const watch = handlers!['watch'] as grpc.handleServerStreamingCall<{ service?: string }, unknown>;

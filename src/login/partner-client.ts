@@ -161,7 +161,11 @@ export class PartnerClient {
   }
 
   #agent(): Promise<Dispatcher> {
-    return (this.#making ??= partnerAgent(this.#tls, this.timeoutMs).then((agent) => (this.#dispatcher = agent)));
+    this.#making ??= partnerAgent(this.#tls, this.timeoutMs).then((agent) => {
+      this.#dispatcher = agent;
+      return agent;
+    });
+    return this.#making;
   }
 
   /** The partner API's URL: the base URL with the path prefix (added only when the base URL lacks it). */

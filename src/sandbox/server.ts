@@ -101,5 +101,14 @@ export async function buildSandbox(options: SandboxOptions): Promise<Sandbox> {
 
   if (options.host) await app.register(hostRoutes, { ...options.host, state, callback, prefix: HOST_PREFIX });
 
-  return { app, state, clock, stats, callback, setCallback: (target) => void (callback.current = target) };
+  return {
+    app,
+    state,
+    clock,
+    stats,
+    callback,
+    setCallback: (target) => {
+      callback.current = target;
+    },
+  };
 }

@@ -453,7 +453,8 @@ async function copyInto(tx: Sql, options: CopyOptions, sourceRows: Map<string, R
     for (let start = 0; start < plan.inserts.length; start += BATCH) {
       const batch = plan.inserts.slice(start, start + BATCH);
       const params: Param[] = [];
-      const tuples = batch.map((row) => `(${spec.columns.map((column) => (params.push(row[column] as Param), `$${params.length}`)).join(', ')})`);
+      // push answers the new length: the placeholder of the value just pushed.
+      const tuples = batch.map((row) => `(${spec.columns.map((column) => `$${params.push(row[column] as Param)}`).join(', ')})`);
       await tx.run(`INSERT INTO ${spec.table} (${spec.columns.join(', ')}) VALUES ${tuples.join(', ')}`, params);
       plan.report.copied += batch.length;
       options.onRows?.(batch.length);

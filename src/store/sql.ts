@@ -306,7 +306,10 @@ export class SqliteSql implements Sql {
     if (!this.#nextFlush) {
       let resolve!: () => void;
       let reject!: (error: unknown) => void;
-      const promise = new Promise<void>((yes, no) => ((resolve = yes), (reject = no)));
+      const promise = new Promise<void>((yes, no) => {
+        resolve = yes;
+        reject = no;
+      });
       this.#nextFlush = { promise, resolve, reject };
     }
     const next = this.#nextFlush.promise;
@@ -423,7 +426,10 @@ export class SqliteSql implements Sql {
     this.db.exec('BEGIN IMMEDIATE');
     let commit!: () => void;
     let fail!: (error: unknown) => void;
-    const committed = new Promise<void>((resolve, reject) => ((commit = resolve), (fail = reject)));
+    const committed = new Promise<void>((resolve, reject) => {
+      commit = resolve;
+      fail = reject;
+    });
     // A caller whose own savepoint failed never awaits `committed`; its rejection must not go unhandled.
     committed.catch(() => undefined);
     const group: CommitGroup = { committed, hooks: [] };

@@ -72,8 +72,12 @@ export function createFromStream(stream: RowStream, options: BatchCreateOptions)
     row.ready = options
       .prepare(request)
       .then(
-        (user) => void (row.prepared = user),
-        (error: unknown) => void (row.error = error),
+        (user) => {
+          row.prepared = user;
+        },
+        (error: unknown) => {
+          row.error = error;
+        },
       )
       .finally(() => {
         row.settled = true;

@@ -395,7 +395,9 @@ export class UserServiceImpl {
 
   async #importUsers(call: grpc.ServerDuplexStream<CreateUserRequest, unknown>): Promise<void> {
     let gone = false;
-    const leave = () => void (gone = true);
+    const leave = () => {
+      gone = true;
+    };
     call.once('cancelled', leave);
     call.once('error', leave);
     const open = await this.#openStream(call, { require: requireAdmin('creating users in bulk') });
@@ -471,7 +473,9 @@ export class UserServiceImpl {
       });
     });
     call.on('end', () => void queue.then(() => !ended && call.end()));
-    call.once('cancelled', () => void (ended = true));
+    call.once('cancelled', () => {
+      ended = true;
+    });
   }
 
   async #syncOne(request: SyncRequest, principal: Principal): Promise<UserRecord> {

@@ -33,7 +33,12 @@ export async function userChat(call: ChatCall, deps: ChatDeps): Promise<void> {
   };
   let open;
   try {
-    open = await deps.auth.open(call, { end: (status) => (leave(), endStream(call, status)) });
+    open = await deps.auth.open(call, {
+      end: (status) => {
+        leave();
+        endStream(call, status);
+      },
+    });
   } catch (error) {
     failStream(call, error);
     return;

@@ -75,7 +75,9 @@ export async function listUsers(call: ListUsersCall, users: UserStore, viewer: (
 /** Every user of `search` after `afterId`, a batch at a time, each batch read once the client has taken the last. */
 async function sendEveryUser(call: ListUsersCall, search: UserSearch, afterId: number, viewer: () => Principal): Promise<void> {
   let gone = call.cancelled;
-  const leave = () => void (gone = true);
+  const leave = () => {
+    gone = true;
+  };
   call.once('cancelled', leave);
   try {
     for (let after = afterId; !gone; ) {

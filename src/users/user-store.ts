@@ -181,17 +181,20 @@ export function newUserProblems(fields: {
   avatar_url?: unknown;
 }): Record<string, string[]> {
   const problems: Record<string, string[]> = {};
+  const add = (field: string, message: string) => {
+    problems[field] = [...(problems[field] ?? []), message];
+  };
   const run = (field: string, value: unknown, check: (value: string) => void, optional = false) => {
     if (optional && (value === undefined || value === null)) return;
     if (value !== undefined && value !== null && typeof value !== 'string') {
-      (problems[field] ??= []).push(`${field} must be a string`);
+      add(field, `${field} must be a string`);
       return;
     }
     try {
       check((value as string | undefined) ?? '');
     } catch (error) {
       if (!(error instanceof UserValidationError)) throw error;
-      (problems[field] ??= []).push(error.message);
+      add(field, error.message);
     }
   };
   run('username', fields.username, checkNewUsername);

@@ -510,7 +510,10 @@ export class WebhookOutbox {
     for (const a of attempts) {
       const id = Number(a.delivery_id);
       let list = byDelivery.get(id);
-      if (!list) byDelivery.set(id, (list = []));
+      if (!list) {
+        list = [];
+        byDelivery.set(id, list);
+      }
       list.push({ at: a.attempted_at, statusCode: a.status_code, error: a.error });
     }
     return rows.map((row) => ({

@@ -117,7 +117,10 @@ describe('ListCache', () => {
   it('makes an answer given as a function only when it keeps it', () => {
     const cache = new ListCache<Buffer>(2, { admitOnSecondRequest: true });
     let made = 0;
-    const answer = () => (made++, Buffer.from('A'));
+    const answer = () => {
+      made++;
+      return Buffer.from('A');
+    };
     cache.set('a', 'v1', answer);
     expect(made).toBe(0);
     cache.set('a', 'v1', answer);

@@ -193,7 +193,17 @@ function errno(code: string): NodeJS.ErrnoException {
 
 function fakeStream() {
   const written: string[] = [];
-  return { written, stream: { write: (chunk: string | Uint8Array) => (written.push(Buffer.from(chunk).toString()), true), isTTY: true, columns: 123 } };
+  return {
+    written,
+    stream: {
+      write: (chunk: string | Uint8Array) => {
+        written.push(Buffer.from(chunk).toString());
+        return true;
+      },
+      isTTY: true,
+      columns: 123,
+    },
+  };
 }
 
 describe('direct stdout and stderr', () => {

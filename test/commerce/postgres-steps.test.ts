@@ -325,7 +325,10 @@ describe('the one-statement steps on PostgreSQL', () => {
       ['MUG', 10],
     ] as const) {
       let onHand: number = start;
-      for (const [delta, after] of bySku(sku)) expect(after).toBe((onHand += delta!));
+      for (const [delta, after] of bySku(sku)) {
+        onHand += delta!;
+        expect(after).toBe(onHand);
+      }
     }
     expect(
       bySku('MUG')

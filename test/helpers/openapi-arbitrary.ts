@@ -328,9 +328,15 @@ const MALFORMED: Record<string, readonly string[]> = {
 const memo = new WeakMap<ArbitraryOptions, WeakMap<Schema, Map<string, fc.Arbitrary<unknown> | undefined>>>();
 function memoised<T>(kind: string, schema: Schema, options: ArbitraryOptions, name: string | undefined, make: () => T): T {
   let bySchema = memo.get(options);
-  if (!bySchema) memo.set(options, (bySchema = new WeakMap()));
+  if (!bySchema) {
+    bySchema = new WeakMap();
+    memo.set(options, bySchema);
+  }
   let byKey = bySchema.get(schema);
-  if (!byKey) bySchema.set(schema, (byKey = new Map()));
+  if (!byKey) {
+    byKey = new Map();
+    bySchema.set(schema, byKey);
+  }
   const key = `${kind}:${name ?? ''}`;
   if (!byKey.has(key)) byKey.set(key, make() as fc.Arbitrary<unknown> | undefined);
   return byKey.get(key) as T;

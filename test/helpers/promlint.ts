@@ -91,7 +91,10 @@ export function parseText(text: string): Family[] {
   const helped = new Set<string>();
   const family = (name: string): Family => {
     let found = families.get(name);
-    if (!found) families.set(name, (found = { name, help: undefined, type: 'untyped', samples: [] }));
+    if (!found) {
+      found = { name, help: undefined, type: 'untyped', samples: [] };
+      families.set(name, found);
+    }
     return found;
   };
   /** The family a sample belongs to: its own name, or a summary's or histogram's _sum, _count, _bucket. */

@@ -265,7 +265,10 @@ describe.each(BACKENDS)('on %s', (backend) => {
           .map((text) => text.replace(/ {2,}[-\d.e+]+( {2,}[-\d.e+]+)?$/, ''))) {
           if (line.startsWith('    ')) shown[shown.length - 1] += line.trim();
           else if (line.startsWith('  {')) shown.push(`${name}${line.trim()}`);
-          else if (line) shown.push((name = line));
+          else if (line) {
+            name = line;
+            shown.push(name);
+          }
         }
         for (const key of keys) expect(shown, key).toContain(key);
       } finally {

@@ -155,7 +155,12 @@ describe('no connection slot left on PostgreSQL', () => {
 
     for (const connection of held.splice(0)) await connection.end();
     const after = await Promise.all(
-      Array.from({ length: 10 }, () => request(`${running.url}/api/v2/blog/posts`).then(async (r) => (await r.body.dump(), r.statusCode))),
+      Array.from({ length: 10 }, () =>
+        request(`${running.url}/api/v2/blog/posts`).then(async (r) => {
+          await r.body.dump();
+          return r.statusCode;
+        }),
+      ),
     );
     expect(after).toEqual(Array(10).fill(200));
   });

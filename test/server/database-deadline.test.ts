@@ -66,7 +66,10 @@ const http = (method: string, path: string, body?: unknown, auth?: string) =>
     method: method as 'GET',
     headers: { ...(body === undefined ? {} : { 'content-type': 'application/json' }), ...(auth ? { authorization: `Bearer ${auth}` } : {}) },
     body: body === undefined ? undefined : JSON.stringify(body),
-  }).then(async (r) => (await r.body.dump(), r.statusCode));
+  }).then(async (r) => {
+    await r.body.dump();
+    return r.statusCode;
+  });
 
 describe('a call of serve while the network to PostgreSQL is stalled', () => {
   it('fails within its --database-timeout, whatever it does, and what timed out is not committed later', async () => {

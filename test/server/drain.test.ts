@@ -71,7 +71,10 @@ function clientsOf(running: RunningServe) {
 function follow<T, S>(stream: grpc.ClientReadableStream<T> | grpc.ClientDuplexStream<unknown, T>, pick: (message: T) => S) {
   const followed = { seen: [] as S[], error: undefined as grpc.ServiceError | undefined, finished: false };
   stream.on('data', (message: T) => followed.seen.push(pick(message)));
-  stream.on('error', (error: grpc.ServiceError) => ((followed.error = error), (followed.finished = true)));
+  stream.on('error', (error: grpc.ServiceError) => {
+    followed.error = error;
+    followed.finished = true;
+  });
   stream.on('end', () => (followed.finished = true));
   return followed;
 }
@@ -81,7 +84,11 @@ function heldWait() {
   let end!: () => void;
   const done = new Promise<void>((resolve) => (end = resolve));
   let asked: number | undefined;
-  return { wait: (ms: number) => ((asked = ms), { done, cancel: () => undefined }), end, asked: () => asked };
+  const wait = (ms: number) => {
+    asked = ms;
+    return { done, cancel: () => undefined };
+  };
+  return { wait, end, asked: () => asked };
 }
 
 describe('the drain of serve', () => {
@@ -257,7 +264,13 @@ describe('a watch across a stop of serve, before it has seen any change', () => 
         const watch = client.watch.bind(client);
         client.watch = (request, handlers) => {
           requests.push(request);
-          return watch(request, { ...handlers, onPosition: (after) => (positions.push(after), handlers.onPosition?.(after)) });
+          return watch(request, {
+            ...handlers,
+            onPosition: (after) => {
+              positions.push(after);
+              handlers.onPosition?.(after);
+            },
+          });
         };
         return client;
       },

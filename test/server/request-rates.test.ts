@@ -28,7 +28,12 @@ import { RequestRates } from '../../src/auth/request-rates.js';
 /** A clock the test moves. */
 function testClock() {
   let now = Date.parse('2026-11-25T12:00:00.000Z');
-  return { now: () => new Date(now), advance: (ms: number) => void (now += ms) };
+  return {
+    now: () => new Date(now),
+    advance: (ms: number) => {
+      now += ms;
+    },
+  };
 }
 
 const clock = testClock();

@@ -94,7 +94,9 @@ function watch(raw: RawClient, token: string) {
   const events: { type: string; user: { username: string } }[] = [];
   let ended: { code: string; details: string } | undefined;
   call.on('data', (event) => events.push(event));
-  call.on('error', (error: grpc.ServiceError) => void (ended = { code: grpc.status[error.code] ?? String(error.code), details: error.details }));
+  call.on('error', (error: grpc.ServiceError) => {
+    ended = { code: grpc.status[error.code] ?? String(error.code), details: error.details };
+  });
   return { call, events, ended: () => ended };
 }
 

@@ -69,9 +69,18 @@ describe.each(BACKENDS)('on %s', (backend) => {
     let ended = false;
     const waiters: (() => void)[] = [];
     const wakeAll = () => waiters.splice(0).forEach((wake) => wake());
-    call.on('data', (answer: Answer) => (answers.push(answer), wakeAll()));
-    call.on('error', (error: grpc.ServiceError) => ((failed = error), wakeAll()));
-    call.on('end', () => ((ended = true), wakeAll()));
+    call.on('data', (answer: Answer) => {
+      answers.push(answer);
+      wakeAll();
+    });
+    call.on('error', (error: grpc.ServiceError) => {
+      failed = error;
+      wakeAll();
+    });
+    call.on('end', () => {
+      ended = true;
+      wakeAll();
+    });
     const until = async (check: () => boolean) => {
       while (!check() && !failed && !ended) await new Promise<void>((resolve) => waiters.push(resolve));
     };

@@ -78,7 +78,10 @@ export async function copyToPostgres(cc: CommandContext, flags: { from: string; 
         adminToken,
         merge: Boolean(flags.merge),
         now: cc.now(),
-        onRows: (n) => progress.update({ done: (done += n) }),
+        onRows: (n) => {
+          done += n;
+          progress.update({ done });
+        },
       });
     } catch (error) {
       progress.finish();

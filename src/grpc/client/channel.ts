@@ -92,7 +92,8 @@ export class ServiceConnection {
   client<T extends grpc.Client>(name: ServiceName): T {
     const { Client } = serviceDefinition(name);
     const first = this.#clients[0];
-    const credentials = (this.#credentials ??= credentialsOf(this.#options));
+    this.#credentials ??= credentialsOf(this.#options);
+    const credentials = this.#credentials;
     const telemetry = this.#options.telemetry;
     const traced = telemetry ? { interceptors: [clientTracingInterceptor(telemetry)] } : {};
     const client = first

@@ -116,7 +116,8 @@ describe('users bulk-create interrupted', () => {
     const first = runLive(sb, ['users', 'bulk-create', file], env, { terminal: true });
     await until(async () => (await users()) >= 20, 'the first users created');
     first.interrupt();
-    const said = INTERRUPTED.exec(plain((await first.done, first.stderr.text)));
+    await first.done;
+    const said = INTERRUPTED.exec(plain(first.stderr.text));
     const made = Number(said![2]);
     const again = runLive(sb, ['users', 'bulk-create', file, '--skip-existing'], env, { terminal: true });
     await until(async () => (await users()) >= made + 20, 'more users created');
