@@ -26,7 +26,7 @@ const root = fileURLToPath(new URL('..', import.meta.url));
 const PORTS = [3000, 50051, 4010, 4011];
 
 /** Every ```sh block of the README, with the line it starts on. */
-export function shellBlocks(markdown: string): { line: number; code: string }[] {
+function shellBlocks(markdown: string): { line: number; code: string }[] {
   const blocks: { line: number; code: string }[] = [];
   const lines = markdown.split('\n');
   for (let i = 0; i < lines.length; i++) {
@@ -40,7 +40,7 @@ export function shellBlocks(markdown: string): { line: number; code: string }[] 
 }
 
 /** Every ```console block of the README (transcripts: `$ ` lines and what they print), with the line it starts on. */
-export function consoleBlocks(markdown: string): { line: number; lines: string[] }[] {
+function consoleBlocks(markdown: string): { line: number; lines: string[] }[] {
   const blocks: { line: number; lines: string[] }[] = [];
   const lines = markdown.split('\n');
   for (let i = 0; i < lines.length; i++) {
@@ -98,7 +98,7 @@ function transcripts(markdown: string): string {
  * in its comment (`# 503`) must print that one: the reader compares them.
  */
 let background = 0;
-export function asPasted(code: string): string {
+function asPasted(code: string): string {
   const banners: string[] = [];
   const lines = code
     .replace(/\\\n\s*/g, ' ')

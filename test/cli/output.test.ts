@@ -116,11 +116,11 @@ describe('text width', () => {
 });
 
 describe('fitColumns', () => {
-  const fit = (columns: { header: number; data: number; shrink: number; minWidth?: number }[], width: number) => fitColumns(columns, width);
+  const widths = (columns: { header: number; data: number; shrink: number; minWidth?: number }[], width: number) => fitColumns(columns, width);
 
   it('leaves a table that fits as it is', () => {
     expect(
-      fit(
+      widths(
         [
           { header: 2, data: 5, shrink: -1 },
           { header: 7, data: 30, shrink: 2 },
@@ -137,7 +137,7 @@ describe('fitColumns', () => {
       { header: 9, data: 48, shrink: 1 },
       { header: 5, data: 9, shrink: 0 },
     ];
-    const at = (width: number) => fit(columns, width);
+    const at = (width: number) => widths(columns, width);
     expect(at(100)).toEqual([16, 60 - (16 + 60 + 48 + 9 + tableChrome(4) - 100), 48, 9]);
     expect(at(80)).toEqual([16, 8, 80 - tableChrome(4) - 16 - 8 - 9, 9]);
     // Still too narrow: the same order again, down to an ellipsis; the first column (the row's name) last.
@@ -149,7 +149,7 @@ describe('fitColumns', () => {
   it('keeps a header whole unless it alone makes the column wide', () => {
     // comments_count over two-digit counts may become "comment…"; a caption column keeps "caption".
     expect(
-      fit(
+      widths(
         [
           { header: 14, data: 2, shrink: 0 },
           { header: 11, data: 40, shrink: 1 },
