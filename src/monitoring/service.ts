@@ -88,8 +88,8 @@ export interface MonitoringOptions {
 export function seriesKey(name: string, labels: Record<string, string | number>): string {
   const keys = Object.keys(labels).sort();
   if (keys.length === 0) return name;
-  const escape = (value: string | number) => String(value).replace(/\\/g, '\\\\').replace(/\n/g, '\\n').replace(/"/g, '\\"');
-  return `${name}{${keys.map((key) => `${key}="${escape(labels[key]!)}"`).join(',')}}`;
+  const escapeLabel = (value: string | number) => String(value).replace(/\\/g, '\\\\').replace(/\n/g, '\\n').replace(/"/g, '\\"');
+  return `${name}{${keys.map((key) => `${key}="${escapeLabel(labels[key]!)}"`).join(',')}}`;
 }
 
 /** Every series of the registry whose metric name starts with one of `prefixes` (all when empty). */

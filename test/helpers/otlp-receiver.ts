@@ -59,7 +59,7 @@ type AnyValue = {
   arrayValue?: { values: AnyValue[] };
 } & Record<string, any>;
 
-function valueOf(value: AnyValue | undefined): unknown {
+function plainValue(value: AnyValue | undefined): unknown {
   if (!value) return undefined;
   switch (value.value) {
     case 'stringValue':
@@ -71,14 +71,14 @@ function valueOf(value: AnyValue | undefined): unknown {
     case 'doubleValue':
       return value.doubleValue;
     case 'arrayValue':
-      return value.arrayValue!.values.map(valueOf);
+      return value.arrayValue!.values.map(plainValue);
     default:
       return undefined;
   }
 }
 
 function attributesOf(list: { key: string; value: AnyValue }[] | undefined): Record<string, unknown> {
-  return Object.fromEntries((list ?? []).map(({ key, value }) => [key, valueOf(value)]));
+  return Object.fromEntries((list ?? []).map(({ key, value }) => [key, plainValue(value)]));
 }
 
 const hex = (bytes: Buffer | string | undefined) =>

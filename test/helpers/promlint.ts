@@ -38,7 +38,7 @@ class ParseError extends Error {
   }
 }
 
-function unescape(text: string, line: number, quotes: boolean): string {
+function unescaped(text: string, line: number, quotes: boolean): string {
   return text.replace(/\\(.)/g, (_all, char: string) => {
     if (char === '\\') return '\\';
     if (char === 'n') return '\n';
@@ -76,7 +76,7 @@ function parseLabels(text: string, line: number): { labels: Record<string, strin
     let j = i + 1;
     while (j < text.length && text[j] !== '"') j += text[j] === '\\' ? 2 : 1;
     if (j >= text.length) throw new ParseError(line, `unterminated value of label "${name}"`);
-    labels[name] = unescape(text.slice(i + 1, j), line, true);
+    labels[name] = unescaped(text.slice(i + 1, j), line, true);
     i = j + 1;
     while (text[i] === ' ' || text[i] === '\t') i++;
     if (text[i] === ',') i++;
@@ -123,7 +123,7 @@ export function parseText(text: string): Family[] {
       if (keyword === 'HELP') {
         if (helped.has(name)) throw new ParseError(line, `second HELP line for metric name "${name}"`);
         helped.add(name);
-        const help = unescape(rest, line, false);
+        const help = unescaped(rest, line, false);
         if (help.trim() !== '') target.help = help;
       } else {
         const type = rest.trim() as MetricType;

@@ -56,17 +56,17 @@ export function truncateToWidth(text: string, width: number): string {
   let index = 0;
   while (index < text.length && !full) {
     ANSI.lastIndex = index;
-    const escape = text[index] === '\u001b' ? ANSI.exec(text) : null;
-    if (!escape) {
+    const sequence = text[index] === '\u001b' ? ANSI.exec(text) : null;
+    if (!sequence) {
       run += text[index];
       index++;
       continue;
     }
     copy();
     if (full) break;
-    out += escape[0];
+    out += sequence[0];
     styled = true;
-    index += escape[0].length;
+    index += sequence[0].length;
   }
   if (!full) copy();
   return `${out}${styled ? '\u001b[0m' : ''}…`;
