@@ -132,7 +132,7 @@ async function floorBulk(round, count, { openDatabase, hashPassword }) {
     for (let i = 0; i < count; i += 256) {
       const batch = Array.from({ length: Math.min(256, count - i) }, (_, j) => bulkRow(round, i + j));
       const hashes = await Promise.all(batch.map((row) => hashPassword(row.password, HASH_COST)));
-      batch.forEach((row, j) => rows.push({ username: row.username, email: row.email, fullName: row.full_name, passwordHash: hashes[j] }));
+      rows.push(...batch.map((row, j) => ({ username: row.username, email: row.email, fullName: row.full_name, passwordHash: hashes[j] })));
     }
     const at = new Date().toISOString();
     db.transaction(() => {

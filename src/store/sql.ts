@@ -321,7 +321,10 @@ export class SqliteSql implements Sql {
     const waiting = this.#nextFlush;
     this.#nextFlush = undefined;
     if (!waiting) return;
-    if (this.#flushFailed) return waiting.reject(this.#flushFailed);
+    if (this.#flushFailed) {
+      waiting.reject(this.#flushFailed);
+      return;
+    }
     const upTo = this.#written;
     const done = this.#flush!().then(
       () => {

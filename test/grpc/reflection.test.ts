@@ -33,7 +33,9 @@ describe.each(BACKENDS)('on %s', (backend) => {
     const call = client.ServerReflectionInfo();
     const waiting: { resolve: (answer: any) => void; reject: (error: Error) => void }[] = [];
     call.on('data', (answer: any) => waiting.shift()?.resolve(answer));
-    call.on('error', (error: Error) => waiting.splice(0).forEach((w) => w.reject(error)));
+    call.on('error', (error: Error) => {
+      for (const w of waiting.splice(0)) w.reject(error);
+    });
     const ask = (request: object) =>
       new Promise<any>((resolve, reject) => {
         waiting.push({ resolve, reject });

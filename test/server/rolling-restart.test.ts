@@ -183,7 +183,9 @@ describe('a rolling restart of two serve instances on PostgreSQL behind a load b
         extraArgs: ['--drain', DRAIN, '--webhook-url', receiver.url, '--webhook-secret', 'rolling-secret'],
       });
     const serves: ServeProcess[] = [await start(0), await start(1)];
-    cleanups.push(() => serves.forEach((serve) => serve.dispose()));
+    cleanups.push(() => {
+      for (const serve of serves) serve.dispose();
+    });
     const token = serves[0]!.info.adminToken;
 
     const httpBackends = instances.map((instance) => ({ port: instance.port, readyUrl: `http://127.0.0.1:${instance.port}/health/ready`, connections: 0 }));

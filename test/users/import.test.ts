@@ -68,7 +68,9 @@ describe.each(BACKENDS)('on %s', (backend) => {
     let failed: grpc.ServiceError | undefined;
     let ended = false;
     const waiters: (() => void)[] = [];
-    const wakeAll = () => waiters.splice(0).forEach((wake) => wake());
+    const wakeAll = () => {
+      for (const wake of waiters.splice(0)) wake();
+    };
     call.on('data', (answer: Answer) => {
       answers.push(answer);
       wakeAll();

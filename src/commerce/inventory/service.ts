@@ -67,7 +67,7 @@ export class InventoryServiceImpl {
       CheckStock: unary(async (request: { skus: string[] }) => {
         const skus = request.skus ?? [];
         if (skus.length > 100) throw invalid(`skus must name at most 100 SKUs; got ${skus.length}`);
-        skus.forEach((sku, i) => checkSku(sku, `skus[${i}]`));
+        for (const [i, sku] of skus.entries()) checkSku(sku, `skus[${i}]`);
         await this.options.expireDue();
         return { items: (await inventory.levels(skus)).map(stockLevelMessage) };
       }),
