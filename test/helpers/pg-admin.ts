@@ -9,9 +9,7 @@ import pg from 'pg';
 import { POSTGRES_MIGRATIONS } from '../../src/store/postgres-schema.js';
 
 export interface AdminSql {
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any
   <T = any>(strings: TemplateStringsArray, ...values: unknown[]): Promise<T[]>;
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any
   unsafe<T = any>(text: string, values?: unknown[]): Promise<T[]>;
   end(): Promise<void>;
 }

@@ -81,7 +81,7 @@ describe('insights account --chart in a terminal', () => {
       const drawn = charts(screen);
       expect(drawn.map((c) => c.title)).toEqual(METRICS);
       for (const chart of drawn) expect(chart.rows).toBeGreaterThanOrEqual(3);
-      expect(screen[0]).toMatch(/^reach  last /);
+      expect(screen[0]).toMatch(/^reach {2}last /);
       // Value labels are formatted numbers; reach runs in thousands.
       const labels = screen.filter((row) => PLOT_ROW.test(row)).map((row) => row.split('┤')[0]!.trim());
       expect(labels.some((label) => /^\d+(\.\d)?k$/.test(label))).toBe(true);

@@ -104,7 +104,7 @@ describe('miniapp serve on its embedded defaults', () => {
     child!.kill('SIGTERM');
     expect(await stopped).toBe(0);
     expect(stderr).toContain('second signal: drain cut short');
-    expect(stderr).toMatch(/drained: no new calls; finishing calls in flight, then stopping\n[^]*stopped/);
+    expect(stderr).toMatch(/drained: no new calls; finishing calls in flight, then stopping\n[\s\S]*stopped/);
 
     const again = await serve();
     expect(again.database).toBe(info.database);

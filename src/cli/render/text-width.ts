@@ -13,7 +13,6 @@ import stringWidth from 'string-width';
 import { stripVTControlCharacters } from 'node:util';
 
 // CSI sequences (colours, cursor moves) and OSC sequences (hyperlinks, titles).
-// eslint-disable-next-line no-control-regex
 const ANSI = /\u001b\[[0-9;?]*[ -/]*[@-~]|\u001b\][^\u0007\u001b]*(?:\u0007|\u001b\\)/y;
 const segmenter = new Intl.Segmenter();
 

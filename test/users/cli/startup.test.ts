@@ -44,7 +44,7 @@ describe('miniapp users start-up', () => {
 
   it('`miniapp --help` lists the users group without loading it', () => {
     const { loaded, stdout } = loads(['--help']);
-    expect(stdout).toMatch(/\n  users +the gRPC user service/);
+    expect(stdout).toMatch(/\n {2}users +the gRPC user service/);
     expect(loaded.filter((url) => url.includes('dist/cli/commands/users/') || grpcOrHeavy.test(url))).toEqual([]);
   });
 });
