@@ -42,7 +42,7 @@ export const REDACTED = 'REDACTED';
 export function redactUrl(url: string | URL): string {
   const text = String(url);
   const mark = text.indexOf('?');
-  const hash = text.indexOf('#', mark < 0 ? 0 : mark);
+  const hash = text.indexOf('#', Math.max(mark, 0));
   const end = hash < 0 ? text.length : hash;
   const base = redactUserinfo(mark < 0 ? text.slice(0, end) : text.slice(0, mark));
   if (mark < 0) return base;

@@ -103,13 +103,13 @@ export class ConfigFile {
     }
     // Anything but this shape is refused, never read as empty: a write would then replace what the file holds.
     if (!isJsonObject(data)) throw badConfig(this.path, `it holds ${jsonKind(data)}, not an object with "profiles"`);
-    const profiles = data['profiles'];
+    const profiles = data.profiles;
     if (profiles === undefined) return {};
     if (!isJsonObject(profiles)) throw badConfig(this.path, `"profiles" is ${jsonKind(profiles)}, not an object of profiles`);
     for (const [name, profile] of Object.entries(profiles)) {
       if (!isJsonObject(profile)) throw badConfig(this.path, `profile "${name}" is ${jsonKind(profile)}, not an object`);
-      if (profile['settings'] !== undefined && !isJsonObject(profile['settings'])) {
-        throw badConfig(this.path, `the settings of profile "${name}" are ${jsonKind(profile['settings'])}, not an object`);
+      if (profile.settings !== undefined && !isJsonObject(profile.settings)) {
+        throw badConfig(this.path, `the settings of profile "${name}" are ${jsonKind(profile.settings)}, not an object`);
       }
     }
     return profiles as Record<string, ProfileData>;

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 type Env = Readonly<Record<string, string | undefined>>;
 
 function nonEmpty(value: string | undefined): string | undefined {
-  return value && value.trim() ? value : undefined;
+  return value?.trim() ? value : undefined;
 }
 
 export function configDir(env: Env, homedir: string): string {

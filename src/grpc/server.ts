@@ -318,8 +318,8 @@ function addHealth(server: grpc.Server, health: HealthImplementation): Set<grpc.
       handlers = implementation;
     },
   } as unknown as grpc.Server);
-  const check = handlers!['check'] as grpc.handleUnaryCall<{ service?: string }, unknown>;
-  const watch = handlers!['watch'] as grpc.handleServerStreamingCall<{ service?: string }, unknown>;
+  const check = handlers!.check as grpc.handleUnaryCall<{ service?: string }, unknown>;
+  const watch = handlers!.watch as grpc.handleServerStreamingCall<{ service?: string }, unknown>;
   const watches = new Set<grpc.ServerWritableStream<unknown, unknown>>();
   server.addService(definition!, {
     ...handlers,

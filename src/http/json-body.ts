@@ -189,7 +189,7 @@ class DepthGuard extends Readable {
 
 /** `application/json` and `application/*+json`, with or without parameters: the bodies the JSON parser takes. */
 function isJson(contentType: string | undefined): boolean {
-  const essence = contentType?.split(';', 1)[0]!.trim().toLowerCase() ?? '';
+  const essence = contentType?.split(';', 1)[0]?.trim().toLowerCase() ?? '';
   return essence === 'application/json' || (essence.startsWith('application/') && essence.endsWith('+json'));
 }
 

@@ -241,7 +241,7 @@ describe('direct stdout and stderr', () => {
       () => stream,
       () => undefined,
       calls({
-        writeSync: (_fd, buffer, offset) => {
+        writeSync: () => {
           calls_++;
           if (calls_ === 1) return 4;
           throw errno('EAGAIN');

@@ -112,7 +112,7 @@ function getUserAnswers(client: grpc.Client & Record<string, any>, token: string
   const metadata = new grpc.Metadata();
   metadata.set('authorization', `Bearer ${token}`);
   return new Promise((resolve) =>
-    client['GetUser']({ user_id: '999999' }, metadata, { deadline: Date.now() + 3_000 }, (error: grpc.ServiceError | null) =>
+    client.GetUser({ user_id: '999999' }, metadata, { deadline: Date.now() + 3_000 }, (error: grpc.ServiceError | null) =>
       resolve(error ? grpc.status[error.code]! : 'OK'),
     ),
   );

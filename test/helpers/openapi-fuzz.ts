@@ -735,7 +735,7 @@ export function checkAnswer(operation: Operation, request: FuzzRequest, answer: 
   const problems: string[] = [];
   let parsed: unknown;
   let isJson = false;
-  const mediaType = answer.contentType?.split(';')[0]!.trim().toLowerCase();
+  const mediaType = answer.contentType?.split(';')[0]?.trim().toLowerCase();
   if (answer.text !== '' && mediaType && isJsonType(mediaType)) {
     try {
       parsed = JSON.parse(answer.text);

@@ -137,7 +137,7 @@ function partialBody(path: string, start: string, length: number, headers: Recor
     socket.on('error', reject);
     socket.on('end', () => {
       const [head, body] = text.split('\r\n\r\n') as [string, string];
-      resolve({ status: Number(head.split(' ')[1]), headers: head + '\r', body: JSON.parse(body), closedByServer: true });
+      resolve({ status: Number(head.split(' ')[1]), headers: `${head}\r`, body: JSON.parse(body), closedByServer: true });
     });
     const extra = Object.entries(headers)
       .map(([name, value]) => `${name}: ${value}\r\n`)

@@ -120,7 +120,7 @@ function inLoginWindow() {
     const listen = (event) => {
       if (event.source !== login || event.origin !== HOST_ORIGIN) return;
       const data = event.data;
-      if (!data || data.type !== 'miniapp:result') return;
+      if (data?.type !== 'miniapp:result') return;
       // The window closes itself once it knows its answer arrived.
       login.postMessage({ type: 'miniapp:received' }, HOST_ORIGIN);
       done();

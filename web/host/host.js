@@ -218,7 +218,7 @@ function showConsent(user, terms) {
 window.addEventListener('message', (event) => {
   if (event.source !== frame.contentWindow || event.origin !== appOrigin) return;
   const data = event.data;
-  if (!data || data.type !== 'miniapp:appLogin' || typeof data.id !== 'string') return;
+  if (data?.type !== 'miniapp:appLogin' || typeof data.id !== 'string') return;
   const target = /** @type {Window} */ (event.source);
   const origin = event.origin;
   target.postMessage({ type: 'miniapp:heard', id: data.id }, origin);

@@ -16,7 +16,7 @@ describe.each(BACKENDS)('on %s', (backend) => {
       env: { ...cli.server.env, ...options.env },
       stdin: options.stdin,
       tty: true,
-      stdinTTY: options.stdin === undefined ? true : false,
+      stdinTTY: options.stdin === undefined,
     });
   }
 

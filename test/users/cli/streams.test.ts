@@ -137,7 +137,7 @@ describe.each(BACKENDS)('on %s', (backend) => {
       const file = join(cli.sb.root, 'users.jsonl');
       writeFileSync(
         file,
-        [
+        `${[
           good('amy'),
           JSON.stringify({ username: 'shorty', email: 'shorty@example.com', password: 'short' }),
           '',
@@ -146,7 +146,7 @@ describe.each(BACKENDS)('on %s', (backend) => {
           good('bea'),
           JSON.stringify({ username: 'typo', email: 'typo@example.com', password: 'correct-horse', fullname: 'T' }),
           good('amy').replace('amy@', 'amy2@'),
-        ].join('\n') + '\n',
+        ].join('\n')}\n`,
       );
       const result = await users(['bulk-create', file, '--json']);
       expect(result.code).toBe(1);
