@@ -86,6 +86,7 @@ export function registerCompletion(program: Command, bind: Bind): void {
       'after',
       '\nInstall:\n' +
         '  bash  miniapp completion bash > ~/.local/share/bash-completion/completions/miniapp\n' +
+        // biome-ignore lint/suspicious/noTemplateCurlyInString: zsh's own ${fpath[1]}, printed for the user to paste.
         '  zsh   miniapp completion zsh > "${fpath[1]}/_miniapp"   (then restart zsh)\n' +
         '  fish  miniapp completion fish > ~/.config/fish/completions/miniapp.fish',
     )
