@@ -98,7 +98,3 @@ export class InterruptedError extends MiniappError {
   override readonly exitCode = ExitCode.interrupted;
   override readonly code: string = 'INTERRUPTED';
 }
-
-export function exitCodeOf(error: unknown): ExitCode {
-  return error instanceof MiniappError ? error.exitCode : ExitCode.failure;
-}

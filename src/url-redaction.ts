@@ -37,7 +37,7 @@ const PLAIN_QUERY_NAMES = new Set([
   'until',
 ]);
 
-export const REDACTED = 'REDACTED';
+const REDACTED = 'REDACTED';
 
 export function redactUrl(url: string | URL): string {
   const text = String(url);

@@ -39,10 +39,10 @@ import {
   UserProfileSchema,
 } from './schemas.js';
 
-export type ApiVersion = 1 | 2;
+type ApiVersion = 1 | 2;
 
-export const API_VERSIONS: Record<ApiVersion, string> = { 1: '1.2.0', 2: '2.4.0' };
-export const LOGIN_TOKEN_TTL_SECONDS = 3600;
+const API_VERSIONS: Record<ApiVersion, string> = { 1: '1.2.0', 2: '2.4.0' };
+const LOGIN_TOKEN_TTL_SECONDS = 3600;
 /**
  * The most bytes a JSON string of up to `characters` characters takes as JSON.stringify writes it: 6 a
  * character at worst (a control character is sent as \u0001; any other is at most 4 bytes of UTF-8).
@@ -63,7 +63,7 @@ export const POST_BODY_LIMIT = kib(
 const LOGIN_NAME_MAX = 254;
 const LOGIN_PASSWORD_MAX = 1024;
 /** The login body: a name and a password at their longest (9 KiB). */
-export const LOGIN_BODY_LIMIT = kib(jsonStringBytes(LOGIN_NAME_MAX) + jsonStringBytes(LOGIN_PASSWORD_MAX));
+const LOGIN_BODY_LIMIT = kib(jsonStringBytes(LOGIN_NAME_MAX) + jsonStringBytes(LOGIN_PASSWORD_MAX));
 
 const CHANGE_HISTORY = `
 ## Change history
@@ -140,7 +140,7 @@ async function readerOf(request: FastifyRequest, tokens: TokenService): Promise<
 }
 
 /** A draft is seen by its author and by admins alone; anyone may see a published post. */
-export function maySee(post: { is_published: boolean; authorId: number | null }, reader: Principal | undefined): boolean {
+function maySee(post: { is_published: boolean; authorId: number | null }, reader: Principal | undefined): boolean {
   if (post.is_published || reader?.isAdmin) return true;
   return reader !== undefined && reader.userId !== null && reader.userId === post.authorId;
 }

@@ -8,7 +8,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { ImageStore } from './uploads.js';
 
-export const IMAGE_CACHE_CONTROL = 'public, max-age=31536000, immutable';
+const IMAGE_CACHE_CONTROL = 'public, max-age=31536000, immutable';
 
 /** The one range `bytes=a-b`, `bytes=a-` or `bytes=-n` asks for; null when unsatisfiable, undefined when not a single range. */
 function rangeOf(header: string, size: number): { start: number; end: number } | null | undefined {

@@ -16,7 +16,7 @@ import { errors, NO_NUL, OPTIONAL_BEARER, PostSchema, PRIVATE_ANSWER } from './s
 
 const V1_LIST_LIMIT = 20;
 /** The last page a v2 list accepts: far past any real list, and (page - 1) * page_size stays a safe integer for every store. */
-export const MAX_PAGE = 1_000_000;
+const MAX_PAGE = 1_000_000;
 
 /** The end of a v2 list's body, after its results. */
 const CLOSE_BRACE = Buffer.from('}');

@@ -98,7 +98,7 @@ function caseless(dialect: Dialect) {
     : { like: 'LIKE', equals: (column: string, param: string) => `${column} = ${param} COLLATE NOCASE`, title: 'p.title COLLATE NOCASE' };
 }
 
-export interface PageQuery {
+interface PageQuery {
   text: string;
   params: Param[];
   /** The rows come back from the end of the list (they are put back in order by the statement). */

@@ -26,8 +26,6 @@ import {
 /** A post's row as the store reads it (never PostgreSQL's answer_json, which only list pages join). */
 const POST_ROW = POST_COLUMNS.join(', ');
 
-export type { PageCursor } from './post-listing.js';
-
 /** The event of a new post (spec 002, Part B "Webhook"): its payload's data is the post. */
 export const POST_CREATED = 'post.created';
 
@@ -110,7 +108,7 @@ function toPost(row: Row): Post {
 }
 
 /** Tags as given, trimmed, without empties or case-insensitive duplicates. */
-export function cleanTags(tags: readonly string[]): string[] {
+function cleanTags(tags: readonly string[]): string[] {
   const seen = new Set<string>();
   const out: string[] = [];
   for (const raw of tags) {

@@ -4,7 +4,7 @@
  */
 import { RETRY_AFTER_SECONDS } from '../http/errors.js';
 
-export const ErrorSchema = {
+const ErrorSchema = {
   type: 'object',
   description: 'The standardized error body.',
   properties: {

@@ -32,7 +32,7 @@ export interface CommandContext extends Context {
 
 let cachedVersion: string | undefined;
 
-export function packageVersion(): string {
+function packageVersion(): string {
   cachedVersion ??= (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
   return cachedVersion;
 }

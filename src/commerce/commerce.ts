@@ -21,7 +21,7 @@ import { tracedProvider } from './payment/traced-provider.js';
 import type { Telemetry } from '../telemetry/telemetry.js';
 import type { Authenticate, InternalLog } from './kernel/grpc.js';
 
-export const DEFAULT_SWEEP_MS = 30_000;
+const DEFAULT_SWEEP_MS = 30_000;
 
 export interface CommerceOptions {
   sql: Sql;

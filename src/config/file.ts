@@ -25,7 +25,7 @@ export const FILE_MODE = 0o600;
 export const CONFIG_DIR_HINT = 'choose another config dir with MINIAPP_CONFIG_DIR, or make this one writable';
 
 /** Removes group and other permissions from a file that has them. */
-export function tighten(path: string): void {
+function tighten(path: string): void {
   try {
     if ((statSync(path).mode & 0o077) !== 0) chmodSync(path, FILE_MODE);
   } catch (error) {
@@ -36,7 +36,7 @@ export function tighten(path: string): void {
 }
 
 /** The file could not be read, or (given its `text`) is not JSON: said without quoting it, as it holds keys and tokens. */
-export function unreadableConfig(path: string, error: unknown, text?: string): ConfigError {
+function unreadableConfig(path: string, error: unknown, text?: string): ConfigError {
   return badConfig(path, text === undefined ? (error as Error).message : `not valid JSON: ${jsonSyntaxProblem(text, error)}`, error);
 }
 

@@ -19,7 +19,7 @@ export function dataDir(env: Env, homedir: string): string {
   return nonEmpty(env.MINIAPP_DATA_DIR) ?? join(nonEmpty(env.XDG_DATA_HOME) ?? join(homedir, '.local', 'share'), 'miniapp');
 }
 
-export const CONFIG_NAME = 'config';
+const CONFIG_NAME = 'config';
 
 export function configFilePath(dir: string): string {
   return join(dir, `${CONFIG_NAME}.json`);

@@ -19,8 +19,6 @@ import * as grpc from '@grpc/grpc-js';
 import { failStream } from './status.js';
 import { DEFAULT_MAX_UNREAD, StreamOutbox, type OutboxStream } from './stream-outbox.js';
 
-export { DEFAULT_MAX_UNREAD } from './stream-outbox.js';
-
 /** The part of a server stream a room needs. */
 export type Member<T> = OutboxStream<T>;
 

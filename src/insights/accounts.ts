@@ -29,7 +29,7 @@ export interface BusinessAccount {
 
 export type DiscoveryShape = 'spec' | 'facebook' | 'facebook-page' | 'instagram';
 /** What the graph-shape setting takes. */
-export const GRAPH_SHAPE_SETTINGS = ['auto', 'spec', 'facebook', 'instagram'] as const;
+const GRAPH_SHAPE_SETTINGS = ['auto', 'spec', 'facebook', 'instagram'] as const;
 export type GraphShapeSetting = (typeof GRAPH_SHAPE_SETTINGS)[number];
 
 const IG_FIELDS = 'id,username,name';

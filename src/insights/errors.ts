@@ -115,7 +115,7 @@ export class RateLimitError extends UpstreamError {
 const PERMISSION = /\b(social_[a-z_]+|pages_[a-z_]+|business_management|instagram_[a-z_]+|read_insights|ads_[a-z_]+)\b/;
 
 /** Which of the requested metrics a code-100 message is about, if it is about metrics at all. */
-export function rejectedMetrics(message: string, requested: readonly string[]): string[] | undefined {
+function rejectedMetrics(message: string, requested: readonly string[]): string[] | undefined {
   const valid = /must be one of the following values:\s*(.+)$/s.exec(message);
   if (valid) {
     const allowed = new Set(valid[1]!.split(',').map((m) => m.trim().replace(/\.$/, '')));

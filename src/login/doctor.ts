@@ -11,7 +11,7 @@ import { describeAad, parseAad, parseKey } from './key-material.js';
 import { tokenState, type StoredTokens } from './session.js';
 import { PARTNER_PREFIXES, prefixName, type PartnerPrefixName } from './partner-prefix.js';
 
-export type CheckStatus = 'ok' | 'warn' | 'fail' | 'skip';
+type CheckStatus = 'ok' | 'warn' | 'fail' | 'skip';
 export interface Check {
   check: string;
   status: CheckStatus;
@@ -40,7 +40,7 @@ export interface DoctorInput {
   probe: (pathPrefix?: string) => Promise<ProbeAnswer>;
 }
 
-export interface ProbeAnswer {
+interface ProbeAnswer {
   status: number;
   /** Whether the body was one of the partner API's answers (its envelope, a bare OAuth error, a top-level errorCode). */
   envelope: boolean;

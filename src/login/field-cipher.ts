@@ -7,8 +7,8 @@
 import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
 import { otherAadReadings, type AadMaterial, type AadReading } from './key-material.js';
 
-export const IV_BYTES = 12;
-export const TAG_BYTES = 16;
+const IV_BYTES = 12;
+const TAG_BYTES = 16;
 
 export type FieldFailureReason = 'not-base64' | 'too-short' | 'tag-mismatch' | 'not-utf8' | 'not-a-string';
 

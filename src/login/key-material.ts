@@ -9,7 +9,7 @@
  */
 import { ConfigError } from '../errors.js';
 
-export const KEY_BYTES = 32;
+const KEY_BYTES = 32;
 
 export interface KeyMaterial {
   bytes: Buffer;
@@ -83,7 +83,7 @@ const AAD_HINT =
   'is hex when it is hex digits of even length, else text. Set it with --aad, MINIAPP_DECRYPT_AAD or `miniapp config set decrypt-aad VALUE`';
 
 /** Whether a value is whole bytes of hex. */
-export function isHex(value: string): boolean {
+function isHex(value: string): boolean {
   return HEX.test(value) && value.length % 2 === 0;
 }
 

@@ -13,9 +13,9 @@ import { LOG_LEVELS, matches, type LogFilter, type LogHub, type LogRecord } from
 
 const { status: Status } = grpc;
 
-export const DEFAULT_INTERVAL_MS = 5_000;
-export const MIN_INTERVAL_MS = 100;
-export const MAX_INTERVAL_MS = 3_600_000;
+const DEFAULT_INTERVAL_MS = 5_000;
+const MIN_INTERVAL_MS = 100;
+const MAX_INTERVAL_MS = 3_600_000;
 const MAX_PREFIXES = 20;
 const MAX_PREFIX_LENGTH = 200;
 const MAX_COMPONENTS = 20;
@@ -26,7 +26,7 @@ const MAX_SENDER = 64;
 const MAX_QUEUED_LOG_LINES = 1000;
 const OPERATORS_ROOM = 'operators';
 
-export const LOG_LEVEL_NAMES = [
+const LOG_LEVEL_NAMES = [
   'LOG_LEVEL_UNSPECIFIED',
   'LOG_LEVEL_TRACE',
   'LOG_LEVEL_DEBUG',
@@ -85,7 +85,7 @@ export interface MonitoringOptions {
 }
 
 /** `name{a="1",b="2"}` with the labels sorted, or `name`. */
-export function seriesKey(name: string, labels: Record<string, string | number>): string {
+function seriesKey(name: string, labels: Record<string, string | number>): string {
   const keys = Object.keys(labels).sort();
   if (keys.length === 0) return name;
   const escapeLabel = (value: string | number) => String(value).replace(/\\/g, '\\\\').replace(/\n/g, '\\n').replace(/"/g, '\\"');
@@ -93,7 +93,7 @@ export function seriesKey(name: string, labels: Record<string, string | number>)
 }
 
 /** Every series of the registry whose metric name starts with one of `prefixes` (all when empty). */
-export async function snapshot(registry: Registry, prefixes: readonly string[]): Promise<Record<string, number>> {
+async function snapshot(registry: Registry, prefixes: readonly string[]): Promise<Record<string, number>> {
   const out: Record<string, number> = {};
   const wanted = (name: string) => prefixes.length === 0 || prefixes.some((prefix) => name.startsWith(prefix));
   for (const metric of await registry.getMetricsAsJSON()) {
@@ -126,7 +126,7 @@ const LEVEL_NUMBERS: Record<LogLevelEnum, number> = {
   LOG_LEVEL_FATAL: LOG_LEVELS.fatal,
 };
 
-export function logEntry(record: LogRecord): LogEntry {
+function logEntry(record: LogRecord): LogEntry {
   return {
     sequence: String(record.sequence),
     time: toTimestamp(record.time),

@@ -44,10 +44,10 @@ export interface RelayOptions {
 }
 
 /** The header that carries the operator token (REDACTED_LOG_PATHS keeps it out of the log). */
-export const OPERATOR_HEADER = 'x-operator-token';
+const OPERATOR_HEADER = 'x-operator-token';
 
 /** The realm of the relay's Bearer challenges (RFC 6750 section 3). */
-export const RELAY_REALM = 'miniapp relay';
+const RELAY_REALM = 'miniapp relay';
 
 /** error_description of the challenge, per code: what the client does next (upstream reasons are not echoed there). */
 const TOKEN_PROBLEMS: Readonly<Record<string, string>> = {
@@ -81,7 +81,7 @@ async function tokenCall<T>(call: () => Promise<T>): Promise<T> {
 }
 
 /** The key space of the relay's counts in login_failures, apart from the blog's logins. */
-export const RELAY_GRANT_SCOPE = 'relay-grant';
+const RELAY_GRANT_SCOPE = 'relay-grant';
 
 function jsonObject(request: FastifyRequest, expected: string): Record<string, unknown> {
   const body = request.body;

@@ -15,7 +15,7 @@ import type { CallbackTarget } from './partner/callback.js';
 import type { Term } from './partner/terms.js';
 import { HOST_PREFIX, hostRoutes } from './host/routes.js';
 
-export interface SandboxTls {
+interface SandboxTls {
   cert: string;
   key: string;
   /** CA that client certificates must chain to; with it, a client certificate is required. */
@@ -49,7 +49,7 @@ export interface SandboxOptions {
   host?: { appUrl?: string | undefined; appOrigins?: readonly string[] | undefined } | undefined;
 }
 
-export interface SandboxStats {
+interface SandboxStats {
   partnerCalls: number;
   graphCalls: number;
 }

@@ -22,10 +22,10 @@ import { isTokenKey, type RequestRates } from '../auth/request-rates.js';
 import { TokenService } from '../auth/tokens.js';
 import type { ErrorBody } from '../http/errors.js';
 
-export const RATE_LIMITED = 'RATE_LIMITED';
+const RATE_LIMITED = 'RATE_LIMITED';
 
 /** Whether a route (its full URL pattern) takes from the buckets. */
-export function isRateLimited(url: string): boolean {
+function isRateLimited(url: string): boolean {
   if (!url.startsWith('/api/') && !url.startsWith('/uploads/')) return false;
   return !/\/docs(\/|$)/.test(url) && !url.endsWith('/openapi.json');
 }

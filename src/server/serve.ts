@@ -53,7 +53,7 @@ import { SPAN_KIND, type Telemetry } from '../telemetry/telemetry.js';
 import { TracedSql } from '../store/traced-sql.js';
 
 /** How long a stop waits for calls in flight, webhook attempts and the last spans (ServeOptions.shutdownDeadlineMs). */
-export const DEFAULT_SHUTDOWN_DEADLINE_MS = 5_000;
+const DEFAULT_SHUTDOWN_DEADLINE_MS = 5_000;
 
 export interface ServeOptions {
   host: string;
@@ -121,7 +121,7 @@ export interface ServeOptions {
   spanLines?: ((line: string) => void) | undefined;
 }
 
-export interface EmbeddedSandbox {
+interface EmbeddedSandbox {
   url: string;
   partnerUrl: string;
   key: string;

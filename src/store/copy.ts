@@ -169,7 +169,7 @@ export const COPIED_TABLES: readonly TableCopy[] = [
 ];
 
 /** The name under which the shared admin token lives in server_secrets (src/auth/tokens.ts reads it). */
-export const ADMIN_TOKEN_SECRET = 'admin_token';
+const ADMIN_TOKEN_SECRET = 'admin_token';
 
 /** Rows per INSERT: well under PostgreSQL's 65,535 parameters for the widest table. */
 const BATCH = 500;
@@ -182,7 +182,7 @@ export interface SourceImage {
   bytes: Buffer;
 }
 
-export interface TableReport {
+interface TableReport {
   table: string;
   /** Rows in the source. */
   source: number;

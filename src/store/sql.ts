@@ -76,7 +76,7 @@ export interface TransactionOptions {
   statementTimeoutMs?: number;
 }
 
-export { StoreUnavailableError, UniqueViolation, type UnavailableReason } from './errors.js';
+export { StoreUnavailableError, UniqueViolation } from './errors.js';
 import { StoreUnavailableError, UniqueViolation } from './errors.js';
 
 // ------------------------------------------------------------------ SQLite

@@ -49,7 +49,7 @@ export interface Store {
 }
 
 export const DEFAULT_POOL_SIZE = 10;
-export const DEFAULT_DATABASE_TIMEOUT_MS = 5_000;
+const DEFAULT_DATABASE_TIMEOUT_MS = 5_000;
 const MIGRATION_LOCK = 0x6d696e69; // "mini"
 /** How long migrating may take, the wait for another instance's migration included. */
 const MIGRATION_TIMEOUT_MS = 10 * 60 * 1000;
@@ -218,7 +218,7 @@ export interface MigrationStatus {
  * transaction under an advisory lock: instances that start together take
  * turns, and the second finds nothing left to do.
  */
-export async function migratePostgres(sql: Sql): Promise<number[]> {
+async function migratePostgres(sql: Sql): Promise<number[]> {
   // Instances that start together wait here for the first to finish, and a migration of a large table takes what it
   // takes: neither is bounded by the time-out of a call (a connection that cannot be made still fails at once).
   return sql.transaction(

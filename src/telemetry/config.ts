@@ -13,8 +13,8 @@
  */
 import { UsageError } from '../errors.js';
 
-export type OtlpProtocol = 'http/protobuf' | 'http/json' | 'grpc';
-export const OTLP_PROTOCOLS: readonly OtlpProtocol[] = ['http/protobuf', 'http/json', 'grpc'];
+type OtlpProtocol = 'http/protobuf' | 'http/json' | 'grpc';
+const OTLP_PROTOCOLS: readonly OtlpProtocol[] = ['http/protobuf', 'http/json', 'grpc'];
 
 export interface TracingConfig {
   exporter: 'otlp' | 'console';
@@ -40,7 +40,7 @@ const DEFAULT_EXPORT_TIMEOUT_MS = 10_000;
 const DEFAULT_GRPC_ENDPOINT = 'http://localhost:4317';
 
 /** Checks an endpoint URL given on the command line or in the environment; returns it without a trailing slash. */
-export function parseOtlpEndpoint(text: string, source = '--otlp-endpoint'): string {
+function parseOtlpEndpoint(text: string, source = '--otlp-endpoint'): string {
   let url: URL;
   try {
     url = new URL(text);

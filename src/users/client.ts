@@ -33,9 +33,9 @@ import {
   type UserMessage,
 } from './proto.js';
 
-export { UPDATE_PATHS, type BulkCreateFailure, type ChatMessage, type CreateUserRequest, type UpdatePath } from './proto.js';
+export type { ChatMessage, CreateUserRequest, UpdatePath } from './proto.js';
 
-export { statusName, statusOf, serviceCallError, ServiceCallError, type ErrorContext } from '../grpc/client/errors.js';
+export type { ErrorContext } from '../grpc/client/errors.js';
 
 export { DEFAULT_DEADLINE_MS, type ConnectOptions } from '../grpc/client/channel.js';
 
@@ -148,7 +148,7 @@ async function writeAll<T>(
 }
 
 /** Rows ImportUsers sends ahead of their answers: enough to keep serve's hashing busy, few enough to wait for. */
-export const IMPORT_WINDOW = 64;
+const IMPORT_WINDOW = 64;
 
 /** How an import is stopped from outside. */
 export interface ImportControl {

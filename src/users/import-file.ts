@@ -11,7 +11,7 @@ import { csvRecords } from '../csv-records.js';
 import { linesOf } from '../lines.js';
 import type { CreateUserRequest } from './proto.js';
 
-export const CREATE_FIELDS = ['username', 'email', 'password', 'full_name'] as const;
+const CREATE_FIELDS = ['username', 'email', 'password', 'full_name'] as const;
 
 export type ImportFormat = 'jsonl' | 'csv' | 'empty';
 
@@ -28,7 +28,7 @@ export interface ImportFile {
  * Looks at the input up to its first non-blank character, without
  * consuming it: `{` means JSON lines, anything else CSV.
  */
-export async function detectFormat(source: AsyncIterable<Buffer | string>): Promise<{ format: ImportFormat; input: AsyncIterable<Buffer | string> }> {
+async function detectFormat(source: AsyncIterable<Buffer | string>): Promise<{ format: ImportFormat; input: AsyncIterable<Buffer | string> }> {
   const iterator = source[Symbol.asyncIterator]();
   const buffered: (Buffer | string)[] = [];
   let format: ImportFormat = 'empty';
@@ -70,7 +70,7 @@ export function unknownKeys(object: Record<string, unknown>, allowed: readonly s
 }
 
 /** A JSON line as a CreateUserRequest, or why it is not one. */
-export function createRequestOf(text: string): CreateUserRequest | string {
+function createRequestOf(text: string): CreateUserRequest | string {
   let parsed: unknown;
   try {
     parsed = JSON.parse(text);

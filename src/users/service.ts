@@ -55,9 +55,6 @@ import {
 
 const { status: Status } = grpc;
 
-export { RpcError, statusName } from '../grpc/status.js';
-export { REQUEST_LIMITS } from './rpc-common.js';
-
 /** A row of a bulk create that was not created: the status name it would have had, and why. */
 interface BulkRowFailure {
   status: string;
@@ -65,7 +62,7 @@ interface BulkRowFailure {
 }
 
 /** Open watches: at most this many per account and in all (README, Limits). */
-export const DEFAULT_WATCH_LIMITS: StreamQuotaLimits = { perAccount: 16, total: 1000 };
+const DEFAULT_WATCH_LIMITS: StreamQuotaLimits = { perAccount: 16, total: 1000 };
 /** SyncUsers requests read ahead of their answers; past it the stream is not read until the client reads. */
 const SYNC_READ_AHEAD = 64;
 

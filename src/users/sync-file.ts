@@ -23,7 +23,7 @@ function positiveIdOf(value: unknown): string | undefined {
 }
 
 /** A JSON line as a sync request, or why it is not one (with the line's ref, else "line N"). */
-export function syncRequestOf(text: string, line: number): { request: UserSyncRequest; op: SyncOp } | { ref: string; problem: string } {
+function syncRequestOf(text: string, line: number): { request: UserSyncRequest; op: SyncOp } | { ref: string; problem: string } {
   let parsed: unknown;
   try {
     parsed = JSON.parse(text);

@@ -18,7 +18,7 @@ export interface RowFailure {
 }
 
 /** What is known so far; `answered` counts rows whose outcome is final (created, refused, or not sent). */
-export interface ImportProgress {
+interface ImportProgress {
   answered: number;
   created: number;
   failed: number;

@@ -26,11 +26,11 @@ import { checkMaxLength, type UserStore } from './user-store.js';
 const { status: Status } = grpc;
 
 /** The most users a page holds; a larger page_size is clamped to it. */
-export const MAX_PAGE_SIZE = 100;
+const MAX_PAGE_SIZE = 100;
 /** Users read at a time when every user is asked for: what the server holds of them at once. */
 export const LIST_BATCH = 500;
 
-export interface ListUsersRequest {
+interface ListUsersRequest {
   page: number;
   page_size: number;
   filter: string;

@@ -105,7 +105,7 @@ export function checkUsername(username: string): void {
  * `Admin`, `ＡＤＭＩＮ`) could pass for it. Nobody may take one, the admin token included; accounts that hold one
  * from before keep it (they load, log in and may keep the name), but nobody renames an account to one.
  */
-export const RESERVED_USERNAMES: readonly string[] = ['admin', 'administrator', 'root', 'system', 'miniapp'];
+const RESERVED_USERNAMES: readonly string[] = ['admin', 'administrator', 'root', 'system', 'miniapp'];
 
 /** A username as the reserved names are compared: NFKC (full-width and other compatibility forms folded) and lowercased. */
 export function usernameKey(username: string): string {
@@ -127,7 +127,7 @@ export function checkUnreservedUsername(username: string): void {
 }
 
 /** A new account's username: well-formed and not reserved. */
-export function checkNewUsername(username: string): void {
+function checkNewUsername(username: string): void {
   checkUsername(username);
   checkUnreservedUsername(username);
 }
@@ -138,7 +138,7 @@ export function checkEmail(email: string): void {
   if (!EMAIL.test(email)) throw new UserValidationError('email', 'email is not a valid e-mail address');
 }
 
-export function checkPassword(password: string): void {
+function checkPassword(password: string): void {
   if (!password) throw new UserValidationError('password', 'password is required');
   const { min, max } = USER_LIMITS.password;
   checkMaxLength('password', password, max);
@@ -149,11 +149,11 @@ export function checkFullName(fullName: string): void {
   checkMaxLength('full_name', fullName, USER_LIMITS.fullName.max);
 }
 
-export function checkBio(bio: string): void {
+function checkBio(bio: string): void {
   checkMaxLength('bio', bio, USER_LIMITS.bio.max);
 }
 
-export function checkAvatarUrl(url: string): void {
+function checkAvatarUrl(url: string): void {
   checkMaxLength('avatar_url', url, USER_LIMITS.avatarUrl.max);
   let parsed: URL | undefined;
   try {
@@ -167,7 +167,7 @@ export function checkAvatarUrl(url: string): void {
 }
 
 /** A list filter: a few words, never a pattern the database refuses. */
-export function checkFilter(filter: string): void {
+function checkFilter(filter: string): void {
   checkMaxLength('filter', filter, USER_LIMITS.filter.max);
 }
 

@@ -24,7 +24,7 @@ import { seesWhole, userFor, watchesEveryone } from './visibility.js';
 
 const { status: Status } = grpc;
 
-export interface UserEventMessage {
+interface UserEventMessage {
   type: EventTypeName;
   user: UserMessage;
   timestamp: ReturnType<typeof toTimestamp>;

@@ -13,14 +13,14 @@ import { signBody, signStandard, standardKey } from './signature.js';
 import { SPAN_KIND, type Telemetry } from '../telemetry/telemetry.js';
 
 /** The longest the loop sleeps before it looks at the outbox again. */
-export const DEFAULT_MAX_SLEEP_MS = 30_000;
+const DEFAULT_MAX_SLEEP_MS = 30_000;
 /**
  * The lease of a claim: how long a claimed delivery stays out of other
  * dispatchers' reach while it is being sent. Far above the send time-out;
  * it only matters when a process dies mid-send (the delivery is then sent
  * again, by whichever instance looks first, once the lease has ended).
  */
-export const DEFAULT_LEASE_MS = 2 * 60_000;
+const DEFAULT_LEASE_MS = 2 * 60_000;
 
 export interface Timers {
   setTimeout: (callback: () => void, ms: number) => unknown;
@@ -28,9 +28,9 @@ export interface Timers {
 }
 
 /** What an attempt led to: delivered, another attempt scheduled, or no attempts left. */
-export type AttemptOutcome = 'delivered' | 'retry_scheduled' | 'failed';
+type AttemptOutcome = 'delivered' | 'retry_scheduled' | 'failed';
 
-export interface WebhookAttempt {
+interface WebhookAttempt {
   event: string;
   outcome: AttemptOutcome;
   /** How long the request took, answered or not. */

@@ -60,7 +60,7 @@ export function verifySignature(body: string | Buffer | Uint8Array, secret: stri
 }
 
 /** Standard Webhooks' form of a secret: `whsec_` and the key in base64. */
-export const STANDARD_SECRET_PREFIX = 'whsec_';
+const STANDARD_SECRET_PREFIX = 'whsec_';
 const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
 
 /**

@@ -83,7 +83,7 @@ export function canRun(binary, user) {
  * used, and one found there is used only if it is ours (owned by us, not
  * writable by anyone else) and complete.
  */
-export async function binaries(user, { source } = {}) {
+async function binaries(user, { source } = {}) {
   const packaged = source ? { native: source, version: `local-${createHash('sha256').update(source).digest('hex').slice(0, 12)}` } : await packagedBinaries();
   if (canRun(join(packaged.native, 'bin', 'postgres'), user)) return packaged.native;
   const copy = join(tmpdir(), `miniapp-postgres-${packaged.version}-${platform()}-${arch()}`);

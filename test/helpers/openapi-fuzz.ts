@@ -27,7 +27,7 @@ import { jpeg, png, webp } from './images.js';
 
 const METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace'] as const;
 
-export interface Parameter {
+interface Parameter {
   name: string;
   in: 'path' | 'query' | 'header' | 'cookie';
   required: boolean;
@@ -35,7 +35,7 @@ export interface Parameter {
   explode: boolean;
 }
 
-export interface MediaSchema {
+interface MediaSchema {
   schema: Schema;
   /** For multipart bodies: the content types a part may declare, by part name. */
   partTypes: Record<string, string[]>;
@@ -147,7 +147,7 @@ export function operationsOf(document: Record<string, unknown>, documentUrl: str
 // ---- requests ----
 
 export type AuthKind = 'none' | 'valid' | 'invalid';
-export const AUTH_KINDS: readonly AuthKind[] = ['none', 'valid', 'invalid'];
+const AUTH_KINDS: readonly AuthKind[] = ['none', 'valid', 'invalid'];
 
 /** A generated request before its Authorization header is chosen. */
 export interface RequestShape {
@@ -265,7 +265,7 @@ interface Part {
 }
 
 /** A multipart/form-data body with CRLF line ends, as browsers and curl write it. */
-export function multipartBody(parts: Part[], boundary = BOUNDARY): Buffer {
+function multipartBody(parts: Part[], boundary = BOUNDARY): Buffer {
   const chunks: Buffer[] = [];
   for (const part of parts) {
     const disposition = `form-data; name="${part.name}"${part.filename !== undefined ? `; filename="${part.filename}"` : ''}`;
@@ -614,7 +614,7 @@ function plainValue(schema: Schema, hints: NonNullable<ArbitraryOptions['hints']
  * are there to reach the handlers, which a secured operation does not run
  * without a token; the random phase covers the other kinds of Authorization.
  */
-export function edgeRequests(operation: Operation, options: FuzzOptions, seed: number): FuzzRequest[] {
+function edgeRequests(operation: Operation, options: FuzzOptions, seed: number): FuzzRequest[] {
   const hints = options.hints ?? {};
   const parameters = operation.parameters;
   const paramsWith = (known: typeof hints) => parameters.map((p) => (p.required ? plainValue(p.schema, known, p.name, seed) : undefined));
@@ -672,7 +672,7 @@ export function edgeRequests(operation: Operation, options: FuzzOptions, seed: n
 }
 
 /** A fixed seed per operation, from its label, so adding an operation does not reshuffle the others. */
-export function seedFor(operation: Operation, base: number): number {
+function seedFor(operation: Operation, base: number): number {
   return (createHash('sha256').update(operation.label).digest().readInt32BE(0) ^ base) | 0;
 }
 

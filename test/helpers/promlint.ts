@@ -7,9 +7,9 @@
  * what a silent promtool means. A scrape promtool could not parse throws.
  */
 
-export type MetricType = 'counter' | 'gauge' | 'histogram' | 'summary' | 'untyped';
+type MetricType = 'counter' | 'gauge' | 'histogram' | 'summary' | 'untyped';
 
-export interface Sample {
+interface Sample {
   name: string;
   labels: Record<string, string>;
   value: number;
@@ -242,7 +242,7 @@ function metricUnit(name: string): { unit: string; base: string } | undefined {
 const hasPart = (name: string, part: string) => name.includes(`_${part}_`) || name.endsWith(`_${part}`);
 
 /** Each of promlint's default validations, by its Go name. */
-export const RULES: Readonly<Record<string, (family: Family) => string[]>> = {
+const RULES: Readonly<Record<string, (family: Family) => string[]>> = {
   LintHelp: (f) => (f.help === undefined ? ['no help text'] : []),
   LintMetricUnits: (f) => {
     const found = metricUnit(f.name);

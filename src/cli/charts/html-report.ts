@@ -11,7 +11,7 @@ export type ReportChart =
   | { kind: 'line'; title: string; dates: readonly string[]; values: readonly (number | null)[] }
   | { kind: 'bars'; title: string; labels: readonly string[]; notes: readonly string[]; values: readonly (number | null)[] };
 
-export interface ReportTable {
+interface ReportTable {
   title: string;
   headers: readonly string[];
   rows: readonly (readonly unknown[])[];

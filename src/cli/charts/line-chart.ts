@@ -16,7 +16,7 @@ import { compactNumber, shortDate } from './numbers.js';
 
 const asciichart = createRequire(import.meta.url)('asciichart') as typeof import('asciichart');
 
-export interface LineSeries {
+interface LineSeries {
   name: string;
   /** One value a day, in the order of `dates`; undefined where the day has none. */
   values: readonly (number | undefined)[];

@@ -10,7 +10,7 @@ import { ConfigError, UsageError } from '../../errors.js';
 import type { GraphClient } from '../../insights/client.js';
 import type { DiscoveryHint, DiscoveryShape, GraphShapeSetting } from '../../insights/accounts.js';
 
-export interface GraphFlags {
+interface GraphFlags {
   maxRetries: number;
   timeout: string;
 }

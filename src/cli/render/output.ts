@@ -16,7 +16,7 @@ import { ProgressLine, type ProgressOptions } from './progress.js';
 import { loadTextWidths, textWidths } from './cells.js';
 import { planTable } from './table-plan.js';
 
-export { fitColumns, tableChrome, type ColumnFit } from './column-fit.js';
+export { fitColumns, tableChrome } from './column-fit.js';
 import type { Io, OutStream } from './streams.js';
 
 export interface Column<Row> {
@@ -78,7 +78,7 @@ export function maskSecret(value: string): string {
 }
 
 /** Renders any cell value as one line of text. */
-export function cellText(value: unknown): string {
+function cellText(value: unknown): string {
   if (value === undefined || value === null) return '';
   if (typeof value === 'string') return value;
   if (typeof value === 'number' || typeof value === 'boolean' || typeof value === 'bigint') return String(value);

@@ -68,7 +68,7 @@ function counts(map: Map<string, number>): string {
 }
 
 /** The screen's lines for a state, each at most `width - 1` cells, `height` lines in all. */
-export function dashboardLines(options: {
+function dashboardLines(options: {
   state: DashboardState;
   logs: readonly string[];
   status: Status;

@@ -11,7 +11,7 @@ import type { Inventory, ReservationRecord, StockLevel, StockMovement } from './
 const MAX_TTL_SECONDS = 86_400;
 const MAX_STOCK = 1_000_000_000;
 
-export function stockLevelMessage(level: StockLevel) {
+function stockLevelMessage(level: StockLevel) {
   return {
     sku: level.sku,
     name: level.name,
@@ -24,7 +24,7 @@ export function stockLevelMessage(level: StockLevel) {
   };
 }
 
-export function reservationMessage(reservation: ReservationRecord) {
+function reservationMessage(reservation: ReservationRecord) {
   return {
     id: reservation.id,
     state: reservation.state.toUpperCase(),

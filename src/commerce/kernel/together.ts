@@ -20,7 +20,7 @@
 import { isDeadlock } from '../../store/errors.js';
 
 /** The most items one write takes. */
-export const WRITTEN_TOGETHER = 64;
+const WRITTEN_TOGETHER = 64;
 
 interface Waiting<T, R> {
   item: T;

@@ -56,11 +56,11 @@ import { PostgresSteps } from './postgres-steps.js';
 const PAID_CANCEL_NEEDS_ADMIN = (id: string, status: string) =>
   `order ${id} is ${status}: cancelling a paid order refunds it, and refunds need the admin token (ask the shop to cancel it)`;
 
-export { ORDER_STATUSES, type OrderItemRecord, type OrderRecord, type OrderStatus } from './order-rows.js';
+export type { OrderItemRecord, OrderRecord, OrderStatus } from './order-rows.js';
 
-export const ORDER_PAID = 'order.paid';
-export const ORDER_CANCELLED = 'order.cancelled';
-export const ORDER_REFUNDED = 'order.refunded';
+const ORDER_PAID = 'order.paid';
+const ORDER_CANCELLED = 'order.cancelled';
+const ORDER_REFUNDED = 'order.refunded';
 
 /** The states of a paid order: refunds move it among them; a cancel moves it on to CANCELLED. */
 const PAID_STATES: readonly OrderStatus[] = ['PAID', 'PARTIALLY_REFUNDED', 'REFUNDED'];

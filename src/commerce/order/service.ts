@@ -11,7 +11,7 @@ import { requiredId } from '../kernel/common.js';
 import type { Payments } from '../payment/payments.js';
 import type { OrderRecord, Orders } from './orders.js';
 
-export function orderMessage(order: OrderRecord) {
+function orderMessage(order: OrderRecord) {
   return {
     id: order.id,
     user_id: order.userId ?? 0,

@@ -40,7 +40,7 @@ import { Statement } from '../kernel/statement.js';
 import { Together } from '../kernel/together.js';
 import { ProviderTimeoutError, type ChargeResult, type PaymentProvider } from './provider.js';
 
-export type PaymentStatus = 'IN_PROGRESS' | 'DONE' | 'ABORTED' | 'CANCELED' | 'PARTIAL_CANCELED';
+type PaymentStatus = 'IN_PROGRESS' | 'DONE' | 'ABORTED' | 'CANCELED' | 'PARTIAL_CANCELED';
 
 export interface RefundRecord {
   id: string;
@@ -89,8 +89,8 @@ export interface NewPayment {
   method: string;
 }
 
-export const PAYMENT_REFUNDED = 'payment.refunded';
-export const NO_ANSWER = 'the provider did not answer; the outcome is reconciled by the same idempotency key: retry with it';
+const PAYMENT_REFUNDED = 'payment.refunded';
+const NO_ANSWER = 'the provider did not answer; the outcome is reconciled by the same idempotency key: retry with it';
 
 /** Writes a webhook event in the caller's transaction (the outbox); a no-op without webhooks, where `data` is not even called. */
 export type Publish = (event: string, data: () => Promise<unknown>, tx: Sql) => Promise<void>;
@@ -130,7 +130,7 @@ export interface SettleHook {
 export type RefundHook = (tx: Sql, payment: PaymentRecord) => Promise<void>;
 
 /** Why a user token may not refund (Stripe's rule: a refund is the merchant's act). */
-export const REFUND_NEEDS_ADMIN = "refunds need the admin token: a refund is the merchant's act, not the buyer's (ask the shop to refund)";
+const REFUND_NEEDS_ADMIN = "refunds need the admin token: a refund is the merchant's act, not the buyer's (ask the shop to refund)";
 
 export interface PaymentRow {
   id: string;

@@ -49,7 +49,7 @@ export interface PaymentProvider {
 }
 
 /** The sandbox's test methods and what each does. */
-export const SANDBOX_METHODS = {
+const SANDBOX_METHODS = {
   test_approve: { outcome: 'approved' },
   test_decline_insufficient_funds: { outcome: 'declined', code: 'INSUFFICIENT_FUNDS', message: 'the card has not enough funds' },
   test_decline_card_declined: { outcome: 'declined', code: 'CARD_DECLINED', message: 'the card issuer declined the payment' },

@@ -28,7 +28,7 @@ function refundMessage(refund: RefundRecord) {
   return { id: refund.id, amount: refund.amount, reason: refund.reason, status: refund.status, created_at: timestampOf(refund.createdAt) };
 }
 
-export function paymentMessage(payment: PaymentRecord) {
+function paymentMessage(payment: PaymentRecord) {
   return {
     id: payment.id,
     order_id: payment.orderId ?? '',
@@ -49,7 +49,7 @@ export function paymentMessage(payment: PaymentRecord) {
   };
 }
 
-export function paymentResponse(outcome: PaymentOutcome) {
+function paymentResponse(outcome: PaymentOutcome) {
   return { payment: paymentMessage(outcome.payment), message: outcome.message };
 }
 

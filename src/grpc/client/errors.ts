@@ -43,7 +43,7 @@ export const NOT_REACHED_HINT = 'is `miniapp serve` running? check --addr/grpc-a
 const TOKEN_HINT = "`miniapp serve` writes its admin token to the profile's grpc-token; or pass --token";
 
 /** A failed call of a service of serve other than authentication and reachability; `code` is the status name. */
-export class ServiceCallError extends MiniappError {
+class ServiceCallError extends MiniappError {
   override readonly code: string;
   constructor(status: string, message: string, options: ErrorOptions = {}) {
     super(message, options);
@@ -51,7 +51,7 @@ export class ServiceCallError extends MiniappError {
   }
 }
 
-export function statusName(code: number): string {
+function statusName(code: number): string {
   return STATUS_NAMES[code] ?? `STATUS_${code}`;
 }
 

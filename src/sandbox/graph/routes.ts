@@ -75,8 +75,8 @@ export interface GraphRouteOptions {
 }
 
 /** The three ways of finding the business account, each mounted at its own path by graphShapes. */
-export const GRAPH_SHAPES: Readonly<Record<GraphMount, string>> = { spec: '/graph', facebook: '/facebook', instagram: '/instagram' };
-export type GraphShape = GraphMount;
+const GRAPH_SHAPES: Readonly<Record<GraphMount, string>> = { spec: '/graph', facebook: '/facebook', instagram: '/instagram' };
+type GraphShape = GraphMount;
 
 /**
  * The graph API in its three shapes, sharing data, rate limit and counter:

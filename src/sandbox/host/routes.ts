@@ -37,7 +37,7 @@ export interface HostPageOptions {
 }
 
 /** What the panel can make the next appLogin() calls do instead of logging in. */
-export const FORCED_FAILURES = {
+const FORCED_FAILURES = {
   cancel: { code: 'USER_CANCELLED', message: 'the user cancelled the login' },
   network: { code: 'NETWORK_ERROR', message: 'a network error interrupted the login' },
   'no-host': { code: 'NOT_IN_HOST_APP', message: 'appLogin() is not running inside the host app' },

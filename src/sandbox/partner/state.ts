@@ -20,14 +20,14 @@ import { Journal, shortened } from './journal.js';
 
 export { PartnerFailure } from './failure.js';
 
-export const CODE_TTL_MS = 10 * 60_000;
-export const ACCESS_TTL_MS = 60 * 60_000;
-export const REFRESH_TTL_MS = 14 * 24 * 60 * 60_000;
+const CODE_TTL_MS = 10 * 60_000;
+const ACCESS_TTL_MS = 60 * 60_000;
+const REFRESH_TTL_MS = 14 * 24 * 60 * 60_000;
 /** The required tags of the default terms: what `miniapp sandbox login` agrees to for a first-time user. */
 export const REQUIRED_TERMS = requiredTags(DEFAULT_TERMS);
 export const GRANTED_SCOPE = 'user_ci user_name user_phone user_birthday user_gender user_nationality user_email user_key';
 /** The userKey of the first user made without one. */
-export const FIRST_USER_KEY = 1001;
+const FIRST_USER_KEY = 1001;
 
 export interface PartnerStateOptions {
   /** The consent screen's terms (default DEFAULT_TERMS). */

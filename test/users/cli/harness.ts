@@ -17,7 +17,7 @@ import { Capture, Sandbox, type RunOptions, type RunResult } from '../../helpers
 import { useBackendStore, type BackendStore } from '../../helpers/backend-store.js';
 import type { Backend } from '../../helpers/postgres.js';
 
-export const NOW = new Date('2026-11-21T12:00:00Z');
+const NOW = new Date('2026-11-21T12:00:00Z');
 
 export interface UserServer {
   running: RunningServe;
@@ -144,7 +144,7 @@ export async function waitFor(condition: () => boolean, what: string, timeoutMs 
  * A terminal's output side: what is written is kept in `text`. A stream, not
  * just an object with `write`, as a prompt pipes its output into it.
  */
-export class TerminalCapture extends Writable {
+class TerminalCapture extends Writable {
   text = '';
   readonly isTTY = true;
   readonly columns = 120;
