@@ -30,13 +30,28 @@ process.on('message', async (message) => {
   const { Client } = userServiceDefinition();
   const all = {
     rapidReset: () => rapidReset(grpcAddress, isStopped),
-    stalledWatchers: () => stalledWatchers(grpcAddress, attackers.map((name) => tokens[name]), isStopped),
+    stalledWatchers: () =>
+      stalledWatchers(
+        grpcAddress,
+        attackers.map((name) => tokens[name]),
+        isStopped,
+      ),
     endlessUploads: () => endlessUploads(url, tokens.attacker2, isStopped),
     nestedJson: () => nestedJson(url, tokens.attacker3, isStopped),
     randomTokens: () => randomTokens(url, grpcAddress, Client, isStopped),
-    syncFlood: () => syncFlood(grpcAddress, Client, attackers.map((name) => ({ token: tokens[name], user: records[name] })), isStopped),
+    syncFlood: () =>
+      syncFlood(
+        grpcAddress,
+        Client,
+        attackers.map((name) => ({ token: tokens[name], user: records[name] })),
+        isStopped,
+      ),
   };
-  const attacks = Object.fromEntries(Object.entries(all).filter(([name]) => only.length === 0 || only.includes(name)).map(([name, start]) => [name, start()]));
+  const attacks = Object.fromEntries(
+    Object.entries(all)
+      .filter(([name]) => only.length === 0 || only.includes(name))
+      .map(([name, start]) => [name, start()]),
+  );
   process.send('started');
   while (!stopped) await sleep(100);
   await Promise.race([Promise.all(Object.values(attacks).map((attack) => attack.done)), sleep(15_000)]);

@@ -86,7 +86,13 @@ export function stalledWatchers(address, tokens, stopped, { perToken = 20 } = {}
     while (!stopped()) {
       const session = h2From(address, { settings: { initialWindowSize: 1024 } });
       session.on('error', () => undefined);
-      const stream = session.request({ ':method': 'POST', ':path': '/user.v1.UserService/WatchUserChanges', 'content-type': 'application/grpc', te: 'trailers', authorization: `Bearer ${token}` });
+      const stream = session.request({
+        ':method': 'POST',
+        ':path': '/user.v1.UserService/WatchUserChanges',
+        'content-type': 'application/grpc',
+        te: 'trailers',
+        authorization: `Bearer ${token}`,
+      });
       stream.on('error', () => undefined);
       stream.end(Buffer.concat([Buffer.from([0, 0, 0, 0, message.length]), message]));
       stream.pause();
@@ -170,7 +176,14 @@ export function nestedJson(url, token, stopped, { loops = 8, perSecond = 5 } = {
     while (!stopped()) {
       const started = Date.now();
       try {
-        const answer = await request(`${url}/api/v2/blog/posts`, { dispatcher, method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` }, body, headersTimeout: 10_000, bodyTimeout: 10_000 });
+        const answer = await request(`${url}/api/v2/blog/posts`, {
+          dispatcher,
+          method: 'POST',
+          headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+          body,
+          headersTimeout: 10_000,
+          bodyTimeout: 10_000,
+        });
         await answer.body.dump();
         counts.answers[answer.statusCode] = (counts.answers[answer.statusCode] ?? 0) + 1;
       } catch (error) {
@@ -190,7 +203,12 @@ export function randomTokens(url, grpcAddress, Client, stopped, { httpLoops = 8,
   const httpLoop = async () => {
     while (!stopped()) {
       try {
-        const answer = await request(`${url}/api/v2/blog/posts?page_size=20`, { dispatcher, headers: { authorization: `Bearer ${madeUpToken()}` }, headersTimeout: 10_000, bodyTimeout: 10_000 });
+        const answer = await request(`${url}/api/v2/blog/posts?page_size=20`, {
+          dispatcher,
+          headers: { authorization: `Bearer ${madeUpToken()}` },
+          headersTimeout: 10_000,
+          bodyTimeout: 10_000,
+        });
         await answer.body.dump();
         counts.http[answer.statusCode] = (counts.http[answer.statusCode] ?? 0) + 1;
       } catch (error) {

@@ -43,11 +43,15 @@ async function timed(kind, call) {
   batch.push([Date.now(), kind, performance.now() - started, ok]);
 }
 
-const getUser = () =>
-  new Promise((resolve) => client.GetUser({ user_id: userId }, metadata, { deadline: Date.now() + 10_000 }, (error) => resolve(!error)));
+const getUser = () => new Promise((resolve) => client.GetUser({ user_id: userId }, metadata, { deadline: Date.now() + 10_000 }, (error) => resolve(!error)));
 
 async function get(path, auth) {
-  const answer = await request(`${url}${path}`, { dispatcher, headers: auth ? { authorization: `Bearer ${token}` } : {}, headersTimeout: 10_000, bodyTimeout: 10_000 });
+  const answer = await request(`${url}${path}`, {
+    dispatcher,
+    headers: auth ? { authorization: `Bearer ${token}` } : {},
+    headersTimeout: 10_000,
+    bodyTimeout: 10_000,
+  });
   await answer.body.dump();
   return answer.statusCode === 200;
 }

@@ -88,19 +88,33 @@ function unary(client, method, body, token) {
   const metadata = new grpc.Metadata();
   metadata.set('authorization', `Bearer ${token}`);
   return new Promise((resolve, reject) =>
-    client[method](body, metadata, { deadline: Date.now() + 10_000 }, (error, response) => (error ? reject(new Error(`${method}: ${error.details}`)) : resolve(response))),
+    client[method](body, metadata, { deadline: Date.now() + 10_000 }, (error, response) =>
+      error ? reject(new Error(`${method}: ${error.details}`)) : resolve(response),
+    ),
   );
 }
 
 async function login(url, username) {
-  const answer = await request(`${url}/api/v1/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ username, password: PASSWORD }) });
+  const answer = await request(`${url}/api/v1/auth/login`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ username, password: PASSWORD }),
+  });
   const body = await answer.body.json();
   if (answer.statusCode !== 200 || !body.access_token) throw new Error(`login of ${username}: ${answer.statusCode} ${JSON.stringify(body)}`);
   return body.access_token;
 }
 
-const median = (values) => quantile([...values].sort((a, b) => a - b), 0.5);
-const p = (values, q) => quantile([...values].sort((a, b) => a - b), q);
+const median = (values) =>
+  quantile(
+    [...values].sort((a, b) => a - b),
+    0.5,
+  );
+const p = (values, q) =>
+  quantile(
+    [...values].sort((a, b) => a - b),
+    q,
+  );
 const fmt = (n) => n.toFixed(1);
 
 export default async function abuse(ctx) {
@@ -118,7 +132,12 @@ export default async function abuse(ctx) {
   // serve's own request rates (the helper turns them off for load tests), its temporary upload files in the home.
   // BENCH_ABUSE_SERVE_NODE_ARGS: options of node for serve alone (a diagnosis: `--cpu-prof --cpu-prof-dir=DIR`).
   const serveNodeOptions = process.env.BENCH_ABUSE_SERVE_NODE_ARGS;
-  const options = { home, extraArgs: ['--rate-limit', '200'], env: { TMPDIR: home }, nodeArgs: serveNodeOptions ? serveNodeOptions.split(' ').filter(Boolean) : [] };
+  const options = {
+    home,
+    extraArgs: ['--rate-limit', '200'],
+    env: { TMPDIR: home },
+    nodeArgs: serveNodeOptions ? serveNodeOptions.split(' ').filter(Boolean) : [],
+  };
   const cleanups = [];
   try {
     // The accounts, then a change log of 30,000 changes of the first attacker, written while serve is stopped.
@@ -128,7 +147,8 @@ export default async function abuse(ctx) {
     const setup = new Client(first.info.grpc.address, grpc.credentials.createInsecure());
     const names = ['goodclient', ...Array.from({ length: ATTACKERS }, (_, i) => `attacker${i + 1}`)];
     const users = {};
-    for (const name of names) users[name] = (await unary(setup, 'CreateUser', { username: name, email: `${name}@example.com`, password: PASSWORD, full_name: name }, admin)).user;
+    for (const name of names)
+      users[name] = (await unary(setup, 'CreateUser', { username: name, email: `${name}@example.com`, password: PASSWORD, full_name: name }, admin)).user;
     setup.close();
     await first.stop();
     const db = new Database(databasePath(join(home, 'data')));
@@ -165,7 +185,9 @@ export default async function abuse(ctx) {
 
     // The client, and /proc every 250 ms.
     const samples = [];
-    const worker = new Worker(new URL('./abuse-client.js', import.meta.url), { workerData: { root: ctx.root, url, grpcAddress, token: tokens.goodclient, userId: users.goodclient.id } });
+    const worker = new Worker(new URL('./abuse-client.js', import.meta.url), {
+      workerData: { root: ctx.root, url, grpcAddress, token: tokens.goodclient, userId: users.goodclient.id },
+    });
     const finished = new Promise((resolve, reject) => {
       worker.on('message', (message) => (message === 'done' ? resolve() : samples.push(...message)));
       worker.on('error', reject);
@@ -211,7 +233,10 @@ export default async function abuse(ctx) {
     // GetUser as serve timed it during the attack: the share of calls past each bucket's bound.
     const served = Object.entries(heapAttacked.getUser ?? {}).map(([le, count]) => [le, count - (heapQuiet.getUser?.[le] ?? 0)]);
     const servedAll = served.find(([le]) => le === '+Inf')?.[1] ?? 0;
-    const servedNote = served.filter(([le]) => ['0.005', '0.01', '0.025', '0.05'].includes(le)).map(([le, count]) => `${((1 - count / servedAll) * 100).toFixed(1)}% over ${Number(le) * 1000} ms`).join(', ');
+    const servedNote = served
+      .filter(([le]) => ['0.005', '0.01', '0.025', '0.05'].includes(le))
+      .map(([le, count]) => `${((1 - count / servedAll) * 100).toFixed(1)}% over ${Number(le) * 1000} ms`)
+      .join(', ');
     ctx.log('abuse: attacks stopped');
     const c = await ended;
     await sleep(Math.max(0, afterS * 1_000 - (Date.now() - stopAt)));
@@ -258,15 +283,19 @@ export default async function abuse(ctx) {
 
     const describe = {
       rapidReset: (k) => `rapid reset: ${k.sessions} sessions, ${k.resets} resets, GOAWAY codes ${JSON.stringify(k.goaways)}`,
-      stalledWatchers: (k) => `stalled watchers: ${ATTACKERS} accounts x 20 slots, ${k.opened} opened, ${k.refused} refused, grpc-status in headers ${JSON.stringify(k.statuses)}`,
+      stalledWatchers: (k) =>
+        `stalled watchers: ${ATTACKERS} accounts x 20 slots, ${k.opened} opened, ${k.refused} refused, grpc-status in headers ${JSON.stringify(k.statuses)}`,
       endlessUploads: (k) => `endless uploads: 40 connections, ${k.opened} opened, ${k.megabytes} MB sent, answers ${JSON.stringify(k.answers)}`,
       nestedJson: (k) => `nested JSON (250,000 deep, 8 loops x 5/s): answers ${JSON.stringify(k.answers)}`,
       randomTokens: (k) => `made-up tokens: HTTP ${JSON.stringify(k.http)}, gRPC ${JSON.stringify(k.grpc)}`,
-      syncFlood: (k) => `SyncUsers floods (${ATTACKERS} accounts): ${k.written} upserts written, answers ${JSON.stringify(k.answers)}, ended ${JSON.stringify(k.ended)}`,
+      syncFlood: (k) =>
+        `SyncUsers floods (${ATTACKERS} accounts): ${k.written} upserts written, answers ${JSON.stringify(k.answers)}, ended ${JSON.stringify(k.ended)}`,
     };
     const attackNote = `${only.length ? `only ${only.join(', ')}: ` : ''}${Object.keys(c)
       .map((name) => describe[name](c[name]))
-      .join('; ')}; CPU during the attack: serve ${fmt((cpuAtStop.serve - cpuAtAttack.serve) / attackS)} cores, the attackers ${fmt((cpuAtStop.attackers - cpuAtAttack.attackers) / attackS)} (at nice ${attackerNice}); load average ${loadBefore.toFixed(1)} before, ${loadavg()[0].toFixed(1)} after`;
+      .join(
+        '; ',
+      )}; CPU during the attack: serve ${fmt((cpuAtStop.serve - cpuAtAttack.serve) / attackS)} cores, the attackers ${fmt((cpuAtStop.attackers - cpuAtAttack.attackers) / attackS)} (at nice ${attackerNice}); load average ${loadBefore.toFixed(1)} before, ${loadavg()[0].toFixed(1)} after`;
     ctx.log(`abuse: ${attackNote}`);
     return [
       {

@@ -50,7 +50,6 @@ import { cpus } from 'node:os';
 import { benchServe, closeRoles, envNumber, median, quantile } from './lib.js';
 import { runRoleIfWorker, spawnRole } from './worker-roles.js';
 
-
 const ROLE_FLAG = 'miniappBlogBench';
 const LIST = '/api/v2/blog/posts';
 const PAGE_SIZE = 20;
@@ -108,11 +107,39 @@ function prng(seed) {
 }
 
 const SUBJECTS = [
-  'SQLite', 'Fastify', 'the relay', 'mini-app login', 'pagination', 'image uploads', 'webhooks', 'gRPC', 'TypeScript',
-  'Node 20', 'caching', 'rate limits', 'OAuth2 tokens', 'the partner sandbox', 'schema migrations', 'OpenAPI docs',
-  '미니앱 로그인', '페이지네이션', '이미지 업로드', '웹훅',
+  'SQLite',
+  'Fastify',
+  'the relay',
+  'mini-app login',
+  'pagination',
+  'image uploads',
+  'webhooks',
+  'gRPC',
+  'TypeScript',
+  'Node 20',
+  'caching',
+  'rate limits',
+  'OAuth2 tokens',
+  'the partner sandbox',
+  'schema migrations',
+  'OpenAPI docs',
+  '미니앱 로그인',
+  '페이지네이션',
+  '이미지 업로드',
+  '웹훅',
 ];
-const OPENERS = ['Notes on', 'A week with', 'Why we moved to', 'Debugging', 'Five lessons from', 'Getting started with', 'Measuring', 'Rethinking', '회고:', 'Shipping'];
+const OPENERS = [
+  'Notes on',
+  'A week with',
+  'Why we moved to',
+  'Debugging',
+  'Five lessons from',
+  'Getting started with',
+  'Measuring',
+  'Rethinking',
+  '회고:',
+  'Shipping',
+];
 const WORDS = (
   'the a request response server client database index query page offset limit token user post tag author latency ' +
   'throughput budget cache header body stream socket worker thread event loop schema route plugin hook error retry ' +
@@ -120,9 +147,30 @@ const WORDS = (
   '서버 요청 응답 사용자 게시글 태그 데이터베이스 성능 측정 배포'
 ).split(' ');
 const TAGS = [
-  'node', 'typescript', 'sqlite', 'fastify', 'grpc', 'performance', 'security', 'devops', 'testing', 'api',
-  'frontend', 'backend', 'tutorial', 'release-notes', 'postmortem', 'design', 'database', 'oauth', 'webhooks', 'korea',
-  '개발', '회고', '성능', '튜토리얼',
+  'node',
+  'typescript',
+  'sqlite',
+  'fastify',
+  'grpc',
+  'performance',
+  'security',
+  'devops',
+  'testing',
+  'api',
+  'frontend',
+  'backend',
+  'tutorial',
+  'release-notes',
+  'postmortem',
+  'design',
+  'database',
+  'oauth',
+  'webhooks',
+  'korea',
+  '개발',
+  '회고',
+  '성능',
+  '튜토리얼',
 ];
 
 function makePost(random, i) {
@@ -205,7 +253,7 @@ export async function fetchPage(url, page, total) {
       throw new Error(`GET ${pathOf(page)} is not newest first at result ${i}`);
     }
   }
-  if ((page > 1) !== (body.previous !== null)) throw new Error(`GET ${pathOf(page)} answered previous ${JSON.stringify(body.previous)}`);
+  if (page > 1 !== (body.previous !== null)) throw new Error(`GET ${pathOf(page)} answered previous ${JSON.stringify(body.previous)}`);
   return { text, body };
 }
 
@@ -225,8 +273,12 @@ export async function load(autocannon, { url, path, seconds, connections, expect
   const result = await instance;
   const failed = { errors: result.errors, timeouts: result.timeouts, non2xx: result.non2xx, mismatches: result.mismatches };
   if (Object.values(failed).some((count) => count > 0) || times.length === 0) {
-    const counts = Object.entries(failed).map(([name, count]) => `${name} ${count}`).join(', ');
-    throw new Error(`${label}: the run was not all 2xx with the verified body (${counts}; status codes ${JSON.stringify(result.statusCodeStats)}; ${times.length} 2xx responses)`);
+    const counts = Object.entries(failed)
+      .map(([name, count]) => `${name} ${count}`)
+      .join(', ');
+    throw new Error(
+      `${label}: the run was not all 2xx with the verified body (${counts}; status codes ${JSON.stringify(result.statusCodeStats)}; ${times.length} 2xx responses)`,
+    );
   }
   times.sort((x, y) => x - y);
   return { rps: result.requests.mean, p99: quantile(times, 0.99), p50: quantile(times, 0.5), total: times.length };
@@ -251,7 +303,9 @@ export default async function blog(ctx) {
     const tokens = await authorTokens(realUrl, adminToken);
     const { meanBytes } = await seed(realUrl, tokens, postCount);
     const seedSeconds = (performance.now() - seedStart) / 1000;
-    ctx.log(`seeded ${postCount} posts through the API in ${seedSeconds.toFixed(1)} s (${(postCount / seedSeconds).toFixed(0)} posts/s, ${meanBytes.toFixed(0)} bytes of title and content on average)`);
+    ctx.log(
+      `seeded ${postCount} posts through the API in ${seedSeconds.toFixed(1)} s (${(postCount / seedSeconds).toFixed(0)} posts/s, ${meanBytes.toFixed(0)} bytes of title and content on average)`,
+    );
 
     // The verified answers; the floor serves exactly these bytes.
     const answers = {};
@@ -267,7 +321,9 @@ export default async function blog(ctx) {
       const text = await response.text();
       if (response.status !== 200 || text !== answers[page].text) throw new Error(`the floor did not answer page ${page}'s bytes (${response.status})`);
     }
-    ctx.log(`real ${urls.real}, floor ${urls.floor}; ${connections} connections, ${seconds} s a run, ${rounds} rounds; bodies ${pages.map((p) => `page ${p} ${Buffer.byteLength(answers[p].text)} B`).join(', ')}`);
+    ctx.log(
+      `real ${urls.real}, floor ${urls.floor}; ${connections} connections, ${seconds} s a run, ${rounds} rounds; bodies ${pages.map((p) => `page ${p} ${Buffer.byteLength(answers[p].text)} B`).join(', ')}`,
+    );
 
     const measured = {};
     for (const page of pages) {
@@ -283,7 +339,9 @@ export default async function blog(ctx) {
         for (const name of order) {
           const run = await load(autocannon, { url: urls[name], path, seconds, connections, expectBody, label: `page ${page} ${name} round ${round + 1}` });
           results[name].push(run);
-          ctx.log(`page ${page} round ${round + 1} ${name}: ${run.rps.toFixed(0)} req/s, p50 ${run.p50.toFixed(2)} ms, p99 ${run.p99.toFixed(2)} ms (${run.total} requests)`);
+          ctx.log(
+            `page ${page} round ${round + 1} ${name}: ${run.rps.toFixed(0)} req/s, p50 ${run.p50.toFixed(2)} ms, p99 ${run.p99.toFixed(2)} ms (${run.total} requests)`,
+          );
         }
       }
       // The same list with the cache defeated (every request a URL of its own, on both sides): what a request
@@ -292,9 +350,18 @@ export default async function blog(ctx) {
       for (let round = 0; round < rounds; round++) {
         const order = round % 2 === 0 ? ['real', 'floor'] : ['floor', 'real'];
         for (const name of order) {
-          const run = await load(autocannon, { url: urls[name], path, seconds, connections, label: `page ${page} ${name} uncached round ${round + 1}`, distinct: true });
+          const run = await load(autocannon, {
+            url: urls[name],
+            path,
+            seconds,
+            connections,
+            label: `page ${page} ${name} uncached round ${round + 1}`,
+            distinct: true,
+          });
           cold[name].push(run);
-          ctx.log(`page ${page} uncached round ${round + 1} ${name}: ${run.rps.toFixed(0)} req/s, p50 ${run.p50.toFixed(2)} ms, p99 ${run.p99.toFixed(2)} ms (${run.total} requests)`);
+          ctx.log(
+            `page ${page} uncached round ${round + 1} ${name}: ${run.rps.toFixed(0)} req/s, p50 ${run.p50.toFixed(2)} ms, p99 ${run.p99.toFixed(2)} ms (${run.total} requests)`,
+          );
         }
       }
       measured[page] = { results, bytes: Buffer.byteLength(expectBody), cold };

@@ -119,14 +119,27 @@ async function measure(backend, store, settings, ctx, postgresPid) {
         const result = await load(kinds[name], settings);
         cpu[name].push(cpuPerOperation(before, cpuOf(), result.latencies.length));
         results[name].push(result);
-        ctx.log(`${backend} round ${round + 1} ${name}: ${result.rate.toFixed(0)}/s, p99 ${quantile([...result.latencies].sort((a, b) => a - b), 0.99).toFixed(1)} ms`);
+        ctx.log(
+          `${backend} round ${round + 1} ${name}: ${result.rate.toFixed(0)}/s, p99 ${quantile(
+            [...result.latencies].sort((a, b) => a - b),
+            0.99,
+          ).toFixed(1)} ms`,
+        );
       }
     }
     const [level] = await commerce.checkStock([SKU]);
     if (Number(level.on_hand) !== stockAtStart - ordered || Number(level.reserved) !== 0) {
       throw new Error(`after ${ordered} checkouts the stock is ${level.on_hand} on hand, ${level.reserved} reserved; expected ${stockAtStart - ordered}, 0`);
     }
-    const p99 = (list) => median(list.map((r) => quantile([...r.latencies].sort((a, b) => a - b), 0.99)));
+    const p99 = (list) =>
+      median(
+        list.map((r) =>
+          quantile(
+            [...r.latencies].sort((a, b) => a - b),
+            0.99,
+          ),
+        ),
+      );
     return {
       checkout: { rate: median(results.checkout.map((r) => r.rate)), p99: p99(results.checkout), rounds: results.checkout.map((r) => r.rate.toFixed(0)) },
       getUser: { rate: median(results.getUser.map((r) => r.rate)), p99: p99(results.getUser), rounds: results.getUser.map((r) => r.rate.toFixed(0)) },

@@ -91,7 +91,11 @@ export function describeCpu(what, rounds) {
   const measured = rounds.filter((round) => round !== undefined);
   if (measured.length === 0) return '';
   const middle = (key) => median(measured.map((round) => round[key]));
-  const parts = [`serve ${microseconds(middle('serve'))}`, `load generator ${microseconds(middle('client'))}`, `other threads ${microseconds(middle('others'))}`];
+  const parts = [
+    `serve ${microseconds(middle('serve'))}`,
+    `load generator ${microseconds(middle('client'))}`,
+    `other threads ${microseconds(middle('others'))}`,
+  ];
   if (measured.every((round) => round.postgres !== undefined)) parts.push(`PostgreSQL ${microseconds(middle('postgres'))}`);
   return `CPU ${what} (median of rounds, /proc): ${parts.join(', ')}`;
 }

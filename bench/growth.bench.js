@@ -382,7 +382,9 @@ async function postsWriter(backend, store) {
     const bump = async () => {
       const { rows } = await client.query("UPDATE counters SET value = value + 1 WHERE name = 'posts' RETURNING value");
       for (;;) {
-        const behind = await client.query("SELECT count(*) AS n FROM cache_leases WHERE counter = 'posts' AND seen < $1 AND expires_at > now()", [rows[0].value]);
+        const behind = await client.query("SELECT count(*) AS n FROM cache_leases WHERE counter = 'posts' AND seen < $1 AND expires_at > now()", [
+          rows[0].value,
+        ]);
         if (Number(behind.rows[0].n) === 0) return;
         await new Promise((resolve) => setTimeout(resolve, 1));
       }
@@ -493,7 +495,8 @@ function operations(small) {
   });
   ops.push(
     listUsers('users-1', 'ListUsers page 1', { page: 1, page_size: PAGE_SIZE }, 1.5, (s, page) => {
-      if (page.total !== s.size || page.users.length !== PAGE_SIZE || page.users[0].id !== '1') throw new Error(`ListUsers page 1: total ${page.total}, ${page.users.length} users, first ${page.users[0]?.id}`);
+      if (page.total !== s.size || page.users.length !== PAGE_SIZE || page.users[0].id !== '1')
+        throw new Error(`ListUsers page 1: total ${page.total}, ${page.users.length} users, first ${page.users[0]?.id}`);
     }),
   );
   // The token `deep` rows into the list, per size: found once, by following the tokens from the first page.
@@ -507,7 +510,8 @@ function operations(small) {
       for (let walked = 0; walked < deep; ) {
         const size = Math.min(100, deep - walked);
         const page = await s.users.listUsers({ page_size: size, page_token: token });
-        if (page.users.length !== size || !page.nextPageToken) throw new Error(`ListUsers by token: ${page.users.length} users ${walked} rows in, next token "${page.nextPageToken}"`);
+        if (page.users.length !== size || !page.nextPageToken)
+          throw new Error(`ListUsers by token: ${page.users.length} users ${walked} rows in, next token "${page.nextPageToken}"`);
         walked += size;
         token = page.nextPageToken;
       }
@@ -549,7 +553,8 @@ function operations(small) {
             const body = await getJson(`${s.url}${LIST}${query(s)}`);
             const count = tagged ? Math.floor(s.size / 100) : s.size;
             const expected = last ? count - (Math.ceil(count / PAGE_SIZE) - 1) * PAGE_SIZE : PAGE_SIZE;
-            if (body.count !== count || body.results.length !== expected) throw new Error(`${label}: count ${body.count} (expected ${count}), ${body.results.length} posts (expected ${expected})`);
+            if (body.count !== count || body.results.length !== expected)
+              throw new Error(`${label}: count ${body.count} (expected ${count}), ${body.results.length} posts (expected ${expected})`);
             if (tagged && !body.results.every((post) => post.tags.includes('rare'))) throw new Error(`${label}: a post without the tag`);
           },
           ...(state === 'warm' ? {} : { before: (s) => s.writer.bump() }),
@@ -578,7 +583,8 @@ function operations(small) {
     target: 1.5,
     check: async (s) => {
       const page = await s.commerce.listOrders({ user_id: '1', page_size: 50 });
-      if (page.orders.length !== 20 || page.orders.some((order) => order.user_id !== '1' || order.items.length !== 1)) throw new Error(`ListOrders: ${page.orders.length} orders`);
+      if (page.orders.length !== 20 || page.orders.some((order) => order.user_id !== '1' || order.items.length !== 1))
+        throw new Error(`ListOrders: ${page.orders.length} orders`);
     },
     run: async (s) => {
       const page = await s.commerce.listOrders({ user_id: '1', page_size: 50 });
@@ -676,7 +682,8 @@ export default async function growth(ctx) {
   const backends = (process.env.BENCH_GROWTH_BACKENDS || 'sqlite,postgres').split(',').map((b) => b.trim());
   for (const backend of backends) if (!['sqlite', 'postgres'].includes(backend)) throw new Error(`BENCH_GROWTH_BACKENDS: unknown backend "${backend}"`);
   // The rows that match 1% (a filter, a tag) must fill a page of PAGE_SIZE at the small size too.
-  if (small < 100 * PAGE_SIZE || large <= small) throw new Error(`BENCH_GROWTH_SMALL must be at least ${100 * PAGE_SIZE} and below BENCH_GROWTH_LARGE (${small}, ${large})`);
+  if (small < 100 * PAGE_SIZE || large <= small)
+    throw new Error(`BENCH_GROWTH_SMALL must be at least ${100 * PAGE_SIZE} and below BENCH_GROWTH_LARGE (${small}, ${large})`);
   const { hashPassword } = await dist('auth/passwords.js');
   const passwordHash = await hashPassword(PASSWORD, HASH_COST);
 
@@ -690,7 +697,10 @@ export default async function growth(ctx) {
       try {
         const seeding = {};
         const stores = {};
-        for (const [name, size] of [['small', small], ['large', large]]) {
+        for (const [name, size] of [
+          ['small', small],
+          ['large', large],
+        ]) {
           let store;
           if (backend === 'postgres') {
             if (!pg) {
@@ -732,7 +742,9 @@ export default async function growth(ctx) {
             note:
               `p50 ${result.large.p50.toFixed(2)} ms at ${count(large)}, ${result.small.p50.toFixed(2)} ms at ${count(small)}; ` +
               `p90 ${result.large.p90.toFixed(2)} / ${result.small.p90.toFixed(2)} ms; ${result.large.n} samples each, one call at a time, sizes alternating` +
-              (op.key === 'get' ? `; ${seedNote}; ${cpus().length} cores shared by serve (two instances, one idle at a time), ${backend === 'postgres' ? 'PostgreSQL, ' : ''}the client` : ''),
+              (op.key === 'get'
+                ? `; ${seedNote}; ${cpus().length} cores shared by serve (two instances, one idle at a time), ${backend === 'postgres' ? 'PostgreSQL, ' : ''}the client`
+                : ''),
           });
         }
       } finally {

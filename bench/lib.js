@@ -25,7 +25,10 @@ export function quantile(sorted, q) {
 }
 
 export function median(values) {
-  return quantile([...values].sort((x, y) => x - y), 0.5);
+  return quantile(
+    [...values].sort((x, y) => x - y),
+    0.5,
+  );
 }
 
 /** { median, p10, p90, samples } of a list of times; samples keep run order. */

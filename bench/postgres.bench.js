@@ -149,14 +149,21 @@ export default async function postgresBench(ctx) {
 
     // ---- 1. GetUser
     for (const side of Object.values(sides)) {
-      for (let i = 1; i <= GET_USERS; i++) await side.client.createUser({ username: `user${i}`, email: `user${i}@example.com`, password: PASSWORD, full_name: `User ${i}` });
+      for (let i = 1; i <= GET_USERS; i++)
+        await side.client.createUser({ username: `user${i}`, email: `user${i}@example.com`, password: PASSWORD, full_name: `User ${i}` });
       for (const id of ['1', String(GET_USERS)]) {
         const user = await side.client.getUser(id);
         if (user.username !== `user${id}`) throw new Error(`GetUser(${id}) answered ${JSON.stringify(user)}`);
       }
       await loadGetUser(side.client, { seconds: warmupSeconds, concurrency, id: spreadIds });
     }
-    const unary = await alternate(['postgres', 'sqlite'], rounds, (name) => loadGetUser(sides[name].client, { seconds, concurrency, id: spreadIds }), ctx.log, 'GetUser calls/s');
+    const unary = await alternate(
+      ['postgres', 'sqlite'],
+      rounds,
+      (name) => loadGetUser(sides[name].client, { seconds, concurrency, id: spreadIds }),
+      ctx.log,
+      'GetUser calls/s',
+    );
     rows.push({
       name: 'GetUser throughput on PostgreSQL',
       value: unary.medians.postgres,
@@ -212,7 +219,10 @@ export default async function postgresBench(ctx) {
         `blog ${kind} req/s`,
       );
       const p99 = (name) => median(blogRuns[kind][name].map((run) => run.p99)).toFixed(2);
-      const cpu = ['postgres', 'sqlite'].map((name) => describeCpu(`a request on ${name === 'postgres' ? 'PostgreSQL' : 'SQLite'}`, blogCpu[kind][name])).filter(Boolean).join('; ');
+      const cpu = ['postgres', 'sqlite']
+        .map((name) => describeCpu(`a request on ${name === 'postgres' ? 'PostgreSQL' : 'SQLite'}`, blogCpu[kind][name]))
+        .filter(Boolean)
+        .join('; ');
       rows.push({
         name: `blog GET ${path} ${kind} on PostgreSQL, ${postCount} posts`,
         value: measured.medians.postgres,
@@ -224,7 +234,7 @@ export default async function postgresBench(ctx) {
         note:
           `rounds: PostgreSQL ${list(measured.results.postgres)}, SQLite ${list(measured.results.sqlite)} req/s; p99 PostgreSQL ${p99('postgres')} ms, SQLite ${p99('sqlite')} ms; ` +
           (kind === 'cached'
-            ? 'on PostgreSQL the posts\' version is known without a round trip while the instance holds its lease (every write waits until each instance holding one has heard of it, so no instance serves a page older than a write acknowledged by another); SQLite reads its own counters in-process; '
+            ? "on PostgreSQL the posts' version is known without a round trip while the instance holds its lease (every write waits until each instance holding one has heard of it, so no instance serves a page older than a write acknowledged by another); SQLite reads its own counters in-process; "
             : 'every request a distinct URL: one statement on each backend (the page as JSON written by the database, on PostgreSQL joined from the JSON of each post stored when it was written, its kept count, and on PostgreSQL the version it was read at); ') +
           `${kind === 'cached' ? `seeded through the API at ${seeded.postgres.toFixed(0)} posts/s on PostgreSQL, ${seeded.sqlite.toFixed(0)} on SQLite; ` : ''}` +
           `autocannon ${connections} connections, ${seconds} s x ${Math.min(rounds, 2)} rounds alternating; targets from issue 22${cpu ? `; ${cpu}` : ''}`,
@@ -236,13 +246,15 @@ export default async function postgresBench(ctx) {
       ['postgres', 'sqlite'],
       1,
       async (name, round) => {
-        const store = name === 'postgres' ? { kind: 'postgres', url: await pg.database(), poolSize: 10 } : { kind: 'sqlite', dataDir: join(sqliteDir, `bulk${round}`) };
+        const store =
+          name === 'postgres' ? { kind: 'postgres', url: await pg.database(), poolSize: 10 } : { kind: 'sqlite', dataDir: join(sqliteDir, `bulk${round}`) };
         const side = await instance(roles, store, connectUserService);
         try {
           const start = performance.now();
           const response = await side.client.bulkCreate(bulkRows(round, bulkCount));
           const ms = performance.now() - start;
-          if (response.created_count !== bulkCount || response.failures.length > 0) throw new Error(`BulkCreateUsers on ${name} created ${response.created_count} of ${bulkCount}`);
+          if (response.created_count !== bulkCount || response.failures.length > 0)
+            throw new Error(`BulkCreateUsers on ${name} created ${response.created_count} of ${bulkCount}`);
           return ms;
         } finally {
           side.client.close();
@@ -266,7 +278,7 @@ export default async function postgresBench(ctx) {
     // ---- 4. Two instances on one PostgreSQL against one
     const second = await instance(roles, stores.postgres, connectUserService);
     clients.push(second.client);
-    if ((await second.client.getUser('1')).username !== 'user1') throw new Error('the second instance does not see the first one\'s users');
+    if ((await second.client.getUser('1')).username !== 'user1') throw new Error("the second instance does not see the first one's users");
     if (second.token !== sides.postgres.token) throw new Error('the two instances have different admin tokens');
     await loadGetUser(second.client, { seconds: warmupSeconds, concurrency, id: spreadIds });
     const spread = await alternate(
@@ -275,7 +287,9 @@ export default async function postgresBench(ctx) {
       async (name) => {
         const id = spreadIds;
         if (name === 'one') return loadGetUser(sides.postgres.client, { seconds, concurrency, id });
-        const rates = await Promise.all([sides.postgres.client, second.client].map((client) => loadGetUser(client, { seconds, concurrency: concurrency / 2, id })));
+        const rates = await Promise.all(
+          [sides.postgres.client, second.client].map((client) => loadGetUser(client, { seconds, concurrency: concurrency / 2, id })),
+        );
         return rates[0] + rates[1];
       },
       ctx.log,

@@ -183,7 +183,9 @@ function spawnRole(role, data) {
   });
   const exit = new Promise((resolve) => child.once('exit', (code, signal) => resolve(signal ?? code)));
   let exited = false;
-  void exit.then(() => void (exited = true));
+  void exit.then(() => {
+    exited = true;
+  });
   const ready = new Promise((resolve, reject) => {
     child.on('message', (message) => {
       if (message?.ready) resolve(message.info);
@@ -285,8 +287,12 @@ async function load(autocannon, { side, url, token, seconds, connections, expect
   const cpuAfter = await side.cpu();
   const failed = { errors: result.errors, timeouts: result.timeouts, non2xx: result.non2xx, mismatches: result.mismatches };
   if (Object.values(failed).some((count) => count > 0) || times.length === 0) {
-    const counts = Object.entries(failed).map(([name, count]) => `${name} ${count}`).join(', ');
-    throw new Error(`${label}: the run was not all 2xx with the verified body (${counts}; status codes ${JSON.stringify(result.statusCodeStats)}; ${times.length} 2xx responses)`);
+    const counts = Object.entries(failed)
+      .map(([name, count]) => `${name} ${count}`)
+      .join(', ');
+    throw new Error(
+      `${label}: the run was not all 2xx with the verified body (${counts}; status codes ${JSON.stringify(result.statusCodeStats)}; ${times.length} 2xx responses)`,
+    );
   }
   times.sort((x, y) => x - y);
   return {
@@ -327,14 +333,27 @@ export default async function relay(ctx) {
 
     for (const name of ['relay', 'floor']) {
       ctx.log(`warm-up ${name} (${warmupSeconds} s)`);
-      await load(autocannon, { ...settings, seconds: warmupSeconds, side: sides[name], url: urls[name], expectBody: bodies[name].text, label: `${name} warm-up` });
+      await load(autocannon, {
+        ...settings,
+        seconds: warmupSeconds,
+        side: sides[name],
+        url: urls[name],
+        expectBody: bodies[name].text,
+        label: `${name} warm-up`,
+      });
     }
 
     const results = { relay: [], floor: [] };
     for (let round = 0; round < rounds; round++) {
       const order = round % 2 === 0 ? ['relay', 'floor'] : ['floor', 'relay'];
       for (const name of order) {
-        const run = await load(autocannon, { ...settings, side: sides[name], url: urls[name], expectBody: bodies[name].text, label: `${name} round ${round + 1}` });
+        const run = await load(autocannon, {
+          ...settings,
+          side: sides[name],
+          url: urls[name],
+          expectBody: bodies[name].text,
+          label: `${name} round ${round + 1}`,
+        });
         results[name].push(run);
         ctx.log(
           `round ${round + 1} ${name}: ${run.rps.toFixed(0)} req/s, p50 ${run.p50.toFixed(2)} ms, p99 ${run.p99.toFixed(2)} ms, ` +

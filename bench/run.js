@@ -111,7 +111,11 @@ const HEADERS = ['benchmark', 'median', 'floor', 'floor median', 'ratio', 'targe
 function textTable(rows) {
   const lines = [HEADERS, ...rows.map(cells)];
   const widths = HEADERS.map((_, i) => Math.max(...lines.map((line) => line[i].length)));
-  const render = (line) => line.map((cell, i) => cell.padEnd(widths[i])).join('  ').trimEnd();
+  const render = (line) =>
+    line
+      .map((cell, i) => cell.padEnd(widths[i]))
+      .join('  ')
+      .trimEnd();
   return [render(lines[0]), widths.map((w) => '-'.repeat(w)).join('  '), ...lines.slice(1).map(render)].join('\n');
 }
 

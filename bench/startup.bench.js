@@ -72,11 +72,7 @@ function childEnv(tempDir, extra = {}) {
 /** Builds the encrypted login-me envelope with the CLI's own encryptor (spec format: Base64 of IV + ciphertext + tag). */
 async function samplePayload(key, aad) {
   const { encryptUserInfo } = await import(pathToFileURL(join(ROOT, 'dist', 'login', 'user-info.js')).href);
-  const success = encryptUserInfo(
-    { userKey: 1001, scope: 'user_name user_phone user_ci', agreedTerms: ['terms_required'], ...PLAIN },
-    key,
-    aad,
-  );
+  const success = encryptUserInfo({ userKey: 1001, scope: 'user_name user_phone user_ci', agreedTerms: ['terms_required'], ...PLAIN }, key, aad);
   return JSON.stringify({ resultType: 'SUCCESS', success });
 }
 
@@ -210,7 +206,11 @@ export default async function startup(ctx) {
     const stopServe = await startServe(env); // with the decrypt key and AAD that its relay needs
     let usersResult;
     try {
-      runOnce({ cmd: NODE, args: [BIN, 'users', 'create', '--username', 'bench', '--email', 'bench@example.com', '--password', 'bench-password-1'], env: plainEnv });
+      runOnce({
+        cmd: NODE,
+        args: [BIN, 'users', 'create', '--username', 'bench', '--email', 'bench@example.com', '--password', 'bench-password-1'],
+        env: plainEnv,
+      });
       const usersGet = { cmd: NODE, args: [BIN, 'users', 'get', '1', '--json'], env: plainEnv };
       const user = JSON.parse(runOnce(usersGet));
       if (user.id !== 1 || user.username !== 'bench') throw new Error(`users get 1 --json gave ${JSON.stringify(user)}`);

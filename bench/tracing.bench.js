@@ -85,7 +85,8 @@ export default async function tracing(ctx) {
     if (!infos.on.tracing || infos.off.tracing) throw new Error(`tracing on/off as expected? on: ${infos.on.tracing}, off: ${infos.off.tracing}`);
     for (const [name, info] of Object.entries(infos)) {
       clients[name] = connectUserService({ address: info.address, token: info.token, deadlineMs: 10_000 });
-      for (let i = 1; i <= 5; i++) await clients[name].createUser({ username: `user${i}`, email: `user${i}@example.com`, password: PASSWORD, full_name: `User ${i}` });
+      for (let i = 1; i <= 5; i++)
+        await clients[name].createUser({ username: `user${i}`, email: `user${i}@example.com`, password: PASSWORD, full_name: `User ${i}` });
       const tokens = await authorTokens(info.url, info.token);
       await seed(info.url, tokens, posts);
       await fetchPage(info.url, 1, posts);

@@ -132,7 +132,7 @@ async function floorBulk(round, count, { openDatabase, hashPassword }) {
     for (let i = 0; i < count; i += 256) {
       const batch = Array.from({ length: Math.min(256, count - i) }, (_, j) => bulkRow(round, i + j));
       const hashes = await Promise.all(batch.map((row) => hashPassword(row.password, HASH_COST)));
-      batch.forEach((row, j) => rows.push({ username: row.username, email: row.email, fullName: row.full_name, passwordHash: hashes[j] }));
+      rows.push(...batch.map((row, j) => ({ username: row.username, email: row.email, fullName: row.full_name, passwordHash: hashes[j] })));
     }
     const at = new Date().toISOString();
     db.transaction(() => {
@@ -255,10 +255,7 @@ export default async function users(ctx) {
   for (let round = 0; round < bulkRounds; round++) {
     const order = round % 2 === 0 ? ['real', 'floor'] : ['floor', 'real'];
     for (const name of order) {
-      const ms =
-        name === 'real'
-          ? await realBulk(round, bulkCount, connectUserService)
-          : await floorBulk(round, bulkCount, { openDatabase, hashPassword });
+      const ms = name === 'real' ? await realBulk(round, bulkCount, connectUserService) : await floorBulk(round, bulkCount, { openDatabase, hashPassword });
       bulk[name].push(ms);
       ctx.log(`bulk round ${round + 1} ${name}: ${bulkCount} users in ${(ms / 1000).toFixed(2)} s`);
     }

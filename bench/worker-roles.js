@@ -37,7 +37,9 @@ export function spawnRole(moduleUrl, flag, role, data = {}) {
   const worker = new Worker(moduleUrl, { workerData: { [flag]: true, role, ...data } });
   let exited = false;
   const exit = new Promise((resolve) => worker.once('exit', (code) => resolve(code)));
-  void exit.then(() => void (exited = true));
+  void exit.then(() => {
+    exited = true;
+  });
   const ready = new Promise((resolve, reject) => {
     worker.once('message', (message) => (message.ready ? resolve(message.info) : reject(new Error(`${role} did not start:\n${message.error}`))));
     worker.once('error', (error) => reject(new Error(`${role} worker failed: ${error.stack ?? error}`)));

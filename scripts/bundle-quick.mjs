@@ -99,11 +99,20 @@ await bundle.write({
     groups: [
       {
         name: 'program',
-        test: (id) => id.includes(join('node_modules', 'commander', sep)) || compiled(['cli/(program|command|context|terminal/stdio|render/color|commander)', 'errors'])(id),
+        test: (id) =>
+          id.includes(join('node_modules', 'commander', sep)) ||
+          compiled(['cli/(program|command|context|terminal/stdio|render/color|commander)', 'errors'])(id),
       },
       {
         name: 'profile',
-        test: compiled(['config/(settings|file|keys|paths|token-store)', 'cli/(render/(streams|output|printable|progress|cells|grouped|column-fit|table-plan)|connect/profile)', 'duration', 'directories', 'json-syntax', 'login/(key-material|partner-prefix|session|token-data)']),
+        test: compiled([
+          'config/(settings|file|keys|paths|token-store)',
+          'cli/(render/(streams|output|printable|progress|cells|grouped|column-fit|table-plan)|connect/profile)',
+          'duration',
+          'directories',
+          'json-syntax',
+          'login/(key-material|partner-prefix|session|token-data)',
+        ]),
       },
     ],
   },

@@ -77,10 +77,7 @@ export class DecryptError extends MiniappError {
 export class AuthError extends MiniappError {
   override readonly exitCode = ExitCode.auth;
   override readonly code: string = 'AUTH';
-  constructor(
-    message: string,
-    options: ErrorOptions & { code?: string } = {},
-  ) {
+  constructor(message: string, options: ErrorOptions & { code?: string } = {}) {
     super(message, options);
     if (options.code) this.code = options.code;
   }
@@ -90,10 +87,7 @@ export class AuthError extends MiniappError {
 export class UpstreamError extends MiniappError {
   override readonly exitCode = ExitCode.upstream;
   override readonly code: string = 'UPSTREAM';
-  constructor(
-    message: string,
-    options: ErrorOptions & { code?: string } = {},
-  ) {
+  constructor(message: string, options: ErrorOptions & { code?: string } = {}) {
     super(message, options);
     if (options.code) this.code = options.code;
   }
@@ -103,8 +97,4 @@ export class UpstreamError extends MiniappError {
 export class InterruptedError extends MiniappError {
   override readonly exitCode = ExitCode.interrupted;
   override readonly code: string = 'INTERRUPTED';
-}
-
-export function exitCodeOf(error: unknown): ExitCode {
-  return error instanceof MiniappError ? error.exitCode : ExitCode.failure;
 }

@@ -12,7 +12,10 @@ export async function* linesOf(source: AsyncIterable<Buffer | string>): AsyncGen
   let first = true;
   const clean = (text: string) => {
     let out = text.endsWith('\r') ? text.slice(0, -1) : text;
-    if (first) (out = out.replace(/^\uFEFF/, ''), (first = false));
+    if (first) {
+      out = out.replace(/^\uFEFF/, '');
+      first = false;
+    }
     return out;
   };
   const split = function* (final: boolean) {

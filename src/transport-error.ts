@@ -18,7 +18,17 @@ function chain(error: unknown): (Error & { code?: string })[] {
 
 const CLOSED_AFTER_HANDSHAKE = 'ERR_TLS_CLOSED_AFTER_HANDSHAKE';
 const TIMEOUT_CODES = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT', 'UND_ERR_CONNECT_TIMEOUT', 'ETIMEDOUT']);
-const NETWORK_CODES = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'ECONNRESET', 'EPIPE', 'UND_ERR_SOCKET', 'UND_ERR_CLOSED']);
+const NETWORK_CODES = new Set([
+  'ECONNREFUSED',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'ECONNRESET',
+  'EPIPE',
+  'UND_ERR_SOCKET',
+  'UND_ERR_CLOSED',
+]);
 const UNTRUSTED_SERVER = new Set([
   'DEPTH_ZERO_SELF_SIGNED_CERT',
   'SELF_SIGNED_CERT_IN_CHAIN',
@@ -135,7 +145,9 @@ export async function explainTlsFailure(
     // alert, is refusing the client (Node's own TLS servers do this for a certificate
     // from an unknown CA).
     socket.once('close', () =>
-      finish(handshaken ? Object.assign(new Error('the server closed the connection right after the TLS handshake'), { code: CLOSED_AFTER_HANDSHAKE }) : undefined),
+      finish(
+        handshaken ? Object.assign(new Error('the server closed the connection right after the TLS handshake'), { code: CLOSED_AFTER_HANDSHAKE }) : undefined,
+      ),
     );
   });
 }

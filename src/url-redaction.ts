@@ -11,16 +11,38 @@
 
 /** Query parameters whose values are kept: they page, filter or configure, and never carry a credential. */
 const PLAIN_QUERY_NAMES = new Set([
-  'after', 'author', 'before', 'cursor', 'direction', 'fields', 'format', 'is_published', 'level', 'limit', 'metric',
-  'offset', 'order', 'page', 'page_size', 'period', 'per_page', 'search', 'since', 'sort', 'sslmode', 'status', 'tag', 'until',
+  'after',
+  'author',
+  'before',
+  'cursor',
+  'direction',
+  'fields',
+  'format',
+  'is_published',
+  'level',
+  'limit',
+  'metric',
+  'offset',
+  'order',
+  'page',
+  'page_size',
+  'period',
+  'per_page',
+  'search',
+  'since',
+  'sort',
+  'sslmode',
+  'status',
+  'tag',
+  'until',
 ]);
 
-export const REDACTED = 'REDACTED';
+const REDACTED = 'REDACTED';
 
 export function redactUrl(url: string | URL): string {
   const text = String(url);
   const mark = text.indexOf('?');
-  const hash = text.indexOf('#', mark < 0 ? 0 : mark);
+  const hash = text.indexOf('#', Math.max(mark, 0));
   const end = hash < 0 ? text.length : hash;
   const base = redactUserinfo(mark < 0 ? text.slice(0, end) : text.slice(0, mark));
   if (mark < 0) return base;

@@ -61,7 +61,12 @@ function sources(): Source[] {
     const text = readFileSync(join(SRC, path), 'utf8');
     const specifiers = [...text.matchAll(/(?:\bfrom\s*|\bimport\s*\(\s*|^import\s+)['"](\.{1,2}\/[^'"]+)['"]/gm)].map((m) => m[1]!);
     const imports = specifiers
-      .map((specifier) => relative(SRC, normalize(join(SRC, dirname(path), specifier))).split('\\').join('/').replace(/\.js$/, '.ts'))
+      .map((specifier) =>
+        relative(SRC, normalize(join(SRC, dirname(path), specifier)))
+          .split('\\')
+          .join('/')
+          .replace(/\.js$/, '.ts'),
+      )
       .filter((target) => known.has(target));
     return { path, lines: text.split('\n').length, imports: [...new Set(imports)] };
   });
@@ -133,7 +138,10 @@ describe('the house of src/', () => {
     expect(all.filter((s) => !placeOf(s.path, FLOORS)).map((s) => s.path)).toEqual([]);
     for (const [folder, floors] of Object.entries(INNER_FLOORS)) {
       const unplaced = all.filter((s) => s.path.startsWith(folder) && !placeOf(s.path.slice(folder.length), floors));
-      expect(unplaced.map((s) => s.path), `files of src/${folder} on no floor of its own`).toEqual([]);
+      expect(
+        unplaced.map((s) => s.path),
+        `files of src/${folder} on no floor of its own`,
+      ).toEqual([]);
     }
   });
 

@@ -116,7 +116,11 @@ describe('start-up cost', () => {
       scope: 'user_name',
     };
     mkdirSync(join(home, 'config'), { recursive: true });
-    writeFileSync(join(home, 'config', 'config.json'), JSON.stringify({ profiles: { reads: { settings: { 'base-url': 'https://partner.example.com' }, tokens } } }), { mode: 0o600 });
+    writeFileSync(
+      join(home, 'config', 'config.json'),
+      JSON.stringify({ profiles: { reads: { settings: { 'base-url': 'https://partner.example.com' }, tokens } } }),
+      { mode: 0o600 },
+    );
     const env = { MINIAPP_PROFILE: 'reads' };
     const get = loads(['config', 'get', 'base-url'], env);
     expect(get.some((entry) => /^require:\.\/config-/.test(entry))).toBe(true);

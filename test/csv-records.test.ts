@@ -7,9 +7,12 @@ import { csvRecords, type CsvRecord } from '../src/csv-records.js';
 
 async function read(...chunks: (string | Buffer)[]): Promise<CsvRecord[]> {
   const records: CsvRecord[] = [];
-  for await (const record of csvRecords((async function* () {
-    yield* chunks;
-  })())) records.push(record);
+  for await (const record of csvRecords(
+    (async function* () {
+      yield* chunks;
+    })(),
+  ))
+    records.push(record);
   return records;
 }
 

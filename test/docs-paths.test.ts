@@ -12,7 +12,7 @@ const root = fileURLToPath(new URL('..', import.meta.url));
 const DOCS = ['README.md', 'docs/ARCHITECTURE.md', 'docs/deploy.md'];
 
 /** Paths under the project's own folders, as the docs write them (with or without a trailing slash). */
-export function projectPaths(text: string): string[] {
+function projectPaths(text: string): string[] {
   const found = text.match(/(?<![\w./-])(?:src|test|bench|scripts|docs|proto|bin)\/[\w./<>-]*[\w/]/g) ?? [];
   // A placeholder such as src/<name>/service.ts or proto/<name>/v1/ names no one file.
   return [...new Set(found.filter((path) => !path.includes('<')))];

@@ -13,7 +13,10 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
-const semver = createRequire(import.meta.url)('semver') as { satisfies(version: string, range: string): boolean; minVersion(range: string): { version: string } | null };
+const semver = createRequire(import.meta.url)('semver') as {
+  satisfies(version: string, range: string): boolean;
+  minVersion(range: string): { version: string } | null;
+};
 const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { engines: { node: string } };
 const lock = JSON.parse(readFileSync(join(root, 'package-lock.json'), 'utf8')) as { packages: Record<string, { dev?: boolean; engines?: { node?: string } }> };
 
@@ -25,7 +28,9 @@ describe('engines', () => {
       .filter(([path, entry]) => path !== '' && !entry.dev && entry.engines?.node !== undefined && !semver.satisfies(oldest, entry.engines.node))
       .map(([path, entry]) => `${path} (${entry.engines!.node})`);
     expect(refusing, `these want a newer Node than ${oldest}`).toEqual([]);
-    expect(lock.packages['node_modules/light-my-request/node_modules/cookie'] ?? lock.packages['node_modules/cookie']).toMatchObject({ engines: { node: '>=18' } });
+    expect(lock.packages['node_modules/light-my-request/node_modules/cookie'] ?? lock.packages['node_modules/cookie']).toMatchObject({
+      engines: { node: '>=18' },
+    });
   });
 
   it('the README says the same oldest Node', () => {

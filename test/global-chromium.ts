@@ -37,7 +37,11 @@ export default function setup(): void {
     return;
   }
   process.stderr.write("no Chromium found: installing Debian's chromium for the page tests (apt-get install chromium)\n");
-  const options: ExecFileSyncOptions = { stdio: ['ignore', 'ignore', 'inherit'], env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' }, timeout: 10 * 60_000 };
+  const options: ExecFileSyncOptions = {
+    stdio: ['ignore', 'ignore', 'inherit'],
+    env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' },
+    timeout: 10 * 60_000,
+  };
   try {
     execFileSync('apt-get', ['update'], options);
     execFileSync('apt-get', ['install', '-y', '--no-install-recommends', 'chromium'], options);

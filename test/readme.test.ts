@@ -26,7 +26,7 @@ const root = fileURLToPath(new URL('..', import.meta.url));
 const PORTS = [3000, 50051, 4010, 4011];
 
 /** Every ```sh block of the README, with the line it starts on. */
-export function shellBlocks(markdown: string): { line: number; code: string }[] {
+function shellBlocks(markdown: string): { line: number; code: string }[] {
   const blocks: { line: number; code: string }[] = [];
   const lines = markdown.split('\n');
   for (let i = 0; i < lines.length; i++) {
@@ -40,7 +40,7 @@ export function shellBlocks(markdown: string): { line: number; code: string }[] 
 }
 
 /** Every ```console block of the README (transcripts: `$ ` lines and what they print), with the line it starts on. */
-export function consoleBlocks(markdown: string): { line: number; lines: string[] }[] {
+function consoleBlocks(markdown: string): { line: number; lines: string[] }[] {
   const blocks: { line: number; lines: string[] }[] = [];
   const lines = markdown.split('\n');
   for (let i = 0; i < lines.length; i++) {
@@ -62,12 +62,12 @@ export function consoleBlocks(markdown: string): { line: number; lines: string[]
 function transcripts(markdown: string): string {
   const blocks = consoleBlocks(markdown);
   const walkthrough = blocks.find((b) => b.lines[0]!.startsWith('$ export MINIAPP_PROFILE='));
-  const wrongAad = blocks.flatMap((b) => b.lines.map((text, i) => ({ text, next: b.lines[i + 1] ?? '' }))).find((l) => l.text.startsWith('$ MINIAPP_DECRYPT_AAD=00ff miniapp decrypt'));
+  const wrongAad = blocks
+    .flatMap((b) => b.lines.map((text, i) => ({ text, next: b.lines[i + 1] ?? '' })))
+    .find((l) => l.text.startsWith('$ MINIAPP_DECRYPT_AAD=00ff miniapp decrypt'));
   if (!walkthrough || !wrongAad) throw new Error('the README lost the config walkthrough or the wrong-AAD example');
   const command = (text: string) => text.slice(2).replace(/\s+#.*$/, '');
-  const steps = walkthrough.lines
-    .filter((text) => text.startsWith('$ ') && !text.includes('on a terminal'))
-    .map((text) => `${command(text)} > /dev/null`);
+  const steps = walkthrough.lines.filter((text) => text.startsWith('$ ') && !text.includes('on a terminal')).map((text) => `${command(text)} > /dev/null`);
   return [
     `echo "### README.md line ${walkthrough.line} (the config walkthrough, typed along)" >&2`,
     // What the walkthrough reads: a key file and a client key in pki/.
@@ -98,7 +98,7 @@ function transcripts(markdown: string): string {
  * in its comment (`# 503`) must print that one: the reader compares them.
  */
 let background = 0;
-export function asPasted(code: string): string {
+function asPasted(code: string): string {
   const banners: string[] = [];
   const lines = code
     .replace(/\\\n\s*/g, ' ')
@@ -163,7 +163,14 @@ describe('the README transcripts a reader types beside the examples', () => {
   const typed = consoleBlocks(readme).flatMap((block) => block.lines.filter((line) => line.startsWith('$ ')));
 
   it('create no user that a later example creates again (grpcurl CreateUser)', () => {
-    const created = new Set([...shellBlocks(readme).map((b) => b.code).join('\n').matchAll(/--username (\w+)/g)].map((m) => m[1]));
+    const created = new Set(
+      [
+        ...shellBlocks(readme)
+          .map((b) => b.code)
+          .join('\n')
+          .matchAll(/--username (\w+)/g),
+      ].map((m) => m[1]),
+    );
     const grpcurl = typed.filter((line) => line.includes('UserService/CreateUser'));
     expect(grpcurl.length).toBeGreaterThan(0);
     for (const line of grpcurl) expect(created.has(/"username":"(\w+)"/.exec(line)![1]), line).toBe(false);
@@ -177,7 +184,7 @@ describe('the README transcripts a reader types beside the examples', () => {
     for (const block of shellBlocks(readme)) expect(block.code, `README.md line ${block.line}`).not.toMatch(/\bnpx miniapp\b/);
   });
 
-  it('start no second serve on the quick start\'s ports (3000, 50051) or data dir while it runs', () => {
+  it("start no second serve on the quick start's ports (3000, 50051) or data dir while it runs", () => {
     const serves = typed.filter((line) => /^\$ (\S+=\S+ )*miniapp serve\b/.test(line) && !line.includes('[--'));
     expect(serves.length).toBeGreaterThan(0);
     for (const line of serves) {
@@ -266,9 +273,10 @@ describe('the README examples', () => {
       const command = isolated ? ['unshare', ['-rn', 'bash', join(home, 'examples.sh')]] : ['bash', [join(home, 'examples.sh')]];
       const result = spawnSync(command[0] as string, command[1] as string[], { env, encoding: 'utf8', timeout: 220_000, cwd: work });
       const where = [...result.stderr.matchAll(/### README\.md line (\d+)/g)].at(-1)?.[1];
-      expect(result.stderr, `the example block at README.md line ${where} failed:\n${result.stderr.slice(-4000)}\n--- stdout ---\n${result.stdout.slice(-2000)}`).toContain(
-        '### all README examples ran',
-      );
+      expect(
+        result.stderr,
+        `the example block at README.md line ${where} failed:\n${result.stderr.slice(-4000)}\n--- stdout ---\n${result.stdout.slice(-2000)}`,
+      ).toContain('### all README examples ran');
       expect(result.status, result.stderr.slice(-2000)).toBe(0);
       // What the examples say they show, shown: the decrypted user through the relay, the post counted, the callback recorded.
       expect(result.stdout).toMatch(/"userKey":1001[^\n]*"name":"[^"]+"/);

@@ -50,13 +50,12 @@ interface Bucket {
 }
 
 /** The key of a bearer token (its SHA-256), or undefined for a request without one. */
-export function tokenRateKey(authorization: string | undefined): string | undefined {
+function tokenRateKey(authorization: string | undefined): string | undefined {
   const token = authorization === undefined ? undefined : TokenService.bearer(authorization);
   return token === undefined ? undefined : `t:${hash('sha256', token, 'base64')}`;
 }
 
-export const addressRateKey = (address: string) => `a:${address}`;
-
+const addressRateKey = (address: string) => `a:${address}`;
 
 /** Whether a rate key is a token's (else an address's), for messages. */
 export const isTokenKey = (key: string) => key.startsWith('t:');

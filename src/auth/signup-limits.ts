@@ -41,7 +41,8 @@ export interface SignupLimits {
 export const DEFAULT_SIGNUP_LIMITS: SignupLimits = { perAddress: 10, windowMs: 60 * 60_000 };
 
 const HOUR_MS = 3_600_000;
-const describeWindow = (ms: number) => (ms === HOUR_MS ? 'an hour' : ms % HOUR_MS === 0 ? `${ms / HOUR_MS} hours` : ms % 60_000 === 0 ? `${ms / 60_000} minutes` : `${ms / 1000} s`);
+const describeWindow = (ms: number) =>
+  ms === HOUR_MS ? 'an hour' : ms % HOUR_MS === 0 ? `${ms / HOUR_MS} hours` : ms % 60_000 === 0 ? `${ms / 60_000} minutes` : `${ms / 1000} s`;
 
 /** The limit in words, for serve's banner. */
 export function describeSignupLimits(limits: SignupLimits | false): string {
@@ -65,7 +66,10 @@ export function signupAddressKey(address: string): string {
   if (!ipaddr.isValid(plain)) return address;
   const ip = ipaddr.process(plain);
   if (ip.kind() === 'ipv4') return ip.toString();
-  return `${(ip as ipaddr.IPv6).parts.slice(0, 4).map((part) => part.toString(16)).join(':')}::/64`;
+  return `${(ip as ipaddr.IPv6).parts
+    .slice(0, 4)
+    .map((part) => part.toString(16))
+    .join(':')}::/64`;
 }
 
 export class SignupLimiter {

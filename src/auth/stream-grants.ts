@@ -146,7 +146,10 @@ export class StreamGrants {
       this.#tell(held, undefined);
       return undefined;
     }
-    const changed = principal.isAdmin !== held.principal.isAdmin || principal.username !== held.principal.username || principal.roles.join('\n') !== held.principal.roles.join('\n');
+    const changed =
+      principal.isAdmin !== held.principal.isAdmin ||
+      principal.username !== held.principal.username ||
+      principal.roles.join('\n') !== held.principal.roles.join('\n');
     held.principal = principal;
     if (changed) this.#tell(held, principal);
     return principal;
@@ -178,7 +181,10 @@ export class StreamGrants {
 
 function add<K>(map: Map<K, Set<Held>>, key: K, held: Held): void {
   let set = map.get(key);
-  if (!set) map.set(key, (set = new Set()));
+  if (!set) {
+    set = new Set();
+    map.set(key, set);
+  }
   set.add(held);
 }
 

@@ -22,8 +22,7 @@ export class ApiError extends Error {
   }
 }
 
-export const unauthorized = (detail: string) =>
-  new ApiError(401, 'UNAUTHORIZED', 'Unauthorized', detail, { 'www-authenticate': 'Bearer' });
+export const unauthorized = (detail: string) => new ApiError(401, 'UNAUTHORIZED', 'Unauthorized', detail, { 'www-authenticate': 'Bearer' });
 
 /** A 400 VALIDATION_ERROR naming each field and what is wrong with it. */
 export const invalidFields = (problems: Record<string, string[]>) => new ApiError(400, 'VALIDATION_ERROR', 'Validation Error', problems);
@@ -55,7 +54,15 @@ interface BodySchema {
 function placeOf(instancePath: string): { field: string; place: string } {
   const steps = instancePath.split('/').slice(1);
   if (steps.length === 0) return { field: '', place: '' };
-  return { field: steps[0]!, place: steps[0]! + steps.slice(1).map((step) => `[${step}]`).join('') };
+  return {
+    field: steps[0]!,
+    place:
+      steps[0]! +
+      steps
+        .slice(1)
+        .map((step) => `[${step}]`)
+        .join(''),
+  };
 }
 
 /** A field the body's schema does not have, and what it does take. */
@@ -77,7 +84,8 @@ function messageOf(issue: SchemaIssue): string {
 export function fieldProblems(issues: readonly SchemaIssue[], request?: FastifyRequest): Record<string, string[]> {
   const problems: Record<string, string[]> = {};
   const add = (field: string, message: string) => {
-    const messages = (problems[field] ??= []);
+    const messages = problems[field] ?? [];
+    problems[field] = messages;
     if (!messages.includes(message)) messages.push(message);
   };
   const schema = (request?.routeOptions?.schema?.body ?? {}) as BodySchema;
@@ -85,7 +93,8 @@ export function fieldProblems(issues: readonly SchemaIssue[], request?: FastifyR
   const anyOf = new Map<string, string[]>();
   for (const issue of issues) {
     const branch = /^(.*\/anyOf)\/\d+\//.exec(issue.schemaPath ?? '');
-    if (branch && issue.keyword !== 'anyOf') anyOf.set(`${issue.instancePath} ${branch[1]}`, [...(anyOf.get(`${issue.instancePath} ${branch[1]}`) ?? []), messageOf(issue)]);
+    if (branch && issue.keyword !== 'anyOf')
+      anyOf.set(`${issue.instancePath} ${branch[1]}`, [...(anyOf.get(`${issue.instancePath} ${branch[1]}`) ?? []), messageOf(issue)]);
   }
   for (const issue of issues) {
     if (/\/anyOf\/\d+\//.test(issue.schemaPath ?? '') && issue.keyword !== 'anyOf') continue;

@@ -22,12 +22,27 @@ import { HashingBusy } from '../auth/passwords.js';
 import { docsCsp } from '../http/security-headers.js';
 import { METHOD_NOT_ALLOWED, methodNotAllowed } from '../http/errors.js';
 import { ApiError, fieldProblems, invalidFields, toApiError, unauthorized } from './api-error.js';
-import { bearer, ContentSchema, errors, ImageSchema, OPTIONAL_BEARER, PostIdParams, PostSchema, PRIVATE_ANSWER, PUBLIC, signupErrors, TagsSchema, uploadErrors, TitleSchema, UserProfileSchema } from './schemas.js';
+import {
+  bearer,
+  ContentSchema,
+  errors,
+  ImageSchema,
+  OPTIONAL_BEARER,
+  PostIdParams,
+  PostSchema,
+  PRIVATE_ANSWER,
+  PUBLIC,
+  signupErrors,
+  TagsSchema,
+  uploadErrors,
+  TitleSchema,
+  UserProfileSchema,
+} from './schemas.js';
 
-export type ApiVersion = 1 | 2;
+type ApiVersion = 1 | 2;
 
-export const API_VERSIONS: Record<ApiVersion, string> = { 1: '1.2.0', 2: '2.4.0' };
-export const LOGIN_TOKEN_TTL_SECONDS = 3600;
+const API_VERSIONS: Record<ApiVersion, string> = { 1: '1.2.0', 2: '2.4.0' };
+const LOGIN_TOKEN_TTL_SECONDS = 3600;
 /**
  * The most bytes a JSON string of up to `characters` characters takes as JSON.stringify writes it: 6 a
  * character at worst (a control character is sent as \u0001; any other is at most 4 bytes of UTF-8).
@@ -40,12 +55,15 @@ const kib = (bytes: number) => Math.ceil((bytes + 1024) / 1024) * 1024;
  * JSON.stringify writes it always fits (595 KiB), and nothing much larger is read (413 beyond).
  */
 export const POST_BODY_LIMIT = kib(
-  jsonStringBytes(TitleSchema.maxLength) + jsonStringBytes(ContentSchema.maxLength) + TagsSchema.maxItems * (jsonStringBytes(TagsSchema.items.maxLength) + 1) + 'is_published:false'.length,
+  jsonStringBytes(TitleSchema.maxLength) +
+    jsonStringBytes(ContentSchema.maxLength) +
+    TagsSchema.maxItems * (jsonStringBytes(TagsSchema.items.maxLength) + 1) +
+    'is_published:false'.length,
 );
 const LOGIN_NAME_MAX = 254;
 const LOGIN_PASSWORD_MAX = 1024;
 /** The login body: a name and a password at their longest (9 KiB). */
-export const LOGIN_BODY_LIMIT = kib(jsonStringBytes(LOGIN_NAME_MAX) + jsonStringBytes(LOGIN_PASSWORD_MAX));
+const LOGIN_BODY_LIMIT = kib(jsonStringBytes(LOGIN_NAME_MAX) + jsonStringBytes(LOGIN_PASSWORD_MAX));
 
 const CHANGE_HISTORY = `
 ## Change history
@@ -122,7 +140,7 @@ async function readerOf(request: FastifyRequest, tokens: TokenService): Promise<
 }
 
 /** A draft is seen by its author and by admins alone; anyone may see a published post. */
-export function maySee(post: { is_published: boolean; authorId: number | null }, reader: Principal | undefined): boolean {
+function maySee(post: { is_published: boolean; authorId: number | null }, reader: Principal | undefined): boolean {
   if (post.is_published || reader?.isAdmin) return true;
   return reader !== undefined && reader.userId !== null && reader.userId === post.authorId;
 }
@@ -209,7 +227,8 @@ export async function blogApi(app: FastifyInstance, options: BlogOptions): Promi
         tags: ['posts'],
         operationId: 'getPost',
         summary: 'One post',
-        description: 'A draft (is_published false) is shown to its author and to admins only (send their Bearer token); to anyone else it is 404, as a post that does not exist.',
+        description:
+          'A draft (is_published false) is shown to its author and to admins only (send their Bearer token); to anyone else it is 404, as a post that does not exist.',
         security: OPTIONAL_BEARER,
         params: PostIdParams,
         response: { 200: PostSchema, ...errors(400, 404) },
@@ -219,7 +238,8 @@ export async function blogApi(app: FastifyInstance, options: BlogOptions): Promi
       const { post_id: id } = request.params as { post_id: number };
       const post = await posts.get(id);
       // Not 403: whether a draft exists is not told to those who may not see it.
-      if (!post || (!post.is_published && !maySee(post, await readerOf(request, tokens)))) throw new ApiError(404, 'NOT_FOUND', 'Not Found', `no post with id ${id}`);
+      if (!post || (!post.is_published && !maySee(post, await readerOf(request, tokens))))
+        throw new ApiError(404, 'NOT_FOUND', 'Not Found', `no post with id ${id}`);
       if (!post.is_published) void reply.header('cache-control', PRIVATE_ANSWER);
       const { authorId: _a, firstPublished: _f, ...body } = post;
       return body;
@@ -234,7 +254,10 @@ export async function blogApi(app: FastifyInstance, options: BlogOptions): Promi
       schema: {
         tags: ['posts'],
         operationId: 'createPost',
-        summary: version === 1 ? 'Create a post (published at once; the author is the token\'s user)' : 'Create a post (published unless is_published is false; the author is the token\'s user)',
+        summary:
+          version === 1
+            ? "Create a post (published at once; the author is the token's user)"
+            : "Create a post (published unless is_published is false; the author is the token's user)",
         security: bearer,
         body: {
           type: 'object',
@@ -246,7 +269,11 @@ export async function blogApi(app: FastifyInstance, options: BlogOptions): Promi
                   title: TitleSchema,
                   content: ContentSchema,
                   tags: { ...TagsSchema, default: [] },
-                  is_published: { type: 'boolean', default: true, description: 'false writes a draft (since 2.4.0): seen by its author and admins, sent to webhooks when first published' },
+                  is_published: {
+                    type: 'boolean',
+                    default: true,
+                    description: 'false writes a draft (since 2.4.0): seen by its author and admins, sent to webhooks when first published',
+                  },
                 },
           required: ['title', 'content'],
           additionalProperties: false,
@@ -352,7 +379,8 @@ export async function blogApi(app: FastifyInstance, options: BlogOptions): Promi
       // The domain's messages first (they name the rule), then the schema's for anything else.
       const problems = newUserProblems(body);
       if (request.validationError) {
-        for (const [field, messages] of Object.entries(fieldProblems((request.validationError as { validation?: [] }).validation ?? [], request))) problems[field] ??= messages;
+        for (const [field, messages] of Object.entries(fieldProblems((request.validationError as { validation?: [] }).validation ?? [], request)))
+          problems[field] ??= messages;
       }
       if (Object.keys(problems).length > 0) throw invalidFields(problems);
       try {
@@ -396,7 +424,10 @@ export async function blogApi(app: FastifyInstance, options: BlogOptions): Promi
         security: PUBLIC,
         body: {
           type: 'object',
-          properties: { [loginField]: { type: 'string', minLength: 1, maxLength: LOGIN_NAME_MAX }, password: { type: 'string', minLength: 1, maxLength: LOGIN_PASSWORD_MAX } },
+          properties: {
+            [loginField]: { type: 'string', minLength: 1, maxLength: LOGIN_NAME_MAX },
+            password: { type: 'string', minLength: 1, maxLength: LOGIN_PASSWORD_MAX },
+          },
           required: [loginField, 'password'],
           additionalProperties: false,
         },
@@ -456,7 +487,12 @@ export async function blogApi(app: FastifyInstance, options: BlogOptions): Promi
     async (request, reply) => {
       const principal = auth(request);
       if (principal.kind === 'admin') {
-        throw new ApiError(403, 'FORBIDDEN', 'Forbidden', 'the admin token cannot be revoked through the API: remove its file (or its row in server_secrets) and restart serve');
+        throw new ApiError(
+          403,
+          'FORBIDDEN',
+          'Forbidden',
+          'the admin token cannot be revoked through the API: remove its file (or its row in server_secrets) and restart serve',
+        );
       }
       // auth() found it; a revocation that lost a race with another one finds none, and the token is gone either way.
       await tokens.revoke(TokenService.bearer(request.headers.authorization)!);
@@ -525,7 +561,10 @@ export async function blogApi(app: FastifyInstance, options: BlogOptions): Promi
       multipart: {
         type: 'object',
         properties: {
-          [field]: field === 'file' ? { ...binary, description: 'one image' } : { type: 'array', items: binary, minItems: 1, maxItems: MAX_IMAGES, description: `1 to ${MAX_IMAGES} images` },
+          [field]:
+            field === 'file'
+              ? { ...binary, description: 'one image' }
+              : { type: 'array', items: binary, minItems: 1, maxItems: MAX_IMAGES, description: `1 to ${MAX_IMAGES} images` },
         },
         required: [field],
       },
@@ -539,7 +578,10 @@ export async function blogApi(app: FastifyInstance, options: BlogOptions): Promi
 
   app.post(
     '/upload/images',
-    { onRequest: authenticate, schema: uploadSchema('uploadImages', `Upload up to ${MAX_IMAGES} images`, 'files', { type: 'array', items: ImageSchema, maxItems: MAX_IMAGES }) },
+    {
+      onRequest: authenticate,
+      schema: uploadSchema('uploadImages', `Upload up to ${MAX_IMAGES} images`, 'files', { type: 'array', items: ImageSchema, maxItems: MAX_IMAGES }),
+    },
     async (request) => {
       const images = await receiveImages(request, 'files', MAX_IMAGES);
       return images.map((image) => ({ url: imageUrl(request, image), width: image.width, height: image.height, size: image.size }));

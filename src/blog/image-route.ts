@@ -8,7 +8,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { ImageStore } from './uploads.js';
 
-export const IMAGE_CACHE_CONTROL = 'public, max-age=31536000, immutable';
+const IMAGE_CACHE_CONTROL = 'public, max-age=31536000, immutable';
 
 /** The one range `bytes=a-b`, `bytes=a-` or `bytes=-n` asks for; null when unsatisfiable, undefined when not a single range. */
 function rangeOf(header: string, size: number): { start: number; end: number } | null | undefined {
@@ -53,7 +53,10 @@ export async function imageRoute(app: FastifyInstance, options: { images: ImageS
       .header('x-content-type-options', 'nosniff');
     const ifNoneMatch = request.headers['if-none-match'];
     const ifModifiedSince = request.headers['if-modified-since'];
-    const unchanged = ifNoneMatch !== undefined ? matchesEtag(ifNoneMatch, etag) : ifModifiedSince !== undefined && image.storedAt.getTime() - 1000 < Date.parse(ifModifiedSince);
+    const unchanged =
+      ifNoneMatch !== undefined
+        ? matchesEtag(ifNoneMatch, etag)
+        : ifModifiedSince !== undefined && image.storedAt.getTime() - 1000 < Date.parse(ifModifiedSince);
     if (unchanged) return reply.code(304).send();
     if (head) return reply.header('content-length', String(image.size)).send();
     const bytes = image.bytes!;

@@ -16,7 +16,7 @@ import { errors, NO_NUL, OPTIONAL_BEARER, PostSchema, PRIVATE_ANSWER } from './s
 
 const V1_LIST_LIMIT = 20;
 /** The last page a v2 list accepts: far past any real list, and (page - 1) * page_size stays a safe integer for every store. */
-export const MAX_PAGE = 1_000_000;
+const MAX_PAGE = 1_000_000;
 
 /** The end of a v2 list's body, after its results. */
 const CLOSE_BRACE = Buffer.from('}');
@@ -175,7 +175,12 @@ export async function registerPostLists(app: FastifyInstance, options: PostListO
             properties: {
               page: { type: 'integer', minimum: 1, maximum: MAX_PAGE, default: 1 },
               page_size: { type: 'integer', minimum: 1, maximum: 100, default: 20 },
-              sort: { type: 'string', enum: ['created_at', '-created_at', 'title', '-title'], default: '-created_at', description: 'a leading "-" sorts descending' },
+              sort: {
+                type: 'string',
+                enum: ['created_at', '-created_at', 'title', '-title'],
+                default: '-created_at',
+                description: 'a leading "-" sorts descending',
+              },
               search: { type: 'string', maxLength: 200, pattern: NO_NUL },
               author: {
                 type: 'string',
@@ -235,26 +240,31 @@ export async function registerPostLists(app: FastifyInstance, options: PostListO
         const after = query.after === undefined ? undefined : cursorParam('after', query.after, query.sort);
         const before = query.before === undefined ? undefined : cursorParam('before', query.before, query.sort);
         const drafts = query.is_published ? undefined : draftsOf(await options.reader(request));
-        return cachedList(request, reply, async (version) => {
-          const page = await posts.page(
-            {
-              search: query.search,
-              ...authorFilter(query.author),
-              tags: tagList(query.tags),
-              is_published: query.is_published,
-              created_after: dateBound(query.created_after),
-              created_before: dateBound(query.created_before),
-              ...drafts?.filter,
-            },
-            { sort: query.sort, limit: query.page_size, offset: (query.page - 1) * query.page_size, after, before, version },
-          );
-          const { next, previous } = pageLinks(request, query, page);
-          // What JSON.stringify({ count, next, previous, results }) gives, around the posts' JSON as the store wrote it.
-          const head = `{"count":${JSON.stringify(page.total)},"next":${JSON.stringify(next)},"previous":${JSON.stringify(previous)},"results":`;
-          if (typeof page.json === 'string') return { body: `${head}${page.json}}`, version: page.version };
-          const headBytes = Buffer.from(head);
-          return { body: Buffer.concat([headBytes, page.json, CLOSE_BRACE], headBytes.length + page.json.length + 1), version: page.version };
-        }, drafts?.cacheKey);
+        return cachedList(
+          request,
+          reply,
+          async (version) => {
+            const page = await posts.page(
+              {
+                search: query.search,
+                ...authorFilter(query.author),
+                tags: tagList(query.tags),
+                is_published: query.is_published,
+                created_after: dateBound(query.created_after),
+                created_before: dateBound(query.created_before),
+                ...drafts?.filter,
+              },
+              { sort: query.sort, limit: query.page_size, offset: (query.page - 1) * query.page_size, after, before, version },
+            );
+            const { next, previous } = pageLinks(request, query, page);
+            // What JSON.stringify({ count, next, previous, results }) gives, around the posts' JSON as the store wrote it.
+            const head = `{"count":${JSON.stringify(page.total)},"next":${JSON.stringify(next)},"previous":${JSON.stringify(previous)},"results":`;
+            if (typeof page.json === 'string') return { body: `${head}${page.json}}`, version: page.version };
+            const headBytes = Buffer.from(head);
+            return { body: Buffer.concat([headBytes, page.json, CLOSE_BRACE], headBytes.length + page.json.length + 1), version: page.version };
+          },
+          drafts?.cacheKey,
+        );
       },
     );
   }
@@ -287,5 +297,4 @@ export async function registerPostLists(app: FastifyInstance, options: PostListO
     else if (page.shown === 0 && number > 1) previous = link(1);
     return { next, previous };
   }
-
 }

@@ -77,7 +77,19 @@ const SQLITE_POST_JSON =
 const POSTGRES_POST_JSON = 'page.answer_json';
 
 /** A post's own columns: what a row of the list, or of a post, carries (not PostgreSQL's answer_json). */
-export const POST_COLUMNS = ['id', 'title', 'content', 'author_id', 'author', 'author_is_admin', 'tags', 'is_published', 'created_at', 'updated_at', 'published_at'] as const;
+export const POST_COLUMNS = [
+  'id',
+  'title',
+  'content',
+  'author_id',
+  'author',
+  'author_is_admin',
+  'tags',
+  'is_published',
+  'created_at',
+  'updated_at',
+  'published_at',
+] as const;
 
 /** Where the dialects differ in matching and ordering (see PostStore for why titles sort as they do). */
 function caseless(dialect: Dialect) {
@@ -86,7 +98,7 @@ function caseless(dialect: Dialect) {
     : { like: 'LIKE', equals: (column: string, param: string) => `${column} = ${param} COLLATE NOCASE`, title: 'p.title COLLATE NOCASE' };
 }
 
-export interface PageQuery {
+interface PageQuery {
   text: string;
   params: Param[];
   /** The rows come back from the end of the list (they are put back in order by the statement). */
@@ -158,11 +170,19 @@ export function planListing(dialect: Dialect, filter: PostFilter, sort: PostSort
   // The count, once per statement however often the page uses it (SQLite would otherwise compute it at each use).
   const total = '(SELECT total FROM c)';
 
-  const kept = !filter.search?.trim() && !filter.author?.trim() && filter.author_is_admin === undefined && filter.author_id === undefined && !filter.created_after && !filter.created_before && tags.length <= 1;
+  const kept =
+    !filter.search?.trim() &&
+    !filter.author?.trim() &&
+    filter.author_is_admin === undefined &&
+    filter.author_id === undefined &&
+    !filter.created_after &&
+    !filter.created_before &&
+    tags.length <= 1;
   const keptCount = (params: Param[]): string => {
     const side = filter.is_published === undefined ? 'both' : filter.is_published ? 'published' : 'drafts';
     if (tags.length === 0) {
-      if (side === 'both') return `(SELECT CAST(sum(value) AS ${postgres ? 'BIGINT' : 'INTEGER'}) FROM counters WHERE name IN ('posts.published', 'posts.drafts'))`;
+      if (side === 'both')
+        return `(SELECT CAST(sum(value) AS ${postgres ? 'BIGINT' : 'INTEGER'}) FROM counters WHERE name IN ('posts.published', 'posts.drafts'))`;
       return `(SELECT value FROM counters WHERE name = 'posts.${side}')`;
     }
     const tag = param(params, tags[0]!);
@@ -175,7 +195,7 @@ export function planListing(dialect: Dialect, filter: PostFilter, sort: PostSort
     return `(SELECT count(*) FROM ${from}${where()})`;
   };
 
-  const direction = (reverse: boolean) => ((descending !== reverse) ? 'DESC' : 'ASC');
+  const direction = (reverse: boolean) => (descending !== reverse ? 'DESC' : 'ASC');
   const order = (reverse: boolean, k = key, i = id) => `${k} ${direction(reverse)}, ${i} ${direction(reverse)}`;
   /** `(key, id)` before (reverse) or after a cursor in the list's order. */
   const beyond = (reverse: boolean, cursor: string) => `(${key}, ${id}) ${descending !== reverse ? '<' : '>'} ${cursor}`;
@@ -326,7 +346,14 @@ export function decodeCursor(text: string, sort: PostSort): PageCursor | { probl
   }
   if (!Array.isArray(value) || value.length !== 3) return { problem: 'is not a cursor of this server: follow the next and previous links as given' };
   const [cursorSort, key, id] = value as unknown[];
-  if (typeof cursorSort !== 'string' || !SORTS.includes(cursorSort as PostSort) || typeof key !== 'string' || key.length > MAX_CURSOR_KEY || !Number.isSafeInteger(id) || (id as number) < 1) {
+  if (
+    typeof cursorSort !== 'string' ||
+    !SORTS.includes(cursorSort as PostSort) ||
+    typeof key !== 'string' ||
+    key.length > MAX_CURSOR_KEY ||
+    !Number.isSafeInteger(id) ||
+    (id as number) < 1
+  ) {
     return { problem: 'is not a cursor of this server: follow the next and previous links as given' };
   }
   if (cursorSort !== sort) return { problem: `belongs to a list sorted by ${cursorSort}, not ${sort}: follow the links of this list, or leave the cursor out` };

@@ -12,12 +12,19 @@ import type { Param, Sql } from '../store/sql.js';
 import type { VersionLease } from '../store/version-lease.js';
 import { FreshRead } from '../store/fresh-read.js';
 import { ListCache } from './list-cache.js';
-import { planListing, POST_COLUMNS, type CountSource, type ListingPlan, type PageCursor, type PageStart, type PostFilter, type PostSort } from './post-listing.js';
+import {
+  planListing,
+  POST_COLUMNS,
+  type CountSource,
+  type ListingPlan,
+  type PageCursor,
+  type PageStart,
+  type PostFilter,
+  type PostSort,
+} from './post-listing.js';
 
 /** A post's row as the store reads it (never PostgreSQL's answer_json, which only list pages join). */
 const POST_ROW = POST_COLUMNS.join(', ');
-
-export type { PageCursor } from './post-listing.js';
 
 /** The event of a new post (spec 002, Part B "Webhook"): its payload's data is the post. */
 export const POST_CREATED = 'post.created';
@@ -101,7 +108,7 @@ function toPost(row: Row): Post {
 }
 
 /** Tags as given, trimmed, without empties or case-insensitive duplicates. */
-export function cleanTags(tags: readonly string[]): string[] {
+function cleanTags(tags: readonly string[]): string[] {
   const seen = new Set<string>();
   const out: string[] = [];
   for (const raw of tags) {

@@ -4,7 +4,7 @@
  */
 import { RETRY_AFTER_SECONDS } from '../http/errors.js';
 
-export const ErrorSchema = {
+const ErrorSchema = {
   type: 'object',
   description: 'The standardized error body.',
   properties: {
@@ -70,9 +70,9 @@ export const ImageSchema = {
 const ERROR_DESCRIPTIONS: Record<number, string> = {
   400: 'Bad Request: a parameter or the body breaks its schema, or the body has a field it does not take (VALIDATION_ERROR, each field named in detail); or the body is not JSON: malformed, empty, not UTF-8, holding a lone surrogate escape, or nested deeper than 32 levels (INVALID_JSON)',
   401: 'Unauthorized: no valid Bearer token (UNAUTHORIZED), or wrong credentials (INVALID_CREDENTIALS)',
-  403: 'Forbidden: the token\'s user may not do this (FORBIDDEN)',
+  403: "Forbidden: the token's user may not do this (FORBIDDEN)",
   404: 'Not Found: no such resource (NOT_FOUND)',
-  413: 'Payload Too Large: the body is over the route\'s limit, or an image over 5 MB (PAYLOAD_TOO_LARGE)',
+  413: "Payload Too Large: the body is over the route's limit, or an image over 5 MB (PAYLOAD_TOO_LARGE)",
   415: 'Unsupported Media Type: a Content-Type the route does not take, or a file that is not a JPEG, PNG or WebP image (UNSUPPORTED_MEDIA_TYPE)',
   422: 'Unprocessable Content: an image that is truncated or malformed past its header (INVALID_IMAGE), or over 8192 pixels a side or 40 megapixels (IMAGE_TOO_LARGE)',
   429: 'Too Many Requests: too many wrong passwords for this account from this address, or from this address; try again after Retry-After seconds (TOO_MANY_ATTEMPTS)',
@@ -83,9 +83,12 @@ const RETRY_AFTER_HEADER = {
   'Retry-After': { type: 'integer', description: `Seconds to wait before trying again (${RETRY_AFTER_SECONDS})` },
 } as const;
 const LOCKED_FOR_HEADER = {
-  'Retry-After': { type: 'integer', description: 'Seconds until the lock ends: it doubles with each further wrong password (or, over the request rate, until another request is allowed)' },
+  'Retry-After': {
+    type: 'integer',
+    description: 'Seconds until the lock ends: it doubles with each further wrong password (or, over the request rate, until another request is allowed)',
+  },
 } as const;
-const RATE_LIMITED = 'more requests than serve\'s request rate allows from this access token, or from this address without one (RATE_LIMITED)';
+const RATE_LIMITED = "more requests than serve's request rate allows from this access token, or from this address without one (RATE_LIMITED)";
 const RATE_LIMITED_HEADER = {
   'Retry-After': { type: 'integer', description: 'Seconds until the token or address may send another request' },
 } as const;
@@ -100,8 +103,16 @@ export const errors = (...statuses: number[]) =>
       {
         ...ErrorSchema,
         description:
-          status !== 429 ? ERROR_DESCRIPTIONS[status] : statuses.includes(429) ? `${ERROR_DESCRIPTIONS[429]}; or ${RATE_LIMITED}` : `Too Many Requests: ${RATE_LIMITED}; try again after Retry-After seconds`,
-        ...(status === 503 ? { headers: RETRY_AFTER_HEADER } : status === 429 ? { headers: statuses.includes(429) ? LOCKED_FOR_HEADER : RATE_LIMITED_HEADER } : {}),
+          status !== 429
+            ? ERROR_DESCRIPTIONS[status]
+            : statuses.includes(429)
+              ? `${ERROR_DESCRIPTIONS[429]}; or ${RATE_LIMITED}`
+              : `Too Many Requests: ${RATE_LIMITED}; try again after Retry-After seconds`,
+        ...(status === 503
+          ? { headers: RETRY_AFTER_HEADER }
+          : status === 429
+            ? { headers: statuses.includes(429) ? LOCKED_FOR_HEADER : RATE_LIMITED_HEADER }
+            : {}),
       },
     ]),
   );
@@ -123,7 +134,12 @@ export const signupErrors = () => ({
   429: {
     ...ErrorSchema,
     description: `Too Many Requests: more sign-ups from this address (IPv6: its /64) than serve --signup-limit allows in its hour, counted by every instance together (TOO_MANY_SIGNUPS); or ${RATE_LIMITED}; try again after Retry-After seconds`,
-    headers: { 'Retry-After': { type: 'integer', description: 'Seconds until the address\'s sign-up window ends (or, over the request rate, until another request is allowed)' } },
+    headers: {
+      'Retry-After': {
+        type: 'integer',
+        description: "Seconds until the address's sign-up window ends (or, over the request rate, until another request is allowed)",
+      },
+    },
   },
   503: {
     ...ErrorSchema,
@@ -131,7 +147,8 @@ export const signupErrors = () => ({
     headers: RETRY_AFTER_HEADER,
   },
 });
-const SIGNUPS_BUSY = 'so many sign-ups wait for their password to be hashed already that no more are queued (SIGNUPS_BUSY): try again after Retry-After seconds';
+const SIGNUPS_BUSY =
+  'so many sign-ups wait for their password to be hashed already that no more are queued (SIGNUPS_BUSY): try again after Retry-After seconds';
 export const bearer = [{ bearerAuth: [] }];
 /** Says so explicitly: the operation needs no token. */
 export const PUBLIC: never[] = [];
@@ -140,4 +157,8 @@ export const OPTIONAL_BEARER = [{}, { bearerAuth: [] }];
 /** The Cache-Control of an answer that depends on who asks (a draft, a list of drafts): kept by no cache, shared or private. */
 export const PRIVATE_ANSWER = 'private, no-store';
 /** Ids are below 2^53 on every backend (a JavaScript number holds them exactly; PostgreSQL's BIGINT would take more). */
-export const PostIdParams = { type: 'object', properties: { post_id: { type: 'integer', minimum: 1, maximum: Number.MAX_SAFE_INTEGER } }, required: ['post_id'] } as const;
+export const PostIdParams = {
+  type: 'object',
+  properties: { post_id: { type: 'integer', minimum: 1, maximum: Number.MAX_SAFE_INTEGER } },
+  required: ['post_id'],
+} as const;

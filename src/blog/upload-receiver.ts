@@ -23,10 +23,10 @@ export const MAX_UPLOADS_IN_FLIGHT = 16;
 /** How long an upload's body may send nothing before it is dropped. */
 export const UPLOAD_IDLE_TIMEOUT_MS = 10_000;
 /** As long as the 503 of an unreachable database says: one documented Retry-After. */
-export const UPLOAD_RETRY_AFTER_SECONDS = RETRY_AFTER_SECONDS;
+const UPLOAD_RETRY_AFTER_SECONDS = RETRY_AFTER_SECONDS;
 
 /** Uploads one account (or the admin token) may have read at once: a quarter of the server's places. */
-export const MAX_UPLOADS_PER_ACCOUNT = 4;
+const MAX_UPLOADS_PER_ACCOUNT = 4;
 
 /** Counts uploads in flight, in all and per account; `enter` refuses past either cap. */
 export class UploadGate {

@@ -38,7 +38,7 @@ export interface StoredImage {
 }
 
 /** A stored image as served: its bytes only when asked for (a HEAD request needs none). */
-export interface ImageFile {
+interface ImageFile {
   name: string;
   mime: string;
   size: number;
@@ -68,8 +68,8 @@ export function recogniseImage(bytes: Buffer): { ext: string; mime: string; widt
 }
 
 /** The largest image taken: 8192 pixels a side and 40 megapixels (the spec recommends at most 1920x1080). */
-export const MAX_IMAGE_SIDE = 8192;
-export const MAX_IMAGE_PIXELS = 40_000_000;
+const MAX_IMAGE_SIDE = 8192;
+const MAX_IMAGE_PIXELS = 40_000_000;
 
 /** Why a PNG's chunks do not add up to the file, or undefined: IHDR first, every length inside the file, IEND last and at its end. */
 function pngProblem(bytes: Buffer): string | undefined {
@@ -108,7 +108,8 @@ function jpegProblem(bytes: Buffer): string | undefined {
     offset += length;
     if (marker === 0xda) {
       // Entropy-coded data up to the next marker that is neither a stuffed 00 nor a restart marker.
-      while (offset + 1 < bytes.length && !(bytes[offset] === 0xff && bytes[offset + 1] !== 0x00 && (bytes[offset + 1]! < 0xd0 || bytes[offset + 1]! > 0xd7))) offset++;
+      while (offset + 1 < bytes.length && !(bytes[offset] === 0xff && bytes[offset + 1] !== 0x00 && (bytes[offset + 1]! < 0xd0 || bytes[offset + 1]! > 0xd7)))
+        offset++;
       if (offset + 1 >= bytes.length) break;
     }
   }
@@ -131,7 +132,9 @@ function webpProblem(bytes: Buffer): string | undefined {
  * file is refused) and its size within MAX_IMAGE_SIDE and MAX_IMAGE_PIXELS (which also bounds what a small,
  * highly compressed file inflates to). Undefined when the bytes are no image we take at all.
  */
-export function inspectImage(bytes: Buffer): { ok: true; kind: ReturnType<typeof recogniseImage> & object } | { ok: false; code: 'INVALID_IMAGE' | 'IMAGE_TOO_LARGE'; problem: string } | undefined {
+export function inspectImage(
+  bytes: Buffer,
+): { ok: true; kind: ReturnType<typeof recogniseImage> & object } | { ok: false; code: 'INVALID_IMAGE' | 'IMAGE_TOO_LARGE'; problem: string } | undefined {
   const kind = recogniseImage(bytes);
   if (!kind) return undefined;
   const problem = kind.ext === 'png' ? pngProblem(bytes) : kind.ext === 'jpg' ? jpegProblem(bytes) : webpProblem(bytes);
@@ -154,7 +157,7 @@ function identify(bytes: Buffer): StoredImage | undefined {
 }
 
 /** Files in a directory: the SQLite data dir's uploads/, or a temporary one. */
-export class FileImageStore implements ImageStore {
+class FileImageStore implements ImageStore {
   constructor(
     readonly directory: string,
     private readonly onClose: () => void = () => undefined,
@@ -194,7 +197,7 @@ export class FileImageStore implements ImageStore {
 }
 
 /** Bytes in the images table (PostgreSQL): every instance serves what any instance stored. */
-export class DatabaseImageStore implements ImageStore {
+class DatabaseImageStore implements ImageStore {
   constructor(
     private readonly sql: Sql,
     private readonly now: () => Date = () => new Date(),

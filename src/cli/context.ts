@@ -32,9 +32,8 @@ export interface CommandContext extends Context {
 
 let cachedVersion: string | undefined;
 
-export function packageVersion(): string {
-  cachedVersion ??= (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string })
-    .version;
+function packageVersion(): string {
+  cachedVersion ??= (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
   return cachedVersion;
 }
 

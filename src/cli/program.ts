@@ -86,6 +86,7 @@ export function registerCompletion(program: Command, bind: Bind): void {
       'after',
       '\nInstall:\n' +
         '  bash  miniapp completion bash > ~/.local/share/bash-completion/completions/miniapp\n' +
+        // biome-ignore lint/suspicious/noTemplateCurlyInString: zsh's own ${fpath[1]}, printed for the user to paste.
         '  zsh   miniapp completion zsh > "${fpath[1]}/_miniapp"   (then restart zsh)\n' +
         '  fish  miniapp completion fish > ~/.config/fish/completions/miniapp.fish',
     )
@@ -174,7 +175,10 @@ class MiniappCommand extends Command {
     let code = options?.code;
     if (code === 'commander.excessArguments' && this.commands.length > 0) {
       const word = String(this.args[0] ?? '');
-      const suggestion = closest(word, this.commands.filter((c) => !(c as unknown as { _hidden?: boolean })._hidden).map((c) => c.name()));
+      const suggestion = closest(
+        word,
+        this.commands.filter((c) => !(c as unknown as { _hidden?: boolean })._hidden).map((c) => c.name()),
+      );
       text = `unknown command '${word}' for '${commandPath(this)}'${suggestion ? ` (did you mean '${suggestion}'?)` : ''}`;
       code = 'commander.unknownCommand';
     }
@@ -192,13 +196,11 @@ export async function buildProgram(
   options: { loaders: Loaders; allGroups?: boolean },
 ): Promise<Command> {
   const program = new MiniappCommand('miniapp')
-    .description('Operate mini-app backends: the partner login API and its relay, media insights, the gRPC user, commerce and monitoring services, the blog API and its webhooks, and offline sandboxes.')
-    .version(ctx.version, '-V, --version', 'print the version')
-    .addOption(
-      new Option('--profile <name>', 'config profile to use (env MINIAPP_PROFILE)').default(
-        ctx.env.MINIAPP_PROFILE?.trim() || 'default',
-      ),
+    .description(
+      'Operate mini-app backends: the partner login API and its relay, media insights, the gRPC user, commerce and monitoring services, the blog API and its webhooks, and offline sandboxes.',
     )
+    .version(ctx.version, '-V, --version', 'print the version')
+    .addOption(new Option('--profile <name>', 'config profile to use (env MINIAPP_PROFILE)').default(ctx.env.MINIAPP_PROFILE?.trim() || 'default'))
     .option('--json', 'print exact JSON on stdout')
     .option('--no-color', 'disable colours (also NO_COLOR=1)')
     .option('--color', 'colours even when piped or under NO_COLOR (also FORCE_COLOR=1)')
@@ -216,31 +218,30 @@ export async function buildProgram(
   // --no-color wins over --color wherever each stands (README); commander keeps the last of the two.
   const ended = argv.indexOf('--');
   const saidNoColor = (ended === -1 ? argv : argv.slice(0, ended)).includes('--no-color');
-  const bind: Bind = (handler) => async (...args) => {
-    const command = args.at(-1) as Command;
-    const globals = command.optsWithGlobals<GlobalOptions>();
-    const [{ createOutput }, { checkProfileName, Settings }] = await Promise.all([
-      import('./render/output.js'),
-      import('../config/settings.js'),
-    ]);
-    const profile = checkProfileName(globals.profile);
-    const cc: CommandContext = {
-      ...ctx,
-      out: await createOutput(ctx.io, {
-        json: Boolean(globals.json),
-        noColor: saidNoColor || !globals.color,
-        // --color and --no-color share one value: only a --color given on the command line forces colours.
-        forceColor: !saidNoColor && globals.color && command.getOptionValueSourceWithGlobals('color') === 'cli',
-        env: ctx.env,
-      }),
-      profile,
-      debug: Boolean(globals.debug),
-      settings: new Settings(profile, ctx.env, ctx.homedir),
+  const bind: Bind =
+    (handler) =>
+    async (...args) => {
+      const command = args.at(-1) as Command;
+      const globals = command.optsWithGlobals<GlobalOptions>();
+      const [{ createOutput }, { checkProfileName, Settings }] = await Promise.all([import('./render/output.js'), import('../config/settings.js')]);
+      const profile = checkProfileName(globals.profile);
+      const cc: CommandContext = {
+        ...ctx,
+        out: await createOutput(ctx.io, {
+          json: Boolean(globals.json),
+          noColor: saidNoColor || !globals.color,
+          // --color and --no-color share one value: only a --color given on the command line forces colours.
+          forceColor: !saidNoColor && globals.color && command.getOptionValueSourceWithGlobals('color') === 'cli',
+          env: ctx.env,
+        }),
+        profile,
+        debug: Boolean(globals.debug),
+        settings: new Settings(profile, ctx.env, ctx.homedir),
+      };
+      onCommand(cc, command);
+      await warnUnknownProfile(cc, command);
+      await handler(cc, command);
     };
-    onCommand(cc, command);
-    await warnUnknownProfile(cc, command);
-    await handler(cc, command);
-  };
 
   const wanted = groupNameOf(argv);
   for (const group of GROUP_SUMMARIES) {
@@ -296,9 +297,7 @@ async function warnUnknownProfile(cc: CommandContext, command: Command): Promise
   if (path === 'miniapp config set' || path === 'miniapp config profiles' || path === 'miniapp serve') return;
   const known = cc.settings.file().profileNames();
   if (known.includes(cc.profile)) return;
-  cc.out.warn(
-    `profile "${cc.profile}" has no settings yet${known.length ? ` (profiles: ${known.join(', ')})` : ''}; \`miniapp config profiles\` lists them`,
-  );
+  cc.out.warn(`profile "${cc.profile}" has no settings yet${known.length ? ` (profiles: ${known.join(', ')})` : ''}; \`miniapp config profiles\` lists them`);
 }
 
 /**
@@ -357,7 +356,8 @@ export async function runProgram(argv: readonly string[], ctx: Context, loaders:
   } catch (thrown) {
     // A database that cannot answer is reported with its cause and exit code, whichever command met it (loaded
     // only then: the quick path never needs it).
-    const error = (thrown as Error | undefined)?.name === 'StoreUnavailableError' ? ((await import('../store/errors.js')).storeErrorForCli(thrown) ?? thrown) : thrown;
+    const error =
+      (thrown as Error | undefined)?.name === 'StoreUnavailableError' ? ((await import('../store/errors.js')).storeErrorForCli(thrown) ?? thrown) : thrown;
     if (error instanceof CommanderError) {
       if (error.exitCode === 0) return ExitCode.ok;
       const problem = program?.problem.current;
@@ -376,7 +376,14 @@ export async function runProgram(argv: readonly string[], ctx: Context, loaders:
  * usage error, where the usage is (`Run 'miniapp users get --help' for
  * usage.`). With --json, one JSON object `{"error":{code,message,hint}}`.
  */
-async function reportError(error: unknown, ctx: Context, argv: readonly string[], debug: boolean, usageOf?: string, warnings: readonly string[] = []): Promise<void> {
+async function reportError(
+  error: unknown,
+  ctx: Context,
+  argv: readonly string[],
+  debug: boolean,
+  usageOf?: string,
+  warnings: readonly string[] = [],
+): Promise<void> {
   const stderr: OutStream = ctx.io.stderr;
   const write = (text: string) => void stderr.write(`${text}\n`);
   const known = error instanceof MiniappError;
@@ -391,18 +398,26 @@ async function reportError(error: unknown, ctx: Context, argv: readonly string[]
     // One JSON object: the warnings held back while the command ran ride in it (render/output.ts).
     write(
       JSON.stringify({
-        error: { code, exitCode: known ? error.exitCode : ExitCode.failure, message, ...(hints.length ? { hint: hints.join(' ') } : {}), ...(warnings.length ? { warnings } : {}) },
+        error: {
+          code,
+          exitCode: known ? error.exitCode : ExitCode.failure,
+          message,
+          ...(hints.length ? { hint: hints.join(' ') } : {}),
+          ...(warnings.length ? { warnings } : {}),
+        },
       }),
     );
   } else {
     const { createOutput } = await import('./render/output.js');
-    const color = (await createOutput(ctx.io, { json: false, noColor: argv.includes('--no-color'), forceColor: argv.includes('--color'), env: ctx.env })).errColor;
+    const color = (await createOutput(ctx.io, { json: false, noColor: argv.includes('--no-color'), forceColor: argv.includes('--color'), env: ctx.env }))
+      .errColor;
     write(`${color.red('error:')} ${message}`);
     for (const hint of hints) write(color.dim(hint));
   }
   if (debug) {
     const { createOutput } = await import('./render/output.js');
-    const color = (await createOutput(ctx.io, { json: false, noColor: argv.includes('--no-color'), forceColor: argv.includes('--color'), env: ctx.env })).errColor;
+    const color = (await createOutput(ctx.io, { json: false, noColor: argv.includes('--no-color'), forceColor: argv.includes('--color'), env: ctx.env }))
+      .errColor;
     let current: unknown = error;
     while (current instanceof Error) {
       write(color.dim(current.stack ?? String(current)));

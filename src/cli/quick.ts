@@ -47,7 +47,11 @@ export function servesQuickly(argv: readonly string[]): boolean {
 export function quickCli(argv: readonly string[]): Promise<ExitCode> | undefined {
   if (!servesQuickly(argv)) return undefined;
   return (async () => {
-    const [{ processContext }, { runProgram }, { directIo }] = await Promise.all([import('./context.js'), import('./program.js'), import('./terminal/stdio.js')]);
+    const [{ processContext }, { runProgram }, { directIo }] = await Promise.all([
+      import('./context.js'),
+      import('./program.js'),
+      import('./terminal/stdio.js'),
+    ]);
     return runProgram(argv, processContext({ io: directIo }), LOADERS);
   })();
 }

@@ -8,7 +8,7 @@
  *
  * Nothing here prints or reads the environment.
  */
-import * as grpc from '@grpc/grpc-js';
+import type * as grpc from '@grpc/grpc-js';
 import type { Timestamp } from '../grpc/protos.js';
 import { ServiceConnection, type ConnectOptions } from '../grpc/client/channel.js';
 
@@ -77,7 +77,16 @@ const REPLAYED_METADATA = 'idempotent-replayed';
 
 type Service = 'inventory' | 'order' | 'payment';
 const NAMES = { inventory: 'inventory.v1.InventoryService', order: 'order.v1.OrderService', payment: 'payment.v1.PaymentService' } as const;
-type RawClient = grpc.Client & Record<string, (request: unknown, metadata: grpc.Metadata, options: grpc.CallOptions, callback: (error: grpc.ServiceError | null, response?: unknown) => void) => grpc.ClientUnaryCall>;
+type RawClient = grpc.Client &
+  Record<
+    string,
+    (
+      request: unknown,
+      metadata: grpc.Metadata,
+      options: grpc.CallOptions,
+      callback: (error: grpc.ServiceError | null, response?: unknown) => void,
+    ) => grpc.ClientUnaryCall
+  >;
 
 export class CommerceClient {
   readonly #clients = new Map<Service, RawClient>();
@@ -113,7 +122,14 @@ export class CommerceClient {
   }
 
   /** Without a quantity, an existing SKU keeps its on-hand count (keep_quantity). */
-  setStock(request: { sku: string; quantity?: number | undefined; price?: number | undefined; name?: string | undefined; currency?: string | undefined; reason?: string | undefined }): Promise<StockLevelMessage> {
+  setStock(request: {
+    sku: string;
+    quantity?: number | undefined;
+    price?: number | undefined;
+    name?: string | undefined;
+    currency?: string | undefined;
+    reason?: string | undefined;
+  }): Promise<StockLevelMessage> {
     return this.#call('inventory', 'SetStock', {
       ...request,
       quantity: request.quantity ?? 0,
@@ -128,7 +144,11 @@ export class CommerceClient {
   }
 
   /** The order; `replayed` when the key was seen before and this is its first answer, stored (the order may have moved on since). */
-  async createOrder(request: { items: { sku: string; quantity: number }[]; user_id?: string; idempotency_key: string }): Promise<{ order: OrderMessage; replayed: boolean }> {
+  async createOrder(request: {
+    items: { sku: string; quantity: number }[];
+    user_id?: string;
+    idempotency_key: string;
+  }): Promise<{ order: OrderMessage; replayed: boolean }> {
     let replayed = false;
     const order = await this.#call<OrderMessage>('order', 'CreateOrder', request, (metadata) => {
       replayed = metadata.get(REPLAYED_METADATA).some((value) => String(value) === 'true');
@@ -140,7 +160,12 @@ export class CommerceClient {
     return this.#call('order', 'GetOrder', { order_id: orderId });
   }
 
-  listOrders(request: { page_size?: number; page_token?: string; status?: string; user_id?: string }): Promise<{ orders: OrderMessage[]; next_page_token: string }> {
+  listOrders(request: {
+    page_size?: number;
+    page_token?: string;
+    status?: string;
+    user_id?: string;
+  }): Promise<{ orders: OrderMessage[]; next_page_token: string }> {
     return this.#call('order', 'ListOrders', request);
   }
 
@@ -156,7 +181,12 @@ export class CommerceClient {
     return this.#call('payment', 'GetPayment', { payment_id: paymentId });
   }
 
-  refundPayment(request: { payment_id: string; amount?: number; reason: string; idempotency_key: string }): Promise<{ payment: PaymentMessage; refund: RefundMessage }> {
+  refundPayment(request: {
+    payment_id: string;
+    amount?: number;
+    reason: string;
+    idempotency_key: string;
+  }): Promise<{ payment: PaymentMessage; refund: RefundMessage }> {
     return this.#call('payment', 'RefundPayment', request);
   }
 

@@ -21,7 +21,7 @@ import { tracedProvider } from './payment/traced-provider.js';
 import type { Telemetry } from '../telemetry/telemetry.js';
 import type { Authenticate, InternalLog } from './kernel/grpc.js';
 
-export const DEFAULT_SWEEP_MS = 30_000;
+const DEFAULT_SWEEP_MS = 30_000;
 
 export interface CommerceOptions {
   sql: Sql;
@@ -69,7 +69,16 @@ export class Commerce {
       publish: options.publish,
       observe: options.observe,
     });
-    this.orders = new Orders({ sql, now, inventory: this.inventory, payments: this.payments, keys: this.keys, publish: options.publish, observe: options.observe, reservationTtlMs: options.reservationTtlMs });
+    this.orders = new Orders({
+      sql,
+      now,
+      inventory: this.inventory,
+      payments: this.payments,
+      keys: this.keys,
+      publish: options.publish,
+      observe: options.observe,
+      reservationTtlMs: options.reservationTtlMs,
+    });
     const common = { authenticate: options.authenticate, log: options.log };
     this.inventoryService = new InventoryServiceImpl({ ...common, inventory: this.inventory, sql, expireDue: () => this.orders.expireDue() });
     this.paymentService = new PaymentServiceImpl({ ...common, payments: this.payments, orders: this.orders });

@@ -25,7 +25,7 @@ export const FILE_MODE = 0o600;
 export const CONFIG_DIR_HINT = 'choose another config dir with MINIAPP_CONFIG_DIR, or make this one writable';
 
 /** Removes group and other permissions from a file that has them. */
-export function tighten(path: string): void {
+function tighten(path: string): void {
   try {
     if ((statSync(path).mode & 0o077) !== 0) chmodSync(path, FILE_MODE);
   } catch (error) {
@@ -36,7 +36,7 @@ export function tighten(path: string): void {
 }
 
 /** The file could not be read, or (given its `text`) is not JSON: said without quoting it, as it holds keys and tokens. */
-export function unreadableConfig(path: string, error: unknown, text?: string): ConfigError {
+function unreadableConfig(path: string, error: unknown, text?: string): ConfigError {
   return badConfig(path, text === undefined ? (error as Error).message : `not valid JSON: ${jsonSyntaxProblem(text, error)}`, error);
 }
 
@@ -103,13 +103,13 @@ export class ConfigFile {
     }
     // Anything but this shape is refused, never read as empty: a write would then replace what the file holds.
     if (!isJsonObject(data)) throw badConfig(this.path, `it holds ${jsonKind(data)}, not an object with "profiles"`);
-    const profiles = data['profiles'];
+    const profiles = data.profiles;
     if (profiles === undefined) return {};
     if (!isJsonObject(profiles)) throw badConfig(this.path, `"profiles" is ${jsonKind(profiles)}, not an object of profiles`);
     for (const [name, profile] of Object.entries(profiles)) {
       if (!isJsonObject(profile)) throw badConfig(this.path, `profile "${name}" is ${jsonKind(profile)}, not an object`);
-      if (profile['settings'] !== undefined && !isJsonObject(profile['settings'])) {
-        throw badConfig(this.path, `the settings of profile "${name}" are ${jsonKind(profile['settings'])}, not an object`);
+      if (profile.settings !== undefined && !isJsonObject(profile.settings)) {
+        throw badConfig(this.path, `the settings of profile "${name}" are ${jsonKind(profile.settings)}, not an object`);
       }
     }
     return profiles as Record<string, ProfileData>;

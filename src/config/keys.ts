@@ -40,7 +40,6 @@ function httpUrl(key: string) {
   };
 }
 
-
 /** A certificate, key or CA bundle: a readable file path or the PEM text itself. */
 function pem(key: string, label: RegExp, expected: string) {
   return (value: string): string => {
@@ -82,7 +81,9 @@ function databaseUrl(value: string): string {
   }
   if (!url || (url.protocol !== 'postgres:' && url.protocol !== 'postgresql:') || !url.hostname) {
     // Never echo the value: it may hold a password.
-    throw new ConfigError('database-url must be a postgres:// or postgresql:// URL with a host, such as postgres://miniapp:PASSWORD@db.example.com:5432/miniapp');
+    throw new ConfigError(
+      'database-url must be a postgres:// or postgresql:// URL with a host, such as postgres://miniapp:PASSWORD@db.example.com:5432/miniapp',
+    );
   }
   return trimmed;
 }
@@ -137,7 +138,12 @@ export const SETTINGS: readonly SettingSpec[] = [
     secret: true,
     validate: pem('mtls-key', PEM_KEY, 'PRIVATE KEY'),
   },
-  { key: 'mtls-ca', env: 'MINIAPP_MTLS_CA', description: 'CA bundle for the partner API: file path or PEM text', validate: pem('mtls-ca', PEM_CERT, 'CERTIFICATE') },
+  {
+    key: 'mtls-ca',
+    env: 'MINIAPP_MTLS_CA',
+    description: 'CA bundle for the partner API: file path or PEM text',
+    validate: pem('mtls-ca', PEM_CERT, 'CERTIFICATE'),
+  },
   { key: 'relay-url', env: 'MINIAPP_RELAY_URL', description: 'URL of a running relay', validate: httpUrl('relay-url') },
   {
     key: 'graph-url',
@@ -211,7 +217,12 @@ export const SETTINGS: readonly SettingSpec[] = [
       return trimmed;
     },
   },
-  { key: 'grpc-ca', env: 'MINIAPP_GRPC_CA', description: 'CA for a TLS user service: file path or PEM text', validate: pem('grpc-ca', PEM_CERT, 'CERTIFICATE') },
+  {
+    key: 'grpc-ca',
+    env: 'MINIAPP_GRPC_CA',
+    description: 'CA for a TLS user service: file path or PEM text',
+    validate: pem('grpc-ca', PEM_CERT, 'CERTIFICATE'),
+  },
   {
     key: 'database-url',
     env: 'MINIAPP_DATABASE_URL',

@@ -11,7 +11,7 @@ import { ConfigFile } from './file.js';
 import { jsonKind } from '../json-syntax.js';
 import type { ConfigStore } from './store.js';
 
-export type SettingSource = 'env' | 'profile' | 'default';
+type SettingSource = 'env' | 'profile' | 'default';
 
 export interface ResolvedSetting {
   spec: SettingSpec;

@@ -30,7 +30,8 @@ function unwritableConfig(dir: string, error: unknown): ConfigError {
   });
 }
 
-const isSystemError = (error: unknown) => typeof (error as NodeJS.ErrnoException | undefined)?.code === 'string' && /^E[A-Z]+$/.test((error as NodeJS.ErrnoException).code!);
+const isSystemError = (error: unknown) =>
+  typeof (error as NodeJS.ErrnoException | undefined)?.code === 'string' && /^E[A-Z]+$/.test((error as NodeJS.ErrnoException).code!);
 
 export class ConfigStore extends ConfigFile {
   constructor(dir: string) {

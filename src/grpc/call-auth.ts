@@ -14,7 +14,7 @@ import { failStream, RpcError } from './status.js';
 const { status: Status } = grpc;
 
 /** How a stream whose token stopped authenticating ends. */
-export const TOKEN_GONE = {
+const TOKEN_GONE = {
   code: Status.UNAUTHENTICATED,
   details: 'the token of this stream no longer authenticates (revoked or expired, or its user was deactivated or deleted)',
 } as const;

@@ -19,8 +19,6 @@ import * as grpc from '@grpc/grpc-js';
 import { failStream } from './status.js';
 import { DEFAULT_MAX_UNREAD, StreamOutbox, type OutboxStream } from './stream-outbox.js';
 
-export { DEFAULT_MAX_UNREAD } from './stream-outbox.js';
-
 /** The part of a server stream a room needs. */
 export type Member<T> = OutboxStream<T>;
 
@@ -37,7 +35,10 @@ export class ChatRooms<T> {
 
   join(room: string, member: Member<T>): void {
     let members = this.#rooms.get(room);
-    if (!members) this.#rooms.set(room, (members = new Set()));
+    if (!members) {
+      members = new Set();
+      this.#rooms.set(room, members);
+    }
     members.add(member);
     if (!this.#seats.has(member)) {
       this.#seats.set(member, new StreamOutbox(member, { maxUnread: this.#maxUnread, onOverflow: () => this.#drop(member, room) }));

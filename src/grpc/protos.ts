@@ -19,7 +19,7 @@ export const PROTO_ROOT = fileURLToPath(new URL('../../proto', import.meta.url))
 /** Compiled by `npm run build` (buf) from every .proto under PROTO_ROOT, imports and comments included. */
 export const DESCRIPTOR_SET = join(PROTO_ROOT, 'descriptor-set.binpb');
 
-export const LOADER_OPTIONS: protoLoader.Options = {
+const LOADER_OPTIONS: protoLoader.Options = {
   keepCase: true,
   longs: String,
   enums: String,
@@ -29,7 +29,7 @@ export const LOADER_OPTIONS: protoLoader.Options = {
 };
 
 /** Every service `serve` offers, by full name, and the file that declares it. */
-export const SERVICE_FILES = {
+const SERVICE_FILES = {
   'user.v1.UserService': 'user/v1/user.proto',
   'monitoring.v1.MonitoringService': 'monitoring/v1/monitoring.proto',
   'inventory.v1.InventoryService': 'inventory/v1/inventory.proto',
@@ -47,7 +47,7 @@ interface Loaded {
 const loaded = new Map<string, Loaded>();
 
 /** One .proto file (path under PROTO_ROOT) and what it imports, loaded once. */
-export function loadProtoFile(file: string): Loaded {
+function loadProtoFile(file: string): Loaded {
   let entry = loaded.get(file);
   if (!entry) {
     const definition = protoLoader.loadSync(file, LOADER_OPTIONS);
@@ -73,9 +73,4 @@ export interface Timestamp {
 export function toTimestamp(date: Date): Timestamp {
   const ms = date.getTime();
   return { seconds: String(Math.floor(ms / 1000)), nanos: (((ms % 1000) + 1000) % 1000) * 1_000_000 };
-}
-
-export function fromTimestamp(ts: Timestamp | null | undefined): Date | undefined {
-  if (!ts) return undefined;
-  return new Date(Number(ts.seconds) * 1000 + Math.floor(ts.nanos / 1_000_000));
 }

@@ -43,7 +43,7 @@ function unsetRequestsAnswered(stream: grpc.ServerDuplexStream<unknown, unknown>
 }
 
 /** Every file of the compiled descriptor set, by name, as encoded FileDescriptorProto bytes. */
-export function descriptorFiles(path = DESCRIPTOR_SET): Map<string, Uint8Array> {
+function descriptorFiles(path = DESCRIPTOR_SET): Map<string, Uint8Array> {
   const files = new Map<string, Uint8Array>();
   for (const file of readDescriptorSet(path).file) files.set(file.name, toBinary(FileDescriptorProtoSchema, file));
   return files;
@@ -79,7 +79,8 @@ export function addReflection(server: grpc.Server, services: readonly string[], 
   for (const [method, { definition }] of servicesOf(new ReflectionService({}, { services: [] }))) {
     server.addService(definition, {
       ServerReflectionInfo: (stream: grpc.ServerDuplexStream<unknown, unknown>) => {
-        const handler = (indexed ??= index()).get(method)!.implementation.ServerReflectionInfo as (stream: grpc.ServerDuplexStream<unknown, unknown>) => void;
+        indexed ??= index();
+        const handler = indexed.get(method)!.implementation.ServerReflectionInfo as (stream: grpc.ServerDuplexStream<unknown, unknown>) => void;
         handler(unsetRequestsAnswered(stream));
       },
     });

@@ -32,7 +32,7 @@ import { AddressPenalties, DEFAULT_RESET_LIMITS, guardSessions, type ClosedSessi
  * library closes the connection (GOAWAY COMPRESSION_ERROR) for a single
  * value over 64 KiB as compressed, which no server option changes.
  */
-export const MAX_METADATA_BYTES = 16 * 1024;
+const MAX_METADATA_BYTES = 16 * 1024;
 
 /**
  * The header-list size of request metadata as it arrived: what
@@ -54,7 +54,7 @@ export function metadataBytes(metadata: grpc.Metadata): number {
 }
 
 /** What a checked deserializer returns in place of a request the server refuses. */
-export class RejectedRequest {
+class RejectedRequest {
   constructor(readonly details: string) {}
 }
 
@@ -68,7 +68,7 @@ function inputOf(registry: FileRegistry, path: string): DescMessage {
 }
 
 /** The definition with each method's deserializer checking the wire bytes first. */
-export function checkedService(service: grpc.ServiceDefinition, registry = descriptorRegistry()): grpc.ServiceDefinition {
+function checkedService(service: grpc.ServiceDefinition, registry = descriptorRegistry()): grpc.ServiceDefinition {
   const checked: Record<string, grpc.MethodDefinition<unknown, unknown>> = {};
   for (const [name, method] of Object.entries(service as Record<string, grpc.MethodDefinition<unknown, unknown>>)) {
     const input = inputOf(registry, method.path);
@@ -121,7 +121,7 @@ export type ObserveCall = (method: grpc.ServerMethodDefinition<unknown, unknown>
  * ends with RESOURCE_EXHAUSTED and a RetryInfo (retry-info.ts). Health
  * and reflection (the grpc.* services) are never limited.
  */
-export function requestCheckInterceptor(maxBytes = MAX_METADATA_BYTES, observe?: ObserveCall, rates?: RequestRates): grpc.ServerInterceptor {
+function requestCheckInterceptor(maxBytes = MAX_METADATA_BYTES, observe?: ObserveCall, rates?: RequestRates): grpc.ServerInterceptor {
   return (method, call) => {
     const observer = observe?.(method);
     const limited = rates !== undefined && !method.path.startsWith('/grpc.');

@@ -11,7 +11,7 @@ import { create, toBinary, type DescMessage } from '@bufbuild/protobuf';
 import { anyPack } from '@bufbuild/protobuf/wkt';
 import { descriptorRegistry } from './descriptor-set.js';
 
-export const STATUS_DETAILS_KEY = 'grpc-status-details-bin';
+const STATUS_DETAILS_KEY = 'grpc-status-details-bin';
 
 let schemas: { status: DescMessage; retryInfo: DescMessage } | undefined;
 
@@ -27,7 +27,7 @@ function schemasOf(): { status: DescMessage; retryInfo: DescMessage } {
 }
 
 /** The google.rpc.Status bytes of a call refused for `retryDelayMs`. */
-export function retryStatusDetails(code: grpc.status, message: string, retryDelayMs: number): Buffer {
+function retryStatusDetails(code: grpc.status, message: string, retryDelayMs: number): Buffer {
   const { status, retryInfo } = schemasOf();
   const delay = { seconds: BigInt(Math.floor(retryDelayMs / 1000)), nanos: (retryDelayMs % 1000) * 1_000_000 };
   const detail = anyPack(retryInfo, create(retryInfo, { retryDelay: delay } as never));

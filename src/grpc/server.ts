@@ -38,8 +38,6 @@ export interface GrpcMetrics {
   flushBeforeRead(flush: () => void): void;
 }
 
-export const DEFAULT_GRPC_PORT = 50051;
-
 /**
  * What one connection may hold, and how long (the README's limits): grpc-js
  * leaves every one unbounded. The reset budget is session-guard.ts's.
@@ -52,18 +50,18 @@ export const DEFAULT_GRPC_PORT = 50051;
  *   reconnects, so load spreads over new instances; the streams it has run
  *   on to their end (no grace limit: a watch is meant to last).
  */
-export const CONNECTION_BOUNDS = {
+const CONNECTION_BOUNDS = {
   'grpc.max_concurrent_streams': 1_000,
   'grpc.keepalive_time_ms': 60_000,
   'grpc.keepalive_timeout_ms': 20_000,
   'grpc.max_connection_idle_ms': 5 * 60_000,
   'grpc.max_connection_age_ms': 30 * 60_000,
 } as const;
-export const MAX_RECEIVE_BYTES = 4 * 1024 * 1024;
+const MAX_RECEIVE_BYTES = 4 * 1024 * 1024;
 const HEALTH_SERVICE = 'grpc.health.v1.Health';
 const REFLECTION_SERVICES = ['grpc.reflection.v1.ServerReflection', 'grpc.reflection.v1alpha.ServerReflection'];
 
-export interface GrpcService {
+interface GrpcService {
   name: Exclude<ServiceName, typeof HEALTH_SERVICE>;
   handlers: grpc.UntypedServiceImplementation;
 }
@@ -84,7 +82,7 @@ export interface GrpcServerOptions {
   rates?: RequestRates | undefined;
 }
 
-export interface CallLog {
+interface CallLog {
   info(fields: object, message: string): void;
   warn(fields: object, message: string): void;
 }
@@ -312,9 +310,14 @@ const MAX_ECHOED_NAME = 200;
 function addHealth(server: grpc.Server, health: HealthImplementation): Set<grpc.ServerWritableStream<unknown, unknown>> {
   let definition: grpc.ServiceDefinition | undefined;
   let handlers: grpc.UntypedServiceImplementation | undefined;
-  health.addToServer({ addService: (service: grpc.ServiceDefinition, implementation: grpc.UntypedServiceImplementation) => ((definition = service), (handlers = implementation)) } as unknown as grpc.Server);
-  const check = handlers!['check'] as grpc.handleUnaryCall<{ service?: string }, unknown>;
-  const watch = handlers!['watch'] as grpc.handleServerStreamingCall<{ service?: string }, unknown>;
+  health.addToServer({
+    addService: (service: grpc.ServiceDefinition, implementation: grpc.UntypedServiceImplementation) => {
+      definition = service;
+      handlers = implementation;
+    },
+  } as unknown as grpc.Server);
+  const check = handlers!.check as grpc.handleUnaryCall<{ service?: string }, unknown>;
+  const watch = handlers!.watch as grpc.handleServerStreamingCall<{ service?: string }, unknown>;
   const watches = new Set<grpc.ServerWritableStream<unknown, unknown>>();
   server.addService(definition!, {
     ...handlers,

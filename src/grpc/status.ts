@@ -66,7 +66,6 @@ export function goCodeName(code: grpc.status): string {
   return GO_CODE_NAMES[code] ?? `Code(${code})`;
 }
 
-
 /**
  * The status of a store that cannot answer (the database is down, or went
  * away in the middle of a transaction): UNAVAILABLE, which tells clients to

@@ -19,7 +19,7 @@
  * a stream that has taken nothing for that long while messages wait is let
  * go too (`onOverflow('stalled')`).
  */
-import * as grpc from '@grpc/grpc-js';
+import type * as grpc from '@grpc/grpc-js';
 
 export const DEFAULT_MAX_UNREAD = 1000;
 /** How long a stream may take nothing while messages wait for it, where its owner sets a bound. */

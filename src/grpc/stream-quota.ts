@@ -5,7 +5,7 @@
  * RESOURCE_EXHAUSTED and a RetryInfo (retry-info.ts). The admin token is
  * the operator's, and counts against the total only.
  */
-import * as grpc from '@grpc/grpc-js';
+import type * as grpc from '@grpc/grpc-js';
 import type { Principal } from '../auth/tokens.js';
 import { resourceExhausted } from './retry-info.js';
 
@@ -15,7 +15,7 @@ export interface StreamQuotaLimits {
 }
 
 /** When a refused client may try again: by then a stream of the same account may have ended. */
-export const QUOTA_RETRY_MS = 5_000;
+const QUOTA_RETRY_MS = 5_000;
 
 /** A refusal past the quota, with the status (and its RetryInfo) that ends the call. */
 export class QuotaExceeded extends Error {

@@ -7,7 +7,7 @@
  */
 
 /** RFC 6750 section 3.1; no error code at all when the request carried no credentials. */
-export type BearerError = 'invalid_request' | 'invalid_token' | 'insufficient_scope';
+type BearerError = 'invalid_request' | 'invalid_token' | 'insufficient_scope';
 
 export interface BearerChallenge {
   realm?: string;

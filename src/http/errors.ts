@@ -99,7 +99,10 @@ export function installErrorHandling(app: FastifyInstance): void {
   app.setNotFoundHandler((request: FastifyRequest, reply: FastifyReply) => {
     const wrongMethod = methodNotAllowed(request);
     if (wrongMethod) {
-      void reply.status(405).header('allow', wrongMethod.allow).send({ error: wrongMethod.message, detail: wrongMethod.message, code: METHOD_NOT_ALLOWED } satisfies ErrorBody);
+      void reply
+        .status(405)
+        .header('allow', wrongMethod.allow)
+        .send({ error: wrongMethod.message, detail: wrongMethod.message, code: METHOD_NOT_ALLOWED } satisfies ErrorBody);
       return;
     }
     const message = `no route for ${request.method} ${request.url.split('?')[0]}`;
@@ -204,7 +207,10 @@ export function refusalHandlers(observe?: RefusalObserver): {
             ? [414, 'URI_TOO_LONG', 'a segment of the request path is longer than any route takes (100 characters)']
             : [400, 'BAD_REQUEST', 'bad request'];
       observe?.({ socket: request.raw.socket, method: request.method, status });
-      void reply.code(status).headers(SECURITY_HEADERS).send({ error: message, detail: message, code } satisfies ErrorBody);
+      void reply
+        .code(status)
+        .headers(SECURITY_HEADERS)
+        .send({ error: message, detail: message, code } satisfies ErrorBody);
     },
   };
 }

@@ -28,7 +28,7 @@ export const MAX_JSON_DEPTH = 32;
  * chunk ended on a backslash inside one (the next byte is escaped). The characters it looks for are ASCII, which in
  * UTF-8 never occur inside another character's bytes, so bytes are scanned as they came and no text is decoded.
  */
-export class NestingScan {
+class NestingScan {
   private depth = 0;
   private inString = false;
   private escaped = false;
@@ -64,7 +64,7 @@ export function jsonNestingExceeds(text: string | Uint8Array, limit: number): bo
 }
 
 /** The code of every JSON body refused here: each surface's error mapper answers it 400 INVALID_JSON. */
-export const INVALID_JSON_BODY = 'FST_ERR_CTP_INVALID_JSON_BODY';
+const INVALID_JSON_BODY = 'FST_ERR_CTP_INVALID_JSON_BODY';
 
 /** A 400 that every error mapper knows as a JSON body it cannot take (INVALID_JSON). */
 function invalidJson(message: string): Error {
@@ -81,7 +81,7 @@ const utf8 = new TextDecoder('utf-8', { fatal: true });
  * Where `bytes` stop being UTF-8: the offset of the first byte a lenient decoder replaced with U+FFFD (a U+FFFD
  * that was sent as its own three bytes is text, not a replacement).
  */
-export function firstInvalidUtf8(bytes: Uint8Array): number {
+function firstInvalidUtf8(bytes: Uint8Array): number {
   const text = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('utf8');
   let offset = 0;
   for (const character of text) {
@@ -97,7 +97,7 @@ const SURROGATE_ESCAPE = /\\u[dD][89a-fA-F]/;
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 
 /** The place (`title`, `tags[2]`, `body`) of the first string, key or value, in `value` that holds a lone surrogate. */
-export function loneSurrogateAt(value: unknown, path = ''): string | undefined {
+function loneSurrogateAt(value: unknown, path = ''): string | undefined {
   if (typeof value === 'string') return LONE_SURROGATE.test(value) ? path || 'body' : undefined;
   if (Array.isArray(value)) {
     for (const [index, item] of value.entries()) {
@@ -189,7 +189,7 @@ class DepthGuard extends Readable {
 
 /** `application/json` and `application/*+json`, with or without parameters: the bodies the JSON parser takes. */
 function isJson(contentType: string | undefined): boolean {
-  const essence = contentType?.split(';', 1)[0]!.trim().toLowerCase() ?? '';
+  const essence = contentType?.split(';', 1)[0]?.trim().toLowerCase() ?? '';
   return essence === 'application/json' || (essence.startsWith('application/') && essence.endsWith('+json'));
 }
 

@@ -50,7 +50,7 @@ function keeping<F>(factory: F): F {
  * type, so a body is neither converted nor trimmed: the schema refuses it, naming the field. Query strings and
  * paths are text, whose numbers and booleans are still read from it (`?page=2`, `/posts/7`).
  */
-export const BODY_AJV_OPTIONS = { coerceTypes: false, removeAdditional: false } as const;
+const BODY_AJV_OPTIONS = { coerceTypes: false, removeAdditional: false } as const;
 
 type ValidatorFactory = (externalSchemas: unknown, options: { customOptions?: object } | undefined) => (route: RouteSchema) => unknown;
 

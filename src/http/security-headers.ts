@@ -16,7 +16,7 @@ import type { FastifyInstance } from 'fastify';
 export const API_CSP = "default-src 'none'; frame-ancestors 'none'";
 
 /** The SHA-256 of the `<style>` inside Swagger UI's small SVG logo (@fastify/swagger-ui 6.1.0's bundle). */
-export const SWAGGER_UI_STYLE_HASH = "'sha256-RL3ie0nH+Lzz2YNqQN83mnU0J1ot4QL7b99vMdIX99w='";
+const SWAGGER_UI_STYLE_HASH = "'sha256-RL3ie0nH+Lzz2YNqQN83mnU0J1ot4QL7b99vMdIX99w='";
 
 /**
  * The policy of Swagger UI's pages and assets. Its page (index.html) has no

@@ -18,7 +18,7 @@ import type { Socket } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 
 /** How long a connection closed on an unread body stays half-open, for the client to read the answer. */
-export const LINGER_MS = 1_000;
+const LINGER_MS = 1_000;
 
 /** Makes Node's close of `socket` after the answer (`destroySoon`) a lingering one. */
 function lingerOnClose(socket: Socket): void {

@@ -21,7 +21,7 @@ import { isAudienceMetric, isDemographicMetric, isTotalValueMetric, retiredWarni
 import { DAY_MS, parseAccountInsights, utcDate, type AccountInsightsPage, type DistributionEntry } from './shapes.js';
 
 /** The API accepts at most this much between since and until. */
-export const MAX_WINDOW_DAYS = 30;
+const MAX_WINDOW_DAYS = 30;
 
 export interface AccountInsightsOptions {
   account: string;
@@ -38,12 +38,12 @@ export interface AccountInsightsOptions {
   onProgress?: (done: number, windows: number) => void;
 }
 
-export interface DayRow {
+interface DayRow {
   date: string;
   values: Record<string, number | null>;
 }
 
-export interface WindowTotal {
+interface WindowTotal {
   metric: string;
   since: string;
   until: string;

@@ -29,7 +29,7 @@ export interface BusinessAccount {
 
 export type DiscoveryShape = 'spec' | 'facebook' | 'facebook-page' | 'instagram';
 /** What the graph-shape setting takes. */
-export const GRAPH_SHAPE_SETTINGS = ['auto', 'spec', 'facebook', 'instagram'] as const;
+const GRAPH_SHAPE_SETTINGS = ['auto', 'spec', 'facebook', 'instagram'] as const;
 export type GraphShapeSetting = (typeof GRAPH_SHAPE_SETTINGS)[number];
 
 const IG_FIELDS = 'id,username,name';
@@ -77,13 +77,21 @@ export function discoveryOrder(client: GraphClient, hint: DiscoveryHint = {}): D
   if (setting === 'instagram') return ['instagram'];
   const host = client.root.hostname;
   const byHost: DiscoveryShape[] =
-    host === 'graph.facebook.com' ? ['facebook', 'facebook-page'] : host === 'graph.instagram.com' ? ['instagram'] : ['spec', 'facebook', 'facebook-page', 'instagram'];
+    host === 'graph.facebook.com'
+      ? ['facebook', 'facebook-page']
+      : host === 'graph.instagram.com'
+        ? ['instagram']
+        : ['spec', 'facebook', 'facebook-page', 'instagram'];
   return hint.remembered && byHost.includes(hint.remembered) ? [hint.remembered, ...byHost.filter((s) => s !== hint.remembered)] : byHost;
 }
 
 /** Whether an error says "this node has no such edge or field": the sign of another shape. */
 function otherShape(error: unknown): boolean {
-  return error instanceof GraphApiError && error.graph.code === 100 && /nonexisting field|unknown path|does not exist|unsupported get request/i.test(error.graph.message);
+  return (
+    error instanceof GraphApiError &&
+    error.graph.code === 100 &&
+    /nonexisting field|unknown path|does not exist|unsupported get request/i.test(error.graph.message)
+  );
 }
 
 export async function discoverAccounts(client: GraphClient, hint: DiscoveryHint = {}): Promise<{ accounts: BusinessAccount[]; shape: DiscoveryShape }> {
@@ -97,9 +105,12 @@ export async function discoverAccounts(client: GraphClient, hint: DiscoveryHint 
       first ??= error;
     }
   }
-  throw new MiniappError(`no way of finding the business account worked at ${client.root.href.replace(/\/$/, '')} (tried ${order.join(', ')}): ${(first as Error).message}`, {
-    hint: 'pass --account ID, or set graph-shape (spec, facebook or instagram) to the host you use',
-  });
+  throw new MiniappError(
+    `no way of finding the business account worked at ${client.root.href.replace(/\/$/, '')} (tried ${order.join(', ')}): ${(first as Error).message}`,
+    {
+      hint: 'pass --account ID, or set graph-shape (spec, facebook or instagram) to the host you use',
+    },
+  );
 }
 
 export async function listBusinessAccounts(client: GraphClient, hint: DiscoveryHint = {}): Promise<BusinessAccount[]> {

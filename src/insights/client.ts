@@ -14,7 +14,7 @@ import { transportError } from '../transport-error.js';
 import { graphErrorOf, isThrottleCode, mapGraphError, RateLimitError, redact, redactUrl } from './errors.js';
 import { parseUsage, Throttle, type Sleep, type UsageReading } from './throttle.js';
 
-export const DEFAULT_TIMEOUT_MS = 10_000;
+const DEFAULT_TIMEOUT_MS = 10_000;
 
 export type Query = Record<string, string | number | undefined>;
 

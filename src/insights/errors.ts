@@ -115,7 +115,7 @@ export class RateLimitError extends UpstreamError {
 const PERMISSION = /\b(social_[a-z_]+|pages_[a-z_]+|business_management|instagram_[a-z_]+|read_insights|ads_[a-z_]+)\b/;
 
 /** Which of the requested metrics a code-100 message is about, if it is about metrics at all. */
-export function rejectedMetrics(message: string, requested: readonly string[]): string[] | undefined {
+function rejectedMetrics(message: string, requested: readonly string[]): string[] | undefined {
   const valid = /must be one of the following values:\s*(.+)$/s.exec(message);
   if (valid) {
     const allowed = new Set(valid[1]!.split(',').map((m) => m.trim().replace(/\.$/, '')));
@@ -162,13 +162,10 @@ export function mapGraphError(graph: GraphErrorBody, context: ErrorContext): Min
   }
   if (graph.code === 10 || (graph.code !== undefined && graph.code >= 200 && graph.code <= 299)) {
     const permission = PERMISSION.exec(message)?.[1];
-    return new AuthError(
-      permission ? `the graph API token lacks the ${permission} permission: ${text}` : `the graph API token lacks a permission: ${text}`,
-      {
-        hint: `add ${permission ?? 'the permission'} to the app, grant it, then ${TOKEN_HINT}`,
-        code: 'GRAPH_PERMISSION',
-      },
-    );
+    return new AuthError(permission ? `the graph API token lacks the ${permission} permission: ${text}` : `the graph API token lacks a permission: ${text}`, {
+      hint: `add ${permission ?? 'the permission'} to the app, grant it, then ${TOKEN_HINT}`,
+      code: 'GRAPH_PERMISSION',
+    });
   }
   if (graph.code === 100) {
     const rejected = rejectedMetrics(message, context.metrics);

@@ -24,7 +24,7 @@ import { insightTitles, parseGraphTime, parseMediaInsights } from './shapes.js';
 
 export const DEFAULT_MEDIA_FIELDS = ['id', 'media_type', 'timestamp', 'caption', 'like_count', 'comments_count', 'permalink'] as const;
 /** The API's largest page. */
-export const MAX_PAGE_SIZE = 100;
+const MAX_PAGE_SIZE = 100;
 
 export interface MediaExportOptions {
   account: string;

@@ -50,7 +50,15 @@ export const TOTAL_VALUE_METRICS = [
 ] as const;
 
 /** The account metrics Meta serves today, beyond the spec's (its audience_* and impressions are retired). */
-export const CURRENT_ACCOUNT_METRICS = ['reach', 'follower_count', 'profile_views', 'website_clicks', ...TOTAL_VALUE_METRICS, 'online_followers', ...DEMOGRAPHIC_METRICS] as const;
+export const CURRENT_ACCOUNT_METRICS = [
+  'reach',
+  'follower_count',
+  'profile_views',
+  'website_clicks',
+  ...TOTAL_VALUE_METRICS,
+  'online_followers',
+  ...DEMOGRAPHIC_METRICS,
+] as const;
 
 /** `insights account` without --metrics: the spec's daily account metrics. */
 export const DEFAULT_ACCOUNT_METRICS = ['reach', 'impressions', 'follower_count', 'profile_views'] as const;
@@ -180,7 +188,14 @@ export function defaultMetricsFor(kind: 'post' | 'story' | 'reel'): readonly str
 
 /** Splits `a,b, c` into names, dropping empties and repeats. */
 export function parseMetricList(text: string): string[] {
-  return [...new Set(text.split(',').map((m) => m.trim()).filter(Boolean))];
+  return [
+    ...new Set(
+      text
+        .split(',')
+        .map((m) => m.trim())
+        .filter(Boolean),
+    ),
+  ];
 }
 
 /** One warning for retired names the API rejected: which ones, and what to ask for instead. */

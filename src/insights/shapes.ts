@@ -13,7 +13,7 @@
 
 export const DAY_MS = 86_400_000;
 
-export interface InsightItem {
+interface InsightItem {
   name?: unknown;
   period?: unknown;
   values?: unknown;
@@ -68,7 +68,7 @@ export function utcDate(ms: number): string {
  * (midnight UTC in the sandbox, 07:00 or 08:00 UTC for the real API's
  * Pacific days), so the day is the one that started 24 hours earlier.
  */
-export function dayOfEndTime(endTime: string): string | undefined {
+function dayOfEndTime(endTime: string): string | undefined {
   const ms = parseGraphTime(endTime);
   return Number.isFinite(ms) ? utcDate(ms - DAY_MS) : undefined;
 }

@@ -18,8 +18,8 @@
  */
 
 export const DEFAULT_BACKOFF_MS = 60_000;
-export const DEFAULT_MAX_RETRIES = 3;
-export const WARN_AT_PERCENT = 80;
+const DEFAULT_MAX_RETRIES = 3;
+const WARN_AT_PERCENT = 80;
 
 export interface UsageReading {
   /** The highest share (call count, CPU time, total time) in either header, in percent; undefined when neither header came. */
@@ -50,7 +50,7 @@ export function describeWait(why: WaitReason): string {
     : `graph API usage at ${Math.round(why.percent ?? 0)}%; pacing`;
 }
 
-export const realSleep: Sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+const realSleep: Sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 type Headers = Record<string, string | string[] | undefined>;
 

@@ -16,14 +16,14 @@
  * Pure data and functions, no imports: doctor and the sandbox both read it.
  */
 
-export interface GraphVersion {
+interface GraphVersion {
   version: string;
   /** ISO date of the release. */
   released: string;
 }
 
 /** Oldest first. */
-export const GRAPH_VERSIONS: readonly GraphVersion[] = [
+const GRAPH_VERSIONS: readonly GraphVersion[] = [
   { version: 'v10.0', released: '2021-02-23' },
   { version: 'v11.0', released: '2021-06-08' },
   { version: 'v12.0', released: '2021-09-14' },
@@ -66,7 +66,7 @@ export function retiresAt(version: string): number | undefined {
 }
 
 /** Whether `version` is past its retirement at `now`. */
-export function isRetired(version: string, now: number): boolean {
+function isRetired(version: string, now: number): boolean {
   const at = retiresAt(version);
   return at !== undefined && at <= now;
 }

@@ -11,7 +11,7 @@ import { describeAad, parseAad, parseKey } from './key-material.js';
 import { tokenState, type StoredTokens } from './session.js';
 import { PARTNER_PREFIXES, prefixName, type PartnerPrefixName } from './partner-prefix.js';
 
-export type CheckStatus = 'ok' | 'warn' | 'fail' | 'skip';
+type CheckStatus = 'ok' | 'warn' | 'fail' | 'skip';
 export interface Check {
   check: string;
   status: CheckStatus;
@@ -40,7 +40,7 @@ export interface DoctorInput {
   probe: (pathPrefix?: string) => Promise<ProbeAnswer>;
 }
 
-export interface ProbeAnswer {
+interface ProbeAnswer {
   status: number;
   /** Whether the body was one of the partner API's answers (its envelope, a bare OAuth error, a top-level errorCode). */
   envelope: boolean;
@@ -89,7 +89,8 @@ export async function runChecks(input: DoctorInput): Promise<Check[]> {
       const left = Date.parse(certificate.validTo) - input.now.getTime();
       const subject = certificate.subject.replace(/\n/g, ', ');
       if (left <= 0) add('client certificate', 'fail', `${subject}: expired on ${certificate.validTo}`);
-      else if (Date.parse(certificate.validFrom) > input.now.getTime()) add('client certificate', 'fail', `${subject}: not valid before ${certificate.validFrom}`);
+      else if (Date.parse(certificate.validFrom) > input.now.getTime())
+        add('client certificate', 'fail', `${subject}: not valid before ${certificate.validFrom}`);
       else add('client certificate', left < EXPIRY_WARNING_MS ? 'warn' : 'ok', `${subject}: valid until ${certificate.validTo} (${formatDuration(left)} left)`);
     } catch (error) {
       add('client certificate', 'fail', `does not parse as an X.509 certificate: ${message(error)}`);
@@ -132,9 +133,13 @@ export async function runChecks(input: DoctorInput): Promise<Check[]> {
             ? `${input.baseUrl.value} answered HTTP ${status} as the partner API does: TLS and routing work`
             : `${input.baseUrl.value} answered HTTP ${status} as the partner API does: routing works, but over plain HTTP (no TLS, no client certificate); the production API takes https only`,
         );
-      }
-      else if (status === 404) add('partner API', 'fail', await notFoundDetail(input));
-      else add('partner API', 'warn', `${input.baseUrl.value} answered HTTP ${status}, but not as the partner API does (its envelope, a bare OAuth error or an errorCode)`);
+      } else if (status === 404) add('partner API', 'fail', await notFoundDetail(input));
+      else
+        add(
+          'partner API',
+          'warn',
+          `${input.baseUrl.value} answered HTTP ${status}, but not as the partner API does (its envelope, a bare OAuth error or an errorCode)`,
+        );
     } catch (error) {
       const hint = error instanceof MiniappError && error.hint ? ` (${error.hint})` : '';
       add('partner API', 'fail', `${message(error)}${hint}`);

@@ -8,13 +8,7 @@
 import { isJsonObject } from '../json-syntax.js';
 import { AuthError, UpstreamError, type MiniappError } from '../errors.js';
 
-export type PartnerOperation =
-  | 'generate-token'
-  | 'refresh-token'
-  | 'login-me'
-  | 'remove-by-access-token'
-  | 'remove-by-user-key'
-  | 'probe';
+export type PartnerOperation = 'generate-token' | 'refresh-token' | 'login-me' | 'remove-by-access-token' | 'remove-by-user-key' | 'probe';
 
 export interface PartnerFailureInfo {
   status: number;

@@ -7,8 +7,8 @@
 import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
 import { otherAadReadings, type AadMaterial, type AadReading } from './key-material.js';
 
-export const IV_BYTES = 12;
-export const TAG_BYTES = 16;
+const IV_BYTES = 12;
+const TAG_BYTES = 16;
 
 export type FieldFailureReason = 'not-base64' | 'too-short' | 'tag-mismatch' | 'not-utf8' | 'not-a-string';
 
@@ -92,7 +92,7 @@ export function diagnoseTagMismatch(value: unknown, key: Buffer, aad: AadMateria
   if (open(bytes, key, aad.bytes, 'iv-tag-ciphertext')) {
     return {
       explanation:
-        'the values verify when read as IV + tag + ciphertext; the spec\'s layout is IV(12) + ciphertext + tag(16), so the producer sliced them differently',
+        "the values verify when read as IV + tag + ciphertext; the spec's layout is IV(12) + ciphertext + tag(16), so the producer sliced them differently",
     };
   }
   return undefined;

@@ -9,7 +9,7 @@
  */
 import { ConfigError } from '../errors.js';
 
-export const KEY_BYTES = 32;
+const KEY_BYTES = 32;
 
 export interface KeyMaterial {
   bytes: Buffer;
@@ -28,7 +28,7 @@ function clean(text: string): string {
 }
 
 const KEY_HINT =
-  'an AES-256 key is 32 bytes: 64 hex characters (as the spec writes it) or 44 Base64 characters (as the vendor\'s example reads it); ' +
+  "an AES-256 key is 32 bytes: 64 hex characters (as the spec writes it) or 44 Base64 characters (as the vendor's example reads it); " +
   'set it with --key, MINIAPP_DECRYPT_KEY or `miniapp config set decrypt-key KEY`';
 
 export function parseKey(text: string): KeyMaterial {
@@ -79,11 +79,11 @@ export interface AadMaterial {
 }
 
 const AAD_HINT =
-  'write the AAD as text:VALUE (the bytes of the text, as the vendor\'s example reads AAD_STRING) or hex:HEX; a bare value ' +
+  "write the AAD as text:VALUE (the bytes of the text, as the vendor's example reads AAD_STRING) or hex:HEX; a bare value " +
   'is hex when it is hex digits of even length, else text. Set it with --aad, MINIAPP_DECRYPT_AAD or `miniapp config set decrypt-aad VALUE`';
 
 /** Whether a value is whole bytes of hex. */
-export function isHex(value: string): boolean {
+function isHex(value: string): boolean {
   return HEX.test(value) && value.length % 2 === 0;
 }
 
@@ -95,8 +95,10 @@ export function parseAad(text: string): AadMaterial {
   if (form && !body) throw new ConfigError(`the decrypt AAD is empty after "${form}:"`, { hint: AAD_HINT });
   if (form === 'text') return { bytes: Buffer.from(body, 'utf8'), encoding: 'text', explicit: true, body };
   if (form === 'hex') {
-    if (!HEX.test(body)) throw new ConfigError(`the decrypt AAD after "hex:" must be hex digits; it is ${body.length} characters, not all of them hex digits`, { hint: AAD_HINT });
-    if (body.length % 2 !== 0) throw new ConfigError(`the decrypt AAD after "hex:" must be whole bytes of hex; it is ${body.length} characters, an odd number`, { hint: AAD_HINT });
+    if (!HEX.test(body))
+      throw new ConfigError(`the decrypt AAD after "hex:" must be hex digits; it is ${body.length} characters, not all of them hex digits`, { hint: AAD_HINT });
+    if (body.length % 2 !== 0)
+      throw new ConfigError(`the decrypt AAD after "hex:" must be whole bytes of hex; it is ${body.length} characters, an odd number`, { hint: AAD_HINT });
     return { bytes: Buffer.from(body, 'hex'), encoding: 'hex', explicit: true, body };
   }
   if (isHex(body)) return { bytes: Buffer.from(body, 'hex'), encoding: 'hex', explicit: false, body };
@@ -127,13 +129,28 @@ export function otherAadReadings(aad: AadMaterial): AadReading[] {
   const readings: AadReading[] = [];
   const { body } = aad;
   if (aad.encoding === 'hex') {
-    readings.push({ bytes: Buffer.from(body, 'utf8'), setting: `text:${body}`, form: 'text:...', explanation: 'the values verify when the AAD is the bytes of its text, not decoded from hex' });
+    readings.push({
+      bytes: Buffer.from(body, 'utf8'),
+      setting: `text:${body}`,
+      form: 'text:...',
+      explanation: 'the values verify when the AAD is the bytes of its text, not decoded from hex',
+    });
   } else if (isHex(body)) {
-    readings.push({ bytes: Buffer.from(body, 'hex'), setting: `hex:${body}`, form: 'hex:...', explanation: 'the values verify when the AAD is decoded from hex, not read as text' });
+    readings.push({
+      bytes: Buffer.from(body, 'hex'),
+      setting: `hex:${body}`,
+      form: 'hex:...',
+      explanation: 'the values verify when the AAD is decoded from hex, not read as text',
+    });
   }
   if (BASE64.test(body) && body.length % 4 === 0) {
     const decoded = Buffer.from(body, 'base64');
-    readings.push({ bytes: decoded, setting: `hex:${decoded.toString('hex')}`, form: 'hex:...', explanation: 'the values verify when the AAD is decoded from Base64' });
+    readings.push({
+      bytes: decoded,
+      setting: `hex:${decoded.toString('hex')}`,
+      form: 'hex:...',
+      explanation: 'the values verify when the AAD is decoded from Base64',
+    });
   }
   return readings.filter((reading) => reading.bytes.length > 0 && !reading.bytes.equals(aad.bytes));
 }

@@ -10,7 +10,7 @@ import { readFailure, unwrapEnvelope, type PartnerOperation } from './envelope.j
 import { readTokenData, type TokenData } from './token-data.js';
 import { DEFAULT_PARTNER_PREFIX } from './partner-prefix.js';
 
-export const DEFAULT_TIMEOUT_MS = 10_000;
+const DEFAULT_TIMEOUT_MS = 10_000;
 const MAX_RESPONSE_BYTES = 1024 * 1024;
 /**
  * How the partner API's own path ends, whatever its prefix. A base URL that
@@ -161,7 +161,11 @@ export class PartnerClient {
   }
 
   #agent(): Promise<Dispatcher> {
-    return (this.#making ??= partnerAgent(this.#tls, this.timeoutMs).then((agent) => (this.#dispatcher = agent)));
+    this.#making ??= partnerAgent(this.#tls, this.timeoutMs).then((agent) => {
+      this.#dispatcher = agent;
+      return agent;
+    });
+    return this.#making;
   }
 
   /** The partner API's URL: the base URL with the path prefix (added only when the base URL lacks it). */

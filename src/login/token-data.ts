@@ -15,7 +15,7 @@ export interface TokenData {
   scope: string;
 }
 
-export const DEFAULT_ACCESS_TTL_S = 3600;
+const DEFAULT_ACCESS_TTL_S = 3600;
 export const REFRESH_TTL_MS = 14 * 24 * 3600 * 1000;
 
 export function splitScopes(scope: unknown): string[] {

@@ -5,11 +5,11 @@
  * `WITHDRAWAL_PLATFORM` (FIELD-NOTES, "Unlink callback"), so both are known.
  * Any other value is recorded as it came, as unknown.
  */
-export const UNLINK_REASONS = {
+const UNLINK_REASONS = {
   UNLINK: 'the user removed the connection',
   WITHDRAWAL_TERMS: 'the user withdrew consent to the terms',
   WITHDRAWAL_PLATFORM: 'the user left the host platform',
-  WITHDRAWAL_TOSS: 'the user left the host platform (the vendor\'s name for WITHDRAWAL_PLATFORM)',
+  WITHDRAWAL_TOSS: "the user left the host platform (the vendor's name for WITHDRAWAL_PLATFORM)",
 } as const;
 
 export type UnlinkReason = keyof typeof UNLINK_REASONS;

@@ -11,26 +11,11 @@ import { decryptField, diagnoseTagMismatch, encryptField, FieldDecryptionError, 
 import type { AadMaterial, KeyMaterial } from './key-material.js';
 import { splitScopes } from './token-data.js';
 
-export const ENCRYPTED_FIELDS = ['name', 'phone', 'birthday', 'ci', 'di', 'gender', 'nationality', 'email'] as const;
-export type EncryptedField = (typeof ENCRYPTED_FIELDS)[number];
-
-export interface UserInfo {
-  userKey: number;
-  scope: string;
-  agreedTerms: string[];
-  name?: string | null;
-  phone?: string | null;
-  birthday?: string | null;
-  ci?: string | null;
-  di?: string | null;
-  gender?: string | null;
-  nationality?: string | null;
-  email?: string | null;
-  [extra: string]: unknown;
-}
+const ENCRYPTED_FIELDS = ['name', 'phone', 'birthday', 'ci', 'di', 'gender', 'nationality', 'email'] as const;
+type EncryptedField = (typeof ENCRYPTED_FIELDS)[number];
 
 /** Absent, empty, JSON null and the literal text "null" are not decrypted (spec rule 5). */
-export function isEmptyField(value: unknown): boolean {
+function isEmptyField(value: unknown): boolean {
   return value === undefined || value === null || value === '' || value === 'null';
 }
 
@@ -55,7 +40,7 @@ export function unwrapUserInfo(payload: unknown): Record<string, unknown> {
   return info;
 }
 
-export interface FieldFailure {
+interface FieldFailure {
   field: string;
   reason: FieldFailureReason;
 }

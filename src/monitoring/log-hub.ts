@@ -13,7 +13,7 @@ export interface LogSink {
 
 /** pino's level numbers and their names. */
 export const LOG_LEVELS = { trace: 10, debug: 20, info: 30, warn: 40, error: 50, fatal: 60 } as const;
-export type LogLevelName = keyof typeof LOG_LEVELS;
+type LogLevelName = keyof typeof LOG_LEVELS;
 
 export interface LogRecord {
   /** 1, 2, 3, ... in the order the lines were written since the hub was made. */
@@ -34,7 +34,7 @@ export interface LogFilter {
   components?: readonly string[];
 }
 
-export function levelName(level: number): LogLevelName {
+function levelName(level: number): LogLevelName {
   let name: LogLevelName = 'trace';
   for (const [candidate, value] of Object.entries(LOG_LEVELS) as [LogLevelName, number][]) if (level >= value) name = candidate;
   return name;

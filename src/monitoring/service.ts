@@ -13,9 +13,9 @@ import { LOG_LEVELS, matches, type LogFilter, type LogHub, type LogRecord } from
 
 const { status: Status } = grpc;
 
-export const DEFAULT_INTERVAL_MS = 5_000;
-export const MIN_INTERVAL_MS = 100;
-export const MAX_INTERVAL_MS = 3_600_000;
+const DEFAULT_INTERVAL_MS = 5_000;
+const MIN_INTERVAL_MS = 100;
+const MAX_INTERVAL_MS = 3_600_000;
 const MAX_PREFIXES = 20;
 const MAX_PREFIX_LENGTH = 200;
 const MAX_COMPONENTS = 20;
@@ -26,7 +26,15 @@ const MAX_SENDER = 64;
 const MAX_QUEUED_LOG_LINES = 1000;
 const OPERATORS_ROOM = 'operators';
 
-export const LOG_LEVEL_NAMES = ['LOG_LEVEL_UNSPECIFIED', 'LOG_LEVEL_TRACE', 'LOG_LEVEL_DEBUG', 'LOG_LEVEL_INFO', 'LOG_LEVEL_WARN', 'LOG_LEVEL_ERROR', 'LOG_LEVEL_FATAL'] as const;
+const LOG_LEVEL_NAMES = [
+  'LOG_LEVEL_UNSPECIFIED',
+  'LOG_LEVEL_TRACE',
+  'LOG_LEVEL_DEBUG',
+  'LOG_LEVEL_INFO',
+  'LOG_LEVEL_WARN',
+  'LOG_LEVEL_ERROR',
+  'LOG_LEVEL_FATAL',
+] as const;
 export type LogLevelEnum = (typeof LOG_LEVEL_NAMES)[number];
 
 export interface MetricsRequest {
@@ -77,15 +85,15 @@ export interface MonitoringOptions {
 }
 
 /** `name{a="1",b="2"}` with the labels sorted, or `name`. */
-export function seriesKey(name: string, labels: Record<string, string | number>): string {
+function seriesKey(name: string, labels: Record<string, string | number>): string {
   const keys = Object.keys(labels).sort();
   if (keys.length === 0) return name;
-  const escape = (value: string | number) => String(value).replace(/\\/g, '\\\\').replace(/\n/g, '\\n').replace(/"/g, '\\"');
-  return `${name}{${keys.map((key) => `${key}="${escape(labels[key]!)}"`).join(',')}}`;
+  const escapeLabel = (value: string | number) => String(value).replace(/\\/g, '\\\\').replace(/\n/g, '\\n').replace(/"/g, '\\"');
+  return `${name}{${keys.map((key) => `${key}="${escapeLabel(labels[key]!)}"`).join(',')}}`;
 }
 
 /** Every series of the registry whose metric name starts with one of `prefixes` (all when empty). */
-export async function snapshot(registry: Registry, prefixes: readonly string[]): Promise<Record<string, number>> {
+async function snapshot(registry: Registry, prefixes: readonly string[]): Promise<Record<string, number>> {
   const out: Record<string, number> = {};
   const wanted = (name: string) => prefixes.length === 0 || prefixes.some((prefix) => name.startsWith(prefix));
   for (const metric of await registry.getMetricsAsJSON()) {
@@ -118,7 +126,7 @@ const LEVEL_NUMBERS: Record<LogLevelEnum, number> = {
   LOG_LEVEL_FATAL: LOG_LEVELS.fatal,
 };
 
-export function logEntry(record: LogRecord): LogEntry {
+function logEntry(record: LogRecord): LogEntry {
   return {
     sequence: String(record.sequence),
     time: toTimestamp(record.time),
@@ -172,7 +180,9 @@ export class MonitoringServiceImpl {
     } catch (error) {
       failStream(
         call,
-        error instanceof RpcError ? { code: error.code, details: error.message } : (unavailableStatus(error) ?? { code: Status.INTERNAL, details: 'internal error' }),
+        error instanceof RpcError
+          ? { code: error.code, details: error.message }
+          : (unavailableStatus(error) ?? { code: Status.INTERNAL, details: 'internal error' }),
       );
     }
   }
@@ -198,7 +208,10 @@ export class MonitoringServiceImpl {
     const prefixes = checkList(request.name_prefixes, 'name_prefixes', MAX_PREFIXES, MAX_PREFIX_LENGTH);
     const interval = request.interval_ms || DEFAULT_INTERVAL_MS;
     if (interval < MIN_INTERVAL_MS || interval > MAX_INTERVAL_MS) {
-      throw new RpcError(Status.INVALID_ARGUMENT, `interval_ms must be ${MIN_INTERVAL_MS} to ${MAX_INTERVAL_MS} (0 means ${DEFAULT_INTERVAL_MS}); got ${interval}`);
+      throw new RpcError(
+        Status.INVALID_ARGUMENT,
+        `interval_ms must be ${MIN_INTERVAL_MS} to ${MAX_INTERVAL_MS} (0 means ${DEFAULT_INTERVAL_MS}); got ${interval}`,
+      );
     }
     if (request.count < 0) throw new RpcError(Status.INVALID_ARGUMENT, 'count must not be negative');
     let sent = 0;

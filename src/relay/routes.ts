@@ -44,10 +44,10 @@ export interface RelayOptions {
 }
 
 /** The header that carries the operator token (REDACTED_LOG_PATHS keeps it out of the log). */
-export const OPERATOR_HEADER = 'x-operator-token';
+const OPERATOR_HEADER = 'x-operator-token';
 
 /** The realm of the relay's Bearer challenges (RFC 6750 section 3). */
-export const RELAY_REALM = 'miniapp relay';
+const RELAY_REALM = 'miniapp relay';
 
 /** error_description of the challenge, per code: what the client does next (upstream reasons are not echoed there). */
 const TOKEN_PROBLEMS: Readonly<Record<string, string>> = {
@@ -64,7 +64,11 @@ const TOKEN_PROBLEMS: Readonly<Record<string, string>> = {
 function challenged(error: unknown): unknown {
   if (!(error instanceof AuthError) || error.code === 'INVALID_GRANT') return error;
   return new HttpError(401, error.code, error.message, {
-    'www-authenticate': bearerChallenge({ realm: RELAY_REALM, error: 'invalid_token', description: TOKEN_PROBLEMS[error.code] ?? 'the token was not accepted' }),
+    'www-authenticate': bearerChallenge({
+      realm: RELAY_REALM,
+      error: 'invalid_token',
+      description: TOKEN_PROBLEMS[error.code] ?? 'the token was not accepted',
+    }),
   });
 }
 
@@ -77,7 +81,7 @@ async function tokenCall<T>(call: () => Promise<T>): Promise<T> {
 }
 
 /** The key space of the relay's counts in login_failures, apart from the blog's logins. */
-export const RELAY_GRANT_SCOPE = 'relay-grant';
+const RELAY_GRANT_SCOPE = 'relay-grant';
 
 function jsonObject(request: FastifyRequest, expected: string): Record<string, unknown> {
   const body = request.body;
@@ -104,7 +108,11 @@ function bearer(request: FastifyRequest): string {
   const [, token] = /^bearer +(.*)$/is.exec(header) ?? [];
   if (!token?.trim()) {
     throw new HttpError(401, 'MALFORMED_AUTHORIZATION', 'the Authorization header must be "Bearer <access token>"', {
-      'www-authenticate': bearerChallenge({ realm: RELAY_REALM, error: 'invalid_request', description: 'the Authorization header must be Bearer <access token>' }),
+      'www-authenticate': bearerChallenge({
+        realm: RELAY_REALM,
+        error: 'invalid_request',
+        description: 'the Authorization header must be Bearer <access token>',
+      }),
     });
   }
   return token.trim();
@@ -189,8 +197,15 @@ export async function relayRoutes(app: FastifyInstance, options: RelayOptions): 
   // Readiness, for load balancers: 503 while the database cannot answer, 200 again once it can.
   app.get('/health/ready', async (_request, reply) => {
     const state = options.ready ? await options.ready() : { ready: true };
-    const body = { status: state.ready ? 'ready' : 'unavailable', timestamp: options.now().toISOString(), ...(state.ready ? {} : { detail: state.reason ?? 'the database cannot be reached' }) };
-    return reply.code(state.ready ? 200 : 503).header('cache-control', 'no-store').send(body);
+    const body = {
+      status: state.ready ? 'ready' : 'unavailable',
+      timestamp: options.now().toISOString(),
+      ...(state.ready ? {} : { detail: state.reason ?? 'the database cannot be reached' }),
+    };
+    return reply
+      .code(state.ready ? 200 : 503)
+      .header('cache-control', 'no-store')
+      .send(body);
   });
 
   app.register(
@@ -250,7 +265,7 @@ export async function relayRoutes(app: FastifyInstance, options: RelayOptions): 
         const operator = request.headers[OPERATOR_HEADER];
         if (operator !== undefined) {
           if (!options.operatorToken || typeof operator !== 'string' || !sameSecret(operator, options.operatorToken)) {
-            throw new HttpError(403, 'OPERATOR_TOKEN_REFUSED', 'the X-Operator-Token header does not carry the relay\'s operator token');
+            throw new HttpError(403, 'OPERATOR_TOKEN_REFUSED', "the X-Operator-Token header does not carry the relay's operator token");
           }
           const userKey = userKeyOf(query.userKey ?? body.userKey, where);
           // A Bearer token sent along goes upstream (the spec's partner API asks for one); under mutual TLS none is needed.

@@ -7,8 +7,8 @@
  */
 import { createHash } from 'node:crypto';
 
-export const OWNER_TTL_MS = 3600_000;
-export const MAX_OWNERS = 10_000;
+const OWNER_TTL_MS = 3600_000;
+const MAX_OWNERS = 10_000;
 
 interface Owner {
   userKey: number;

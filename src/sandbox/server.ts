@@ -15,7 +15,7 @@ import type { CallbackTarget } from './partner/callback.js';
 import type { Term } from './partner/terms.js';
 import { HOST_PREFIX, hostRoutes } from './host/routes.js';
 
-export interface SandboxTls {
+interface SandboxTls {
   cert: string;
   key: string;
   /** CA that client certificates must chain to; with it, a client certificate is required. */
@@ -49,7 +49,7 @@ export interface SandboxOptions {
   host?: { appUrl?: string | undefined; appOrigins?: readonly string[] | undefined } | undefined;
 }
 
-export interface SandboxStats {
+interface SandboxStats {
   partnerCalls: number;
   graphCalls: number;
 }
@@ -73,9 +73,7 @@ export async function buildSandbox(options: SandboxOptions): Promise<Sandbox> {
   const app = Fastify({
     logger: options.logger ?? false,
     schemaController: { compilersFactory },
-    ...(options.tls
-      ? { https: { cert: options.tls.cert, key: options.tls.key, ca: options.tls.ca, requestCert: true, rejectUnauthorized: true } }
-      : {}),
+    ...(options.tls ? { https: { cert: options.tls.cert, key: options.tls.key, ca: options.tls.ca, requestCert: true, rejectUnauthorized: true } } : {}),
   }) as unknown as FastifyInstance;
 
   await app.register(partnerRoutes, {
@@ -103,5 +101,14 @@ export async function buildSandbox(options: SandboxOptions): Promise<Sandbox> {
 
   if (options.host) await app.register(hostRoutes, { ...options.host, state, callback, prefix: HOST_PREFIX });
 
-  return { app, state, clock, stats, callback, setCallback: (target) => void (callback.current = target) };
+  return {
+    app,
+    state,
+    clock,
+    stats,
+    callback,
+    setCallback: (target) => {
+      callback.current = target;
+    },
+  };
 }

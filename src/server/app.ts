@@ -24,7 +24,7 @@ import { traceHttp, tracedLoggerOptions } from './http-tracing.js';
 import { HOST_PREFIX, hostRoutes, type HostPageOptions } from '../sandbox/host/routes.js';
 
 /** Bodies of every route but those that set their own (the blog's posts: POST_BODY_LIMIT). */
-export const DEFAULT_BODY_LIMIT = 64 * 1024;
+const DEFAULT_BODY_LIMIT = 64 * 1024;
 
 /**
  * The HTTP time-outs (the README's limits): Fastify leaves the request
@@ -36,9 +36,9 @@ export const DEFAULT_BODY_LIMIT = 64 * 1024;
  * - A connection on which nothing arrives or leaves for a minute is closed
  *   (Node's socket time-out), a keep-alive one after 72 s without a request.
  */
-export const DEFAULT_REQUEST_TIMEOUT_MS = 30_000;
-export const CONNECTION_IDLE_MS = 60_000;
-export const KEEP_ALIVE_MS = 72_000;
+const DEFAULT_REQUEST_TIMEOUT_MS = 30_000;
+const CONNECTION_IDLE_MS = 60_000;
+const KEEP_ALIVE_MS = 72_000;
 
 /** How often Node looks for requests past their time-out (its default, 30 s, would let a 1 s time-out run 31 s). */
 function timeoutCheckInterval(requestTimeoutMs: number): number {
@@ -46,9 +46,9 @@ function timeoutCheckInterval(requestTimeoutMs: number): number {
 }
 
 /** Every method the APIs answer; a preflight from the allowed origin allows them all. */
-export const CORS_METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'];
+const CORS_METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'];
 /** Every request header the APIs read beyond the CORS-safelisted ones. */
-export const CORS_HEADERS = ['Authorization', 'Content-Type'];
+const CORS_HEADERS = ['Authorization', 'Content-Type'];
 /** Response headers a browser script may read: the Bearer challenge of a 401. */
 const CORS_EXPOSED_HEADERS = ['WWW-Authenticate'];
 
@@ -88,7 +88,7 @@ export const BLOG_MOUNTS = [
 ] as const;
 
 /** Paths in log records that could carry a secret; Fastify's request serializer does not log headers, this makes sure. */
-export const REDACTED_LOG_PATHS = [
+const REDACTED_LOG_PATHS = [
   'req.headers.authorization',
   'req.headers["x-operator-token"]',
   'req.headers.cookie',
@@ -118,7 +118,12 @@ export async function buildServer(options: ServerOptions): Promise<FastifyInstan
   const { clientErrorHandler, frameworkErrors } = refusalHandlers((refusal) => countRefusal?.(refusal));
   const app = Fastify({
     logger: options.logger
-      ? { level: options.logger.level, stream: options.logger.stream, redact: { paths: REDACTED_LOG_PATHS, censor: '[redacted]' }, serializers: { req: logRequest } }
+      ? {
+          level: options.logger.level,
+          stream: options.logger.stream,
+          redact: { paths: REDACTED_LOG_PATHS, censor: '[redacted]' },
+          serializers: { req: logRequest },
+        }
       : false,
     bodyLimit: options.bodyLimit ?? DEFAULT_BODY_LIMIT,
     requestTimeout,

@@ -55,4 +55,3 @@ export async function drainAndClose(target: Drainable, options: DrainOptions): P
   await target.close();
   onStep({ step: 'stopped' });
 }
-

@@ -12,19 +12,19 @@ import type { ErrorBody, Refusal } from '../http/errors.js';
 import type { Metrics } from './metrics.js';
 
 /** The route label of requests that match no route (404s of any path). */
-export const UNMATCHED_ROUTE = '(unmatched)';
+const UNMATCHED_ROUTE = '(unmatched)';
 /**
  * The route label of requests refused before any route ran: by Node's parser (a header too large, a duplicate
  * Content-Length, Content-Length with Transfer-Encoding) or by the router (malformed percent-encoding).
  */
-export const REFUSED_ROUTE = '(refused)';
+const REFUSED_ROUTE = '(refused)';
 /** Their method label while the parser had not read one (it refused the request's head). */
-export const UNKNOWN_METHOD = '(unknown)';
+const UNKNOWN_METHOD = '(unknown)';
 /** The status label of requests whose client left before the answer (nginx's "client closed request"). */
-export const CLIENT_CLOSED = '499';
+const CLIENT_CLOSED = '499';
 
 /** The realm of /metrics' Bearer challenge. */
-export const METRICS_REALM = 'miniapp metrics';
+const METRICS_REALM = 'miniapp metrics';
 
 const digest = (text: string) => createHash('sha256').update(text).digest();
 
@@ -39,8 +39,13 @@ function metricsTokenCheck(token: string): (request: FastifyRequest, reply: Fast
     const header = request.headers.authorization;
     const [, given] = /^bearer +(\S+) *$/i.exec(header ?? '') ?? [];
     if (given !== undefined && timingSafeEqual(digest(given), expected)) return;
-    const message = header === undefined ? 'GET /metrics needs "Authorization: Bearer <the metrics token>" (serve --metrics-token)' : 'the Authorization header does not carry the metrics token';
-    const challenge = bearerChallenge(header === undefined ? { realm: METRICS_REALM } : { realm: METRICS_REALM, error: 'invalid_token', description: 'the metrics token is not this one' });
+    const message =
+      header === undefined
+        ? 'GET /metrics needs "Authorization: Bearer <the metrics token>" (serve --metrics-token)'
+        : 'the Authorization header does not carry the metrics token';
+    const challenge = bearerChallenge(
+      header === undefined ? { realm: METRICS_REALM } : { realm: METRICS_REALM, error: 'invalid_token', description: 'the metrics token is not this one' },
+    );
     void reply
       .code(401)
       .header('www-authenticate', challenge)

@@ -61,7 +61,8 @@ export function tracedLoggerOptions(telemetry: Telemetry): Pick<FastifyServerOpt
 export function traceHttp(app: FastifyInstance, telemetry: Telemetry): void {
   const spanOf = (request: FastifyRequest): Span => {
     const raw = request.raw as Traced;
-    return (raw[SPAN] ??= startRequestSpan(telemetry, request.raw));
+    raw[SPAN] ??= startRequestSpan(telemetry, request.raw);
+    return raw[SPAN];
   };
   app.addHook('onRequest', (request, _reply, done) => {
     const span = spanOf(request);

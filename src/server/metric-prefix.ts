@@ -18,9 +18,7 @@ const PREFIX = /^[a-zA-Z_][a-zA-Z0-9_]*$/;
 export function checkMetricsPrefix(prefix: string): string {
   if (prefix === '') return prefix;
   if (!PREFIX.test(prefix) || prefix.startsWith('__')) {
-    throw new ConfigError(
-      `the metrics prefix must be letters, digits and underscores, not start with a digit or "__", such as "miniapp_"; got "${prefix}"`,
-    );
+    throw new ConfigError(`the metrics prefix must be letters, digits and underscores, not start with a digit or "__", such as "miniapp_"; got "${prefix}"`);
   }
   return prefix;
 }

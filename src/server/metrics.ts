@@ -22,7 +22,7 @@ const GRPC_HANDLING_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5,
 
 type HttpLabel = 'method' | 'route' | 'status';
 
-export interface HttpMetrics {
+interface HttpMetrics {
   requests: Counter<HttpLabel>;
   duration: Histogram<HttpLabel>;
   inFlight: Gauge;
@@ -311,7 +311,7 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
  * as the Prometheus text format. Prometheus sends, for example,
  * `application/openmetrics-text;version=1.0.0,...,text/plain;version=0.0.4;q=0.5,*\/*;q=0.1`.
  */
-export function prefersOpenMetrics(accept: string | undefined): boolean {
+function prefersOpenMetrics(accept: string | undefined): boolean {
   if (!accept) return false;
   let openMetrics = 0;
   let text = 0;

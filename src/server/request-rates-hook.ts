@@ -22,10 +22,10 @@ import { isTokenKey, type RequestRates } from '../auth/request-rates.js';
 import { TokenService } from '../auth/tokens.js';
 import type { ErrorBody } from '../http/errors.js';
 
-export const RATE_LIMITED = 'RATE_LIMITED';
+const RATE_LIMITED = 'RATE_LIMITED';
 
 /** Whether a route (its full URL pattern) takes from the buckets. */
-export function isRateLimited(url: string): boolean {
+function isRateLimited(url: string): boolean {
   if (!url.startsWith('/api/') && !url.startsWith('/uploads/')) return false;
   return !/\/docs(\/|$)/.test(url) && !url.endsWith('/openapi.json');
 }
@@ -47,7 +47,11 @@ export function installRequestRates(app: FastifyInstance, rates: RequestRates, v
     if (waitMs === 0) {
       const token = verify && authorization !== undefined && !isTokenKey(key) ? TokenService.bearer(authorization) : undefined;
       // What the check finds reaches the buckets through TokenService; the route still answers for itself (401 or not).
-      if (token !== undefined) verify!(token).then(() => done(), () => done());
+      if (token !== undefined)
+        verify!(token).then(
+          () => done(),
+          () => done(),
+        );
       else done();
       return;
     }

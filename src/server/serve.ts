@@ -11,7 +11,7 @@ import { parseAad, parseKey } from '../login/key-material.js';
 import { PartnerClient, type ClientTls } from '../login/partner-client.js';
 import { databasePath } from '../store/database.js';
 import { connectionBudget, DEFAULT_POOL_SIZE, openStore, serveApplicationName, type Store, type StoreLocation } from '../store/store.js';
-import { type Sql } from '../store/sql.js';
+import type { Sql } from '../store/sql.js';
 import { Readiness } from './readiness.js';
 import { UnlinkEventStore } from '../store/unlink-events.js';
 import { buildSandbox, type Sandbox } from '../sandbox/server.js';
@@ -53,7 +53,7 @@ import { SPAN_KIND, type Telemetry } from '../telemetry/telemetry.js';
 import { TracedSql } from '../store/traced-sql.js';
 
 /** How long a stop waits for calls in flight, webhook attempts and the last spans (ServeOptions.shutdownDeadlineMs). */
-export const DEFAULT_SHUTDOWN_DEADLINE_MS = 5_000;
+const DEFAULT_SHUTDOWN_DEADLINE_MS = 5_000;
 
 export interface ServeOptions {
   host: string;
@@ -121,7 +121,7 @@ export interface ServeOptions {
   spanLines?: ((line: string) => void) | undefined;
 }
 
-export interface EmbeddedSandbox {
+interface EmbeddedSandbox {
   url: string;
   partnerUrl: string;
   key: string;
@@ -296,7 +296,12 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
     // Request rates: a token has a bucket of its own once it authenticates (auth/request-rates.ts).
     const requestRateLimits = options.requestRates ?? DEFAULT_REQUEST_RATES;
     const requestRates = requestRateLimits ? new RequestRates(requestRateLimits, () => options.now().getTime()) : undefined;
-    const tokens = new TokenService(store.sql, options.now, store.signals, requestRates && ((token, authenticated) => requestRates.vouch(token, authenticated)));
+    const tokens = new TokenService(
+      store.sql,
+      options.now,
+      store.signals,
+      requestRates && ((token, authenticated) => requestRates.vouch(token, authenticated)),
+    );
     const adminToken = await tokens.ensureAdminToken(store.dataDir, (file, mode) =>
       warnings.push(`the admin token file ${file} was mode ${mode.toString(8).padStart(4, '0')}, readable by others: made it 0600`),
     );
@@ -304,7 +309,9 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
     const changes = new UserChangeFeed(changeLog, store.signals, { now: options.now, warn: (message, fields) => grpcLog.warn(fields, message) });
     // Chat rooms span the instances of a shared store; on SQLite or in memory there is one instance.
     const sharedChat = (channel: string): SharedChat | undefined =>
-      store.kind === 'postgres' ? { sql: store.sql, signals: store.signals, channel, now: options.now, warn: (message, fields) => grpcLog.warn(fields, message) } : undefined;
+      store.kind === 'postgres'
+        ? { sql: store.sql, signals: store.signals, channel, now: options.now, warn: (message, fields) => grpcLog.warn(fields, message) }
+        : undefined;
     const userChat = new ChatHub<UserChatMessage>({ shared: sharedChat('user_chat') });
     const operatorsChat = new ChatHub<OperatorsChatMessage>({ shared: sharedChat('operators_chat') });
     // Long streams follow their tokens: a user deactivated, deleted or demoted, or a token revoked, on any instance.
@@ -370,7 +377,12 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
         tx.afterCommit(() => dispatcher.notify());
       };
       if (!telemetry) return enqueue();
-      const attributes = { 'messaging.system': 'webhook', 'messaging.operation.type': 'create', 'messaging.destination.name': event, 'messaging.batch.message_count': webhooks.urls.length };
+      const attributes = {
+        'messaging.system': 'webhook',
+        'messaging.operation.type': 'create',
+        'messaging.destination.name': event,
+        'messaging.batch.message_count': webhooks.urls.length,
+      };
       return telemetry.inSpan(`webhook enqueue ${event}`, { kind: SPAN_KIND.PRODUCER, requireParent: true, attributes }, enqueue);
     };
     commerce = new Commerce({
@@ -474,7 +486,9 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
             callback: sandbox.callback,
             appUrl: options.hostPage?.appUrl,
             // Pages that may log in through the login window: the one browser origin of the relay, the app URL's.
-            appOrigins: [options.corsOrigin, options.hostPage?.appUrl && new URL(options.hostPage.appUrl).origin].filter((origin): origin is string => Boolean(origin)),
+            appOrigins: [options.corsOrigin, options.hostPage?.appUrl && new URL(options.hostPage.appUrl).origin].filter((origin): origin is string =>
+              Boolean(origin),
+            ),
           }
         : undefined,
     });

@@ -66,7 +66,13 @@ export const COPIED_TABLES: readonly TableCopy[] = [
     unique: ['username', 'email'],
     secret: ['password_hash'],
   },
-  { table: 'api_tokens', columns: ['token_hash', 'kind', 'user_id', 'created_at', 'expires_at'], key: ['token_hash'], refs: { user_id: 'users' }, secret: ['token_hash'] },
+  {
+    table: 'api_tokens',
+    columns: ['token_hash', 'kind', 'user_id', 'created_at', 'expires_at'],
+    key: ['token_hash'],
+    refs: { user_id: 'users' },
+    secret: ['token_hash'],
+  },
   {
     table: 'posts',
     columns: ['id', 'title', 'content', 'author_id', 'author', 'author_is_admin', 'tags', 'is_published', 'created_at', 'updated_at', 'published_at'],
@@ -107,14 +113,43 @@ export const COPIED_TABLES: readonly TableCopy[] = [
   { table: 'reservation_items', columns: ['reservation_id', 'sku', 'quantity'], key: ['reservation_id', 'sku'] },
   {
     table: 'orders',
-    columns: ['id', 'user_id', 'state', 'currency', 'total_amount', 'reservation_id', 'payment_id', 'created_at', 'updated_at', 'paid_at', 'cancelled_at', 'cancel_reason'],
+    columns: [
+      'id',
+      'user_id',
+      'state',
+      'currency',
+      'total_amount',
+      'reservation_id',
+      'payment_id',
+      'created_at',
+      'updated_at',
+      'paid_at',
+      'cancelled_at',
+      'cancel_reason',
+    ],
     key: ['id'],
     refs: { user_id: 'users' },
   },
   { table: 'order_items', columns: ['order_id', 'position', 'sku', 'name', 'quantity', 'unit_price', 'amount'], key: ['order_id', 'position'] },
   {
     table: 'payments',
-    columns: ['id', 'order_id', 'user_id', 'status', 'amount', 'balance', 'currency', 'method', 'provider', 'provider_reference', 'failure_code', 'failure_message', 'created_at', 'updated_at', 'approved_at'],
+    columns: [
+      'id',
+      'order_id',
+      'user_id',
+      'status',
+      'amount',
+      'balance',
+      'currency',
+      'method',
+      'provider',
+      'provider_reference',
+      'failure_code',
+      'failure_message',
+      'created_at',
+      'updated_at',
+      'approved_at',
+    ],
     key: ['id'],
     refs: { user_id: 'users' },
   },
@@ -125,12 +160,16 @@ export const COPIED_TABLES: readonly TableCopy[] = [
     key: ['scope', 'owner', 'key'],
     userOwner: 'owner',
   },
-  { table: 'sandbox_charges', columns: ['key', 'amount', 'currency', 'method', 'outcome', 'failure_code', 'reference', 'answered', 'created_at'], key: ['key'] },
+  {
+    table: 'sandbox_charges',
+    columns: ['key', 'amount', 'currency', 'method', 'outcome', 'failure_code', 'reference', 'answered', 'created_at'],
+    key: ['key'],
+  },
   { table: 'sandbox_refunds', columns: ['key', 'charge_reference', 'amount', 'created_at'], key: ['key'] },
 ];
 
 /** The name under which the shared admin token lives in server_secrets (src/auth/tokens.ts reads it). */
-export const ADMIN_TOKEN_SECRET = 'admin_token';
+const ADMIN_TOKEN_SECRET = 'admin_token';
 
 /** Rows per INSERT: well under PostgreSQL's 65,535 parameters for the widest table. */
 const BATCH = 500;
@@ -143,7 +182,7 @@ export interface SourceImage {
   bytes: Buffer;
 }
 
-export interface TableReport {
+interface TableReport {
   table: string;
   /** Rows in the source. */
   source: number;
@@ -341,7 +380,10 @@ async function copyInto(tx: Sql, options: CopyOptions, sourceRows: Map<string, R
         if (shared) {
           // The same name under the same id with other content: another user of that name, or this one changed on
           // one side since. No merge can keep both.
-          conflict(row, `its ${shared} ${JSON.stringify(row[shared])} belongs to a different row of the target, with other ${differing(spec, same, row).join(', ')}`);
+          conflict(
+            row,
+            `its ${shared} ${JSON.stringify(row[shared])} belongs to a different row of the target, with other ${differing(spec, same, row).join(', ')}`,
+          );
           unmergeable = true;
           continue;
         }
@@ -360,8 +402,13 @@ async function copyInto(tx: Sql, options: CopyOptions, sourceRows: Map<string, R
     if (renumber.length > 0) {
       // New ids above every id of either side, so that none lands on a source id kept because it was free.
       const highest = Math.max(0, ...rows.map((row) => Number(row.id)));
-      await tx.one(`SELECT setval(pg_get_serial_sequence('${spec.table}', 'id'), GREATEST((SELECT max(id) FROM ${spec.table}), CAST($1 AS BIGINT), 1))`, [highest]);
-      const ids = await tx.all<{ id: number }>(`SELECT nextval(pg_get_serial_sequence('${spec.table}', 'id')) AS id FROM generate_series(1, CAST($1 AS INTEGER))`, [renumber.length]);
+      await tx.one(`SELECT setval(pg_get_serial_sequence('${spec.table}', 'id'), GREATEST((SELECT max(id) FROM ${spec.table}), CAST($1 AS BIGINT), 1))`, [
+        highest,
+      ]);
+      const ids = await tx.all<{ id: number }>(
+        `SELECT nextval(pg_get_serial_sequence('${spec.table}', 'id')) AS id FROM generate_series(1, CAST($1 AS INTEGER))`,
+        [renumber.length],
+      );
       renumber.forEach((row, i) => {
         const id = Number(ids[i]!.id);
         idMap.set(Number(row.id), id);
@@ -393,7 +440,7 @@ async function copyInto(tx: Sql, options: CopyOptions, sourceRows: Map<string, R
 
   if (findings.length > 0 && (!merge || unmergeable)) {
     throw new CopyRefused(
-      merge ? 'the merge would change what rows mean' : 'the target holds rows that are not this SQLite database\'s, or differ from them',
+      merge ? 'the merge would change what rows mean' : "the target holds rows that are not this SQLite database's, or differ from them",
       findings,
       !unmergeable,
     );
@@ -406,7 +453,8 @@ async function copyInto(tx: Sql, options: CopyOptions, sourceRows: Map<string, R
     for (let start = 0; start < plan.inserts.length; start += BATCH) {
       const batch = plan.inserts.slice(start, start + BATCH);
       const params: Param[] = [];
-      const tuples = batch.map((row) => `(${spec.columns.map((column) => (params.push(row[column] as Param), `$${params.length}`)).join(', ')})`);
+      // push answers the new length: the placeholder of the value just pushed.
+      const tuples = batch.map((row) => `(${spec.columns.map((column) => `$${params.push(row[column] as Param)}`).join(', ')})`);
       await tx.run(`INSERT INTO ${spec.table} (${spec.columns.join(', ')}) VALUES ${tuples.join(', ')}`, params);
       plan.report.copied += batch.length;
       options.onRows?.(batch.length);
@@ -432,7 +480,11 @@ async function copyInto(tx: Sql, options: CopyOptions, sourceRows: Map<string, R
   let adminToken: CopyReport['adminToken'] = 'none';
   if (options.adminToken !== undefined) {
     if (targetToken === undefined) {
-      await tx.run('INSERT INTO server_secrets (name, value, created_at) VALUES ($1, $2, $3)', [ADMIN_TOKEN_SECRET, options.adminToken, options.now.toISOString()]);
+      await tx.run('INSERT INTO server_secrets (name, value, created_at) VALUES ($1, $2, $3)', [
+        ADMIN_TOKEN_SECRET,
+        options.adminToken,
+        options.now.toISOString(),
+      ]);
       adminToken = 'copied';
     } else adminToken = targetToken === options.adminToken ? 'copied' : 'kept';
   }

@@ -11,7 +11,18 @@ import Database from 'better-sqlite3';
 import { ConfigError } from '../errors.js';
 import { commerceSchema } from './commerce-schema.js';
 import { blogListingSchema, BLOG_LISTING } from './blog-listing-schema.js';
-import { LOGIN_FAILURES, SIGNUP_COUNTS, stockHolds, WEBHOOK_CLAIMS, WEBHOOK_TRACE_CONTEXT, postAuthorIsAdmin, refundedOrders, userEventsByUser, webhookDeliveryKeys, webhookDueByUrl } from './shared-migrations.js';
+import {
+  LOGIN_FAILURES,
+  SIGNUP_COUNTS,
+  stockHolds,
+  WEBHOOK_CLAIMS,
+  WEBHOOK_TRACE_CONTEXT,
+  postAuthorIsAdmin,
+  refundedOrders,
+  userEventsByUser,
+  webhookDeliveryKeys,
+  webhookDueByUrl,
+} from './shared-migrations.js';
 
 export type Db = Database.Database;
 
@@ -187,7 +198,8 @@ export const MIGRATIONS: readonly Migration[] = [
   },
   {
     version: 8,
-    description: 'the commerce services: products and their stock ledger, reservations, orders, payments, refunds, idempotency keys, the sandbox provider\'s books',
+    description:
+      "the commerce services: products and their stock ledger, reservations, orders, payments, refunds, idempotency keys, the sandbox provider's books",
     sql: commerceSchema('sqlite'),
   },
   {

@@ -62,7 +62,7 @@ export type UnavailableReason =
   | 'disk';
 
 const HINTS: Record<UnavailableReason, string> = {
-  unreachable: 'check the host and port of the database URL (--database, MINIAPP_DATABASE_URL or the profile\'s database-url) and that PostgreSQL runs',
+  unreachable: "check the host and port of the database URL (--database, MINIAPP_DATABASE_URL or the profile's database-url) and that PostgreSQL runs",
   timeout: 'the database or the network to it is slow or stalled; try again, or raise --database-timeout',
   lost: 'the connection to the database broke; try again',
   'too-many-connections': 'the server has no connection slot left: lower --database-pool on the instances, or raise max_connections',
@@ -83,7 +83,11 @@ const HINTS: Record<UnavailableReason, string> = {
 export function storeErrorForCli(error: unknown, where?: string): MiniappError | undefined {
   if (!(error instanceof StoreUnavailableError)) return undefined;
   // Every message names "the database": it becomes "the database at URL" (the URL without its password).
-  const message = !where ? error.message : error.message.includes('the database') ? error.message.replace('the database', `the database at ${where}`) : `${error.message} (the database at ${where})`;
+  const message = !where
+    ? error.message
+    : error.message.includes('the database')
+      ? error.message.replace('the database', `the database at ${where}`)
+      : `${error.message} (the database at ${where})`;
   const options = { hint: HINTS[error.reason], cause: error };
   if (error.reason === 'credentials') return new AuthError(message, { ...options, code: 'DATABASE_AUTH' });
   if (error.reason === 'no-database') return new ConfigError(message, options);

@@ -12,7 +12,18 @@
  */
 import { blogListingSchema, BLOG_LISTING } from './blog-listing-schema.js';
 import { commerceSchema } from './commerce-schema.js';
-import { LOGIN_FAILURES, SIGNUP_COUNTS, stockHolds, WEBHOOK_CLAIMS, WEBHOOK_TRACE_CONTEXT, postAuthorIsAdmin, refundedOrders, userEventsByUser, webhookDeliveryKeys, webhookDueByUrl } from './shared-migrations.js';
+import {
+  LOGIN_FAILURES,
+  SIGNUP_COUNTS,
+  stockHolds,
+  WEBHOOK_CLAIMS,
+  WEBHOOK_TRACE_CONTEXT,
+  postAuthorIsAdmin,
+  refundedOrders,
+  userEventsByUser,
+  webhookDeliveryKeys,
+  webhookDueByUrl,
+} from './shared-migrations.js';
 
 export interface PostgresMigration {
   version: number;
@@ -165,7 +176,8 @@ export const POSTGRES_MIGRATIONS: readonly PostgresMigration[] = [
   },
   {
     version: 4,
-    description: 'the commerce services: products and their stock ledger, reservations, orders, payments, refunds, idempotency keys, the sandbox provider\'s books',
+    description:
+      "the commerce services: products and their stock ledger, reservations, orders, payments, refunds, idempotency keys, the sandbox provider's books",
     sql: commerceSchema('postgres'),
   },
   {

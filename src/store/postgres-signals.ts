@@ -12,7 +12,7 @@
  * that is the moment to read what they would have announced (the change
  * feed and the webhook outbox do).
  */
-import pg from 'pg';
+import type pg from 'pg';
 import type { Signals } from './signals.js';
 import type { Sql } from './sql.js';
 import { StoreUnavailableError } from './errors.js';

@@ -92,7 +92,8 @@ export function postgresError(error: unknown): unknown {
   // Called only on what pg or the network threw (never on an error of the caller's own work), and still matched on
   // the exact words pg and Node's TLS use, not on any text that happens to contain "TLS" or "timeout".
   const { code, message } = error as { code?: string; message?: string };
-  if (code && NETWORK_WORDS[code]) return new StoreUnavailableError(`cannot reach the database: ${NETWORK_WORDS[code]} (${code})`, { cause: error, reason: 'unreachable' });
+  if (code && NETWORK_WORDS[code])
+    return new StoreUnavailableError(`cannot reach the database: ${NETWORK_WORDS[code]} (${code})`, { cause: error, reason: 'unreachable' });
   const text = message ?? String(error);
   if (
     (code && /^(ERR_TLS_|ERR_SSL_|CERT_|UNABLE_TO_|DEPTH_ZERO_SELF_SIGNED_CERT|SELF_SIGNED_CERT_IN_CHAIN|HOSTNAME_MISMATCH)/.test(code)) ||
@@ -103,7 +104,11 @@ export function postgresError(error: unknown): unknown {
   if (/^(timeout expired|timeout exceeded when trying to connect|Connection terminated due to connection timeout|Query read timeout)/.test(text)) {
     return new StoreUnavailableError(`the database did not answer in time: ${text}`, { cause: error, reason: 'timeout' });
   }
-  if (/^(Connection terminated|Client has encountered a connection error and is not queryable|Client was closed and is not queryable|Cannot use a pool after calling end)/.test(text)) {
+  if (
+    /^(Connection terminated|Client has encountered a connection error and is not queryable|Client was closed and is not queryable|Cannot use a pool after calling end)/.test(
+      text,
+    )
+  ) {
     return new StoreUnavailableError(`the connection to the database was lost: ${text}`, { cause: error, reason: 'lost' });
   }
   return error;
@@ -280,7 +285,14 @@ export class PostgresPool {
   }
 
   /** Runs one statement on `lease` within `deadline`; past it the connection is destroyed. */
-  async run(lease: Lease, text: string, params: readonly Param[] | undefined, deadline: number | undefined, budgetMs: number, named = true): Promise<QueryResult> {
+  async run(
+    lease: Lease,
+    text: string,
+    params: readonly Param[] | undefined,
+    deadline: number | undefined,
+    budgetMs: number,
+    named = true,
+  ): Promise<QueryResult> {
     let timer: NodeJS.Timeout | undefined;
     if (deadline !== undefined) {
       const remaining = deadline - Date.now();
@@ -313,10 +325,7 @@ export class PostgresPool {
   async end(graceMs: number): Promise<void> {
     if (this.#leased > 0) {
       let timer: NodeJS.Timeout | undefined;
-      await Promise.race([
-        new Promise<void>((resolve) => (this.#idle = resolve)),
-        new Promise<void>((resolve) => (timer = setTimeout(resolve, graceMs))),
-      ]);
+      await Promise.race([new Promise<void>((resolve) => (this.#idle = resolve)), new Promise<void>((resolve) => (timer = setTimeout(resolve, graceMs)))]);
       clearTimeout(timer);
     }
     this.destroyAll();
@@ -407,7 +416,8 @@ export class PostgresSql implements Sql {
       if (options.statementTimeoutMs !== undefined) await tx.exec(`SET LOCAL statement_timeout = ${Math.max(0, Math.floor(options.statementTimeoutMs))}`);
       const result = await work(tx);
       // Past the deadline nothing is committed, even if the work swallowed the failure of its statements.
-      if (lease.doubt !== undefined || lease.released) throw new StoreUnavailableError(lease.doubt ?? 'the transaction lost its connection', { reason: 'timeout' });
+      if (lease.doubt !== undefined || lease.released)
+        throw new StoreUnavailableError(lease.doubt ?? 'the transaction lost its connection', { reason: 'timeout' });
       committing = true;
       await this.pool.run(lease, 'COMMIT', undefined, undefined, budgetMs, false);
       clearTimeout(timer);

@@ -45,7 +45,7 @@ export const LOGIN_FAILURES = {
  * enqueued it, when tracing was on, so that each delivery attempt's span links back to the request that caused it.
  */
 export const WEBHOOK_TRACE_CONTEXT = {
-  description: 'a webhook delivery remembers the trace it was made in, for its attempts\' spans to link to',
+  description: "a webhook delivery remembers the trace it was made in, for its attempts' spans to link to",
   sql: `
       ALTER TABLE webhook_deliveries ADD COLUMN traceparent TEXT;
     `,
@@ -136,7 +136,7 @@ export function stockHolds(backend: 'sqlite' | 'postgres') {
         BEGIN SELECT RAISE(ABORT, '${message}'); END;
     `;
   return {
-    description: "what a SKU has reserved is kept in stock_holds, apart from its products row, so that placing an order and settling one lock different rows",
+    description: 'what a SKU has reserved is kept in stock_holds, apart from its products row, so that placing an order and settling one lock different rows',
     sql: `
       ALTER TABLE products ADD COLUMN released_total BIGINT NOT NULL DEFAULT 0 CHECK (released_total >= 0);
       CREATE TABLE stock_holds (

@@ -76,7 +76,7 @@ export interface TransactionOptions {
   statementTimeoutMs?: number;
 }
 
-export { StoreUnavailableError, UniqueViolation, type UnavailableReason } from './errors.js';
+export { StoreUnavailableError, UniqueViolation } from './errors.js';
 import { StoreUnavailableError, UniqueViolation } from './errors.js';
 
 // ------------------------------------------------------------------ SQLite
@@ -306,7 +306,10 @@ export class SqliteSql implements Sql {
     if (!this.#nextFlush) {
       let resolve!: () => void;
       let reject!: (error: unknown) => void;
-      const promise = new Promise<void>((yes, no) => ((resolve = yes), (reject = no)));
+      const promise = new Promise<void>((yes, no) => {
+        resolve = yes;
+        reject = no;
+      });
       this.#nextFlush = { promise, resolve, reject };
     }
     const next = this.#nextFlush.promise;
@@ -318,7 +321,10 @@ export class SqliteSql implements Sql {
     const waiting = this.#nextFlush;
     this.#nextFlush = undefined;
     if (!waiting) return;
-    if (this.#flushFailed) return waiting.reject(this.#flushFailed);
+    if (this.#flushFailed) {
+      waiting.reject(this.#flushFailed);
+      return;
+    }
     const upTo = this.#written;
     const done = this.#flush!().then(
       () => {
@@ -423,7 +429,10 @@ export class SqliteSql implements Sql {
     this.db.exec('BEGIN IMMEDIATE');
     let commit!: () => void;
     let fail!: (error: unknown) => void;
-    const committed = new Promise<void>((resolve, reject) => ((commit = resolve), (fail = reject)));
+    const committed = new Promise<void>((resolve, reject) => {
+      commit = resolve;
+      fail = reject;
+    });
     // A caller whose own savepoint failed never awaits `committed`; its rejection must not go unhandled.
     committed.catch(() => undefined);
     const group: CommitGroup = { committed, hooks: [] };

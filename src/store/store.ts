@@ -49,7 +49,7 @@ export interface Store {
 }
 
 export const DEFAULT_POOL_SIZE = 10;
-export const DEFAULT_DATABASE_TIMEOUT_MS = 5_000;
+const DEFAULT_DATABASE_TIMEOUT_MS = 5_000;
 const MIGRATION_LOCK = 0x6d696e69; // "mini"
 /** How long migrating may take, the wait for another instance's migration included. */
 const MIGRATION_TIMEOUT_MS = 10 * 60 * 1000;
@@ -129,10 +129,16 @@ export async function openStore(location: StoreLocation): Promise<Store> {
     const logFlush = wal ? walFlush(`${file}-wal`) : undefined;
     // Checkpoints run on a thread of their own, each shortly after the commits a flush made durable (wal-checkpointer.ts).
     const checkpointer = wal ? startWalCheckpointer(db, file!) : undefined;
-    const flush = logFlush && checkpointer ? Object.assign(async () => {
-      await logFlush();
-      checkpointer.written();
-    }, { close: logFlush.close }) : undefined;
+    const flush =
+      logFlush && checkpointer
+        ? Object.assign(
+            async () => {
+              await logFlush();
+              checkpointer.written();
+            },
+            { close: logFlush.close },
+          )
+        : undefined;
     // Reads from outside a transaction on a connection of their own (SqliteSql's "Reads on a connection of their own").
     const reader = wal ? openReader(file!) : undefined;
     const sql = new SqliteSql(db, { flush, reader });
@@ -212,32 +218,35 @@ export interface MigrationStatus {
  * transaction under an advisory lock: instances that start together take
  * turns, and the second finds nothing left to do.
  */
-export async function migratePostgres(sql: Sql): Promise<number[]> {
+async function migratePostgres(sql: Sql): Promise<number[]> {
   // Instances that start together wait here for the first to finish, and a migration of a large table takes what it
   // takes: neither is bounded by the time-out of a call (a connection that cannot be made still fails at once).
-  return sql.transaction(async (tx) => {
-    await tx.one('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK]);
-    await tx.exec(`CREATE TABLE IF NOT EXISTS schema_migrations (
+  return sql.transaction(
+    async (tx) => {
+      await tx.one('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK]);
+      await tx.exec(`CREATE TABLE IF NOT EXISTS schema_migrations (
       version INTEGER PRIMARY KEY, description TEXT NOT NULL, applied_at TEXT NOT NULL)`);
-    const applied = new Set((await tx.all<{ version: number }>('SELECT version FROM schema_migrations')).map((row) => Number(row.version)));
-    const newest = Math.max(0, ...applied);
-    const known = POSTGRES_MIGRATIONS.at(-1)?.version ?? 0;
-    if (newest > known) {
-      throw new ConfigError(`the database was migrated by a newer miniapp (schema ${newest}, this one knows ${known}); upgrade miniapp`);
-    }
-    const done: number[] = [];
-    for (const migration of POSTGRES_MIGRATIONS) {
-      if (applied.has(migration.version)) continue;
-      await tx.exec(migration.sql);
-      await tx.run('INSERT INTO schema_migrations (version, description, applied_at) VALUES ($1, $2, $3)', [
-        migration.version,
-        migration.description,
-        new Date().toISOString(),
-      ]);
-      done.push(migration.version);
-    }
-    return done;
-  }, { timeoutMs: MIGRATION_TIMEOUT_MS, statementTimeoutMs: 0 });
+      const applied = new Set((await tx.all<{ version: number }>('SELECT version FROM schema_migrations')).map((row) => Number(row.version)));
+      const newest = Math.max(0, ...applied);
+      const known = POSTGRES_MIGRATIONS.at(-1)?.version ?? 0;
+      if (newest > known) {
+        throw new ConfigError(`the database was migrated by a newer miniapp (schema ${newest}, this one knows ${known}); upgrade miniapp`);
+      }
+      const done: number[] = [];
+      for (const migration of POSTGRES_MIGRATIONS) {
+        if (applied.has(migration.version)) continue;
+        await tx.exec(migration.sql);
+        await tx.run('INSERT INTO schema_migrations (version, description, applied_at) VALUES ($1, $2, $3)', [
+          migration.version,
+          migration.description,
+          new Date().toISOString(),
+        ]);
+        done.push(migration.version);
+      }
+      return done;
+    },
+    { timeoutMs: MIGRATION_TIMEOUT_MS, statementTimeoutMs: 0 },
+  );
 }
 
 /** The application_name of a serve instance's connections: which instance, and how many connections its pool may open. */
@@ -310,8 +319,10 @@ export async function connectionBudget(sql: Sql, self: { instance: string; poolS
           limit: `max_connections ${settings.max_connections}, ${settings.reserved} reserved`,
         },
   ];
-  if (Number(settings.role_limit) >= 0) limits.push({ allowed: Number(settings.role_limit), others: others.role, limit: `the role's CONNECTION LIMIT ${settings.role_limit}` });
-  if (Number(settings.database_limit) >= 0) limits.push({ allowed: Number(settings.database_limit), others: others.database, limit: `the database's CONNECTION LIMIT ${settings.database_limit}` });
+  if (Number(settings.role_limit) >= 0)
+    limits.push({ allowed: Number(settings.role_limit), others: others.role, limit: `the role's CONNECTION LIMIT ${settings.role_limit}` });
+  if (Number(settings.database_limit) >= 0)
+    limits.push({ allowed: Number(settings.database_limit), others: others.database, limit: `the database's CONNECTION LIMIT ${settings.database_limit}` });
   // The limit that leaves the instances the least room.
   const tightest = limits.reduce((a, b) => (b.allowed - b.others < a.allowed - a.others ? b : a));
   let warning: string | undefined;

@@ -15,7 +15,8 @@ import type { Span, Telemetry } from '../telemetry/telemetry.js';
 import { SPAN_KIND } from '../telemetry/telemetry.js';
 import type { Param, Sql, TransactionOptions } from './sql.js';
 
-const OPERATION = /^\s*(SELECT|INSERT|UPDATE|DELETE|WITH|CREATE|ALTER|DROP|BEGIN|COMMIT|ROLLBACK|SAVEPOINT|RELEASE|PRAGMA|LOCK|NOTIFY|LISTEN|VACUUM|ANALYZE|SET|SHOW|TRUNCATE|COPY)\b/i;
+const OPERATION =
+  /^\s*(SELECT|INSERT|UPDATE|DELETE|WITH|CREATE|ALTER|DROP|BEGIN|COMMIT|ROLLBACK|SAVEPOINT|RELEASE|PRAGMA|LOCK|NOTIFY|LISTEN|VACUUM|ANALYZE|SET|SHOW|TRUNCATE|COPY)\b/i;
 const TABLE = /\b(?:FROM|INTO|UPDATE|JOIN|TABLE)\s+(?:ONLY\s+)?("?[A-Za-z_][\w.]*"?)/i;
 
 /** "SELECT users" for `SELECT ... FROM users WHERE ...`: the span name of a statement. */
@@ -97,8 +98,10 @@ export class TracedSql implements Sql {
   }
 
   transaction<T>(work: (tx: Sql) => Promise<T>, options?: TransactionOptions): Promise<T> {
-    return this.telemetry.inSpan('transaction', { kind: SPAN_KIND.CLIENT, requireParent: true, attributes: { 'db.system.name': DB_SYSTEM[this.dialect] } }, () =>
-      this.inner.transaction((tx) => work(tx === this.inner ? this : new TracedSql(tx, this.telemetry, this.#summaries)), options),
+    return this.telemetry.inSpan(
+      'transaction',
+      { kind: SPAN_KIND.CLIENT, requireParent: true, attributes: { 'db.system.name': DB_SYSTEM[this.dialect] } },
+      () => this.inner.transaction((tx) => work(tx === this.inner ? this : new TracedSql(tx, this.telemetry, this.#summaries)), options),
     );
   }
 }

@@ -254,7 +254,9 @@ export class VersionLease {
     if (was) this.options.onState?.('lost', `asking the database for the version of each post list again: ${detail}`);
     // Resigned, so that writers stop waiting at once; if the database cannot hear it, the lease runs out instead.
     if (!this.#closed) {
-      void this.sql.run('UPDATE cache_leases SET expires_at = now() WHERE counter = $1 AND instance = $2', [this.options.counter, this.instance]).catch(() => undefined);
+      void this.sql
+        .run('UPDATE cache_leases SET expires_at = now() WHERE counter = $1 AND instance = $2', [this.options.counter, this.instance])
+        .catch(() => undefined);
     }
   }
 

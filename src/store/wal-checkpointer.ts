@@ -24,7 +24,7 @@ import type { Database as SqliteDatabase } from 'better-sqlite3';
 /** SQLite's own default: the log's size, in pages, past which a commit checkpoints when the worker cannot. */
 const AUTOCHECKPOINT_PAGES = 1000;
 /** At most one checkpoint this often while writes go on: a few a second keep the log small without busying the disk. */
-export const CHECKPOINT_INTERVAL_MS = 250;
+const CHECKPOINT_INTERVAL_MS = 250;
 
 /** The worker's code: CommonJS, evaluated, so that it needs no file of its own beside a bundle. */
 const WORKER_SOURCE = `
@@ -50,7 +50,7 @@ parentPort.on('message', (message) => {
 parentPort.postMessage({ ready: true });
 `;
 
-export interface CheckpointResult {
+interface CheckpointResult {
   /** Frames in the log, and how many of them are in the database file now. */
   log: number;
   checkpointed: number;

@@ -13,8 +13,8 @@
  */
 import { UsageError } from '../errors.js';
 
-export type OtlpProtocol = 'http/protobuf' | 'http/json' | 'grpc';
-export const OTLP_PROTOCOLS: readonly OtlpProtocol[] = ['http/protobuf', 'http/json', 'grpc'];
+type OtlpProtocol = 'http/protobuf' | 'http/json' | 'grpc';
+const OTLP_PROTOCOLS: readonly OtlpProtocol[] = ['http/protobuf', 'http/json', 'grpc'];
 
 export interface TracingConfig {
   exporter: 'otlp' | 'console';
@@ -40,7 +40,7 @@ const DEFAULT_EXPORT_TIMEOUT_MS = 10_000;
 const DEFAULT_GRPC_ENDPOINT = 'http://localhost:4317';
 
 /** Checks an endpoint URL given on the command line or in the environment; returns it without a trailing slash. */
-export function parseOtlpEndpoint(text: string, source = '--otlp-endpoint'): string {
+function parseOtlpEndpoint(text: string, source = '--otlp-endpoint'): string {
   let url: URL;
   try {
     url = new URL(text);
@@ -48,7 +48,9 @@ export function parseOtlpEndpoint(text: string, source = '--otlp-endpoint'): str
     throw new UsageError(`${source} must be a URL such as http://127.0.0.1:4318; got '${text}'`);
   }
   if (url.protocol !== 'http:' && url.protocol !== 'https:') {
-    throw new UsageError(`${source} must be an http:// or https:// URL such as http://127.0.0.1:4318; got '${url.username || url.password ? `${url.protocol}//...` : text}'`);
+    throw new UsageError(
+      `${source} must be an http:// or https:// URL such as http://127.0.0.1:4318; got '${url.username || url.password ? `${url.protocol}//...` : text}'`,
+    );
   }
   if (url.username || url.password) {
     throw new UsageError(`${source} must not carry credentials in the URL; put them in OTEL_EXPORTER_OTLP_HEADERS`);
@@ -101,8 +103,7 @@ export function resolveTracing(env: Env, flags: { otlpEndpoint?: string | undefi
   // The flag is a convenience for OTEL_EXPORTER_OTLP_ENDPOINT: a base URL, to which HTTP adds /v1/traces.
   // A traces endpoint from the environment is used as it is, as the specification says.
   // The flag wins over the environment (it was typed for this run).
-  const base =
-    flagEndpoint ?? (endpoint === undefined ? undefined : parseOtlpEndpoint(endpoint, 'OTEL_EXPORTER_OTLP_ENDPOINT'));
+  const base = flagEndpoint ?? (endpoint === undefined ? undefined : parseOtlpEndpoint(endpoint, 'OTEL_EXPORTER_OTLP_ENDPOINT'));
   let url: string;
   if (flagEndpoint === undefined && tracesEndpoint !== undefined) url = parseOtlpEndpoint(tracesEndpoint, 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT');
   else if (protocol === 'grpc') url = base ?? DEFAULT_GRPC_ENDPOINT;

@@ -30,7 +30,14 @@ import { BatchSpanProcessor, NodeTracerProvider, type ReadableSpan, type SpanExp
 import { defaultResource, detectResources, envDetector, resourceFromAttributes } from '@opentelemetry/resources';
 import { UndiciInstrumentation } from '@opentelemetry/instrumentation-undici';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
-import { CompositePropagator, ExportResultCode, loggingErrorHandler, setGlobalErrorHandler, W3CBaggagePropagator, W3CTraceContextPropagator } from '@opentelemetry/core';
+import {
+  CompositePropagator,
+  ExportResultCode,
+  loggingErrorHandler,
+  setGlobalErrorHandler,
+  W3CBaggagePropagator,
+  W3CTraceContextPropagator,
+} from '@opentelemetry/core';
 import { describeTracing, type TracingConfig } from './config.js';
 import type { SpanStart, Telemetry, TraceLogFields } from './telemetry.js';
 
@@ -277,7 +284,9 @@ export async function startTelemetry(options: TelemetryOptions): Promise<Telemet
     ...(options.instance ? { 'service.instance.id': options.instance } : {}),
   });
   // OTEL_RESOURCE_ATTRIBUTES adds to the resource; OTEL_SERVICE_NAME (in config.serviceName) names the service.
-  const resource = defaultResource().merge(detectResources({ detectors: [envDetector] })).merge(ours);
+  const resource = defaultResource()
+    .merge(detectResources({ detectors: [envDetector] }))
+    .merge(ours);
   const configured = await exporterFor(config, options.console, Math.min(config.timeoutMs, options.exportTimeoutMs ?? Infinity));
   const exporter =
     options.warn && config.exporter === 'otlp' ? new ReportingExporter(configured, config.url, options.warn, options.info ?? (() => undefined)) : configured;

@@ -7,7 +7,7 @@
  */
 import type { Attributes, Context, Link, Span, SpanKind } from '@opentelemetry/api';
 
-export type { Attributes, Context, Span };
+export type { Span };
 
 /** SpanKind's values, usable without loading @opentelemetry/api (a const enum there). */
 export const SPAN_KIND = { INTERNAL: 0, SERVER: 1, CLIENT: 2, PRODUCER: 3, CONSUMER: 4 } as const satisfies Record<string, SpanKind>;

@@ -16,9 +16,9 @@
 import type { NewUser, UserRecord } from './user-store.js';
 import type { CreateUserRequest } from './proto.js';
 
-export const BATCH_ROWS = 256;
+const BATCH_ROWS = 256;
 
-export type RowOutcome = { index: number; user: UserRecord } | { index: number; error: unknown };
+type RowOutcome = { index: number; user: UserRecord } | { index: number; error: unknown };
 
 /** What grpc-js's server streams of requests offer (readable and duplex alike). */
 export interface RowStream {
@@ -72,8 +72,12 @@ export function createFromStream(stream: RowStream, options: BatchCreateOptions)
     row.ready = options
       .prepare(request)
       .then(
-        (user) => void (row.prepared = user),
-        (error: unknown) => void (row.error = error),
+        (user) => {
+          row.prepared = user;
+        },
+        (error: unknown) => {
+          row.error = error;
+        },
       )
       .finally(() => {
         row.settled = true;

@@ -48,16 +48,16 @@ import type { Signals } from '../store/signals.js';
 import { USER_CHANGES_CHANNEL, type UserChange, type UserChangeLog } from './change-log.js';
 
 /** Changes read at a time (by the reader, and by each catch-up). */
-export const PAGE = 500;
+const PAGE = 500;
 /**
  * A catch-up's first page; each next one twice the last, up to PAGE. A watcher that never reads costs the
  * store this much, not a full page, however often it is opened again (TCP's slow start, for a log).
  */
-export const FIRST_CATCH_UP_PAGE = 32;
+const FIRST_CATCH_UP_PAGE = 32;
 /** How often the log is read while anyone watches, whatever the signals say. */
-export const DEFAULT_POLL_MS = 5_000;
+const DEFAULT_POLL_MS = 5_000;
 /** How long changes stay in the log: a reader away for less than this loses nothing. */
-export const DEFAULT_RETENTION_MS = 60 * 60 * 1000;
+const DEFAULT_RETENTION_MS = 60 * 60 * 1000;
 const TRIM_EVERY_MS = 5 * 60 * 1000;
 
 export interface ChangeFeedOptions {
@@ -88,7 +88,7 @@ interface Joiner {
  * served, and the next one granted on a later turn of the event loop
  * (setImmediate), after the I/O that arrived meanwhile has been handled.
  */
-export class CatchUpTurns {
+class CatchUpTurns {
   readonly #queue: Array<() => void> = [];
   #busy = false;
 
@@ -306,7 +306,8 @@ export class UserChangeFeed {
     const catchUp = async () => {
       if (after > this.#last) {
         const head = await this.log.head();
-        if (after > head) throw new ResumeOutOfRange(`resume_after ${after} is past the last change (${head}): it comes from another database, or a log that was reset`);
+        if (after > head)
+          throw new ResumeOutOfRange(`resume_after ${after} is past the last change (${head}): it comes from another database, or a log that was reset`);
       }
       let cursor = after;
       let pageSize = FIRST_CATCH_UP_PAGE;

@@ -33,9 +33,9 @@ import {
   type UserMessage,
 } from './proto.js';
 
-export { UPDATE_PATHS, type BulkCreateFailure, type ChatMessage, type CreateUserRequest, type UpdatePath } from './proto.js';
+export type { ChatMessage, CreateUserRequest, UpdatePath } from './proto.js';
 
-export { statusName, statusOf, serviceCallError, ServiceCallError, type ErrorContext } from '../grpc/client/errors.js';
+export type { ErrorContext } from '../grpc/client/errors.js';
 
 export { DEFAULT_DEADLINE_MS, type ConnectOptions } from '../grpc/client/channel.js';
 
@@ -89,9 +89,7 @@ export type RowResult = { index: number; user: UserMessage | null } | { index: n
 /** A user as sync sends it: the User message without the server-set created_at. */
 export type SyncUser = Omit<UserMessage, 'created_at'>;
 
-export type UserSyncRequest =
-  | { client_ref: string; upsert: { user: SyncUser; password: string } }
-  | { client_ref: string; delete_user_id: string };
+export type UserSyncRequest = { client_ref: string; upsert: { user: SyncUser; password: string } } | { client_ref: string; delete_user_id: string };
 
 export interface UserSyncResponse {
   client_ref: string;
@@ -111,11 +109,7 @@ interface RawUserClient extends grpc.Client {
   DeleteUser: Unary<{ user_id: string }, Record<string, never>>;
   ListUsers(request: ListUsersRequest, metadata: grpc.Metadata, options: grpc.CallOptions): grpc.ClientReadableStream<UserMessage>;
   WatchUserChanges(request: WatchUserRequest, metadata: grpc.Metadata, options: grpc.CallOptions): grpc.ClientReadableStream<UserEvent>;
-  BulkCreateUsers(
-    metadata: grpc.Metadata,
-    options: grpc.CallOptions,
-    callback: Callback<BulkCreateResponse>,
-  ): grpc.ClientWritableStream<CreateUserRequest>;
+  BulkCreateUsers(metadata: grpc.Metadata, options: grpc.CallOptions, callback: Callback<BulkCreateResponse>): grpc.ClientWritableStream<CreateUserRequest>;
   ImportUsers(metadata: grpc.Metadata, options: grpc.CallOptions): grpc.ClientDuplexStream<CreateUserRequest, ImportUsersResponse>;
   UserChat(metadata: grpc.Metadata, options: grpc.CallOptions): grpc.ClientDuplexStream<Partial<ChatMessage>, ChatMessage>;
   SyncUsers(metadata: grpc.Metadata, options: grpc.CallOptions): grpc.ClientDuplexStream<UserSyncRequest, UserSyncResponse>;
@@ -154,7 +148,7 @@ async function writeAll<T>(
 }
 
 /** Rows ImportUsers sends ahead of their answers: enough to keep serve's hashing busy, few enough to wait for. */
-export const IMPORT_WINDOW = 64;
+const IMPORT_WINDOW = 64;
 
 /** How an import is stopped from outside. */
 export interface ImportControl {
@@ -218,7 +212,10 @@ export class UserServiceClient {
     }
     // Over TLS, a server that answers in plain text is told apart from one that is not there.
     if (this.#context.tls && (await answersInPlainText(this.address, Math.max(deadline - Date.now(), 1)))) throw notTlsError(this.#context);
-    throw new UpstreamError(`UNAVAILABLE: cannot connect to the user service at ${this.address}`, { code: 'UNAVAILABLE', hint: unreachableHint(this.#context.tls) });
+    throw new UpstreamError(`UNAVAILABLE: cannot connect to the user service at ${this.address}`, {
+      code: 'UNAVAILABLE',
+      hint: unreachableHint(this.#context.tls),
+    });
   }
 
   async createUser(request: CreateUserRequest): Promise<CreateUserResponse> {

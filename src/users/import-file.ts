@@ -11,7 +11,7 @@ import { csvRecords } from '../csv-records.js';
 import { linesOf } from '../lines.js';
 import type { CreateUserRequest } from './proto.js';
 
-export const CREATE_FIELDS = ['username', 'email', 'password', 'full_name'] as const;
+const CREATE_FIELDS = ['username', 'email', 'password', 'full_name'] as const;
 
 export type ImportFormat = 'jsonl' | 'csv' | 'empty';
 
@@ -28,7 +28,7 @@ export interface ImportFile {
  * Looks at the input up to its first non-blank character, without
  * consuming it: `{` means JSON lines, anything else CSV.
  */
-export async function detectFormat(source: AsyncIterable<Buffer | string>): Promise<{ format: ImportFormat; input: AsyncIterable<Buffer | string> }> {
+async function detectFormat(source: AsyncIterable<Buffer | string>): Promise<{ format: ImportFormat; input: AsyncIterable<Buffer | string> }> {
   const iterator = source[Symbol.asyncIterator]();
   const buffered: (Buffer | string)[] = [];
   let format: ImportFormat = 'empty';
@@ -45,7 +45,9 @@ export async function detectFormat(source: AsyncIterable<Buffer | string>): Prom
     head += typeof next.value === 'string' ? next.value : next.value.toString('latin1');
     const start = head.replace(/^(\u00ef\u00bb\u00bf|\uFEFF)/, '').trimStart();
     if (start.startsWith('[')) {
-      throw new UsageError('the input is a JSON array; give JSON lines (one object a line) or CSV', { hint: "turn an array into JSON lines with: jq -c '.[]' FILE" });
+      throw new UsageError('the input is a JSON array; give JSON lines (one object a line) or CSV', {
+        hint: "turn an array into JSON lines with: jq -c '.[]' FILE",
+      });
     }
     if (start) format = start.startsWith('{') ? 'jsonl' : 'csv';
   }
@@ -68,7 +70,7 @@ export function unknownKeys(object: Record<string, unknown>, allowed: readonly s
 }
 
 /** A JSON line as a CreateUserRequest, or why it is not one. */
-export function createRequestOf(text: string): CreateUserRequest | string {
+function createRequestOf(text: string): CreateUserRequest | string {
   let parsed: unknown;
   try {
     parsed = JSON.parse(text);
@@ -78,7 +80,8 @@ export function createRequestOf(text: string): CreateUserRequest | string {
   if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) return 'not a JSON object';
   const object = parsed as Record<string, unknown>;
   const unknown = unknownKeys(object, CREATE_FIELDS);
-  if (unknown.length > 0) return `unknown field${unknown.length > 1 ? 's' : ''} ${unknown.map((k) => JSON.stringify(k)).join(', ')}; expected ${CREATE_FIELDS.join(', ')}`;
+  if (unknown.length > 0)
+    return `unknown field${unknown.length > 1 ? 's' : ''} ${unknown.map((k) => JSON.stringify(k)).join(', ')}; expected ${CREATE_FIELDS.join(', ')}`;
   const request = { username: '', email: '', password: '', full_name: '' };
   for (const field of CREATE_FIELDS) {
     const value = object[field];

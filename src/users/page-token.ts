@@ -58,7 +58,10 @@ export function pageTokenStart(token: string, filter: string): number {
   const id = bytes.readBigUInt64BE(1);
   if (id < 1n || id > BigInt(Number.MAX_SAFE_INTEGER)) throw foreign;
   if (!fingerprint(filter).equals(bytes.subarray(9, 17))) {
-    throw new UserValidationError('page_token', `page_token belongs to a list with another filter: send the filter of the page it came with, or ${START_AGAIN}`);
+    throw new UserValidationError(
+      'page_token',
+      `page_token belongs to a list with another filter: send the filter of the page it came with, or ${START_AGAIN}`,
+    );
   }
   return Number(id);
 }

@@ -7,8 +7,7 @@ import * as grpc from '@grpc/grpc-js';
 import { serviceDefinition, toTimestamp, type Timestamp } from '../grpc/protos.js';
 import type { UserRecord } from './user-record.js';
 
-export { fromTimestamp, toTimestamp, type Timestamp } from '../grpc/protos.js';
-export const USER_PROTO = 'user/v1/user.proto';
+export { toTimestamp, type Timestamp } from '../grpc/protos.js';
 
 export interface UserMessage {
   id: string;

@@ -32,10 +32,10 @@ export function toStatus(error: unknown): { code: grpc.status; details: string; 
   return unavailableStatus(error) ?? { code: Status.INTERNAL, details: 'internal error' };
 }
 
-
 export function userIdOf(value: string | number | undefined, field = 'user_id'): number {
   const id = Number(value ?? 0);
-  if (id > Number.MAX_SAFE_INTEGER) throw new RpcError(Status.INVALID_ARGUMENT, `${field} must be at most ${Number.MAX_SAFE_INTEGER} (ids are never larger); got ${value}`);
+  if (id > Number.MAX_SAFE_INTEGER)
+    throw new RpcError(Status.INVALID_ARGUMENT, `${field} must be at most ${Number.MAX_SAFE_INTEGER} (ids are never larger); got ${value}`);
   if (!Number.isSafeInteger(id) || id <= 0) throw new RpcError(Status.INVALID_ARGUMENT, `${field} must be a positive integer`);
   return id;
 }

@@ -18,24 +18,22 @@ import { once } from 'node:events';
 import * as grpc from '@grpc/grpc-js';
 import { hashPassword, verifyPassword } from '../auth/passwords.js';
 import type { Principal } from '../auth/tokens.js';
-import { CallAuth, type OpenStream } from '../grpc/call-auth.js';
-import { StreamOutbox } from '../grpc/stream-outbox.js';
-import { QuotaExceeded, StreamQuota, type StreamQuotaLimits } from '../grpc/stream-quota.js';
-import { failStream as endStream, RpcError, SHUTTING_DOWN, statusName, unavailableStatus } from '../grpc/status.js';
+import type { CallAuth, OpenStream } from '../grpc/call-auth.js';
+import { StreamQuota, type StreamQuotaLimits } from '../grpc/stream-quota.js';
+import { failStream as endStream, RpcError, SHUTTING_DOWN, statusName } from '../grpc/status.js';
 import { ChatHub } from '../grpc/chat-hub.js';
 import { pace } from '../grpc/stream-pace.js';
 import type { RequestRates } from '../auth/request-rates.js';
 import type { AccountCaller, SignUps } from '../auth/signup-limits.js';
 import { addressOf } from '../grpc/request-check.js';
 import { createFromStream, type RowStream } from './batch-create.js';
-import type { UserChange } from './change-log.js';
-import { ResumeOutOfRange, type UserChangeFeed } from './change-feed.js';
-import { toTimestamp, userMessage, watchPositionHeaders, UPDATE_PATHS, type BulkCreateFailure, type ChatMessage, type CreateUserRequest, type EventTypeName, type UserMessage } from './proto.js';
+import type { UserChangeFeed } from './change-feed.js';
+import { userMessage, UPDATE_PATHS, type BulkCreateFailure, type ChatMessage, type CreateUserRequest, type UserMessage } from './proto.js';
 import { listUsers, type ListUsersCall } from './user-list.js';
 import { watchUserChanges, type WatchCall } from './user-watch.js';
+import { userChat, type ChatCall } from './user-chat.js';
 import { REQUEST_LIMITS, toStatus, userIdOf } from './rpc-common.js';
-import { seesWhole, userFor, watchesEveryone } from './visibility.js';
-import { EVENT_TYPES } from './user-record.js';
+import { userFor } from './visibility.js';
 import {
   characters,
   checkEmail,
@@ -47,7 +45,6 @@ import {
   checkUsername,
   checkUnreservedUsername,
   isReservedUsername,
-  DuplicateUserError,
   UserValidationError,
   type NewUser,
   type UserChanges,
@@ -58,9 +55,6 @@ import {
 
 const { status: Status } = grpc;
 
-export { RpcError, statusName } from '../grpc/status.js';
-export { REQUEST_LIMITS } from './rpc-common.js';
-
 /** A row of a bulk create that was not created: the status name it would have had, and why. */
 interface BulkRowFailure {
   status: string;
@@ -68,7 +62,7 @@ interface BulkRowFailure {
 }
 
 /** Open watches: at most this many per account and in all (README, Limits). */
-export const DEFAULT_WATCH_LIMITS: StreamQuotaLimits = { perAccount: 16, total: 1000 };
+const DEFAULT_WATCH_LIMITS: StreamQuotaLimits = { perAccount: 16, total: 1000 };
 /** SyncUsers requests read ahead of their answers; past it the stream is not read until the client reads. */
 const SYNC_READ_AHEAD = 64;
 
@@ -107,7 +101,6 @@ function checkNewUser(request: CreateUserRequest): void {
   const fields = Object.keys(problems);
   if (fields.length > 0) throw new UserValidationError(fields.join(','), Object.values(problems).flat().join('; '));
 }
-
 
 export class UserServiceImpl {
   readonly #rooms: ChatHub<ChatMessage>;
@@ -168,11 +161,16 @@ export class UserServiceImpl {
       }),
       ListUsers: (call: ListUsersCall) => this.#listUsers(call),
       WatchUserChanges: (call: WatchCall) =>
-        watchUserChanges(call, { auth: this.options.auth, changes: this.options.changes, quota: this.#watches, open: this.#open, maxStallMs: this.options.watchStallMs }),
-      BulkCreateUsers: (call: grpc.ServerReadableStream<CreateUserRequest, unknown>, callback: grpc.sendUnaryData<unknown>) =>
-        this.#bulkCreate(call, callback),
+        watchUserChanges(call, {
+          auth: this.options.auth,
+          changes: this.options.changes,
+          quota: this.#watches,
+          open: this.#open,
+          maxStallMs: this.options.watchStallMs,
+        }),
+      BulkCreateUsers: (call: grpc.ServerReadableStream<CreateUserRequest, unknown>, callback: grpc.sendUnaryData<unknown>) => this.#bulkCreate(call, callback),
       ImportUsers: (call: grpc.ServerDuplexStream<CreateUserRequest, unknown>) => this.#importUsers(call),
-      UserChat: (call: grpc.ServerDuplexStream<ChatMessage, ChatMessage>) => this.#chat(call),
+      UserChat: (call: ChatCall) => userChat(call, { auth: this.options.auth, rooms: this.#rooms, open: this.#open, now: this.options.now }),
       SyncUsers: (call: grpc.ServerDuplexStream<SyncRequest, unknown>) => this.#sync(call),
     };
   }
@@ -303,7 +301,10 @@ export class UserServiceImpl {
       if (all && paths.length > 1) throw new RpcError(Status.INVALID_ARGUMENT, 'update_mask "*" must stand alone');
       const unknown = paths.filter((path) => path !== '*' && !(UPDATE_PATHS as readonly string[]).includes(path));
       if (unknown.length > 0) {
-        throw new RpcError(Status.INVALID_ARGUMENT, `unknown update_mask path ${unknown.map((p) => `"${p}"`).join(', ')}; valid: ${UPDATE_PATHS.join(', ')}, *`);
+        throw new RpcError(
+          Status.INVALID_ARGUMENT,
+          `unknown update_mask path ${unknown.map((p) => `"${p}"`).join(', ')}; valid: ${UPDATE_PATHS.join(', ')}, *`,
+        );
       }
       const wants = (path: (typeof UPDATE_PATHS)[number]) => all || paths.includes(path);
       changes = {};
@@ -391,7 +392,9 @@ export class UserServiceImpl {
 
   async #importUsers(call: grpc.ServerDuplexStream<CreateUserRequest, unknown>): Promise<void> {
     let gone = false;
-    const leave = () => void (gone = true);
+    const leave = () => {
+      gone = true;
+    };
     call.once('cancelled', leave);
     call.once('error', leave);
     const open = await this.#openStream(call, { require: requireAdmin('creating users in bulk') });
@@ -400,7 +403,10 @@ export class UserServiceImpl {
     const afterBatch = async () => {
       if (gone || !call.writableNeedDrain) return;
       const drained = new AbortController();
-      await Promise.race([once(call, 'drain', { signal: drained.signal }).catch(() => undefined), once(call, 'cancelled', { signal: drained.signal }).catch(() => undefined)]);
+      await Promise.race([
+        once(call, 'drain', { signal: drained.signal }).catch(() => undefined),
+        once(call, 'cancelled', { signal: drained.signal }).catch(() => undefined),
+      ]);
       drained.abort();
     };
     this.#createRows(
@@ -419,58 +425,6 @@ export class UserServiceImpl {
         if (!gone) failStream(call, error);
       },
     );
-  }
-
-  async #chat(call: grpc.ServerDuplexStream<ChatMessage, ChatMessage>): Promise<void> {
-    const joined = new Set<string>();
-    const leave = () => {
-      this.#open.delete(call);
-      this.#rooms.leave(call);
-      joined.clear();
-    };
-    const open = await this.#openStream(call, { end: (status) => (leave(), endStream(call, status)) });
-    if (!open || call.cancelled) return;
-    this.#open.add(call);
-    call.on('data', (message: ChatMessage) => {
-      try {
-        checkChatMessage(message);
-      } catch (error) {
-        leave();
-        failStream(call, error);
-        return;
-      }
-      const room = message.room?.trim() || 'general';
-      if (!joined.has(room)) {
-        joined.add(room);
-        this.#rooms.join(room, call);
-      }
-      // An empty text joins the room without saying anything.
-      if (!message.text) return;
-      const sent = this.#rooms.send(room, call, {
-        room,
-        // Who the sender is now: a renamed user speaks under the new name.
-        sender: open.principal.username ?? (message.sender || 'admin'),
-        text: message.text,
-        sent_at: message.sent_at ?? toTimestamp(this.options.now()),
-      });
-      if (!sent) return;
-      // Through the database to the other instances: the next message is read once this one is on its way, so they keep their order.
-      call.pause();
-      sent.then(
-        () => call.resume(),
-        (error: unknown) => {
-          leave();
-          failStream(call, error);
-        },
-      );
-    });
-    call.on('end', () => {
-      leave();
-      call.end();
-    });
-    call.once('cancelled', leave);
-    call.once('close', leave);
-    call.once('error', leave);
   }
 
   async #sync(call: grpc.ServerDuplexStream<SyncRequest, unknown>): Promise<void> {
@@ -516,7 +470,9 @@ export class UserServiceImpl {
       });
     });
     call.on('end', () => void queue.then(() => !ended && call.end()));
-    call.once('cancelled', () => void (ended = true));
+    call.once('cancelled', () => {
+      ended = true;
+    });
   }
 
   async #syncOne(request: SyncRequest, principal: Principal): Promise<UserRecord> {
@@ -532,7 +488,10 @@ export class UserServiceImpl {
       if (!principal.isAdmin) throw new RpcError(Status.PERMISSION_DENIED, 'creating users through sync needs the admin role');
       checkRoles(given.roles ?? []);
       return this.options.users.create({
-        ...(await this.#newUser({ username: given.username, email: given.email, password: request.upsert.password, full_name: given.full_name }, { bulk: true })),
+        ...(await this.#newUser(
+          { username: given.username, email: given.email, password: request.upsert.password, full_name: given.full_name },
+          { bulk: true },
+        )),
         // proto3 cannot tell an unset is_active from false: new users start active, as with CreateUser.
         isActive: true,
         roles: given.roles,
@@ -558,13 +517,6 @@ export class UserServiceImpl {
     if (!user) throw new RpcError(Status.NOT_FOUND, `no user with id ${id}`);
     return user;
   }
-}
-
-/** A chat line within its bounds, naming the field that is not. */
-function checkChatMessage(message: ChatMessage): void {
-  checkMaxLength('room', message.room ?? '', REQUEST_LIMITS.chatRoom);
-  checkMaxLength('sender', message.sender ?? '', REQUEST_LIMITS.chatSender);
-  checkMaxLength('text', message.text ?? '', REQUEST_LIMITS.chatText);
 }
 
 /** Ends a streaming call with the error's status. */

@@ -23,7 +23,7 @@ function positiveIdOf(value: unknown): string | undefined {
 }
 
 /** A JSON line as a sync request, or why it is not one (with the line's ref, else "line N"). */
-export function syncRequestOf(text: string, line: number): { request: UserSyncRequest; op: SyncOp } | { ref: string; problem: string } {
+function syncRequestOf(text: string, line: number): { request: UserSyncRequest; op: SyncOp } | { ref: string; problem: string } {
   let parsed: unknown;
   try {
     parsed = JSON.parse(text);
@@ -47,7 +47,8 @@ export function syncRequestOf(text: string, line: number): { request: UserSyncRe
   if (typeof upsert !== 'object' || upsert === null || Array.isArray(upsert)) return fail('upsert must be an object');
   const fields = upsert as Record<string, unknown>;
   const unknownFields = unknownKeys(fields, UPSERT_KEYS);
-  if (unknownFields.length > 0) return fail(`unknown upsert field ${unknownFields.map((k) => JSON.stringify(k)).join(', ')}; expected ${UPSERT_KEYS.join(', ')}`);
+  if (unknownFields.length > 0)
+    return fail(`unknown upsert field ${unknownFields.map((k) => JSON.stringify(k)).join(', ')}; expected ${UPSERT_KEYS.join(', ')}`);
   let id = '0';
   if (fields.id !== undefined && fields.id !== null && fields.id !== 0 && fields.id !== '0') {
     const parsedId = positiveIdOf(fields.id);

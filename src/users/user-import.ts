@@ -18,7 +18,7 @@ export interface RowFailure {
 }
 
 /** What is known so far; `answered` counts rows whose outcome is final (created, refused, or not sent). */
-export interface ImportProgress {
+interface ImportProgress {
   answered: number;
   created: number;
   failed: number;
@@ -73,24 +73,28 @@ export async function importUsers(
       yield item.request;
     }
   })();
-  const method = await client.importUsers(rows, {
-    onResult: (result: RowResult) => {
-      const line = lineOfIndex[result.index] ?? 0;
-      if ('failure' in result) {
-        fail({ line, index: result.index, status: result.failure.status, message: result.failure.message });
-        return;
-      }
-      progress.answered++;
-      progress.created++;
-      if (result.user) handlers.onCreated?.(result.user, line);
-      report();
+  const method = await client.importUsers(
+    rows,
+    {
+      onResult: (result: RowResult) => {
+        const line = lineOfIndex[result.index] ?? 0;
+        if ('failure' in result) {
+          fail({ line, index: result.index, status: result.failure.status, message: result.failure.message });
+          return;
+        }
+        progress.answered++;
+        progress.created++;
+        if (result.user) handlers.onCreated?.(result.user, line);
+        report();
+      },
+      onSent: (count) => {
+        progress.sent = count;
+        report();
+      },
+      onFallback: () => handlers.onFallback?.(),
     },
-    onSent: (count) => {
-      progress.sent = count;
-      report();
-    },
-    onFallback: () => handlers.onFallback?.(),
-  }, control);
+    control,
+  );
   failures.sort((a, b) => a.line - b.line);
   return { created: progress.created, failures, format: file.format(), method };
 }

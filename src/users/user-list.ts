@@ -26,11 +26,11 @@ import { checkMaxLength, type UserStore } from './user-store.js';
 const { status: Status } = grpc;
 
 /** The most users a page holds; a larger page_size is clamped to it. */
-export const MAX_PAGE_SIZE = 100;
+const MAX_PAGE_SIZE = 100;
 /** Users read at a time when every user is asked for: what the server holds of them at once. */
 export const LIST_BATCH = 500;
 
-export interface ListUsersRequest {
+interface ListUsersRequest {
   page: number;
   page_size: number;
   filter: string;
@@ -47,7 +47,10 @@ export async function listUsers(call: ListUsersCall, users: UserStore, viewer: (
   if (pageSize < 0) throw new RpcError(Status.INVALID_ARGUMENT, 'page_size must not be negative');
   checkMaxLength('page_token', token, MAX_PAGE_TOKEN_LENGTH);
   if (token && page > 1) {
-    throw new RpcError(Status.INVALID_ARGUMENT, 'page and page_token both say where the page starts: send page_token alone (page 0), or page without page_token');
+    throw new RpcError(
+      Status.INVALID_ARGUMENT,
+      'page and page_token both say where the page starts: send page_token alone (page 0), or page without page_token',
+    );
   }
   const search = users.search(filter ?? '', searchesEmails(viewer()) ? 'all' : 'public');
   const afterId = token ? pageTokenStart(token, search.filter) : 0;
@@ -72,7 +75,9 @@ export async function listUsers(call: ListUsersCall, users: UserStore, viewer: (
 /** Every user of `search` after `afterId`, a batch at a time, each batch read once the client has taken the last. */
 async function sendEveryUser(call: ListUsersCall, search: UserSearch, afterId: number, viewer: () => Principal): Promise<void> {
   let gone = call.cancelled;
-  const leave = () => void (gone = true);
+  const leave = () => {
+    gone = true;
+  };
   call.once('cancelled', leave);
   try {
     for (let after = afterId; !gone; ) {

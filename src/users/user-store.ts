@@ -105,7 +105,7 @@ export function checkUsername(username: string): void {
  * `Admin`, `ＡＤＭＩＮ`) could pass for it. Nobody may take one, the admin token included; accounts that hold one
  * from before keep it (they load, log in and may keep the name), but nobody renames an account to one.
  */
-export const RESERVED_USERNAMES: readonly string[] = ['admin', 'administrator', 'root', 'system', 'miniapp'];
+const RESERVED_USERNAMES: readonly string[] = ['admin', 'administrator', 'root', 'system', 'miniapp'];
 
 /** A username as the reserved names are compared: NFKC (full-width and other compatibility forms folded) and lowercased. */
 export function usernameKey(username: string): string {
@@ -119,12 +119,15 @@ export function isReservedUsername(username: string): boolean {
 /** Throws when `username` is one of the names the system uses (see RESERVED_USERNAMES). */
 export function checkUnreservedUsername(username: string): void {
   if (isReservedUsername(username)) {
-    throw new UserValidationError('username', `username "${username}" is reserved: ${RESERVED_USERNAMES.join(', ')} (in any case or width) are names the system itself uses`);
+    throw new UserValidationError(
+      'username',
+      `username "${username}" is reserved: ${RESERVED_USERNAMES.join(', ')} (in any case or width) are names the system itself uses`,
+    );
   }
 }
 
 /** A new account's username: well-formed and not reserved. */
-export function checkNewUsername(username: string): void {
+function checkNewUsername(username: string): void {
   checkUsername(username);
   checkUnreservedUsername(username);
 }
@@ -135,7 +138,7 @@ export function checkEmail(email: string): void {
   if (!EMAIL.test(email)) throw new UserValidationError('email', 'email is not a valid e-mail address');
 }
 
-export function checkPassword(password: string): void {
+function checkPassword(password: string): void {
   if (!password) throw new UserValidationError('password', 'password is required');
   const { min, max } = USER_LIMITS.password;
   checkMaxLength('password', password, max);
@@ -146,11 +149,11 @@ export function checkFullName(fullName: string): void {
   checkMaxLength('full_name', fullName, USER_LIMITS.fullName.max);
 }
 
-export function checkBio(bio: string): void {
+function checkBio(bio: string): void {
   checkMaxLength('bio', bio, USER_LIMITS.bio.max);
 }
 
-export function checkAvatarUrl(url: string): void {
+function checkAvatarUrl(url: string): void {
   checkMaxLength('avatar_url', url, USER_LIMITS.avatarUrl.max);
   let parsed: URL | undefined;
   try {
@@ -164,7 +167,7 @@ export function checkAvatarUrl(url: string): void {
 }
 
 /** A list filter: a few words, never a pattern the database refuses. */
-export function checkFilter(filter: string): void {
+function checkFilter(filter: string): void {
   checkMaxLength('filter', filter, USER_LIMITS.filter.max);
 }
 
@@ -178,17 +181,20 @@ export function newUserProblems(fields: {
   avatar_url?: unknown;
 }): Record<string, string[]> {
   const problems: Record<string, string[]> = {};
+  const add = (field: string, message: string) => {
+    problems[field] = [...(problems[field] ?? []), message];
+  };
   const run = (field: string, value: unknown, check: (value: string) => void, optional = false) => {
     if (optional && (value === undefined || value === null)) return;
     if (value !== undefined && value !== null && typeof value !== 'string') {
-      (problems[field] ??= []).push(`${field} must be a string`);
+      add(field, `${field} must be a string`);
       return;
     }
     try {
       check((value as string | undefined) ?? '');
     } catch (error) {
       if (!(error instanceof UserValidationError)) throw error;
-      (problems[field] ??= []).push(error.message);
+      add(field, error.message);
     }
   };
   run('username', fields.username, checkNewUsername);

@@ -20,7 +20,11 @@ export interface SyncResult {
   message: string;
 }
 
-export async function syncUsers(client: UserServiceClient, input: AsyncIterable<Buffer | string>, onResult: (result: SyncResult) => void): Promise<{ applied: number; failed: number }> {
+export async function syncUsers(
+  client: UserServiceClient,
+  input: AsyncIterable<Buffer | string>,
+  onResult: (result: SyncResult) => void,
+): Promise<{ applied: number; failed: number }> {
   const counts = { applied: 0, failed: 0 };
   const emit = (result: SyncResult) => {
     if (result.ok) counts.applied++;
@@ -35,7 +39,10 @@ export async function syncUsers(client: UserServiceClient, input: AsyncIterable<
   const requests = (async function* () {
     for await (const item of readSyncFile(input)) {
       if ('problem' in item) {
-        order.push({ sent: false, result: { ref: item.ref, line: item.line, op: null, ok: false, user: null, status: 'INVALID_ARGUMENT', message: `not sent: ${item.problem}` } });
+        order.push({
+          sent: false,
+          result: { ref: item.ref, line: item.line, op: null, ok: false, user: null, status: 'INVALID_ARGUMENT', message: `not sent: ${item.problem}` },
+        });
         flushLocal();
         continue;
       }

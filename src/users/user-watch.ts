@@ -24,7 +24,7 @@ import { seesWhole, userFor, watchesEveryone } from './visibility.js';
 
 const { status: Status } = grpc;
 
-export interface UserEventMessage {
+interface UserEventMessage {
   type: EventTypeName;
   user: UserMessage;
   timestamp: ReturnType<typeof toTimestamp>;
@@ -35,7 +35,6 @@ export interface UserEventMessage {
 function eventMessage(change: UserChange, user: UserMessage): UserEventMessage {
   return { type: change.type, user, timestamp: toTimestamp(new Date(change.at)), sequence: String(change.seq) };
 }
-
 
 export type WatchCall = grpc.ServerWritableStream<{ user_id: string; types: EventTypeName[]; resume_after?: string }, UserEventMessage>;
 
@@ -60,13 +59,15 @@ export async function watchUserChanges(call: WatchCall, deps: WatchDeps): Promis
     checkMaxEntries('types', call.request.types ?? [], REQUEST_LIMITS.watchTypes);
     // A filter no change can match would wait in silence for ever: refused at once, as GetUser refuses the same id.
     for (const type of call.request.types ?? []) {
-      if (!(EVENT_TYPES as readonly string[]).includes(type)) throw new RpcError(Status.INVALID_ARGUMENT, `types: ${String(type)} is not an event type (${EVENT_TYPES.join(', ')})`);
+      if (!(EVENT_TYPES as readonly string[]).includes(type))
+        throw new RpcError(Status.INVALID_ARGUMENT, `types: ${String(type)} is not an event type (${EVENT_TYPES.join(', ')})`);
     }
     userId = call.request.user_id !== undefined && Number(call.request.user_id) !== 0 ? userIdOf(call.request.user_id) : 0;
     // Present only when the client set it (proto3 optional): 0 resumes from the first change, unset from now on.
     if (call.request.resume_after !== undefined) {
       after = Number(call.request.resume_after);
-      if (!Number.isSafeInteger(after) || after < 0) throw new RpcError(Status.INVALID_ARGUMENT, `resume_after must be a change's sequence (0 or more); got ${call.request.resume_after}`);
+      if (!Number.isSafeInteger(after) || after < 0)
+        throw new RpcError(Status.INVALID_ARGUMENT, `resume_after must be a change's sequence (0 or more); got ${call.request.resume_after}`);
     }
   } catch (error) {
     failStream(call, error);
@@ -101,7 +102,8 @@ export async function watchUserChanges(call: WatchCall, deps: WatchDeps): Promis
     maxStallMs,
     onOverflow: (reason) => {
       release();
-      const why = reason === 'unread' ? `${outbox.maxUnread} changes waited to be read` : `nothing was read for ${Math.round(maxStallMs / 1000)} s while changes waited`;
+      const why =
+        reason === 'unread' ? `${outbox.maxUnread} changes waited to be read` : `nothing was read for ${Math.round(maxStallMs / 1000)} s while changes waited`;
       endStream(call, {
         code: Status.RESOURCE_EXHAUSTED,
         details: `${why}: a watcher that does not read is disconnected; watch again with resume_after ${lastSent} to go on from there`,
@@ -142,7 +144,11 @@ export async function watchUserChanges(call: WatchCall, deps: WatchDeps): Promis
   }
 }
 
-async function openStream(auth: CallAuth, call: WatchCall, options: Parameters<CallAuth['open']>[1]): Promise<Awaited<ReturnType<CallAuth['open']>> | undefined> {
+async function openStream(
+  auth: CallAuth,
+  call: WatchCall,
+  options: Parameters<CallAuth['open']>[1],
+): Promise<Awaited<ReturnType<CallAuth['open']>> | undefined> {
   try {
     return await auth.open(call, options);
   } catch (error) {

@@ -10,9 +10,6 @@ import type { Principal } from '../auth/tokens.js';
 import { userMessage, type UserMessage } from './proto.js';
 import type { UserRecord } from './user-store.js';
 
-/** The fields a principal without the admin role sees of other users. */
-export const PUBLIC_USER_FIELDS = ['id', 'username', 'full_name'] as const;
-
 /** Whether `viewer` sees every field of `user`: its own record, or any with the admin role. */
 export function seesWhole(viewer: Principal, userId: number): boolean {
   return viewer.isAdmin || viewer.userId === userId;

@@ -34,11 +34,6 @@ export function checkWebhookUrl(text: string): string {
  * cancelled: an operator stopped it. held: serve no longer sends to its URL; resumed when it does again.
  */
 export type DeliveryState = 'pending' | 'delivered' | 'failed' | 'cancelled' | 'held';
-export const DELIVERY_STATES: readonly DeliveryState[] = ['pending', 'delivered', 'failed', 'cancelled', 'held'];
-/** States a delivery can be cancelled from: it has not been finished. */
-export const CANCELLABLE: readonly DeliveryState[] = ['pending', 'held'];
-/** States a delivery can be resent from: nothing will send it otherwise (a held one waits for its URL). */
-export const RESENDABLE: readonly DeliveryState[] = ['delivered', 'failed', 'cancelled', 'held'];
 
 export interface DeliveryAttempt {
   /** When the request was started (ISO 8601). */

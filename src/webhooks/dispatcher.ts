@@ -13,14 +13,14 @@ import { signBody, signStandard, standardKey } from './signature.js';
 import { SPAN_KIND, type Telemetry } from '../telemetry/telemetry.js';
 
 /** The longest the loop sleeps before it looks at the outbox again. */
-export const DEFAULT_MAX_SLEEP_MS = 30_000;
+const DEFAULT_MAX_SLEEP_MS = 30_000;
 /**
  * The lease of a claim: how long a claimed delivery stays out of other
  * dispatchers' reach while it is being sent. Far above the send time-out;
  * it only matters when a process dies mid-send (the delivery is then sent
  * again, by whichever instance looks first, once the lease has ended).
  */
-export const DEFAULT_LEASE_MS = 2 * 60_000;
+const DEFAULT_LEASE_MS = 2 * 60_000;
 
 export interface Timers {
   setTimeout: (callback: () => void, ms: number) => unknown;
@@ -28,9 +28,9 @@ export interface Timers {
 }
 
 /** What an attempt led to: delivered, another attempt scheduled, or no attempts left. */
-export type AttemptOutcome = 'delivered' | 'retry_scheduled' | 'failed';
+type AttemptOutcome = 'delivered' | 'retry_scheduled' | 'failed';
 
-export interface WebhookAttempt {
+interface WebhookAttempt {
   event: string;
   outcome: AttemptOutcome;
   /** How long the request took, answered or not. */
@@ -270,7 +270,10 @@ export class WebhookDispatcher {
       );
     }
     if (resumed.length > 0) {
-      this.#log.info({ deliveryIds: resumed.map((d) => d.id), urls: byUrl(resumed) }, `resuming ${resumed.length} held webhook deliver${resumed.length === 1 ? 'y' : 'ies'}`);
+      this.#log.info(
+        { deliveryIds: resumed.map((d) => d.id), urls: byUrl(resumed) },
+        `resuming ${resumed.length} held webhook deliver${resumed.length === 1 ? 'y' : 'ies'}`,
+      );
     }
   }
 
@@ -327,7 +330,10 @@ export class WebhookDispatcher {
       // another instance sends it now rather than when the lease ends (the receiver may have had it: it deduplicates
       // by X-Webhook-Delivery, as after a crash).
       const released = await this.outbox.release({ id: delivery.id, claim }).catch(() => false);
-      this.#log.warn({ deliveryId: delivery.id, event: delivery.event, url: redactUrl(delivery.url), released }, 'webhook attempt cut short by the stop; released for another instance');
+      this.#log.warn(
+        { deliveryId: delivery.id, event: delivery.event, url: redactUrl(delivery.url), released },
+        'webhook attempt cut short by the stop; released for another instance',
+      );
       return 'released';
     }
     const seconds = (performance.now() - sendStarted) / 1000;
@@ -335,7 +341,11 @@ export class WebhookDispatcher {
     const succeeded = statusCode !== null && statusCode >= 200 && statusCode < 300;
     const attemptsMade = delivery.attemptCount + 1;
     const next = afterAttempt(attemptsMade, succeeded, finished);
-    const state = await this.outbox.recordAttempt({ id: delivery.id, claim }, { at: started.toISOString(), statusCode, error }, { ...next, at: finished.toISOString() });
+    const state = await this.outbox.recordAttempt(
+      { id: delivery.id, claim },
+      { at: started.toISOString(), statusCode, error },
+      { ...next, at: finished.toISOString() },
+    );
     this.#observe?.({ event: delivery.event, outcome: OUTCOMES[state], seconds });
     const fields = { deliveryId: delivery.id, event: delivery.event, url: redactUrl(delivery.url), attempt: attemptsMade, statusCode, error };
     if (state === 'delivered') this.#log.info(fields, 'webhook delivered');
@@ -370,7 +380,10 @@ export class WebhookDispatcher {
     try {
       this.#unlisten = await this.outbox.listen(() => this.notify());
     } catch (problem) {
-      this.#log.warn({ error: (problem as Error).message }, `cannot hear the other instances; looking at the outbox every ${this.#maxSleepMs / 1000} s instead`);
+      this.#log.warn(
+        { error: (problem as Error).message },
+        `cannot hear the other instances; looking at the outbox every ${this.#maxSleepMs / 1000} s instead`,
+      );
     }
   }
 

@@ -35,7 +35,18 @@
  */
 import type { Signals } from '../store/signals.js';
 import { rowCheck, type Param, type Sql } from '../store/sql.js';
-import { newDeliveryKey, RETRY_DELAYS_MS, type Claim, type Delivery, type DeliveryAttempt, type DeliveryState, type ListFilter, type Outcome, type Refusal, type WebhookPayload } from './delivery.js';
+import {
+  newDeliveryKey,
+  RETRY_DELAYS_MS,
+  type Claim,
+  type Delivery,
+  type DeliveryAttempt,
+  type DeliveryState,
+  type ListFilter,
+  type Outcome,
+  type Refusal,
+  type WebhookPayload,
+} from './delivery.js';
 
 /**
  * How long a dispatcher's word that it sends to its URLs holds (see
@@ -467,7 +478,10 @@ export class WebhookOutbox {
           [original, id],
         );
         if (open) {
-          refused.push({ id, reason: `delivery ${open.id}, which sends the same X-Webhook-Delivery ${source.delivery_key ?? original}, is still ${open.state}` });
+          refused.push({
+            id,
+            reason: `delivery ${open.id}, which sends the same X-Webhook-Delivery ${source.delivery_key ?? original}, is still ${open.state}`,
+          });
           continue;
         }
         if (source.state === 'held') {
@@ -496,7 +510,10 @@ export class WebhookOutbox {
     for (const a of attempts) {
       const id = Number(a.delivery_id);
       let list = byDelivery.get(id);
-      if (!list) byDelivery.set(id, (list = []));
+      if (!list) {
+        list = [];
+        byDelivery.set(id, list);
+      }
       list.push({ at: a.attempted_at, statusCode: a.status_code, error: a.error });
     }
     return rows.map((row) => ({

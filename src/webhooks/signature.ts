@@ -60,7 +60,7 @@ export function verifySignature(body: string | Buffer | Uint8Array, secret: stri
 }
 
 /** Standard Webhooks' form of a secret: `whsec_` and the key in base64. */
-export const STANDARD_SECRET_PREFIX = 'whsec_';
+const STANDARD_SECRET_PREFIX = 'whsec_';
 const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
 
 /**
@@ -72,7 +72,7 @@ export function standardKey(secret: string): Buffer {
   if (!secret.startsWith(STANDARD_SECRET_PREFIX)) return Buffer.from(secret, 'utf8');
   const rest = secret.slice(STANDARD_SECRET_PREFIX.length);
   if (rest === '' || !BASE64.test(rest)) {
-    throw new ConfigError('the webhook secret starts with whsec_, Standard Webhooks\' form of a key in base64, but the rest is not base64', {
+    throw new ConfigError("the webhook secret starts with whsec_, Standard Webhooks' form of a key in base64, but the rest is not base64", {
       hint: 'give the key as whsec_ and its base64 (as Standard Webhooks libraries write it), or a secret without that prefix',
     });
   }

@@ -51,7 +51,11 @@ describe.each(BACKENDS)('login limits on %s', (backend) => {
     expect(statuses.slice(0, 6)).toEqual(Array(6).fill(401));
     expect(statuses.slice(6)).toEqual(Array(194).fill(429));
     expect(locked!.retryAfter).toBe('1');
-    expect(locked!.body).toEqual({ error: 'Too Many Requests', code: 'TOO_MANY_ATTEMPTS', detail: 'too many failed logins for this email from this address: try again in 1 s' });
+    expect(locked!.body).toEqual({
+      error: 'Too Many Requests',
+      code: 'TOO_MANY_ATTEMPTS',
+      detail: 'too many failed logins for this email from this address: try again in 1 s',
+    });
 
     // The right password from another address logs in; the locked address stays locked, even with it.
     expect((await login(running, ALICE.email, ALICE.password, FROM_B)).status).toBe(200);
@@ -124,7 +128,7 @@ describe.each(BACKENDS)('login limits on %s', (backend) => {
     clock.advance(60 * 60_000);
   });
 
-  it('documents 429 and its Retry-After on every mount\'s login', async () => {
+  it("documents 429 and its Retry-After on every mount's login", async () => {
     for (const mount of ['/api/v1', '/api/v2', '/api']) {
       const document = (await (await request(`${running.url}${mount}/openapi.json`)).body.json()) as any;
       const answer = document.paths['/auth/login'].post.responses['429'];

@@ -5,7 +5,16 @@
  * derivations start is what src/auth/passwords.ts publishes (no clock).
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { AT_ONCE, DEFAULT_HASH_COST, HashingBusy, hashPassword, scryptChannel, SIGNUP_AT_ONCE, SIGNUP_QUEUE, verifyPassword } from '../../src/auth/passwords.js';
+import {
+  AT_ONCE,
+  DEFAULT_HASH_COST,
+  HashingBusy,
+  hashPassword,
+  scryptChannel,
+  SIGNUP_AT_ONCE,
+  SIGNUP_QUEUE,
+  verifyPassword,
+} from '../../src/auth/passwords.js';
 
 const started: string[] = [];
 const record = (message: unknown) => void started.push((message as { lane: string }).lane);

@@ -67,7 +67,10 @@ function queued(): Promise<void> {
 function loginWhileFlooded(): { login: Derivation; after: Derivation[] } {
   const index = events.findIndex((event) => event.lane === 'now');
   expect(index, 'the login was hashed').toBeGreaterThanOrEqual(0);
-  expect(events.filter((event) => event.lane === 'now'), 'one derivation for the login').toHaveLength(1);
+  expect(
+    events.filter((event) => event.lane === 'now'),
+    'one derivation for the login',
+  ).toHaveLength(1);
   return { login: events[index]!, after: events.slice(index + 1) };
 }
 

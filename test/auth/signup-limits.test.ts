@@ -71,7 +71,10 @@ describe.each(BACKENDS)('sign-up limit on %s', (backend) => {
   let serve: UserClients;
   let running: RunningServe;
   beforeAll(async () => {
-    running = await startTestServe({ now: clock.now, signupLimits: DEFAULT_SIGNUP_LIMITS, grpc: { host: '127.0.0.1', port: 0 }, shutdownDeadlineMs: 500 }, backend);
+    running = await startTestServe(
+      { now: clock.now, signupLimits: DEFAULT_SIGNUP_LIMITS, grpc: { host: '127.0.0.1', port: 0 }, shutdownDeadlineMs: 500 },
+      backend,
+    );
     serve = new UserClients(running);
   });
   afterAll(async () => serve?.close());
@@ -89,7 +92,11 @@ describe.each(BACKENDS)('sign-up limit on %s', (backend) => {
     const refused = await signUp(running);
     expect(refused.status).toBe(429);
     expect(refused.retryAfter).toBe(String(50 * 60));
-    expect(refused.body).toEqual({ error: 'Too Many Requests', code: 'TOO_MANY_SIGNUPS', detail: 'more than 10 sign-ups from this address in an hour: try again in 3000 s' });
+    expect(refused.body).toEqual({
+      error: 'Too Many Requests',
+      code: 'TOO_MANY_SIGNUPS',
+      detail: 'more than 10 sign-ups from this address in an hour: try again in 3000 s',
+    });
     const overGrpc = await createUser(c);
     expect(typeof overGrpc).not.toBe('string');
     expect(grpc.status[(overGrpc as grpc.ServiceError).code]).toBe('RESOURCE_EXHAUSTED');
@@ -154,7 +161,12 @@ describe('sign-up limit kept in the store', () => {
 
     const store = await openStore(location);
     try {
-      expect((await store.sql.all<{ address: string; used: number }>('SELECT address, used FROM signup_counts ORDER BY address')).map((row) => [row.address, Number(row.used)])).toEqual([
+      expect(
+        (await store.sql.all<{ address: string; used: number }>('SELECT address, used FROM signup_counts ORDER BY address')).map((row) => [
+          row.address,
+          Number(row.used),
+        ]),
+      ).toEqual([
         ['127.0.0.1', 7],
         ['127.0.0.2', 1],
       ]);

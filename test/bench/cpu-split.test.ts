@@ -70,7 +70,8 @@ describe('the CPU split of the benchmarks', () => {
   it("counts the work of the server's sessions (its child processes) as PostgreSQL's", async () => {
     // Stands in for a postmaster: an idle process that starts a session (a child) on request; the session works, says
     // so, and waits to be ended. Only the session works between the snapshots, so only the children's count shows it.
-    const session = "const { pbkdf2Sync } = require('node:crypto'); pbkdf2Sync('x', 'y', 1000000, 32, 'sha256'); process.stdout.write('done'); setInterval(() => {}, 1000);";
+    const session =
+      "const { pbkdf2Sync } = require('node:crypto'); pbkdf2Sync('x', 'y', 1000000, 32, 'sha256'); process.stdout.write('done'); setInterval(() => {}, 1000);";
     const server = spawn(
       process.execPath,
       [

@@ -15,7 +15,11 @@ let running: RunningServe;
 let alice: string;
 let bob: string;
 
-async function call(method: string, path: string, options: { json?: unknown; token?: string; body?: FormData | string; headers?: Record<string, string> } = {}) {
+async function call(
+  method: string,
+  path: string,
+  options: { json?: unknown; token?: string; body?: FormData | string; headers?: Record<string, string> } = {},
+) {
   const headers: Record<string, string> = { ...options.headers };
   if (options.token) headers.authorization = `Bearer ${options.token}`;
   let body: string | FormData | undefined = options.body;
@@ -64,7 +68,9 @@ describe('users of the blog API and of the gRPC service', () => {
     const client = new Client(served.grpc!.address, grpc.credentials.createInsecure()) as grpc.Client & Record<string, any>;
     const metadata = new grpc.Metadata();
     metadata.set('authorization', `Bearer ${served.adminToken}`);
-    const user = await new Promise<any>((resolve, reject) => client.GetUser({ user_id: String(res.body.id) }, metadata, (e: unknown, r: unknown) => (e ? reject(e) : resolve(r))));
+    const user = await new Promise<any>((resolve, reject) =>
+      client.GetUser({ user_id: String(res.body.id) }, metadata, (e: unknown, r: unknown) => (e ? reject(e) : resolve(r))),
+    );
     client.close();
     expect(user).toMatchObject({ username: 'carol', email: 'carol@example.com' });
   });
@@ -85,13 +91,24 @@ describe.each(BACKENDS)('the blog API on %s', (backend) => {
 
   describe('users and login', () => {
     it('creates a user with the profile schema', async () => {
-      const res = await call('POST', '/api/v1/users', { json: { username: 'carol', email: 'carol@example.com', password: 'password123', bio: 'Writes.', avatar_url: 'https://cdn.example.com/c.png' } });
+      const res = await call('POST', '/api/v1/users', {
+        json: { username: 'carol', email: 'carol@example.com', password: 'password123', bio: 'Writes.', avatar_url: 'https://cdn.example.com/c.png' },
+      });
       expect(res.status).toBe(201);
-      expect(res.body).toEqual({ id: expect.any(Number), username: 'carol', email: 'carol@example.com', avatar_url: 'https://cdn.example.com/c.png', bio: 'Writes.', created_at: expect.any(String) });
+      expect(res.body).toEqual({
+        id: expect.any(Number),
+        username: 'carol',
+        email: 'carol@example.com',
+        avatar_url: 'https://cdn.example.com/c.png',
+        bio: 'Writes.',
+        created_at: expect.any(String),
+      });
     });
 
     it('answers 400 with every bad field named', async () => {
-      const res = await call('POST', '/api/users', { json: { username: 'x', email: 'not-mail', password: 'short', bio: 'b'.repeat(501), avatar_url: 'ftp://x' } });
+      const res = await call('POST', '/api/users', {
+        json: { username: 'x', email: 'not-mail', password: 'short', bio: 'b'.repeat(501), avatar_url: 'ftp://x' },
+      });
       expect(res.status).toBe(400);
       expect(res.body.error).toBe('Validation Error');
       expect(res.body.code).toBe('VALIDATION_ERROR');
@@ -104,7 +121,10 @@ describe.each(BACKENDS)('the blog API on %s', (backend) => {
     });
 
     it('logs in by username on v1 and by e-mail on v2 and /api', async () => {
-      expect((await call('POST', '/api/v1/auth/login', { json: { username: 'alice', password: 'password123' } })).body).toMatchObject({ token_type: 'bearer', expires_in: 3600 });
+      expect((await call('POST', '/api/v1/auth/login', { json: { username: 'alice', password: 'password123' } })).body).toMatchObject({
+        token_type: 'bearer',
+        expires_in: 3600,
+      });
       expect((await call('POST', '/api/v1/auth/login', { json: { email: 'alice@example.com', password: 'password123' } })).status).toBe(400);
       expect((await call('POST', '/api/v2/auth/login', { json: { username: 'alice', password: 'password123' } })).status).toBe(400);
       expect((await call('POST', '/api/auth/login', { json: { email: 'alice@example.com', password: 'password123' } })).status).toBe(200);
@@ -163,14 +183,19 @@ describe.each(BACKENDS)('the blog API on %s', (backend) => {
       ['search=a%00b', 'search'],
       ['author=a%00', 'author'],
       ['tags=a%00', 'tags'],
-    ])('answers 400 VALIDATION_ERROR for %s, naming the parameter as a body\'s field is named', async (query, field) => {
+    ])("answers 400 VALIDATION_ERROR for %s, naming the parameter as a body's field is named", async (query, field) => {
       const res = await call('GET', `/api/v2/blog/posts?${query}`);
       expect(res.status).toBe(400);
-      expect(res.body).toEqual({ error: 'Validation Error', code: 'VALIDATION_ERROR', detail: { [field]: [expect.stringMatching(new RegExp(`^${field}\\b`))] } });
+      expect(res.body).toEqual({
+        error: 'Validation Error',
+        code: 'VALIDATION_ERROR',
+        detail: { [field]: [expect.stringMatching(new RegExp(`^${field}\\b`))] },
+      });
     });
 
     it('filters: search, author, tags (OR), is_published, dates, and their AND', async () => {
-      const titles = async (query: string) => (await call('GET', `/api/v2/blog/posts?page_size=100&sort=title&${query}`)).body.results.map((p: { title: string }) => p.title);
+      const titles = async (query: string) =>
+        (await call('GET', `/api/v2/blog/posts?page_size=100&sort=title&${query}`)).body.results.map((p: { title: string }) => p.title);
       expect(await titles('search=sdk')).toEqual(['Getting started with mini-apps', 'gRPC streams']);
       expect(await titles('search=AES-256')).toEqual(['Decrypting personal fields']);
       expect(await titles('author=BOB')).toEqual(['gRPC streams', 'Insights on a budget']);
@@ -198,7 +223,9 @@ describe.each(BACKENDS)('the blog API on %s', (backend) => {
       expect((await call('GET', '/api/v2/blog/posts?search=hide')).body.results).toEqual([]);
       // Drafts are their author's (and the admin's) to see: test/blog/drafts.test.ts.
       expect((await call('GET', '/api/v2/blog/posts?search=hide&is_published=false', { token: bob })).body.count).toBe(1);
-      expect((await call('GET', '/api/v1/blog/posts?is_published=false', { token: bob })).body.map((p: { title: string }) => p.title)).toContain('Draft to hide');
+      expect((await call('GET', '/api/v1/blog/posts?is_published=false', { token: bob })).body.map((p: { title: string }) => p.title)).toContain(
+        'Draft to hide',
+      );
     });
 
     it('reads one post, 404 with the error body for an unknown one, 400 for a bad id', async () => {
@@ -213,14 +240,24 @@ describe.each(BACKENDS)('the blog API on %s', (backend) => {
       expect((await call('GET', '/api/v2/blog/posts/9007199254740991')).status).toBe(404);
     });
 
-    it('creates posts published, authored by the token\'s user, tags on v2 only (v1 refuses them, naming the field)', async () => {
+    it("creates posts published, authored by the token's user, tags on v2 only (v1 refuses them, naming the field)", async () => {
       const v2 = await post(alice, 'Tagged', 'Body', ['a', 'b', 'A']);
       expect(v2).toMatchObject({ author: 'alice', is_published: true, tags: ['a', 'b'] });
       const v1 = await call('POST', '/api/v1/blog/posts', { token: alice, json: { title: 'v1 post', content: 'Body', tags: ['refused'] } });
-      expect(v1).toMatchObject({ status: 400, body: { code: 'VALIDATION_ERROR', detail: { tags: ['tags is not a field of this body (it takes title, content)'] } } });
+      expect(v1).toMatchObject({
+        status: 400,
+        body: { code: 'VALIDATION_ERROR', detail: { tags: ['tags is not a field of this body (it takes title, content)'] } },
+      });
       expect((await call('GET', '/api/v1/blog/posts')).body.map((p: { title: string }) => p.title)).not.toContain('v1 post');
-      for (const json of [{ title: 'a\u0000b', content: 'Body' }, { title: 'T', content: 'Body\u0000' }, { title: 'T', content: 'Body', tags: ['\u0000'] }]) {
-        expect(await call('POST', '/api/v2/blog/posts', { token: alice, json }), JSON.stringify(json)).toMatchObject({ status: 400, body: { code: 'VALIDATION_ERROR' } });
+      for (const json of [
+        { title: 'a\u0000b', content: 'Body' },
+        { title: 'T', content: 'Body\u0000' },
+        { title: 'T', content: 'Body', tags: ['\u0000'] },
+      ]) {
+        expect(await call('POST', '/api/v2/blog/posts', { token: alice, json }), JSON.stringify(json)).toMatchObject({
+          status: 400,
+          body: { code: 'VALIDATION_ERROR' },
+        });
       }
       const missing = await call('POST', '/api/v2/blog/posts', { token: alice, json: { title: 'No content' } });
       expect(missing).toMatchObject({ status: 400, body: { code: 'VALIDATION_ERROR', detail: { content: ['content is required'] } } });
@@ -230,10 +267,15 @@ describe.each(BACKENDS)('the blog API on %s', (backend) => {
 
     it('lets only the author or an admin change a post', async () => {
       const mine = await post(alice, 'Mine', 'Body');
-      expect(await call('PATCH', `/api/v2/blog/posts/${mine.id}`, { token: bob, json: { title: 'Stolen' } })).toMatchObject({ status: 403, body: { code: 'FORBIDDEN' } });
+      expect(await call('PATCH', `/api/v2/blog/posts/${mine.id}`, { token: bob, json: { title: 'Stolen' } })).toMatchObject({
+        status: 403,
+        body: { code: 'FORBIDDEN' },
+      });
       const edited = await call('PATCH', `/api/v2/blog/posts/${mine.id}`, { token: alice, json: { title: 'Mine, edited', content: null, tags: ['x'] } });
       expect(edited.body).toMatchObject({ title: 'Mine, edited', content: 'Body', tags: ['x'] });
-      expect((await call('PATCH', `/api/v1/blog/posts/${mine.id}`, { token: running.adminToken, json: { is_published: false } })).body.is_published).toBe(false);
+      expect((await call('PATCH', `/api/v1/blog/posts/${mine.id}`, { token: running.adminToken, json: { is_published: false } })).body.is_published).toBe(
+        false,
+      );
       expect((await call('PATCH', '/api/v2/blog/posts/999999', { token: alice, json: {} })).status).toBe(404);
       expect((await call('PATCH', `/api/v2/blog/posts/${mine.id}`, { token: alice, json: { title: '' } })).status).toBe(400);
     });
@@ -325,7 +367,9 @@ describe.each(BACKENDS)('the blog API on %s', (backend) => {
       expect(lying.body.url).toMatch(/\.png$/);
       const text = await upload('/api/v2/upload/image', [{ field: 'file', bytes: Buffer.from('not an image at all'), type: 'image/png', name: 'fake.png' }]);
       expect(text).toMatchObject({ status: 415, body: { code: 'UNSUPPORTED_MEDIA_TYPE', detail: expect.stringContaining('fake.png') } });
-      const gif = await upload('/api/v2/upload/image', [{ field: 'file', bytes: Buffer.from('GIF89a\x01\x00\x01\x00\x80\x00\x00', 'latin1'), type: 'image/gif', name: 'a.gif' }]);
+      const gif = await upload('/api/v2/upload/image', [
+        { field: 'file', bytes: Buffer.from('GIF89a\x01\x00\x01\x00\x80\x00\x00', 'latin1'), type: 'image/gif', name: 'a.gif' },
+      ]);
       expect(gif.status).toBe(415);
     });
 

@@ -77,7 +77,10 @@ describe.each(BACKENDS)('drafts on %s', (backend) => {
     const unknown = await call('GET', '/api/v2/blog/posts/999999');
     for (const [who, token] of Object.entries(readers())) {
       for (const mount of MOUNTS) {
-        for (const [name, post] of [['draft', draft], ['adminDraft', adminDraft]] as const) {
+        for (const [name, post] of [
+          ['draft', draft],
+          ['adminDraft', adminDraft],
+        ] as const) {
           const res = await call('GET', `${mount}/blog/posts/${post.id}`, token);
           if (sees[name].includes(who)) {
             expect(res.status, `${who} ${mount} ${name}`).toBe(200);
@@ -93,7 +96,7 @@ describe.each(BACKENDS)('drafts on %s', (backend) => {
     }
   });
 
-  it('lists of drafts (?is_published=false) hold the caller\'s own (every draft for the admin, none without a token), each list kept apart', async () => {
+  it("lists of drafts (?is_published=false) hold the caller's own (every draft for the admin, none without a token), each list kept apart", async () => {
     const expected: Record<string, string[]> = {
       anonymous: [],
       'a made-up token': [],
@@ -108,13 +111,24 @@ describe.each(BACKENDS)('drafts on %s', (backend) => {
       for (const [who, token] of Object.entries(readers())) {
         for (let twice = 0; twice < 2; twice++) {
           const v1 = await call('GET', '/api/v1/blog/posts?is_published=false', token);
-          expect(v1.body.map((p: any) => p.title), `${who} v1`).toEqual(expected[who]);
+          expect(
+            v1.body.map((p: any) => p.title),
+            `${who} v1`,
+          ).toEqual(expected[who]);
           expect(v1.headers['cache-control']).toBe('private, no-store');
-          for (const query of ['is_published=false&sort=title', 'is_published=false&sort=title&tags=notes', 'is_published=false&sort=title&search=draft', 'is_published=false&sort=title&page_size=1']) {
+          for (const query of [
+            'is_published=false&sort=title',
+            'is_published=false&sort=title&tags=notes',
+            'is_published=false&sort=title&search=draft',
+            'is_published=false&sort=title&page_size=1',
+          ]) {
             for (const mount of ['/api/v2', '/api']) {
               const v2 = await call('GET', `${mount}/blog/posts?${query}`, token);
               const titles = query.includes('page_size=1') ? expected[who]!.slice(0, 1) : expected[who];
-              expect(v2.body.results.map((p: any) => p.title), `${who} ${mount} ${query}`).toEqual(titles);
+              expect(
+                v2.body.results.map((p: any) => p.title),
+                `${who} ${mount} ${query}`,
+              ).toEqual(titles);
               expect(v2.body.count, `${who} ${query}`).toBe(expected[who]!.length);
             }
           }
@@ -130,7 +144,10 @@ describe.each(BACKENDS)('drafts on %s', (backend) => {
 
   it("PATCH of another's draft is 404 (403 stays for a published post of another); published, a draft is everyone's", async () => {
     expect(await call('PATCH', `/api/v2/blog/posts/${draft.id}`, bob, { title: 'Taken' })).toMatchObject({ status: 404, body: { code: 'NOT_FOUND' } });
-    expect(await call('PATCH', `/api/v1/blog/posts/${adminDraft.id}`, alice, { is_published: true })).toMatchObject({ status: 404, body: { code: 'NOT_FOUND' } });
+    expect(await call('PATCH', `/api/v1/blog/posts/${adminDraft.id}`, alice, { is_published: true })).toMatchObject({
+      status: 404,
+      body: { code: 'NOT_FOUND' },
+    });
     expect((await call('PATCH', `/api/v2/blog/posts/${published.id}`, bob, { title: 'Taken' })).status).toBe(403);
     const later = await write(bob, 'Bob draft', false);
     expect((await call('GET', `/api/v2/blog/posts/${later.id}`)).status).toBe(404);

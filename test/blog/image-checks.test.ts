@@ -58,7 +58,11 @@ describe('images checked past their header', () => {
     expect(file.length).toBe(68);
     const res = await upload(file, 'image/png', 'huge.png');
     expect(res.status).toBe(422);
-    expect(res.body).toEqual({ error: 'Unprocessable Content', code: 'IMAGE_TOO_LARGE', detail: expect.stringContaining('60000x60000 pixels: at most 8192 a side and 40 megapixels') });
+    expect(res.body).toEqual({
+      error: 'Unprocessable Content',
+      code: 'IMAGE_TOO_LARGE',
+      detail: expect.stringContaining('60000x60000 pixels: at most 8192 a side and 40 megapixels'),
+    });
   });
 
   it('refuses a 41-byte truncated JPEG claiming 65500x65500', async () => {

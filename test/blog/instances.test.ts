@@ -60,7 +60,7 @@ async function upload(server: RunningServe, bytes: Buffer, type: string) {
 }
 
 describe('two instances on one PostgreSQL', () => {
-  it('a post written through A is on B\'s lists at the next request, even when B had those pages cached', async () => {
+  it("a post written through A is on B's lists at the next request, even when B had those pages cached", async () => {
     expect((await send(a, 'POST', '/api/v2/blog/posts', { title: 'first, through A', content: 'x', tags: ['Ops'] })).status).toBe(201);
     const pages = ['/api/v2/blog/posts', '/api/v1/blog/posts', '/api/v2/blog/posts?tags=ops&page_size=1', '/api/v2/blog/posts?sort=title'];
     // Twice: B keeps an answer from a URL's second request on (ListCache's admitOnSecondRequest).

@@ -28,7 +28,12 @@ describe.each(BACKENDS)('limits and links of the blog API on %s', (backend) => {
     await proxied.close();
   });
 
-  async function call(server: RunningServe, method: string, path: string, options: { json?: unknown; body?: string | FormData; headers?: Record<string, string> } = {}) {
+  async function call(
+    server: RunningServe,
+    method: string,
+    path: string,
+    options: { json?: unknown; body?: string | FormData; headers?: Record<string, string> } = {},
+  ) {
     const headers: Record<string, string> = { ...options.headers };
     let body = options.body;
     if (options.json !== undefined) {
@@ -134,7 +139,10 @@ describe.each(BACKENDS)('limits and links of the blog API on %s', (backend) => {
       expect(res.body.next).toMatch(/^https:\/\/blog\.example\.com\/miniapp\/api\/v2\/blog\/posts\?page_size=1&page=2&after=[\w-]+$/);
       const form = new FormData();
       form.append('file', new Blob([png(2, 2)], { type: 'image/png' }), 'a.png');
-      const upload = await call(proxied, 'POST', '/api/v2/upload/image', { body: form, headers: { authorization: `Bearer ${proxied.adminToken}`, host: 'evil.example' } });
+      const upload = await call(proxied, 'POST', '/api/v2/upload/image', {
+        body: form,
+        headers: { authorization: `Bearer ${proxied.adminToken}`, host: 'evil.example' },
+      });
       expect(upload.body.url).toMatch(/^https:\/\/blog\.example\.com\/miniapp\/uploads\/[0-9a-f]{64}\.png$/);
       const document = (await call(proxied, 'GET', '/api/v2/openapi.json')).body;
       expect(document.servers).toEqual([expect.objectContaining({ url: 'https://blog.example.com/miniapp/api/v2' })]);

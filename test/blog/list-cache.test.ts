@@ -73,7 +73,13 @@ describe('post list cache on a SQLite file', () => {
     expect(await titles('/api/v2/blog/posts')).toEqual(['through the API']);
     const other = openDatabase({ dataDir });
     try {
-      await new PostStore(new SqliteSql(other), () => new Date(Date.now() + 1000)).create({ title: 'from elsewhere', content: 'x', tags: [], authorId: null, author: 'ops' });
+      await new PostStore(new SqliteSql(other), () => new Date(Date.now() + 1000)).create({
+        title: 'from elsewhere',
+        content: 'x',
+        tags: [],
+        authorId: null,
+        author: 'ops',
+      });
     } finally {
       other.close();
     }
@@ -111,7 +117,10 @@ describe('ListCache', () => {
   it('makes an answer given as a function only when it keeps it', () => {
     const cache = new ListCache<Buffer>(2, { admitOnSecondRequest: true });
     let made = 0;
-    const answer = () => (made++, Buffer.from('A'));
+    const answer = () => {
+      made++;
+      return Buffer.from('A');
+    };
     cache.set('a', 'v1', answer);
     expect(made).toBe(0);
     cache.set('a', 'v1', answer);

@@ -51,7 +51,12 @@ describe.each(BACKENDS)('the blog API against its own OpenAPI documents, on %s',
     expect(login.status, JSON.stringify(login.body)).toBe(200);
     userToken = login.body.access_token;
     // Posts by the user and by the admin, so that PATCH meets both "yours" (200) and "someone else's" (403).
-    for (const [token, title] of [[userToken, 'Fuzzing from the spec'], [userToken, 'Second post'], [running.adminToken, 'Admin notice'], [running.adminToken, 'Admin follow-up']] as const) {
+    for (const [token, title] of [
+      [userToken, 'Fuzzing from the spec'],
+      [userToken, 'Second post'],
+      [running.adminToken, 'Admin notice'],
+      [running.adminToken, 'Admin follow-up'],
+    ] as const) {
       const post = await json('POST', '/api/v2/blog/posts', { title, content: `${title}: body`, tags: ['fuzz'] }, token);
       expect(post.status, JSON.stringify(post.body)).toBe(201);
       postIds.push(post.body.id);
@@ -74,7 +79,8 @@ describe.each(BACKENDS)('the blog API against its own OpenAPI documents, on %s',
       for (const operation of mount.operations) {
         // Reports, generated clients and docs links name operations by their id.
         if (!operation.operationId) problems.push(`${mount.prefix}: ${operation.label} has no operationId`);
-        else if (ids.has(operation.operationId)) problems.push(`${mount.prefix}: ${operation.label} reuses operationId "${operation.operationId}" of ${ids.get(operation.operationId)}`);
+        else if (ids.has(operation.operationId))
+          problems.push(`${mount.prefix}: ${operation.label} reuses operationId "${operation.operationId}" of ${ids.get(operation.operationId)}`);
         else ids.set(operation.operationId, operation.label);
         const url = new URL(operation.urlTemplate.replace(/\{[^}]+\}/g, 'x'));
         if (!url.pathname.startsWith(`${mount.prefix}/`)) problems.push(`${mount.prefix}: ${operation.label} resolves to ${url.pathname}, outside the mount`);
@@ -94,7 +100,14 @@ describe.each(BACKENDS)('the blog API against its own OpenAPI documents, on %s',
     // A revocation uses up its token: each of its requests with the user's token gets a fresh login's instead.
     const mint = async () => (await json('POST', '/api/v2/auth/login', { email: USER.email, password: USER.password })).body.access_token as string;
     const consumesToken = { operationIds: ['revokeToken'], name: 'USER_TOKEN', mint };
-    const log = await fuzz({ operations: mounts.flatMap((mount) => mount.operations), tokens, hints, seed: SEED, runsPerOperation: RUNS_PER_OPERATION, consumesToken });
+    const log = await fuzz({
+      operations: mounts.flatMap((mount) => mount.operations),
+      tokens,
+      hints,
+      seed: SEED,
+      runsPerOperation: RUNS_PER_OPERATION,
+      consumesToken,
+    });
     const health = await request(`${running.url}/health`);
     await health.body.dump();
     expect(health.statusCode, 'serve is still healthy after the fuzzing').toBe(200);

@@ -60,7 +60,13 @@ describe('withPage', () => {
     const plain = fc
       .tuple(
         fc.array(fc.constantFrom('api', 'v2', 'blog', 'posts', 'a-b', 'x_y'), { minLength: 1, maxLength: 4 }),
-        fc.array(fc.tuple(fc.constantFrom('page', 'page_size', 'sort', 'nocache', 'a.b', '*', '', 'after', 'before'), fc.constantFrom('1', '20', '-title', '', 'x.y*')), { maxLength: 5 }),
+        fc.array(
+          fc.tuple(
+            fc.constantFrom('page', 'page_size', 'sort', 'nocache', 'a.b', '*', '', 'after', 'before'),
+            fc.constantFrom('1', '20', '-title', '', 'x.y*'),
+          ),
+          { maxLength: 5 },
+        ),
       )
       .map(([segments, pairs]) => `/${segments.join('/')}${pairs.length ? `?${pairs.map(([name, value]) => `${name}=${value}`).join('&')}` : ''}`);
     fc.assert(

@@ -66,7 +66,9 @@ describe('the JSON PostgreSQL keeps of each post', () => {
       await admin.unsafe(`INSERT INTO posts (title, content, author, tags, is_published, created_at, updated_at) VALUES
         ('old "one"', 'tab\there', 'ops', '["kept"]', TRUE, '2026-11-01T00:00:00.000Z', '2026-11-01T00:00:00.000Z'),
         ('old draft', '한국어 😀', 'ops', '[]', FALSE, '2026-11-02T00:00:00.000Z', '2026-11-03T00:00:00.000Z')`);
-      await admin.unsafe("INSERT INTO post_tags (post_id, tag, is_published, created_at) SELECT id, 'kept', TRUE, created_at FROM posts WHERE title = 'old \"one\"'");
+      await admin.unsafe(
+        "INSERT INTO post_tags (post_id, tag, is_published, created_at) SELECT id, 'kept', TRUE, created_at FROM posts WHERE title = 'old \"one\"'",
+      );
       await withStore(database.url, async (store, posts) => {
         expect(await store.sql.one<{ n: number }>('SELECT count(*)::int AS n FROM posts WHERE answer_json IS NULL')).toEqual({ n: 0 });
         await pagesMatch(posts);

@@ -98,7 +98,14 @@ describe.each(BACKENDS)('blog repositories on %s', (backend) => {
     const pager = new PostStore(store.sql, () => new Date(Date.parse('2026-03-01T00:00:00Z') + Math.floor(written++ / 3) * 1000));
     const titles = ['Pager', 'pager', 'PAGER b', 'pager a', 'Ünï', '~x', 'a_b'];
     for (let i = 0; i < 260; i++) {
-      await pager.create({ title: `${titles[i % titles.length]}${i % 4 ? ` ${i % 9}` : ''}`, content: 'x', tags: i % 2 ? ['even'] : [], authorId: null, author: 'pager', isPublished: i % 10 !== 0 });
+      await pager.create({
+        title: `${titles[i % titles.length]}${i % 4 ? ` ${i % 9}` : ''}`,
+        content: 'x',
+        tags: i % 2 ? ['even'] : [],
+        authorId: null,
+        author: 'pager',
+        isPublished: i % 10 !== 0,
+      });
     }
     const check = async () => {
       for (const sort of ['created_at', '-created_at', 'title', '-title'] as const) {
@@ -107,13 +114,17 @@ describe.each(BACKENDS)('blog repositories on %s', (backend) => {
           for (const size of [20, 33]) {
             for (let offset = 0; offset <= all.length + size; offset += size) {
               const page = await pager.list(filter, { sort, limit: size, offset });
-              expect(page.posts.map((p) => p.id), `${sort} ${JSON.stringify(filter)} ${size} at ${offset}`).toEqual(all.slice(offset, offset + size));
+              expect(
+                page.posts.map((p) => p.id),
+                `${sort} ${JSON.stringify(filter)} ${size} at ${offset}`,
+              ).toEqual(all.slice(offset, offset + size));
               expect(page.total).toBe(all.length);
               // The JSON page, written by the database in the page's order (read forwards or from the end).
               const { json } = await pager.listJson(filter, { sort, limit: size, offset });
-              expect((JSON.parse(json.toString()) as { id: number }[]).map((p) => p.id), `json: ${sort} ${JSON.stringify(filter)} ${size} at ${offset}`).toEqual(
-                all.slice(offset, offset + size),
-              );
+              expect(
+                (JSON.parse(json.toString()) as { id: number }[]).map((p) => p.id),
+                `json: ${sort} ${JSON.stringify(filter)} ${size} at ${offset}`,
+              ).toEqual(all.slice(offset, offset + size));
             }
           }
         }

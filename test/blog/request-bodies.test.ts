@@ -49,7 +49,14 @@ describe('a post created on v2', () => {
 
   it('is refused with is_published on v1, which predates drafts on creation, naming the field', async () => {
     const res = await call('POST', '/api/v1/blog/posts', { token: alice, json: { title: 'v1 draft', content: 'Body', is_published: false } });
-    expect(res).toEqual({ status: 400, body: { error: 'Validation Error', code: 'VALIDATION_ERROR', detail: { is_published: ['is_published is not a field of this body (it takes title, content)'] } } });
+    expect(res).toEqual({
+      status: 400,
+      body: {
+        error: 'Validation Error',
+        code: 'VALIDATION_ERROR',
+        detail: { is_published: ['is_published is not a field of this body (it takes title, content)'] },
+      },
+    });
   });
 });
 
@@ -76,9 +83,15 @@ describe('unknown fields', () => {
     expect(change).toMatchObject({ status: 400, body: { detail: { author: [expect.stringContaining('author is not a field of this body')] } } });
     expect((await call('GET', `/api/v2/blog/posts/${post.id}`)).body.title).toBe('Mine');
     const signup = await call('POST', '/api/users', { json: { username: 'bob', email: 'bob@example.com', password: 'password123', roles: ['admin'] } });
-    expect(signup).toMatchObject({ status: 400, body: { code: 'VALIDATION_ERROR', detail: { roles: [expect.stringContaining('roles is not a field of this body')] } } });
+    expect(signup).toMatchObject({
+      status: 400,
+      body: { code: 'VALIDATION_ERROR', detail: { roles: [expect.stringContaining('roles is not a field of this body')] } },
+    });
     const login = await call('POST', '/api/v2/auth/login', { json: { email: 'alice@example.com', password: 'password123', remember: true } });
-    expect(login).toMatchObject({ status: 400, body: { code: 'VALIDATION_ERROR', detail: { remember: [expect.stringContaining('remember is not a field of this body (it takes email, password)')] } } });
+    expect(login).toMatchObject({
+      status: 400,
+      body: { code: 'VALIDATION_ERROR', detail: { remember: [expect.stringContaining('remember is not a field of this body (it takes email, password)')] } },
+    });
   });
 });
 
@@ -112,9 +125,17 @@ describe('text that is not Unicode', () => {
   it('is a 400 INVALID_JSON when the bytes are not UTF-8, on the blog and the relay, and nothing is stored', async () => {
     const bytes = Buffer.concat([Buffer.from('{"title":"caf'), Buffer.from([0xe9]), Buffer.from('","content":"Body"}')]);
     const blog = await call('POST', '/api/v2/blog/posts', { token: alice, raw: bytes });
-    expect(blog).toEqual({ status: 400, body: { error: 'Bad Request', code: 'INVALID_JSON', detail: 'the body is not valid UTF-8 (at byte offset 13): JSON text must be UTF-8' } });
-    const relay = await call('POST', '/api/auth/token', { raw: Buffer.concat([Buffer.from('{"authorizationCode":"'), Buffer.from([0xff, 0xfe]), Buffer.from('","referrer":"sandbox"}')]) });
-    expect(relay).toMatchObject({ status: 400, body: { code: 'INVALID_JSON', detail: 'the body is not valid UTF-8 (at byte offset 22): JSON text must be UTF-8' } });
+    expect(blog).toEqual({
+      status: 400,
+      body: { error: 'Bad Request', code: 'INVALID_JSON', detail: 'the body is not valid UTF-8 (at byte offset 13): JSON text must be UTF-8' },
+    });
+    const relay = await call('POST', '/api/auth/token', {
+      raw: Buffer.concat([Buffer.from('{"authorizationCode":"'), Buffer.from([0xff, 0xfe]), Buffer.from('","referrer":"sandbox"}')]),
+    });
+    expect(relay).toMatchObject({
+      status: 400,
+      body: { code: 'INVALID_JSON', detail: 'the body is not valid UTF-8 (at byte offset 22): JSON text must be UTF-8' },
+    });
     expect(await titles('/api/v2/blog/posts?page_size=100')).not.toContain('caf\uFFFD');
   });
 
@@ -152,7 +173,7 @@ describe('a body that is not JSON', () => {
 });
 
 describe('query parameters', () => {
-  it('are named as a body\'s fields are: { field: [messages] }, each message a sentence about the field', async () => {
+  it("are named as a body's fields are: { field: [messages] }, each message a sentence about the field", async () => {
     const cases: [string, Record<string, string[]>][] = [
       ['page=0', { page: ['page must be >= 1'] }],
       ['page_size=abc', { page_size: ['page_size must be integer'] }],
@@ -160,7 +181,10 @@ describe('query parameters', () => {
       ['search=a%00b', { search: ['search must not hold a NUL character (U+0000)'] }],
     ];
     for (const [query, detail] of cases) {
-      expect(await call('GET', `/api/v2/blog/posts?${query}`), query).toEqual({ status: 400, body: { error: 'Validation Error', code: 'VALIDATION_ERROR', detail } });
+      expect(await call('GET', `/api/v2/blog/posts?${query}`), query).toEqual({
+        status: 400,
+        body: { error: 'Validation Error', code: 'VALIDATION_ERROR', detail },
+      });
     }
     const path = await call('GET', '/api/v2/blog/posts/abc');
     expect(path).toEqual({ status: 400, body: { error: 'Validation Error', code: 'VALIDATION_ERROR', detail: { post_id: ['post_id must be integer'] } } });

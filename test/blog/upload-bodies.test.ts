@@ -26,10 +26,14 @@ let token: string;
 const tokens: string[] = [];
 
 beforeAll(async () => {
-  child = spawn(process.execPath, [BIN, 'serve', '--port', '0', '--no-grpc', '--store', 'memory', '--json', '--log-level', 'warn', '--drain', '0', '--rate-limit', '0'], {
-    env: { PATH: process.env.PATH, HOME: home, MINIAPP_CONFIG_DIR: join(home, 'config'), MINIAPP_DATA_DIR: join(home, 'data'), TMPDIR: join(home) },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  child = spawn(
+    process.execPath,
+    [BIN, 'serve', '--port', '0', '--no-grpc', '--store', 'memory', '--json', '--log-level', 'warn', '--drain', '0', '--rate-limit', '0'],
+    {
+      env: { PATH: process.env.PATH, HOME: home, MINIAPP_CONFIG_DIR: join(home, 'config'), MINIAPP_DATA_DIR: join(home, 'data'), TMPDIR: join(home) },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
   let out = '';
   let err = '';
   child.stderr!.on('data', (chunk) => (err += chunk));
@@ -122,7 +126,9 @@ describe('upload bodies', () => {
     // Every byte written has been read by serve (or dropped for a refused upload).
     await new Promise((resolve) => setTimeout(resolve, 500));
     const growthMb = (rssKb() - before) / 1024;
-    const answered = await Promise.all(connections.map((c) => Promise.race([c.status, new Promise<undefined>((resolve) => setTimeout(resolve, 200, undefined))])));
+    const answered = await Promise.all(
+      connections.map((c) => Promise.race([c.status, new Promise<undefined>((resolve) => setTimeout(resolve, 200, undefined))])),
+    );
     const refused = answered.filter((answer) => answer?.status === 503);
     for (const c of connections) c.socket.destroy();
     // 200 MB were sent; held in memory they were 200 MB and more.

@@ -10,8 +10,19 @@ beforeEach(async () => {
   sb = new Sandbox();
   const store = await openStore({ kind: 'sqlite', dataDir: join(sb.root, 'data') });
   const events = new UnlinkEventStore(store.sql);
-  for (const [minute, userKey] of [[0, 1001], [1, 1002], [2, 1001], [3, 1003]] as const) {
-    await events.record({ receivedAt: new Date(Date.UTC(2026, 10, 21, 12, minute)).toISOString(), userKey, referrer: 'UNLINK', method: 'POST', source: '127.0.0.1' });
+  for (const [minute, userKey] of [
+    [0, 1001],
+    [1, 1002],
+    [2, 1001],
+    [3, 1003],
+  ] as const) {
+    await events.record({
+      receivedAt: new Date(Date.UTC(2026, 10, 21, 12, minute)).toISOString(),
+      userKey,
+      referrer: 'UNLINK',
+      method: 'POST',
+      source: '127.0.0.1',
+    });
   }
   await store.close();
 });
@@ -41,7 +52,13 @@ describe('callbacks list and text from the caller of the callback', () => {
     // Anyone who can reach the callback (no --callback-auth) chooses the referrer: a window title, a screen clear, a bell.
     const referrer = 'X\u001b]0;PWNED\u0007\u001b[2J\r\u009b31mY\u007f';
     const store = await openStore({ kind: 'sqlite', dataDir: join(sb.root, 'data') });
-    await new UnlinkEventStore(store.sql).record({ receivedAt: new Date(Date.UTC(2026, 10, 21, 13)).toISOString(), userKey: 7, referrer, method: 'GET', source: '127.0.0.1' });
+    await new UnlinkEventStore(store.sql).record({
+      receivedAt: new Date(Date.UTC(2026, 10, 21, 13)).toISOString(),
+      userKey: 7,
+      referrer,
+      method: 'GET',
+      source: '127.0.0.1',
+    });
     await store.close();
     const shown = 'X\\x1b]0;PWNED\\x07\\x1b[2J \\x9b31mY\\x7f';
     for (const options of [{ tty: true }, {}]) {

@@ -32,7 +32,8 @@ afterAll(() => {
 function bashComplete(...cases: string[][]): { offered: string[][]; registration: string } {
   const quote = (word: string) => `'${word.replace(/'/g, "'\\''")}'`;
   const steps = cases.map(
-    (words) => `COMP_WORDS=(miniapp ${words.map(quote).join(' ')}); COMP_CWORD=${words.length}; COMPREPLY=(); _miniapp; echo "#case"; printf '%s\n' "\${COMPREPLY[@]}"`,
+    (words) =>
+      `COMP_WORDS=(miniapp ${words.map(quote).join(' ')}); COMP_CWORD=${words.length}; COMPREPLY=(); _miniapp; echo "#case"; printf '%s\n' "\${COMPREPLY[@]}"`,
   );
   const script = ['source <(miniapp completion bash)', 'complete -p miniapp', ...steps].join('\n');
   const result = spawnSync('bash', ['-c', script], {
@@ -106,12 +107,17 @@ describe('completion of arguments, command-specific flags and --flag=value (issu
     expect(afterEquals).toEqual(['table', 'csv', 'json', 'html']);
     expect(afterEqualsCs).toEqual(['csv']);
     expect(metrics).toEqual(expect.arrayContaining(['reach', 'saved', 'shares', 'views', 'total_interactions', 'navigation']));
-    for (const retired of ['impressions', 'plays', 'video_views', 'engagement', 'exits', 'taps_forward', 'taps_back', 'audience_city']) expect(metrics).not.toContain(retired);
+    for (const retired of ['impressions', 'plays', 'video_views', 'engagement', 'exits', 'taps_forward', 'taps_back', 'audience_city'])
+      expect(metrics).not.toContain(retired);
     expect(listed).toEqual(['reach,total_interactions']);
   });
 
   it('in zsh and fish, which keep --flag=value one word: the value after the "="', async () => {
-    const complete = async (...words: string[]) => (await sb.run(['__complete', ...words])).stdout.split('\n').filter(Boolean).map((line) => line.split('\t')[0]);
+    const complete = async (...words: string[]) =>
+      (await sb.run(['__complete', ...words])).stdout
+        .split('\n')
+        .filter(Boolean)
+        .map((line) => line.split('\t')[0]);
     expect(await complete('insights', 'media', '--format=c')).toEqual(['--format=csv']);
     expect(await complete('orders', 'list', '--status=EX')).toEqual(['--status=EXPIRED']);
     expect(await complete('insights', 'media', '--metrics=reach,vie')).toEqual(['--metrics=reach,views']);

@@ -72,9 +72,7 @@ describe('miniapp config', () => {
     await sb.run(['--profile', 'staging', 'config', 'set', 'base-url', 'https://staging.example']);
     expect((await sb.run(['config', 'get', 'base-url'])).stdout).toBe('https://prod.example\n');
     expect((await sb.run(['config', 'get', 'base-url', '--profile', 'staging'])).stdout).toBe('https://staging.example\n');
-    expect((await sb.run(['config', 'get', 'base-url'], { env: { MINIAPP_PROFILE: 'staging' } })).stdout).toBe(
-      'https://staging.example\n',
-    );
+    expect((await sb.run(['config', 'get', 'base-url'], { env: { MINIAPP_PROFILE: 'staging' } })).stdout).toBe('https://staging.example\n');
     expect((await sb.run(['config', 'get', 'base-url', '--profile', 'other'])).code).toBe(2);
   });
 
@@ -129,7 +127,11 @@ describe('miniapp config', () => {
     await sb.run(['config', 'set', 'base-url', 'https://a.example']);
     // A key pasted without its quotes: V8's own message would quote it ("Unexpected token ... 603deb10...").
     writeFileSync(file, '{"profiles": {"default": {"settings": {\n  "decrypt-key": deb1015ca71be2b73aef\n}}}}');
-    for (const args of [['config', 'list'], ['config', 'get', 'base-url'], ['config', 'set', 'relay-url', 'http://127.0.0.1:3000']]) {
+    for (const args of [
+      ['config', 'list'],
+      ['config', 'get', 'base-url'],
+      ['config', 'set', 'relay-url', 'http://127.0.0.1:3000'],
+    ]) {
       const result = await sb.run(args);
       expect(result.code).toBe(2);
       expect(result.stderr).toContain('not valid JSON: unexpected character at line 2, column 18');
@@ -151,7 +153,10 @@ describe('miniapp config', () => {
     ];
     for (const [text, why] of shapes) {
       writeFileSync(file, text);
-      for (const args of [['config', 'list'], ['config', 'set', 'relay-url', 'http://127.0.0.1:3000']]) {
+      for (const args of [
+        ['config', 'list'],
+        ['config', 'set', 'relay-url', 'http://127.0.0.1:3000'],
+      ]) {
         const result = await sb.run(args);
         expect(result.code, `${text}: ${args.join(' ')}`).toBe(2);
         expect(result.stderr).toContain(why);
@@ -180,7 +185,11 @@ describe('miniapp config', () => {
   it('--no-color wins over --color in either order; --color alone colours a pipe', async () => {
     const colored = await sb.run(['--color', 'config', 'set', 'base-url', 'https://a.example']);
     expect(colored.stdout + colored.stderr).toContain('\u001b[');
-    for (const flags of [['--no-color', '--color'], ['--color', '--no-color'], ['--color', 'config', '--no-color']]) {
+    for (const flags of [
+      ['--no-color', '--color'],
+      ['--color', '--no-color'],
+      ['--color', 'config', '--no-color'],
+    ]) {
       const args = flags.includes('config') ? [...flags, 'set', 'base-url', 'https://a.example'] : [...flags, 'config', 'set', 'base-url', 'https://a.example'];
       const result = await sb.run(args);
       expect(result.code, result.stderr).toBe(0);

@@ -46,7 +46,13 @@ describe('help and version, through the launcher', () => {
     expect(plain.code, plain.stderr).toBe(0);
     expect(plain.stdout).toBe(`${version}\n`);
     expect(launch(home, ['--version']).stdout).toBe(`${version}\n`);
-    for (const argv of [['version', '--json'], ['--json', 'version'], ['--json', '--version'], ['--version', '--json'], ['-V', '--json']]) {
+    for (const argv of [
+      ['version', '--json'],
+      ['--json', 'version'],
+      ['--json', '--version'],
+      ['--version', '--json'],
+      ['-V', '--json'],
+    ]) {
       const result = launch(home, argv);
       expect(result.code, argv.join(' ')).toBe(0);
       expect(JSON.parse(result.stdout), argv.join(' ')).toEqual({ version, node: process.versions.node });

@@ -16,9 +16,9 @@ function snapshot(requests: number, notFound: number, fast: number, slow: number
     'miniapp_grpc_server_started_total{grpc_method="StreamMetrics",grpc_service="monitoring.v1.MonitoringService",grpc_type="server_stream"}': 1,
     'miniapp_grpc_server_started_total{grpc_method="GetUser",grpc_service="user.v1.UserService",grpc_type="unary"}': 5,
     'miniapp_grpc_server_handled_total{grpc_code="NotFound",grpc_method="GetUser",grpc_service="user.v1.UserService",grpc_type="unary"}': 4,
-    'miniapp_http_requests_in_flight': 2,
-    'miniapp_webhook_deliveries_pending': 3,
-    'miniapp_ready': 1,
+    miniapp_http_requests_in_flight: 2,
+    miniapp_webhook_deliveries_pending: 3,
+    miniapp_ready: 1,
   };
 }
 
@@ -29,9 +29,33 @@ describe('the dashboard model', () => {
   });
 
   it('finds the p99 inside the bucket the 99th observation fell in', () => {
-    const before = new Map([[0.01, 0], [0.1, 0], [Infinity, 0]]);
-    expect(quantileBetween(before, new Map([[0.01, 100], [0.1, 100], [Infinity, 100]]), 0.99)).toBeCloseTo(0.0099);
-    expect(quantileBetween(before, new Map([[0.01, 90], [0.1, 100], [Infinity, 100]]), 0.99)).toBeCloseTo(0.091);
+    const before = new Map([
+      [0.01, 0],
+      [0.1, 0],
+      [Infinity, 0],
+    ]);
+    expect(
+      quantileBetween(
+        before,
+        new Map([
+          [0.01, 100],
+          [0.1, 100],
+          [Infinity, 100],
+        ]),
+        0.99,
+      ),
+    ).toBeCloseTo(0.0099);
+    expect(
+      quantileBetween(
+        before,
+        new Map([
+          [0.01, 90],
+          [0.1, 100],
+          [Infinity, 100],
+        ]),
+        0.99,
+      ),
+    ).toBeCloseTo(0.091);
     expect(quantileBetween(before, before, 0.99)).toBeUndefined();
   });
 

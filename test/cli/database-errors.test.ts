@@ -30,10 +30,30 @@ function withPassword(url: string, password: string, database = 'postgres'): str
 
 describe('PostgreSQL mistakes in the CLI', () => {
   const cases: [string, () => string, number, string[]][] = [
-    ['a wrong password', () => withPassword(serverUrl(), secret), 4, ['refused the password', 'password authentication failed for user "postgres"', 'check the user and password']],
-    ['a database that does not exist', () => withPassword(serverUrl(), new URL(serverUrl()).password, 'no_such_db'), 2, ['does not exist', 'database "no_such_db" does not exist', 'createdb']],
-    ['a port where nothing listens', () => `postgres://app:${secret}@127.0.0.1:1/miniapp`, 5, ['cannot reach the database at postgres://app:***@127.0.0.1:1/miniapp', 'the connection was refused']],
-    ['sslmode=require against a server without TLS', () => `${withPassword(serverUrl(), new URL(serverUrl()).password)}?sslmode=require`, 5, ['the TLS connection to the database', 'does not support SSL', 'sslmode']],
+    [
+      'a wrong password',
+      () => withPassword(serverUrl(), secret),
+      4,
+      ['refused the password', 'password authentication failed for user "postgres"', 'check the user and password'],
+    ],
+    [
+      'a database that does not exist',
+      () => withPassword(serverUrl(), new URL(serverUrl()).password, 'no_such_db'),
+      2,
+      ['does not exist', 'database "no_such_db" does not exist', 'createdb'],
+    ],
+    [
+      'a port where nothing listens',
+      () => `postgres://app:${secret}@127.0.0.1:1/miniapp`,
+      5,
+      ['cannot reach the database at postgres://app:***@127.0.0.1:1/miniapp', 'the connection was refused'],
+    ],
+    [
+      'sslmode=require against a server without TLS',
+      () => `${withPassword(serverUrl(), new URL(serverUrl()).password)}?sslmode=require`,
+      5,
+      ['the TLS connection to the database', 'does not support SSL', 'sslmode'],
+    ],
   ];
   for (const [what, url, code, words] of cases) {
     it(`names ${what} in db status, with exit ${code}`, async () => {
@@ -61,7 +81,9 @@ describe('PostgreSQL mistakes in the CLI', () => {
   }
 
   it('says the same for serve --database, before it listens', async () => {
-    const result = await sb.run(['serve', '--port', '0', '--no-grpc', '--database', withPassword(serverUrl(), secret)], { shutdown: Promise.resolve('SIGTERM') });
+    const result = await sb.run(['serve', '--port', '0', '--no-grpc', '--database', withPassword(serverUrl(), secret)], {
+      shutdown: Promise.resolve('SIGTERM'),
+    });
     expect(result.code).toBe(4);
     expect(plain(result.stderr)).toContain('password authentication failed');
     expect(result.stderr).not.toContain(secret);
@@ -70,7 +92,9 @@ describe('PostgreSQL mistakes in the CLI', () => {
   it('gives a JSON error with the cause under --json', async () => {
     const result = await sb.run(['db', 'status', '--json', '--database', withPassword(serverUrl(), secret)]);
     expect(result.code).toBe(4);
-    expect(JSON.parse(result.stderr)).toMatchObject({ error: { code: 'DATABASE_AUTH', exitCode: 4, message: expect.stringContaining('refused the password') } });
+    expect(JSON.parse(result.stderr)).toMatchObject({
+      error: { code: 'DATABASE_AUTH', exitCode: 4, message: expect.stringContaining('refused the password') },
+    });
   });
 
   it('puts words to the server states that mean "not now", never a bare SQLSTATE', async () => {
@@ -78,7 +102,7 @@ describe('PostgreSQL mistakes in the CLI', () => {
     await client.connect();
     try {
       // A real error answer of the server, with its code changed to each state of interest.
-      const real = await client.query("SELECT 1/0").catch((error: unknown) => error as pg.DatabaseError);
+      const real = await client.query('SELECT 1/0').catch((error: unknown) => error as pg.DatabaseError);
       for (const [code, words] of [
         ['57P03', 'starting up'],
         ['57P01', 'shutting down'],

@@ -75,7 +75,8 @@ async function counts(): Promise<Record<string, number>> {
   const admin = adminSql(database.url);
   try {
     const out: Record<string, number> = {};
-    for (const table of ['users', 'posts', 'post_tags', 'api_tokens', 'server_secrets']) out[table] = (await admin.unsafe<{ n: number }>(`SELECT count(*)::int AS n FROM ${table}`))[0]!.n;
+    for (const table of ['users', 'posts', 'post_tags', 'api_tokens', 'server_secrets'])
+      out[table] = (await admin.unsafe<{ n: number }>(`SELECT count(*)::int AS n FROM ${table}`))[0]!.n;
     return out;
   } finally {
     await admin.end();
@@ -96,7 +97,7 @@ async function anotherDeployment(): Promise<{ admin: string; pete: { id: number;
 }
 
 describe('db copy into a database that is not empty', () => {
-  it('refuses another deployment\'s database, says what it found, writes nothing, and exits 1', async () => {
+  it("refuses another deployment's database, says what it found, writes nothing, and exits 1", async () => {
     await anotherDeployment();
     const before = await counts();
     const result = await sb.run(['db', 'copy', '--from', dataDir, '--to', database.url]);
@@ -116,7 +117,7 @@ describe('db copy into a database that is not empty', () => {
     expect(JSON.parse(json.stderr)).toMatchObject({ error: { code: 'COPY_REFUSED', exitCode: 1 } });
   });
 
-  it('refuses a database where serve only signed one user up (the finding\'s case): the SQLite user 1 is not silently dropped', async () => {
+  it("refuses a database where serve only signed one user up (the finding's case): the SQLite user 1 is not silently dropped", async () => {
     const other = await startTestServe({ store: { kind: 'postgres', url: database.url, poolSize: 2 } });
     await person(other.url, 'newcomer');
     await other.close();
@@ -126,7 +127,7 @@ describe('db copy into a database that is not empty', () => {
     expect((await counts()).posts).toBe(0);
   });
 
-  it('merges with --merge: every id keeps its meaning, tokens authenticate as their own users, and the data dir\'s admin token is no admin', async () => {
+  it("merges with --merge: every id keeps its meaning, tokens authenticate as their own users, and the data dir's admin token is no admin", async () => {
     const other = await anotherDeployment();
     const result = await sb.run(['db', 'copy', '--from', dataDir, '--to', database.url, '--merge', '--json']);
     expect(result.code, result.stderr).toBe(0);
@@ -162,9 +163,15 @@ describe('db copy into a database that is not empty', () => {
       expect(byTitle.get('Pete writes')).toMatchObject({ author: 'pete', tags: ['ops'] });
       const admin = adminSql(database.url);
       try {
-        const owners = await admin<{ title: string; username: string }>`SELECT p.title, u.username FROM posts p JOIN users u ON u.id = p.author_id ORDER BY p.id`;
+        const owners = await admin<{
+          title: string;
+          username: string;
+        }>`SELECT p.title, u.username FROM posts p JOIN users u ON u.id = p.author_id ORDER BY p.id`;
         for (const { title, username } of owners) expect(byTitle.get(title)?.author ?? username, title).toBe(username);
-        const tagged = await admin<{ title: string; tag: string }>`SELECT p.title, t.tag FROM post_tags t JOIN posts p ON p.id = t.post_id ORDER BY p.title, t.tag`;
+        const tagged = await admin<{
+          title: string;
+          tag: string;
+        }>`SELECT p.title, t.tag FROM post_tags t JOIN posts p ON p.id = t.post_id ORDER BY p.title, t.tag`;
         expect(tagged.filter((row) => row.title === 'Pete writes').map((row) => row.tag)).toEqual(['ops']);
         expect(tagged.filter((row) => row.title === 'Third').map((row) => row.tag)).toEqual(['misc']);
       } finally {
@@ -204,7 +211,7 @@ describe('db copy into a database that is not empty', () => {
     await check.end();
   });
 
-  it('rolls a copy back when the count of users did not follow it (its trigger turned off), so that ListUsers\' total cannot drift', async () => {
+  it("rolls a copy back when the count of users did not follow it (its trigger turned off), so that ListUsers' total cannot drift", async () => {
     expect((await sb.run(['db', 'migrate', '--database', database.url])).code).toBe(0);
     const admin = adminSql(database.url);
     await admin.unsafe('ALTER TABLE users DISABLE TRIGGER users_counted_on_insert');

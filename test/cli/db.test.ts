@@ -167,7 +167,19 @@ describe('miniapp db copy', () => {
     expect(byTable.unlink_events).toMatchObject({ source: 1, copied: 1 });
     expect(byTable.webhook_deliveries).toMatchObject({ source: 1, copied: 1 });
     expect(byTable.api_tokens.copied).toBeGreaterThanOrEqual(2);
-    for (const [table, rows] of Object.entries({ products: 1, stock_movements: 2, reservations: 1, reservation_items: 1, orders: 1, order_items: 1, payments: 1, refunds: 1, idempotency_keys: 3, sandbox_charges: 1, sandbox_refunds: 1 })) {
+    for (const [table, rows] of Object.entries({
+      products: 1,
+      stock_movements: 2,
+      reservations: 1,
+      reservation_items: 1,
+      orders: 1,
+      order_items: 1,
+      payments: 1,
+      refunds: 1,
+      idempotency_keys: 3,
+      sandbox_charges: 1,
+      sandbox_refunds: 1,
+    })) {
       expect(byTable[table], table).toMatchObject({ source: rows, copied: rows, verified: true });
     }
     expect(report.adminToken).toBe('copied');
@@ -187,7 +199,8 @@ describe('miniapp db copy', () => {
       const tags = await sql`SELECT tag, is_published, created_at FROM post_tags ORDER BY tag`;
       expect(tags.map((t) => t.tag)).toEqual(['db', 'ops']);
       const [post] = await sql`SELECT is_published, created_at FROM posts`;
-      for (const tag of tags) expect({ is_published: tag.is_published, created_at: tag.created_at }).toEqual({ is_published: post!.is_published, created_at: post!.created_at });
+      for (const tag of tags)
+        expect({ is_published: tag.is_published, created_at: tag.created_at }).toEqual({ is_published: post!.is_published, created_at: post!.created_at });
       // The kept counts of the lists followed the copied rows (store/blog-listing-schema.ts), once, not twice.
       const kept = await sql`SELECT name, value FROM counters WHERE name LIKE 'posts.%' ORDER BY name`;
       expect(kept.map((row) => [row.name, Number(row.value)])).toEqual([

@@ -127,7 +127,7 @@ describe('miniapp decrypt', () => {
     for (const [stdin, where] of [
       ['sandbox-graph-token-0123456789\n', 'unexpected character at line 1, column 1'],
       ['{"resultType": "SUCCESS",\n "success": at_secret0123456789}', 'unexpected character at line 2, column 13'],
-      ['{"a": 1,}', "expected double-quoted property name at line 1, column 9"],
+      ['{"a": 1,}', 'expected double-quoted property name at line 1, column 9'],
     ] as const) {
       for (const json of [[], ['--json']]) {
         const result = await sb.run(['decrypt', ...json], { env: keyEnv, stdin });

@@ -235,7 +235,7 @@ describe('faults', () => {
     }
   });
 
-  it('times out from the Agent\'s own timers for time-outs of a second and more', async () => {
+  it("times out from the Agent's own timers for time-outs of a second and more", async () => {
     const slow = await startSandbox({ delayMs: 3_000 });
     try {
       // Had the time-out not fired, the sandbox's late answer (invalid_grant) would exit 4.

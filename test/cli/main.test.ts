@@ -12,13 +12,13 @@ describe('miniapp (program)', () => {
   it('lists every command group in --help, with the exit codes', async () => {
     const result = await sb.run(['--help']);
     expect(result.code).toBe(0);
-    const escape = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
-    for (const group of GROUPS) expect(result.stdout).toMatch(new RegExp(`\\n  ${group.name} +${escape(group.summary)}`));
+    const literal = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+    for (const group of GROUPS) expect(result.stdout).toMatch(new RegExp(`\\n  ${group.name} +${literal(group.summary)}`));
     expect(result.stdout).toContain('--profile <name>');
     expect(result.stdout).toContain('2  usage or config');
   });
 
-  it('shows a group\'s own help through `help GROUP` and `GROUP --help`', async () => {
+  it("shows a group's own help through `help GROUP` and `GROUP --help`", async () => {
     const viaHelp = await sb.run(['help', 'decrypt']);
     const viaFlag = await sb.run(['decrypt', '--help']);
     expect(viaHelp.stdout).toContain('Usage: miniapp decrypt [options] [file]');

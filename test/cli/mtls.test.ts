@@ -95,7 +95,10 @@ describe('miniapp doctor', () => {
     expect(mismatch.code).toBe(1);
     const report = JSON.parse(mismatch.stdout);
     expect(report.ok).toBe(false);
-    expect(report.checks.find((c: { check: string }) => c.check === 'client key')).toMatchObject({ status: 'fail', detail: 'does not match the client certificate' });
+    expect(report.checks.find((c: { check: string }) => c.check === 'client key')).toMatchObject({
+      status: 'fail',
+      detail: 'does not match the client certificate',
+    });
 
     const noCert = await cli.run(['doctor'], { env: env(), now: new Date() });
     const partner = JSON.parse(noCert.stdout).checks.find((c: { check: string }) => c.check === 'partner API');
@@ -108,16 +111,23 @@ describe('miniapp doctor', () => {
     expect(plain(result.stdout)).toMatch(/│ check +│ status +│ detail/);
   });
 
-  it('wraps a detail too long for the terminal onto the row\'s next lines, whole to its end (the time left)', async () => {
+  it("wraps a detail too long for the terminal onto the row's next lines, whole to its end (the time left)", async () => {
     const wide = await cli.run(['doctor', '--json'], { env: env({ MINIAPP_MTLS_CERT: pki.clientCert, MINIAPP_MTLS_KEY: pki.clientKey }), now: new Date() });
     const detail = (JSON.parse(wide.stdout).checks as { check: string; detail: string }[]).find((c) => c.check === 'client certificate')!.detail;
     expect(detail).toMatch(/ left\)$/);
-    const result = await cli.run(['doctor', '--no-color'], { env: env({ MINIAPP_MTLS_CERT: pki.clientCert, MINIAPP_MTLS_KEY: pki.clientKey }), tty: true, columns: 60, now: new Date() });
+    const result = await cli.run(['doctor', '--no-color'], {
+      env: env({ MINIAPP_MTLS_CERT: pki.clientCert, MINIAPP_MTLS_KEY: pki.clientKey }),
+      tty: true,
+      columns: 60,
+      now: new Date(),
+    });
     const lines = plain(result.stdout).split('\n').filter(Boolean);
     for (const line of lines) expect(line.length, line).toBeLessThanOrEqual(60);
     const at = lines.findIndex((line) => line.includes('client certificate'));
     const rows = [lines[at]!];
-    for (const line of lines.slice(at + 1)) if (/^│ +│/.test(line)) rows.push(line); else break;
+    for (const line of lines.slice(at + 1))
+      if (/^│ +│/.test(line)) rows.push(line);
+      else break;
     expect(rows.length).toBeGreaterThan(1);
     // Read back as a person reads it: the lines joined by a space (the detail's own runs of spaces aside).
     expect(rows.map((row) => row.split('│')[3]!.trim()).join(' ')).toBe(detail.replace(/ +/g, ' '));

@@ -8,10 +8,7 @@ import { Readable } from 'node:stream';
 async function outputFor(options: { tty: boolean; json?: boolean; env?: Record<string, string> }) {
   const stdout = new Capture(options.tty);
   const stderr = new Capture(options.tty);
-  const out: Output = await createOutput(
-    { stdout, stderr, stdin: Readable.from([]) },
-    { json: options.json ?? false, noColor: false, env: options.env ?? {} },
-  );
+  const out: Output = await createOutput({ stdout, stderr, stdin: Readable.from([]) }, { json: options.json ?? false, noColor: false, env: options.env ?? {} });
   return { out, stdout, stderr };
 }
 
@@ -119,10 +116,18 @@ describe('text width', () => {
 });
 
 describe('fitColumns', () => {
-  const fit = (columns: { header: number; data: number; shrink: number; minWidth?: number }[], width: number) => fitColumns(columns, width);
+  const widths = (columns: { header: number; data: number; shrink: number; minWidth?: number }[], width: number) => fitColumns(columns, width);
 
   it('leaves a table that fits as it is', () => {
-    expect(fit([{ header: 2, data: 5, shrink: -1 }, { header: 7, data: 30, shrink: 2 }], 80)).toEqual([5, 30]);
+    expect(
+      widths(
+        [
+          { header: 2, data: 5, shrink: -1 },
+          { header: 7, data: 30, shrink: 2 },
+        ],
+        80,
+      ),
+    ).toEqual([5, 30]);
   });
 
   it('cuts the highest priority first, down to its minimum, before the next', () => {
@@ -132,7 +137,7 @@ describe('fitColumns', () => {
       { header: 9, data: 48, shrink: 1 },
       { header: 5, data: 9, shrink: 0 },
     ];
-    const at = (width: number) => fit(columns, width);
+    const at = (width: number) => widths(columns, width);
     expect(at(100)).toEqual([16, 60 - (16 + 60 + 48 + 9 + tableChrome(4) - 100), 48, 9]);
     expect(at(80)).toEqual([16, 8, 80 - tableChrome(4) - 16 - 8 - 9, 9]);
     // Still too narrow: the same order again, down to an ellipsis; the first column (the row's name) last.
@@ -143,7 +148,15 @@ describe('fitColumns', () => {
 
   it('keeps a header whole unless it alone makes the column wide', () => {
     // comments_count over two-digit counts may become "comment…"; a caption column keeps "caption".
-    expect(fit([{ header: 14, data: 2, shrink: 0 }, { header: 11, data: 40, shrink: 1 }], 8 + 11 + tableChrome(2))).toEqual([8, 11]);
+    expect(
+      widths(
+        [
+          { header: 14, data: 2, shrink: 0 },
+          { header: 11, data: 40, shrink: 1 },
+        ],
+        8 + 11 + tableChrome(2),
+      ),
+    ).toEqual([8, 11]);
   });
 });
 
@@ -152,7 +165,11 @@ describe('Output.table at the terminal width', () => {
     const stdout = new Capture(true, 30);
     const out = await createOutput({ stdout, stderr: new Capture(true), stdin: Readable.from([]) }, { json: false, noColor: true, env: {} });
     out.table(
-      [{ id: 1, text: '日本語のキャプションです' }, { id: 2, text: 'family 👩‍👩‍👧 and flag 🇯🇵' }, { id: 3, text: 'ok' }],
+      [
+        { id: 1, text: '日本語のキャプションです' },
+        { id: 2, text: 'family 👩‍👩‍👧 and flag 🇯🇵' },
+        { id: 3, text: 'ok' },
+      ],
       [
         { header: 'id', value: (r: { id: number }) => r.id },
         { header: 'text', value: (r: { text: string }) => r.text, shrink: 1 },
@@ -168,7 +185,10 @@ describe('Output.csv', () => {
   it('writes RFC 4180: header, CRLF, quotes doubled, commas and newlines quoted', async () => {
     const { out } = await outputFor({ tty: false });
     const csv = out.csv(
-      [{ id: '1', caption: 'Hello, "world"\nsecond line' }, { id: '2', caption: '' }],
+      [
+        { id: '1', caption: 'Hello, "world"\nsecond line' },
+        { id: '2', caption: '' },
+      ],
       [
         { header: 'id', value: (r: { id: string }) => r.id },
         { header: 'caption', value: (r: { caption: string }) => r.caption },

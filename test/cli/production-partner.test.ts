@@ -92,12 +92,14 @@ describe('path-prefix production', () => {
     sandbox = await startSandbox({ prefix: '/partner/oauth' });
     const elsewhere = await doctor(sandbox.env);
     expect(elsewhere).toMatchObject({ status: 'fail' });
-    expect(elsewhere.detail).toContain(`answered 404 at ${PARTNER_PREFIXES.spec}: check path-prefix (spec: ${PARTNER_PREFIXES.spec}; production: ${PARTNER_PREFIXES.production})`);
+    expect(elsewhere.detail).toContain(
+      `answered 404 at ${PARTNER_PREFIXES.spec}: check path-prefix (spec: ${PARTNER_PREFIXES.spec}; production: ${PARTNER_PREFIXES.production})`,
+    );
     expect((await doctor({ ...sandbox.env, MINIAPP_PATH_PREFIX: '/partner/oauth' })).status).toBe('ok');
   });
 });
 
-describe('the vendor\'s shapes (sandbox --vendor-shapes)', () => {
+describe("the vendor's shapes (sandbox --vendor-shapes)", () => {
   it('comma-separated scopes and bare invalid_grant are read by the CLI: scopes stored and printed space-separated, expiry refreshed', async () => {
     sandbox = await startSandbox({ scopeSeparator: ',', errorShape: 'bare' });
     const { authorizationCode } = sandbox.state.login(2001);
@@ -121,7 +123,10 @@ describe('the vendor\'s shapes (sandbox --vendor-shapes)', () => {
 
   it('are read by the relay: /me answers the scope space-separated, an expired token is 401 with the Bearer challenge', async () => {
     sandbox = await startSandbox({ scopeSeparator: ',', errorShape: 'bare' });
-    serve = await startTestServe({ upstream: { baseUrl: sandbox.url, pathPrefix: PARTNER_PREFIXES.spec, tls: {} }, decrypt: { key: sandbox.env.MINIAPP_DECRYPT_KEY, aad: sandbox.env.MINIAPP_DECRYPT_AAD } });
+    serve = await startTestServe({
+      upstream: { baseUrl: sandbox.url, pathPrefix: PARTNER_PREFIXES.spec, tls: {} },
+      decrypt: { key: sandbox.env.MINIAPP_DECRYPT_KEY, aad: sandbox.env.MINIAPP_DECRYPT_AAD },
+    });
     const { authorizationCode } = sandbox.state.login(2002);
     const post = async (path: string, json: unknown) => {
       const response = await request(`${serve!.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(json) });
@@ -149,7 +154,11 @@ describe('the unlink reason WITHDRAWAL_TOSS', () => {
     const url = serve.sandbox!.url;
     const help = await sb.run(['sandbox', 'unlink', '--help']);
     expect(help.stdout).toContain('WITHDRAWAL_TOSS');
-    for (const [userKey, reason] of [[3001, 'WITHDRAWAL_TOSS'], [3002, 'WITHDRAWAL_PLATFORM'], [3003, 'WITHDRAWL_TOSS']] as const) {
+    for (const [userKey, reason] of [
+      [3001, 'WITHDRAWAL_TOSS'],
+      [3002, 'WITHDRAWAL_PLATFORM'],
+      [3003, 'WITHDRAWL_TOSS'],
+    ] as const) {
       expect((await sb.run(['sandbox', 'login', '--user-key', String(userKey), '--url', url])).code).toBe(0);
       const unlink = await sb.run(['sandbox', 'unlink', '--user-key', String(userKey), '--reason', reason, '--url', url]);
       expect(unlink.code, unlink.stderr).toBe(0);
@@ -159,14 +168,16 @@ describe('the unlink reason WITHDRAWAL_TOSS', () => {
     }
     const listed = await sb.run(['callbacks', 'list', '--json'], { env: { MINIAPP_DATA_DIR: dataDir } });
     expect(listed.code, listed.stderr).toBe(0);
-    expect((JSON.parse(listed.stdout) as Record<string, unknown>[]).map(({ userKey, referrer, known, meaning }) => ({ userKey, referrer, known, meaning }))).toEqual([
-      { userKey: 3001, referrer: 'WITHDRAWAL_TOSS', known: true, meaning: 'the user left the host platform (the vendor\'s name for WITHDRAWAL_PLATFORM)' },
+    expect(
+      (JSON.parse(listed.stdout) as Record<string, unknown>[]).map(({ userKey, referrer, known, meaning }) => ({ userKey, referrer, known, meaning })),
+    ).toEqual([
+      { userKey: 3001, referrer: 'WITHDRAWAL_TOSS', known: true, meaning: "the user left the host platform (the vendor's name for WITHDRAWAL_PLATFORM)" },
       { userKey: 3002, referrer: 'WITHDRAWAL_PLATFORM', known: true, meaning: 'the user left the host platform' },
       { userKey: 3003, referrer: 'WITHDRAWL_TOSS', known: false, meaning: 'unknown reason, recorded as it came' },
     ]);
     const rows = (await sb.run(['callbacks', 'list'], { env: { MINIAPP_DATA_DIR: dataDir } })).stdout.trim().split('\n');
     expect(rows[0]!.split('\t').slice(1, 3)).toEqual(['3001', 'WITHDRAWAL_TOSS']);
-    expect(rows[0]!.split('\t').at(-1)).toBe('the user left the host platform (the vendor\'s name for WITHDRAWAL_PLATFORM)');
+    expect(rows[0]!.split('\t').at(-1)).toBe("the user left the host platform (the vendor's name for WITHDRAWAL_PLATFORM)");
     expect(rows[2]!.split('\t').at(-1)).toBe('unknown reason, recorded as it came');
   });
 });

@@ -8,7 +8,12 @@ beforeAll(() => loadTextWidths());
 
 function clock() {
   let t = 0;
-  return { now: () => t, advance: (ms: number) => void (t += ms) };
+  return {
+    now: () => t,
+    advance: (ms: number) => {
+      t += ms;
+    },
+  };
 }
 
 describe('the progress line', () => {

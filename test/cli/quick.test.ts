@@ -144,7 +144,10 @@ describe('the quick path', () => {
 
   it('writes into a file as into a pipe', () => {
     const out = join(home, 'help.txt');
-    const result = spawnSync('sh', ['-c', `"${process.execPath}" "${bin}" --help > "${out}"; echo $?`], { encoding: 'utf8', env: { PATH: process.env.PATH, HOME: home } });
+    const result = spawnSync('sh', ['-c', `"${process.execPath}" "${bin}" --help > "${out}"; echo $?`], {
+      encoding: 'utf8',
+      env: { PATH: process.env.PATH, HOME: home },
+    });
     expect(result.stdout).toBe('0\n');
     expect(readFileSync(out, 'utf8')).toBe(run(full, ['--help']).stdout);
   });
@@ -162,7 +165,10 @@ describe('the quick path', () => {
       const ours = loaded.filter((entry) => !/^require:(node:)?[a-z_/]+$/.test(entry) && entry !== pathToFileURL(bin).href && entry !== `require:${bin}`);
       // The launcher, then the bundle's entry and chunks, all by require.
       expect(ours[0], args.join(' ')).toBe('require:../dist/quick/cli.cjs');
-      expect(ours.slice(1).every((entry) => /^require:\.\/[\w-]+\.cjs$/.test(entry)), `${args.join(' ')}: ${ours.join(', ')}`).toBe(true);
+      expect(
+        ours.slice(1).every((entry) => /^require:\.\/[\w-]+\.cjs$/.test(entry)),
+        `${args.join(' ')}: ${ours.join(', ')}`,
+      ).toBe(true);
       // The config writer (conf), the renderers and chalk are chunks of their own, loaded only when used.
       expect(ours.filter((entry) => /store-|ora-|string-width-|source-/.test(entry))).toEqual([]);
     }
@@ -187,7 +193,17 @@ function errno(code: string): NodeJS.ErrnoException {
 
 function fakeStream() {
   const written: string[] = [];
-  return { written, stream: { write: (chunk: string | Uint8Array) => (written.push(Buffer.from(chunk).toString()), true), isTTY: true, columns: 123 } };
+  return {
+    written,
+    stream: {
+      write: (chunk: string | Uint8Array) => {
+        written.push(Buffer.from(chunk).toString());
+        return true;
+      },
+      isTTY: true,
+      columns: 123,
+    },
+  };
 }
 
 describe('direct stdout and stderr', () => {
@@ -225,7 +241,7 @@ describe('direct stdout and stderr', () => {
       () => stream,
       () => undefined,
       calls({
-        writeSync: (_fd, buffer, offset) => {
+        writeSync: () => {
           calls_++;
           if (calls_ === 1) return 4;
           throw errno('EAGAIN');
@@ -257,13 +273,32 @@ describe('direct stdout and stderr', () => {
   });
 
   it('throws any other write error', () => {
-    const out = new FdOut(1, () => fakeStream().stream, () => undefined, calls({ writeSync: () => { throw errno('EIO'); } }));
+    const out = new FdOut(
+      1,
+      () => fakeStream().stream,
+      () => undefined,
+      calls({
+        writeSync: () => {
+          throw errno('EIO');
+        },
+      }),
+    );
     expect(() => out.write('a')).toThrow('EIO');
   });
 
   it('leaves a terminal (or a socket) to the process stream', () => {
     const { written, stream } = fakeStream();
-    const out = new FdOut(1, () => stream, () => undefined, calls({ kind: 'tty', writeSync: () => { throw new Error('no direct write to a terminal'); } }));
+    const out = new FdOut(
+      1,
+      () => stream,
+      () => undefined,
+      calls({
+        kind: 'tty',
+        writeSync: () => {
+          throw new Error('no direct write to a terminal');
+        },
+      }),
+    );
     out.write('x');
     expect(written).toEqual(['x']);
     expect(out.isTTY).toBe(true);

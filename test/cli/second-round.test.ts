@@ -37,7 +37,11 @@ describe('the version as JSON', () => {
     const command = await sb.run(['version', '--json']);
     expect(command.code).toBe(0);
     expect(command.stdout).toBe(`${JSON.stringify({ version: '9.9.9-test', node: process.versions.node }, null, 2)}\n`);
-    for (const argv of [['--json', '--version'], ['--version', '--json'], ['--json', '-V']]) {
+    for (const argv of [
+      ['--json', '--version'],
+      ['--version', '--json'],
+      ['--json', '-V'],
+    ]) {
       const flag = await sb.run(argv);
       expect(flag.code, argv.join(' ')).toBe(0);
       expect(flag.stdout, argv.join(' ')).toBe(command.stdout);
@@ -119,10 +123,12 @@ describe('a running serve: its ports and its data dir', () => {
     rmSync(home, { recursive: true, force: true });
   });
 
-  it('exits 2 saying which port is in use and what to do, for HTTP and for gRPC (not grpc-js\'s words)', async () => {
+  it("exits 2 saying which port is in use and what to do, for HTTP and for gRPC (not grpc-js's words)", async () => {
     const http = await sb.run(['serve', '--port', String(takenPort), '--grpc-port', '0', '--store', 'memory']);
     expect(http.code).toBe(2);
-    expect(http.stderr).toBe(`error: port ${takenPort} on 127.0.0.1 is already in use\nstop what listens there, or pick another with --port (0 picks a free one)\n`);
+    expect(http.stderr).toBe(
+      `error: port ${takenPort} on 127.0.0.1 is already in use\nstop what listens there, or pick another with --port (0 picks a free one)\n`,
+    );
     const grpc = await sb.run(['serve', '--port', '0', '--grpc-port', String(takenPort), '--store', 'memory']);
     expect(grpc.code).toBe(2);
     expect(grpc.stderr).toBe(
@@ -139,7 +145,9 @@ describe('a running serve: its ports and its data dir', () => {
       const dataDir = join(home, 'data');
       const refused = launch(home, ['db', 'copy', '--from', dataDir, '--to', target.url]);
       expect(refused.code, refused.stderr).toBe(1);
-      expect(refused.stderr).toContain(`error: miniapp serve (pid ${running.child.pid}, ${running.info.url}) is running on ${dataDir}: what it writes after the copy would not be in postgres://`);
+      expect(refused.stderr).toContain(
+        `error: miniapp serve (pid ${running.child.pid}, ${running.info.url}) is running on ${dataDir}: what it writes after the copy would not be in postgres://`,
+      );
       expect(refused.stderr).toContain('nothing was copied\nstop it first (Ctrl-C, or SIGTERM to drain), then copy; or pass --while-running');
       expect(refused.stderr).not.toContain('miniapp-tests');
       const json = launch(home, ['db', 'copy', '--from', dataDir, '--to', target.url, '--json']);
@@ -149,7 +157,9 @@ describe('a running serve: its ports and its data dir', () => {
       expect(JSON.parse(status.stdout).migrations.every((m: { applied: boolean }) => !m.applied)).toBe(true);
       const copied = launch(home, ['db', 'copy', '--from', dataDir, '--to', target.url, '--while-running']);
       expect(copied.code, copied.stderr).toBe(0);
-      expect(copied.stderr).toContain(`warning: miniapp serve (pid ${running.child.pid}) is running on ${dataDir}: copying what it holds now; what it writes after is not copied`);
+      expect(copied.stderr).toContain(
+        `warning: miniapp serve (pid ${running.child.pid}) is running on ${dataDir}: copying what it holds now; what it writes after is not copied`,
+      );
     } finally {
       await target.drop();
     }
@@ -159,7 +169,9 @@ describe('a running serve: its ports and its data dir', () => {
     const grpcPort = running.info.grpc.address.split(':').pop()!;
     const second = launch(home, ['serve', '--port', '0', '--grpc-port', grpcPort]);
     expect(second.code).toBe(2);
-    expect(second.stderr).toContain(`error: gRPC port ${grpcPort} on 127.0.0.1 is already in use by miniapp serve (pid ${running.child.pid}, data dir ${join(home, 'data')})\n`);
+    expect(second.stderr).toContain(
+      `error: gRPC port ${grpcPort} on 127.0.0.1 is already in use by miniapp serve (pid ${running.child.pid}, data dir ${join(home, 'data')})\n`,
+    );
     const httpPort = new URL(running.info.url).port;
     const third = launch(home, ['serve', '--port', httpPort, '--grpc-port', '0']);
     expect(third.code).toBe(2);
@@ -178,7 +190,10 @@ describe('serve on a fresh machine, stopped by SIGTERM', () => {
       // Draining: out of the balancer (503), still answering, for the 2 s asked.
       let status = 0;
       for (let i = 0; i < 100 && status !== 503; i++) {
-        status = await fetch(`${running.info.url}/health/ready`).then((response) => response.status, () => 0);
+        status = await fetch(`${running.info.url}/health/ready`).then(
+          (response) => response.status,
+          () => 0,
+        );
         if (status !== 503) await new Promise((resolve) => setTimeout(resolve, 20));
       }
       expect(status, running.stderr()).toBe(503);

@@ -39,10 +39,14 @@ interface Info {
 
 /** serve on free ports with --json: the first line of stdout is its banner as JSON. */
 async function serve(args: string[], pretty = false): Promise<{ info?: Info; banner: string }> {
-  const child = spawn(process.execPath, [BIN, 'serve', '--port', '0', '--grpc-port', '0', '--log-level', 'warn', '--drain', '0', ...(pretty ? [] : ['--json']), ...args], {
-    env: { PATH: process.env.PATH, HOME: sb.root, ...sb.env } as NodeJS.ProcessEnv,
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const child = spawn(
+    process.execPath,
+    [BIN, 'serve', '--port', '0', '--grpc-port', '0', '--log-level', 'warn', '--drain', '0', ...(pretty ? [] : ['--json']), ...args],
+    {
+      env: { PATH: process.env.PATH, HOME: sb.root, ...sb.env } as NodeJS.ProcessEnv,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
   children.push(child);
   let out = '';
   let err = '';
@@ -70,7 +74,9 @@ describe('serve and the profile', () => {
 
     // A second, throwaway serve on other ports and another store: the profile keeps pointing at the first.
     const second = await serve(['--store', 'memory'], true);
-    expect(second.banner).toMatch(/admin {5}token in \S+admin-token\.\d+ \(not stored: profile "default" has a gRPC connection of its own; --save-profile stores this one\)/);
+    expect(second.banner).toMatch(
+      /admin {5}token in \S+admin-token\.\d+ \(not stored: profile "default" has a gRPC connection of its own; --save-profile stores this one\)/,
+    );
     expect(await setting('grpc-addr')).toBe(first.grpc.address);
     expect(await setting('grpc-token')).toBe(first.adminToken);
     const list = await sb.run(['users', 'list', '--json']);
@@ -87,7 +93,25 @@ describe('serve and the profile', () => {
     execFileSync('mkdir', ['-p', dir]);
     execFileSync(
       'openssl',
-      ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', 'server.key', '-out', 'server.crt', '-days', '2', '-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1'],
+      [
+        'req',
+        '-x509',
+        '-newkey',
+        'ec',
+        '-pkeyopt',
+        'ec_paramgen_curve:P-256',
+        '-nodes',
+        '-keyout',
+        'server.key',
+        '-out',
+        'server.crt',
+        '-days',
+        '2',
+        '-subj',
+        '/CN=127.0.0.1',
+        '-addext',
+        'subjectAltName=IP:127.0.0.1',
+      ],
       { cwd: dir, stdio: 'pipe' },
     );
     const { info } = await serve(['--store', 'memory', '--grpc-tls-cert', join(dir, 'server.crt'), '--grpc-tls-key', join(dir, 'server.key')], false);

@@ -49,13 +49,21 @@ function tableLines(stdout: string): { line: string; width: number }[] {
 function bodyCells(stdout: string): string[][] {
   return tableLines(stdout)
     .slice(2, -1)
-    .map(({ line }) => line.split('│').slice(1, -1).map((cell) => cell.trim()));
+    .map(({ line }) =>
+      line
+        .split('│')
+        .slice(1, -1)
+        .map((cell) => cell.trim()),
+    );
 }
 
 /** The body rows of a box table as records by header (the columns shown), trimmed. */
 function rowsByHeader(stdout: string): { headers: string[]; rows: Record<string, string>[] } {
   const lines = tableLines(stdout);
-  const headers = lines[1]!.line.split('│').slice(1, -1).map((cell) => cell.trim());
+  const headers = lines[1]!.line
+    .split('│')
+    .slice(1, -1)
+    .map((cell) => cell.trim());
   const rows = bodyCells(stdout).map((cells) => Object.fromEntries(headers.map((header, i) => [header, cells[i]!])));
   return { headers, rows };
 }
@@ -104,13 +112,18 @@ describe('webhooks list on a terminal', () => {
 
     const { headers, rows } = rowsByHeader(result.stdout);
     // Every column is shown or named as left out.
-    expect([...headers, ...leftOut(result.stderr)].sort()).toEqual(['attempts', 'created', 'event', 'id', 'last result', 'next attempt', 'state', 'url'].sort());
+    expect([...headers, ...leftOut(result.stderr)].sort()).toEqual(
+      ['attempts', 'created', 'event', 'id', 'last result', 'next attempt', 'state', 'url'].sort(),
+    );
     expect(rows.map((r) => r.id)).toEqual(['1', '2', '3']);
     // The state is never cut nor left out.
     expect(rows.map((r) => r.state)).toEqual(['delivered', 'pending', 'pending']);
     if (headers.includes('url')) {
       const url = rows.map((r) => r.url!);
-      expect(url.every((cell) => cell.endsWith('…') && LONG_URL.startsWith(cell.slice(0, -1))), url.join(' | ')).toBe(true);
+      expect(
+        url.every((cell) => cell.endsWith('…') && LONG_URL.startsWith(cell.slice(0, -1))),
+        url.join(' | '),
+      ).toBe(true);
     }
     if (width >= 100) expect(rows.map((r) => r.event)).toEqual(['post.created', 'post.created', 'post.created']);
     if (width === 160) {
@@ -148,7 +161,18 @@ describe('insights media on a terminal', () => {
     const media = graph.data.account(MAIN_ACCOUNT_ID)!.media.slice(0, 6);
     const { headers, rows } = rowsByHeader(result.stdout);
     const omitted = leftOut(result.stderr);
-    expect([...headers, ...omitted].sort()).toEqual(['caption', 'comments_count', 'id', 'like_count', 'media_type', 'permalink', 'reach', 'saved', 'shares', 'timestamp']);
+    expect([...headers, ...omitted].sort()).toEqual([
+      'caption',
+      'comments_count',
+      'id',
+      'like_count',
+      'media_type',
+      'permalink',
+      'reach',
+      'saved',
+      'shares',
+      'timestamp',
+    ]);
     // IDs, types and numbers are whole, never cut: shown whole or left out (and the id and the metrics never are).
     expect(rows.map((r) => r.id)).toEqual(media.map((m) => m.id));
     expect(rows.map((r) => r.reach)).toEqual(media.map((m) => String(m.insights.reach)));
@@ -156,7 +180,8 @@ describe('insights media on a terminal', () => {
     if (headers.includes('media_type')) expect(rows.map((r) => r.media_type)).toEqual(media.map((m) => m.fields.media_type));
     if (headers.includes('timestamp')) expect(rows.map((r) => r.timestamp)).toEqual(media.map((m) => m.fields.timestamp));
     if (headers.includes('like_count')) expect(rows.map((r) => r.like_count)).toEqual(media.map((m) => String(m.fields.like_count)));
-    for (const cell of rows.flatMap((r) => Object.entries(r)).filter(([header]) => header !== 'caption' && header !== 'permalink')) expect(cell[1]).not.toContain('…');
+    for (const cell of rows.flatMap((r) => Object.entries(r)).filter(([header]) => header !== 'caption' && header !== 'permalink'))
+      expect(cell[1]).not.toContain('…');
     // Text gives way first: the caption is cut before anything whole is left out.
     if (omitted.some((header) => header !== 'caption' && header !== 'permalink')) expect(omitted).toContain('caption');
     if (width === 160) {

@@ -86,7 +86,9 @@ describe('doctor on a colour terminal', () => {
       const detail = (check: string) => {
         const at = table.findIndex((row) => row.startsWith(`│ ${check} `));
         const rows = [table[at]!];
-        for (const row of table.slice(at + 1)) if (/^│ +│/.test(row)) rows.push(row); else break;
+        for (const row of table.slice(at + 1))
+          if (/^│ +│/.test(row)) rows.push(row);
+          else break;
         return rows.map((row) => row.split('│')[3]!.trim()).join(' ');
       };
       expect(detail('decrypt AAD')).toBe('not set: `miniapp config set decrypt-aad text:VALUE` (or hex:HEX)');
@@ -164,14 +166,17 @@ describe('decrypt in a terminal', () => {
 });
 
 describe('users list in a terminal', () => {
-  it('keeps the next page\'s command whole in its footer at 80x24', { timeout: 60_000 }, async () => {
+  it("keeps the next page's command whole in its footer at 80x24", { timeout: 60_000 }, async () => {
     for (let i = 0; i < 3; i++) cli(['users', 'create', '--username', `lister${i}`, '--email', `lister${i}@example.com`, '--password', 'correct-horse']);
     const { screen } = await inPane(80, 24, ['users', 'list', '--page-size', '2']);
     expect(screen).toContain('[exit 0]');
     const next = screen.find((row) => row.trim().startsWith('miniapp users list --page-size 2 --page-token '));
     expect(next, screen.join('\n')).toMatch(/^ {2}miniapp users list --page-size 2 --page-token \S+$/);
     // The words before it are broken between words, never inside one.
-    const footer = screen.slice(screen.findIndex((row) => /^1-2 of \d+ users/.test(row)), screen.indexOf(next!));
+    const footer = screen.slice(
+      screen.findIndex((row) => /^1-2 of \d+ users/.test(row)),
+      screen.indexOf(next!),
+    );
     expect(footer.join(' ')).toMatch(/^1-2 of \d+ users \(page 1 of \d+\); --all for every user; next page:$/);
   });
 });
@@ -184,13 +189,20 @@ describe('insights media --all interrupted in a terminal', () => {
       const line = `${shellQuote(process.execPath)} ${shellQuote(BIN)} insights media --all --metrics reach > /dev/null; echo "[exit $?]"; exec sleep 3600`;
       // bash, as a person's shell: Ctrl-C reaches it too, and it goes on to the next command when the CLI handled the
       // signal and exited 130 (sh would end there).
-      const pane = await tmux.session(80, 24, `bash -c ${shellQuote(line)}`, env({ MINIAPP_GRAPH_URL: graph.url, MINIAPP_GRAPH_TOKEN: SANDBOX_GRAPH_TOKENS.page }));
+      const pane = await tmux.session(
+        80,
+        24,
+        `bash -c ${shellQuote(line)}`,
+        env({ MINIAPP_GRAPH_URL: graph.url, MINIAPP_GRAPH_TOKEN: SANDBOX_GRAPH_TOKENS.page }),
+      );
       await pane.waitFor('the progress line, waiting', (rows) => rows.some((row) => /^reading media · pages \d+\/\d+ .*(pacing|rate limited)/.test(row)));
       await pane.keys('C-c');
       const screen = await pane.waitFor('the end', (rows) => rows.includes('[exit 130]') && rows);
       // The message as written (the terminal wrapped it; joined again).
       const said = (await pane.joined()).join('\n');
-      expect(said).toMatch(/error: interrupted \(SIGINT\) after reading \d+ pages of media \(\d+ items, \d+ calls\): nothing was written, since it would have been partial/);
+      expect(said).toMatch(
+        /error: interrupted \(SIGINT\) after reading \d+ pages of media \(\d+ items, \d+ calls\): nothing was written, since it would have been partial/,
+      );
       // The line was cleared: the terminal's ^C echo fitted on it, and nothing of it is left.
       expect(screen.some((row) => row.startsWith('reading media'))).toBe(false);
       for (const row of screen) expect([...row].length, row).toBeLessThanOrEqual(80);

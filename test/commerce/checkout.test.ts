@@ -68,11 +68,25 @@ describe.each(BACKENDS)('commerce on %s', (backend) => {
   it('an order is priced from the catalogue, reserved, paid (PAID, units committed) and named SKUs that are short are listed', async () => {
     await setStock('TEA', 5, 4500);
     await setStock('CUP', 1, 3000);
-    const short = await refused(c.call('order', 'CreateOrder', { items: [{ sku: 'TEA', quantity: 6 }, { sku: 'CUP', quantity: 2 }], idempotency_key: 'k-short' }));
+    const short = await refused(
+      c.call('order', 'CreateOrder', {
+        items: [
+          { sku: 'TEA', quantity: 6 },
+          { sku: 'CUP', quantity: 2 },
+        ],
+        idempotency_key: 'k-short',
+      }),
+    );
     expect(short).toEqual({ code: 'FAILED_PRECONDITION', details: 'not enough stock: CUP (asked 2, available 1), TEA (asked 6, available 5)' });
     expect(await stock('TEA')).toMatchObject({ reserved: '0', available: '5' });
 
-    const order = await c.call('order', 'CreateOrder', { items: [{ sku: 'TEA', quantity: 2 }, { sku: 'CUP', quantity: 1 }], idempotency_key: 'k1' });
+    const order = await c.call('order', 'CreateOrder', {
+      items: [
+        { sku: 'TEA', quantity: 2 },
+        { sku: 'CUP', quantity: 1 },
+      ],
+      idempotency_key: 'k1',
+    });
     expect(order).toMatchObject({ status: 'RESERVED', total_amount: '12000', currency: 'KRW', user_id: '0', payment_id: '' });
     expect(order.items).toEqual([
       { sku: 'TEA', name: 'TEA', quantity: '2', unit_price: '4500', amount: '9000' },
@@ -81,13 +95,25 @@ describe.each(BACKENDS)('commerce on %s', (backend) => {
     expect(Number(order.reservation_expires_at.seconds) * 1000).toBe(T0 + 15 * MINUTE);
     expect(await stock('TEA')).toMatchObject({ on_hand: '5', reserved: '2', available: '3' });
     // The same key and items: the stored order, nothing reserved twice; other items: refused.
-    expect((await c.call('order', 'CreateOrder', { items: [{ sku: 'CUP', quantity: 1 }, { sku: 'TEA', quantity: 2 }], idempotency_key: 'k1' })).id).toBe(order.id);
+    expect(
+      (
+        await c.call('order', 'CreateOrder', {
+          items: [
+            { sku: 'CUP', quantity: 1 },
+            { sku: 'TEA', quantity: 2 },
+          ],
+          idempotency_key: 'k1',
+        })
+      ).id,
+    ).toBe(order.id);
     expect(await stock('TEA')).toMatchObject({ reserved: '2' });
     const other = await refused(c.call('order', 'CreateOrder', { items: [{ sku: 'TEA', quantity: 1 }], idempotency_key: 'k1' }));
     expect(other.code).toBe('FAILED_PRECONDITION');
     expect(other.details).toContain('was used with a different CreateOrder request');
 
-    expect((await refused(c.call('order', 'ProcessPayment', { order_id: order.id, amount: 1, idempotency_key: 'p0' }))).details).toContain("is not the order's total 12000");
+    expect((await refused(c.call('order', 'ProcessPayment', { order_id: order.id, amount: 1, idempotency_key: 'p0' }))).details).toContain(
+      "is not the order's total 12000",
+    );
     const paid = await c.call('order', 'ProcessPayment', { order_id: order.id, idempotency_key: 'p1' });
     expect(paid.payment).toMatchObject({ status: 'DONE', amount: '12000', balance: '12000', method: 'test_approve', provider: 'sandbox', order_id: order.id });
     expect(await c.call('order', 'GetOrder', { order_id: order.id })).toMatchObject({ status: 'PAID', payment_id: paid.payment.id });
@@ -178,7 +204,9 @@ describe.each(BACKENDS)('commerce on %s', (backend) => {
     const rest = await c.call('payment', 'RefundPayment', { payment_id: payment.id, reason: 'customer returned the rest', idempotency_key: 'r3' });
     expect(rest.payment).toMatchObject({ status: 'CANCELED', balance: '0' });
     expect(rest.payment.refunds.map((r: any) => r.amount)).toEqual(['3000', '7000']);
-    expect((await refused(c.call('payment', 'RefundPayment', { payment_id: payment.id, reason: 'again', idempotency_key: 'r4' }))).code).toBe('FAILED_PRECONDITION');
+    expect((await refused(c.call('payment', 'RefundPayment', { payment_id: payment.id, reason: 'again', idempotency_key: 'r4' }))).code).toBe(
+      'FAILED_PRECONDITION',
+    );
     expect(await count('sandbox_refunds')).toBe(2);
   });
 
@@ -256,7 +284,14 @@ describe.each(BACKENDS)('commerce on %s', (backend) => {
     const samples = Object.fromEntries(
       parseText(body)
         .filter((f) => /^miniapp_(orders|payments_total|payment_amount_total|refund_amount_total|reservation_expiries_total)$/.test(f.name))
-        .flatMap((f) => f.samples.map((s) => [`${s.name}{${Object.entries(s.labels).map(([k, v]) => `${k}=${v}`).join(',')}}`, s.value])),
+        .flatMap((f) =>
+          f.samples.map((s) => [
+            `${s.name}{${Object.entries(s.labels)
+              .map(([k, v]) => `${k}=${v}`)
+              .join(',')}}`,
+            s.value,
+          ]),
+        ),
     );
     expect(samples).toEqual({
       'miniapp_orders{status=RESERVED}': 0,
@@ -296,7 +331,9 @@ describe.each(BACKENDS)('commerce on %s', (backend) => {
 
   it('paying and cancelling the same orders at once: no call fails otherwise than by a status of the rules, every order ends CANCELLED, every unit back', async () => {
     await setStock('PLATE', 20, 8000);
-    const orders = await Promise.all(Array.from({ length: 20 }, (_, i) => c.call('order', 'CreateOrder', { items: [{ sku: 'PLATE', quantity: 1 }], idempotency_key: `o-${i}` })));
+    const orders = await Promise.all(
+      Array.from({ length: 20 }, (_, i) => c.call('order', 'CreateOrder', { items: [{ sku: 'PLATE', quantity: 1 }], idempotency_key: `o-${i}` })),
+    );
     const outcomes = await Promise.allSettled(
       orders.flatMap((order, i) => [
         c.call('order', 'ProcessPayment', { order_id: order.id, idempotency_key: `p-${i}` }),
@@ -312,7 +349,11 @@ describe.each(BACKENDS)('commerce on %s', (backend) => {
       expect((await c.call('order', 'GetOrder', { order_id: order.id })).status).toBe('CANCELLED');
     }
     expect(await stock('PLATE')).toMatchObject({ on_hand: '20', reserved: '0', available: '20' });
-    const charged = Number((await running.commerce.sql.one<{ n: number }>("SELECT COALESCE(SUM(amount), 0) AS n FROM payments WHERE status IN ('DONE', 'PARTIAL_CANCELED', 'CANCELED')"))!.n);
+    const charged = Number(
+      (await running.commerce.sql.one<{ n: number }>(
+        "SELECT COALESCE(SUM(amount), 0) AS n FROM payments WHERE status IN ('DONE', 'PARTIAL_CANCELED', 'CANCELED')",
+      ))!.n,
+    );
     const refunded = Number((await running.commerce.sql.one<{ n: number }>('SELECT COALESCE(SUM(amount), 0) AS n FROM sandbox_refunds'))!.n);
     expect(refunded).toBe(charged);
   });
@@ -320,12 +361,19 @@ describe.each(BACKENDS)('commerce on %s', (backend) => {
   it('orders of several SKUs named in any order, placed, paid and cancelled at once: no call fails but by a rule, no deadlock, every unit accounted for', async () => {
     const skus = ['PAD', 'PEN', 'PIN', 'POT'];
     for (const sku of skus) await setStock(sku, 30, 1000);
-    const orderOf = (i: number) => [0, 1, 2].map((k) => ({ sku: skus[(i + k * (1 + (i % 3))) % 4]!, quantity: 1 + ((i + k) % 2) })).filter((item, k, all) => all.findIndex((other) => other.sku === item.sku) === k);
+    const orderOf = (i: number) =>
+      [0, 1, 2]
+        .map((k) => ({ sku: skus[(i + k * (1 + (i % 3))) % 4]!, quantity: 1 + ((i + k) % 2) }))
+        .filter((item, k, all) => all.findIndex((other) => other.sku === item.sku) === k);
     const outcomes = await Promise.allSettled(
       Array.from({ length: 24 }, async (_, i) => {
         const order = await c.call('order', 'CreateOrder', { items: orderOf(i), idempotency_key: `o-${i}` });
         const [paid] = await Promise.allSettled([
-          c.call('order', 'ProcessPayment', { order_id: order.id, idempotency_key: `p-${i}`, method: i % 5 === 0 ? 'test_decline_card_declined' : 'test_approve' }),
+          c.call('order', 'ProcessPayment', {
+            order_id: order.id,
+            idempotency_key: `p-${i}`,
+            method: i % 5 === 0 ? 'test_decline_card_declined' : 'test_approve',
+          }),
           i % 4 === 0 ? c.call('order', 'CancelOrder', { order_id: order.id, reason: 'raced' }) : Promise.resolve(),
         ]);
         if (paid.status === 'rejected') throw paid.reason;
@@ -337,7 +385,9 @@ describe.each(BACKENDS)('commerce on %s', (backend) => {
     const listed = (await c.call('order', 'ListOrders', { page_size: 100 })).orders;
     // Paid orders took their units (cancelled ones put them back); orders still reserved hold theirs.
     const units = (sku: string, statuses: string[]) =>
-      listed.filter((o: any) => statuses.includes(o.status)).reduce((sum: number, o: any) => sum + Number(o.items.find((item: any) => item.sku === sku)?.quantity ?? 0), 0);
+      listed
+        .filter((o: any) => statuses.includes(o.status))
+        .reduce((sum: number, o: any) => sum + Number(o.items.find((item: any) => item.sku === sku)?.quantity ?? 0), 0);
     for (const sku of skus) {
       const sold = units(sku, ['PAID']);
       expect(await stock(sku), sku).toMatchObject({ on_hand: String(30 - sold), reserved: String(units(sku, ['RESERVED', 'PAYMENT_PENDING'])) });
@@ -353,7 +403,10 @@ describe.each(BACKENDS)('commerce on %s', (backend) => {
     // Keys are per caller: Ben's "same-key" is his own.
     const bens = await c.call('order', 'CreateOrder', { items: [{ sku: 'BOOK', quantity: 2 }], idempotency_key: 'same-key' }, ben.token);
     expect(bens.id).not.toBe(order.id);
-    expect(await refused(c.call('order', 'GetOrder', { order_id: order.id }, ben.token))).toEqual({ code: 'NOT_FOUND', details: `no order with id "${order.id}"` });
+    expect(await refused(c.call('order', 'GetOrder', { order_id: order.id }, ben.token))).toEqual({
+      code: 'NOT_FOUND',
+      details: `no order with id "${order.id}"`,
+    });
     expect((await refused(c.call('order', 'ProcessPayment', { order_id: order.id, idempotency_key: 'x' }, ben.token))).code).toBe('NOT_FOUND');
     const { payment } = await c.call('order', 'ProcessPayment', { order_id: order.id, idempotency_key: 'x' }, ann.token);
     expect(payment.user_id).toBe(String(ann.id));
@@ -361,25 +414,35 @@ describe.each(BACKENDS)('commerce on %s', (backend) => {
     expect((await c.call('payment', 'GetPayment', { payment_id: payment.id }, ann.token)).status).toBe('DONE');
     expect((await c.call('order', 'ListOrders', {}, ben.token)).orders.map((o: any) => o.id)).toEqual([bens.id]);
     expect((await c.call('order', 'ListOrders', {})).orders).toHaveLength(2);
-    expect((await refused(c.call('order', 'CreateOrder', { items: [{ sku: 'BOOK', quantity: 1 }], user_id: ben.id, idempotency_key: 'y' }, ann.token))).code).toBe('PERMISSION_DENIED');
-    expect((await c.call('order', 'CreateOrder', { items: [{ sku: 'BOOK', quantity: 1 }], user_id: ben.id, idempotency_key: 'y' })).user_id).toBe(String(ben.id));
+    expect(
+      (await refused(c.call('order', 'CreateOrder', { items: [{ sku: 'BOOK', quantity: 1 }], user_id: ben.id, idempotency_key: 'y' }, ann.token))).code,
+    ).toBe('PERMISSION_DENIED');
+    expect((await c.call('order', 'CreateOrder', { items: [{ sku: 'BOOK', quantity: 1 }], user_id: ben.id, idempotency_key: 'y' })).user_id).toBe(
+      String(ben.id),
+    );
     expect((await refused(c.call('inventory', 'SetStock', { sku: 'BOOK', quantity: 50 }, ann.token))).code).toBe('PERMISSION_DENIED');
     expect((await refused(c.call('inventory', 'AdjustStock', { sku: 'BOOK', delta: 1, reason: 'found one' }, ann.token))).code).toBe('PERMISSION_DENIED');
     expect((await c.call('inventory', 'CheckStock', { skus: ['BOOK'] }, ann.token)).items[0].available).toBe('1');
     // The ledger names every user's orders: Ann may not read Ben's there either.
-    expect(await refused(c.call('inventory', 'ListStockMovements', { sku: 'BOOK' }, ann.token))).toEqual({ code: 'PERMISSION_DENIED', details: 'reading the stock ledger needs the admin token' });
+    expect(await refused(c.call('inventory', 'ListStockMovements', { sku: 'BOOK' }, ann.token))).toEqual({
+      code: 'PERMISSION_DENIED',
+      details: 'reading the stock ledger needs the admin token',
+    });
     expect((await c.call('inventory', 'ListStockMovements', { sku: 'BOOK' })).movements.length).toBeGreaterThan(0);
     expect((await refused(c.call('order', 'GetOrder', { order_id: order.id }, 'mat_not-a-token'))).code).toBe('UNAUTHENTICATED');
   });
 
-  it('a payment without an order is the admin\'s: charged once per key, refundable; a user is refused', async () => {
+  it("a payment without an order is the admin's: charged once per key, refundable; a user is refused", async () => {
     const ann = await c.user(1);
     expect((await refused(c.call('payment', 'ProcessPayment', { amount: 5000, idempotency_key: 'manual-1' }, ann.token))).code).toBe('PERMISSION_DENIED');
     const first = await c.call('payment', 'ProcessPayment', { amount: 5000, currency: 'USD', idempotency_key: 'manual-1' });
     expect(first.payment).toMatchObject({ status: 'DONE', amount: '5000', currency: 'USD', order_id: '', user_id: '0' });
     expect((await c.call('payment', 'ProcessPayment', { amount: 5000, currency: 'USD', idempotency_key: 'manual-1' })).payment.id).toBe(first.payment.id);
     expect((await refused(c.call('payment', 'ProcessPayment', { amount: 5000, currency: 'usd', idempotency_key: 'manual-2' }))).code).toBe('INVALID_ARGUMENT');
-    expect((await c.call('payment', 'RefundPayment', { payment_id: first.payment.id, reason: 'goodwill', idempotency_key: 'r' })).payment).toMatchObject({ status: 'CANCELED', balance: '0' });
+    expect((await c.call('payment', 'RefundPayment', { payment_id: first.payment.id, reason: 'goodwill', idempotency_key: 'r' })).payment).toMatchObject({
+      status: 'CANCELED',
+      balance: '0',
+    });
     expect((await refused(c.call('payment', 'GetPayment', { payment_id: first.payment.id }, ann.token))).code).toBe('NOT_FOUND');
     expect(await count('sandbox_charges')).toBe(1);
   });
@@ -415,11 +478,17 @@ describe.each(BACKENDS)('commerce on %s', (backend) => {
       const answer = await refused(c.call('order', 'ListOrders', { ...other, page_size: 1, page_token: paid.next_page_token }));
       expect(answer, JSON.stringify(other)).toEqual({
         code: 'INVALID_ARGUMENT',
-        details: 'page_token belongs to a list with another filter (status, user_id): send the filter of the page it came with, or start again without page_token',
+        details:
+          'page_token belongs to a list with another filter (status, user_id): send the filter of the page it came with, or start again without page_token',
       });
     }
     const next = await c.call('order', 'ListOrders', { status: 'PAID', page_size: 5, page_token: paid.next_page_token });
-    expect([...paid.orders, ...next.orders].map((o: any) => o.id)).toEqual(made.slice(0, 3).map((o) => o.id).reverse());
+    expect([...paid.orders, ...next.orders].map((o: any) => o.id)).toEqual(
+      made
+        .slice(0, 3)
+        .map((o) => o.id)
+        .reverse(),
+    );
   });
 
   it('bad input is INVALID_ARGUMENT naming the field, and writes nothing', async () => {
@@ -427,7 +496,18 @@ describe.each(BACKENDS)('commerce on %s', (backend) => {
     const cases: [string, string, object, string][] = [
       ['order', 'CreateOrder', { items: [], idempotency_key: 'k' }, 'items must name at least one SKU'],
       ['order', 'CreateOrder', { items: [{ sku: 'KEY', quantity: 0 }], idempotency_key: 'k' }, 'items[0].quantity must be a whole number from 1'],
-      ['order', 'CreateOrder', { items: [{ sku: 'KEY', quantity: 1 }, { sku: 'KEY', quantity: 1 }], idempotency_key: 'k' }, 'names SKU KEY twice'],
+      [
+        'order',
+        'CreateOrder',
+        {
+          items: [
+            { sku: 'KEY', quantity: 1 },
+            { sku: 'KEY', quantity: 1 },
+          ],
+          idempotency_key: 'k',
+        },
+        'names SKU KEY twice',
+      ],
       ['order', 'CreateOrder', { items: [{ sku: 'K Y', quantity: 1 }], idempotency_key: 'k' }, 'items[0].sku must be 1 to 64'],
       ['order', 'CreateOrder', { items: [{ sku: 'KEY', quantity: 1 }] }, 'idempotency_key is required'],
       ['order', 'CreateOrder', { items: [{ sku: 'KEY', quantity: 1 }], idempotency_key: 'a b' }, 'idempotency_key must be 1 to 64'],
@@ -454,7 +534,10 @@ describe.each(BACKENDS)('commerce on %s', (backend) => {
     for (const table of ['orders', 'payments', 'reservations', 'idempotency_keys', 'refunds', 'sandbox_charges']) expect(await count(table), table).toBe(0);
     // A user token asking OrderService to pay without an order hears the same, not PERMISSION_DENIED.
     const ann = await c.user(1);
-    expect(await refused(c.call('order', 'ProcessPayment', { amount: 5000, idempotency_key: 'k' }, ann.token))).toEqual({ code: 'INVALID_ARGUMENT', details: 'order_id is required' });
+    expect(await refused(c.call('order', 'ProcessPayment', { amount: 5000, idempotency_key: 'k' }, ann.token))).toEqual({
+      code: 'INVALID_ARGUMENT',
+      details: 'order_id is required',
+    });
     expect((await c.call('inventory', 'CheckStock', {})).items.map((i: any) => i.sku)).toEqual(['KEY']);
     expect(await refused(c.call('inventory', 'CheckStock', { skus: ['NOPE'] }))).toEqual({ code: 'NOT_FOUND', details: 'no such SKU: NOPE' });
   });
@@ -467,7 +550,13 @@ describe.each(BACKENDS)('commerce on %s', (backend) => {
       details: 'SKU CAP has 5 on hand, 4 reserved: removing 2 would leave less than is reserved (at most 1 can be removed)',
     });
     expect((await refused(setStock('CAP', 3))).details).toContain('has 4 units reserved');
-    expect(await c.call('inventory', 'AdjustStock', { sku: 'CAP', delta: -1, reason: 'broken' })).toMatchObject({ on_hand: '4', reserved: '4', available: '0', currency: 'USD', name: 'Cap' });
+    expect(await c.call('inventory', 'AdjustStock', { sku: 'CAP', delta: -1, reason: 'broken' })).toMatchObject({
+      on_hand: '4',
+      reserved: '4',
+      available: '0',
+      currency: 'USD',
+      name: 'Cap',
+    });
     const ledger = await c.call('inventory', 'ListStockMovements', { sku: 'CAP' });
     expect(ledger.movements.map((m: any) => [m.delta, m.on_hand, m.reason])).toEqual([
       ['-1', '4', 'broken'],
@@ -490,7 +579,11 @@ describe.each(BACKENDS)('commerce on %s', (backend) => {
     });
     expect(await stock('MUG')).toMatchObject({ price: '12000', currency: 'KRW' });
     // The same currency again, or none, keeps the price; with the price in the new currency it changes.
-    expect(await c.call('inventory', 'SetStock', { sku: 'MUG', quantity: 9, currency: 'KRW' })).toMatchObject({ price: '12000', currency: 'KRW', on_hand: '9' });
+    expect(await c.call('inventory', 'SetStock', { sku: 'MUG', quantity: 9, currency: 'KRW' })).toMatchObject({
+      price: '12000',
+      currency: 'KRW',
+      on_hand: '9',
+    });
     expect(await setStock('MUG', 9, 900, { currency: 'USD' })).toMatchObject({ price: '900', currency: 'USD' });
   });
 });

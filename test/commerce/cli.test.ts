@@ -20,8 +20,24 @@ describe.each(BACKENDS)('miniapp inventory | orders | payments against serve on 
   beforeEach(async () => {
     sb = new Sandbox();
     database = backend === 'postgres' ? await createTestDatabase() : undefined;
-    const args = [bin, 'serve', '--port', '0', '--grpc-port', '0', '--json', '--log-level', 'warn', '--drain', '0', ...(database ? ['--database', database.url] : [])];
-    child = spawn(process.execPath, args, { env: { PATH: process.env.PATH, HOME: sb.root, ...sb.env } as NodeJS.ProcessEnv, stdio: ['ignore', 'pipe', 'pipe'] });
+    const args = [
+      bin,
+      'serve',
+      '--port',
+      '0',
+      '--grpc-port',
+      '0',
+      '--json',
+      '--log-level',
+      'warn',
+      '--drain',
+      '0',
+      ...(database ? ['--database', database.url] : []),
+    ];
+    child = spawn(process.execPath, args, {
+      env: { PATH: process.env.PATH, HOME: sb.root, ...sb.env } as NodeJS.ProcessEnv,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let out = '';
     let err = '';
     child.stderr!.on('data', (chunk) => (err += chunk));
@@ -76,7 +92,11 @@ describe.each(BACKENDS)('miniapp inventory | orders | payments against serve on 
     expect(refund.stdout).toMatch(/^balance\t12,000 KRW$/m);
     expect(refund.stderr).toContain('refunded 12,000 KRW');
     const payment = await json(['payments', 'get', paid.id]);
-    expect(payment).toMatchObject({ status: 'PARTIAL_CANCELED', balance: 12000, refunds: [{ amount: 12000, reason: 'one mug arrived broken', status: 'DONE' }] });
+    expect(payment).toMatchObject({
+      status: 'PARTIAL_CANCELED',
+      balance: 12000,
+      refunds: [{ amount: 12000, reason: 'one mug arrived broken', status: 'DONE' }],
+    });
     const above = await sb.run(['payments', 'refund', paid.id, '--amount', '12001', '--reason', 'too much']);
     expect(above.code).toBe(1);
     expect(above.stderr).toContain(`FAILED_PRECONDITION: a refund of 12001 KRW is more than the balance of payment ${paid.id} (12000 KRW)`);
@@ -184,11 +204,26 @@ describe.each(BACKENDS)('miniapp inventory | orders | payments against serve on 
     const failed = await json(['orders', 'create', '--item', 'LAMP:2']);
     expect((await sb.run(['orders', 'pay', failed.id, '--method', 'test_decline_card_declined'])).code).toBe(1);
     const reserved = await json(['orders', 'create', '--item', 'LAMP:3']);
-    await json(['users', 'create', '--username', 'ann', '--email', 'ann@example.com', '--password', 'secret-pass-1', '--full-name', 'Ann Long-Surname the Third']);
+    await json([
+      'users',
+      'create',
+      '--username',
+      'ann',
+      '--email',
+      'ann@example.com',
+      '--password',
+      'secret-pass-1',
+      '--full-name',
+      'Ann Long-Surname the Third',
+    ]);
 
     const table = (stdout: string) => {
       const lines = plain(stdout).split('\n').filter(Boolean);
-      const cells = (line: string) => line.split('│').slice(1, -1).map((cell) => cell.trim());
+      const cells = (line: string) =>
+        line
+          .split('│')
+          .slice(1, -1)
+          .map((cell) => cell.trim());
       const headers = cells(lines[1]!);
       return { lines, headers, rows: lines.slice(2, -1).map((line) => Object.fromEntries(cells(line).map((cell, i) => [headers[i]!, cell]))) };
     };
@@ -236,8 +271,13 @@ describe.each(BACKENDS)('miniapp inventory | orders | payments against serve on 
     expect(shown.stdout).toMatch(/^status\tREFUNDED$/m);
     expect(shown.stdout).toMatch(/^payment_status\tCANCELED$/m);
     expect(shown.stdout).toMatch(/^refunded\t16,000 KRW \(in full\)$/m);
-    expect(shown.stderr).toContain(`refunded in full (payment CANCELED); its units stay sold until \`miniapp orders cancel ${order.id}\` puts them back on hand`);
-    expect(await json(['orders', 'get', order.id])).toMatchObject({ status: 'REFUNDED', payment: { status: 'CANCELED', amount: 16000, balance: 0, refunded: 16000 } });
+    expect(shown.stderr).toContain(
+      `refunded in full (payment CANCELED); its units stay sold until \`miniapp orders cancel ${order.id}\` puts them back on hand`,
+    );
+    expect(await json(['orders', 'get', order.id])).toMatchObject({
+      status: 'REFUNDED',
+      payment: { status: 'CANCELED', amount: 16000, balance: 0, refunded: 16000 },
+    });
     expect((await json(['orders', 'list', '--status', 'refunded'])).map((o: { id: string }) => o.id)).toEqual([order.id]);
     expect(await json(['inventory', 'stock', 'BOWL'])).toEqual([expect.objectContaining({ on_hand: 2, reserved: 0 })]);
     expect(await json(['orders', 'cancel', order.id, '--reason', 'returned'])).toMatchObject({ status: 'CANCELLED' });

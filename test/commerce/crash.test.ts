@@ -73,7 +73,7 @@ describe.each(BACKENDS)('a crash between the charge and its commit, on %s', (bac
     const charged = await next('charged');
     child.kill('SIGKILL');
     await new Promise((resolve) => child!.once('exit', resolve));
-    expect((await paying as grpc.ServiceError).code).toBe(grpc.status.UNAVAILABLE);
+    expect(((await paying) as grpc.ServiceError).code).toBe(grpc.status.UNAVAILABLE);
 
     // The restart reconciles the payment left in progress before it takes any call.
     const running = await startTestServe({ store, grpc: { host: '127.0.0.1', port: 0 }, commerceSweepMs: 0 });

@@ -22,12 +22,25 @@ describe('newId', () => {
 
   it('sorts ids made later after those made earlier, bytewise and under a locale, through the years', () => {
     vi.useFakeTimers();
-    const times = [Date.UTC(2001, 0, 1), Date.UTC(2026, 10, 28, 8, 0, 0, 999), Date.UTC(2026, 10, 28, 8, 0, 1), Date.UTC(2026, 10, 28, 8, 0, 2, 500), Date.UTC(2100, 0, 1), Date.UTC(9999, 11, 31)];
+    const times = [
+      Date.UTC(2001, 0, 1),
+      Date.UTC(2026, 10, 28, 8, 0, 0, 999),
+      Date.UTC(2026, 10, 28, 8, 0, 1),
+      Date.UTC(2026, 10, 28, 8, 0, 2, 500),
+      Date.UTC(2100, 0, 1),
+      Date.UTC(9999, 11, 31),
+    ];
     const ids = times.map((time) => {
       vi.setSystemTime(time);
       return newId('ord');
     });
-    expect(ids.map((id) => id.slice(4, 12))).toEqual(times.map((time) => Math.floor(time / 1000).toString(32).padStart(8, '0')));
+    expect(ids.map((id) => id.slice(4, 12))).toEqual(
+      times.map((time) =>
+        Math.floor(time / 1000)
+          .toString(32)
+          .padStart(8, '0'),
+      ),
+    );
     for (const id of ids) expect(id).toHaveLength(26);
     const shuffled = [...ids].reverse();
     expect([...shuffled].sort()).toEqual(ids);

@@ -52,26 +52,52 @@ describe.each(BACKENDS)('checkout round trips on %s', (backend) => {
     await commerce.inventory.set({ sku: 'MUG', quantity: 5, price: 12000, reason: 'initial count', actor: 'admin' });
     await commerce.inventory.set({ sku: 'CUP', quantity: 5, price: 3000, reason: 'initial count', actor: 'admin' });
     counts.statements = counts.transactions = 0;
-    const order = await commerce.orders.create(ADMIN, { items: [{ sku: 'MUG', quantity: 2 }, { sku: 'CUP', quantity: 1 }], key: 'o1' });
+    const order = await commerce.orders.create(ADMIN, {
+      items: [
+        { sku: 'MUG', quantity: 2 },
+        { sku: 'CUP', quantity: 1 },
+      ],
+      key: 'o1',
+    });
     // PostgreSQL: the catalogue read, then the order placed. SQLite: a transaction.
     expect(counts).toEqual(backend === 'postgres' ? { statements: 2, transactions: 0 } : { statements: 0, transactions: 1 });
     counts.statements = counts.transactions = 0;
     const paid = await commerce.orders.pay(ADMIN, { orderId: order.id, key: 'p1' });
     // PostgreSQL: the payment recorded, the provider's charge, the settlement. SQLite: two transactions around the charge.
     expect(counts).toEqual(backend === 'postgres' ? { statements: 3, transactions: 0 } : { statements: 1, transactions: 2 });
-    expect(order).toMatchObject({ status: 'RESERVED', totalAmount: 27000, items: [{ sku: 'MUG', quantity: 2, unitPrice: 12000, amount: 24000 }, { sku: 'CUP', quantity: 1, unitPrice: 3000, amount: 3000 }] });
+    expect(order).toMatchObject({
+      status: 'RESERVED',
+      totalAmount: 27000,
+      items: [
+        { sku: 'MUG', quantity: 2, unitPrice: 12000, amount: 24000 },
+        { sku: 'CUP', quantity: 1, unitPrice: 3000, amount: 3000 },
+      ],
+    });
     expect(paid).toMatchObject({ message: 'approved', payment: { status: 'DONE', amount: 27000, balance: 27000, orderId: order.id, refunds: [] } });
     // What the steps answered is what they wrote, and what a retry with the keys gets.
     expect(await commerce.orders.get(ADMIN, order.id)).toEqual({ ...order, status: 'PAID', paymentId: paid.payment.id, paidAt: paid.payment.approvedAt });
     expect(await commerce.payments.get(ADMIN, paid.payment.id)).toEqual(paid.payment);
-    expect(await commerce.orders.create(ADMIN, { items: [{ sku: 'CUP', quantity: 1 }, { sku: 'MUG', quantity: 2 }], key: 'o1' })).toEqual(order);
+    expect(
+      await commerce.orders.create(ADMIN, {
+        items: [
+          { sku: 'CUP', quantity: 1 },
+          { sku: 'MUG', quantity: 2 },
+        ],
+        key: 'o1',
+      }),
+    ).toEqual(order);
     expect(await commerce.orders.pay(ADMIN, { orderId: order.id, key: 'p1' })).toEqual(paid);
     expect(await commerce.inventory.levels(['CUP', 'MUG'])).toMatchObject([
       { sku: 'CUP', onHand: 4, reserved: 0 },
       { sku: 'MUG', onHand: 3, reserved: 0 },
     ]);
     // One ledger line a SKU, in SKU order.
-    expect((await store.sql.all<{ sku: string; delta: number }>("SELECT sku, delta FROM stock_movements WHERE reason LIKE 'order %' ORDER BY id")).map((m) => [m.sku, Number(m.delta)])).toEqual([
+    expect(
+      (await store.sql.all<{ sku: string; delta: number }>("SELECT sku, delta FROM stock_movements WHERE reason LIKE 'order %' ORDER BY id")).map((m) => [
+        m.sku,
+        Number(m.delta),
+      ]),
+    ).toEqual([
       ['CUP', -1],
       ['MUG', -2],
     ]);
@@ -85,7 +111,10 @@ describe.each(BACKENDS)('checkout round trips on %s', (backend) => {
     expect(counts).toEqual(backend === 'postgres' ? { statements: 1, transactions: 0 } : { statements: 0, transactions: 1 });
     // A new price: the order that finds it is priced by it (on PostgreSQL the step does not go ahead and the transaction reads it).
     await commerce.inventory.set({ sku: 'MUG', quantity: 5, price: 15000, name: 'Mug', reason: 'new price', actor: 'admin' });
-    expect(await commerce.orders.create(ADMIN, { items: [{ sku: 'MUG', quantity: 1 }], key: 'o3' })).toMatchObject({ totalAmount: 15000, items: [{ name: 'Mug', unitPrice: 15000 }] });
+    expect(await commerce.orders.create(ADMIN, { items: [{ sku: 'MUG', quantity: 1 }], key: 'o3' })).toMatchObject({
+      totalAmount: 15000,
+      items: [{ name: 'Mug', unitPrice: 15000 }],
+    });
     counts.statements = counts.transactions = 0;
     const fourth = await commerce.orders.create(ADMIN, { items: [{ sku: 'MUG', quantity: 1 }], key: 'o4' });
     expect(fourth).toMatchObject({ totalAmount: 15000, items: [{ name: 'Mug', unitPrice: 15000 }] });
@@ -173,16 +202,29 @@ describe('the one-statement steps on PostgreSQL', () => {
   it('orders that come while one is being placed are placed together, in one statement, each answered for itself', async () => {
     await commerce.inventory.set({ sku: 'CUP', quantity: 10, price: 3000, reason: 'initial count', actor: 'admin' });
     const counted = counting(store.sql);
-    const together = new PostgresSteps({ sql: counted.sql, now: () => new Date(clock), keys: commerce.keys, inventory: commerce.inventory, payments: commerce.payments });
+    const together = new PostgresSteps({
+      sql: counted.sql,
+      now: () => new Date(clock),
+      keys: commerce.keys,
+      inventory: commerce.inventory,
+      payments: commerce.payments,
+    });
     const claim = (key: string) => ({ owner: 'admin', key, hash: `hash-${key}` });
-    const cup = (quantity: number) => order({ items: [{ sku: 'CUP', name: 'CUP', quantity, unitPrice: 3000, amount: 3000 * quantity }], totalAmount: 3000 * quantity });
+    const cup = (quantity: number) =>
+      order({ items: [{ sku: 'CUP', name: 'CUP', quantity, unitPrice: 3000, amount: 3000 * quantity }], totalAmount: 3000 * quantity });
     const first = order({ quantity: 1 });
     // Three MUGs are left after the first; the orders after it, in turn: 2 MUG (placed), 1 MUG and 4 CUP (placed: 3 left),
     // 1 MUG (short: the two before it took them), a price that changed (refused), 6 CUP (placed: 10 CUP in all), k2 again
     // (a key once a statement: it waits for the next, where the key is taken), and 1 CUP (short).
     const orders = [
       order({ quantity: 2 }),
-      order({ items: [{ sku: 'MUG', name: 'MUG', quantity: 1, unitPrice: 12000, amount: 12000 }, { sku: 'CUP', name: 'CUP', quantity: 4, unitPrice: 3000, amount: 12000 }], totalAmount: 24000 }),
+      order({
+        items: [
+          { sku: 'MUG', name: 'MUG', quantity: 1, unitPrice: 12000, amount: 12000 },
+          { sku: 'CUP', name: 'CUP', quantity: 4, unitPrice: 3000, amount: 12000 },
+        ],
+        totalAmount: 24000,
+      }),
       order({ quantity: 1 }),
       order({ price: 11000 }),
       cup(6),
@@ -232,11 +274,26 @@ describe('the one-statement steps on PostgreSQL', () => {
     await together.inventory.adjust('MUG', 7, 'delivery', 'admin');
     await together.inventory.set({ sku: 'CUP', quantity: 10, price: 3000, reason: 'initial count', actor: 'admin' });
     const methods = ['test_approve', 'test_approve', 'test_decline_card_declined', 'test_approve', 'test_approve'];
-    const asked = [[{ sku: 'MUG', quantity: 2 }], [{ sku: 'MUG', quantity: 1 }, { sku: 'CUP', quantity: 3 }], [{ sku: 'MUG', quantity: 4 }], [{ sku: 'CUP', quantity: 1 }], [{ sku: 'MUG', quantity: 3 }]];
+    const asked = [
+      [{ sku: 'MUG', quantity: 2 }],
+      [
+        { sku: 'MUG', quantity: 1 },
+        { sku: 'CUP', quantity: 3 },
+      ],
+      [{ sku: 'MUG', quantity: 4 }],
+      [{ sku: 'CUP', quantity: 1 }],
+      [{ sku: 'MUG', quantity: 3 }],
+    ];
     const payments: PaymentRecord[] = [];
     for (const [i, items] of asked.entries()) {
       const placed = await together.orders.create(ADMIN, { items, key: `o${i}` });
-      payments.push((await steps.startPayment(ADMIN, { orderId: placed.id, asked: 0, currency: '', method: methods[i]! }, { owner: 'admin', key: `p${i}`, hash: `h${i}` }))!);
+      payments.push(
+        (await steps.startPayment(
+          ADMIN,
+          { orderId: placed.id, asked: 0, currency: '', method: methods[i]! },
+          { owner: 'admin', key: `p${i}`, hash: `h${i}` },
+        ))!,
+      );
     }
     const movementsBefore = Number((await store.sql.one<{ n: number }>('SELECT MAX(id) AS n FROM stock_movements'))!.n);
     counted.counts.statements = 0;
@@ -246,7 +303,10 @@ describe('the one-statement steps on PostgreSQL', () => {
     expect(outcomes.map((outcome) => outcome.payment.status)).toEqual(['DONE', 'DONE', 'ABORTED', 'DONE', 'DONE']);
     for (const [i, outcome] of outcomes.entries()) {
       expect(await together.payments.get(ADMIN, outcome.payment.id)).toEqual(outcome.payment);
-      expect(await together.orders.get(ADMIN, outcome.payment.orderId!)).toMatchObject({ status: i === 2 ? 'PAYMENT_FAILED' : 'PAID', paidAt: outcome.payment.approvedAt });
+      expect(await together.orders.get(ADMIN, outcome.payment.orderId!)).toMatchObject({
+        status: i === 2 ? 'PAYMENT_FAILED' : 'PAID',
+        paidAt: outcome.payment.approvedAt,
+      });
       expect(JSON.parse((await together.keys.find('payment.process', 'admin', `p${i}`))!.response!)).toEqual(outcome);
     }
     // MUG 10: 2 + 1 + 3 sold, the 4 declined given back; CUP 10: 3 + 1 sold.
@@ -254,18 +314,35 @@ describe('the one-statement steps on PostgreSQL', () => {
       { sku: 'CUP', onHand: 6, reserved: 0 },
       { sku: 'MUG', onHand: 4, reserved: 0 },
     ]);
-    const lines = await store.sql.all<{ sku: string; delta: number; on_hand: number }>('SELECT sku, delta, on_hand FROM stock_movements WHERE id > $1 ORDER BY id', [movementsBefore]);
+    const lines = await store.sql.all<{ sku: string; delta: number; on_hand: number }>(
+      'SELECT sku, delta, on_hand FROM stock_movements WHERE id > $1 ORDER BY id',
+      [movementsBefore],
+    );
     const bySku = (sku: string) => lines.filter((line) => line.sku === sku).map((line) => [Number(line.delta), Number(line.on_hand)]);
     // In the order of the ledger, each line's on_hand is the one before it less its own units.
-    for (const [sku, start] of [['CUP', 10], ['MUG', 10]] as const) {
+    for (const [sku, start] of [
+      ['CUP', 10],
+      ['MUG', 10],
+    ] as const) {
       let onHand: number = start;
-      for (const [delta, after] of bySku(sku)) expect(after).toBe((onHand += delta!));
+      for (const [delta, after] of bySku(sku)) {
+        onHand += delta!;
+        expect(after).toBe(onHand);
+      }
     }
-    expect(bySku('MUG').map(([delta]) => delta).sort()).toEqual([-1, -2, -3]);
-    expect(bySku('CUP').map(([delta]) => delta).sort()).toEqual([-1, -3]);
+    expect(
+      bySku('MUG')
+        .map(([delta]) => delta)
+        .sort(),
+    ).toEqual([-1, -2, -3]);
+    expect(
+      bySku('CUP')
+        .map(([delta]) => delta)
+        .sort(),
+    ).toEqual([-1, -3]);
   });
 
-  it('placing an order waits for a SKU\'s stock_holds row another transaction holds, and goes by the stock that one left: short, it writes nothing and the order takes the transaction', async () => {
+  it("placing an order waits for a SKU's stock_holds row another transaction holds, and goes by the stock that one left: short, it writes nothing and the order takes the transaction", async () => {
     const other = await openStore(location.location());
     try {
       let locked!: () => void;
@@ -282,7 +359,11 @@ describe('the one-statement steps on PostgreSQL', () => {
       await lockTaken;
       const before = await written();
       const placing = steps.place({ owner: 'admin', key: 'k1', hash: 'h1' }, order({ quantity: 2 }));
-      for (let i = 0; i < 500 && !(await other.sql.one("SELECT 1 AS waiting FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'WITH o AS (%'")); i++) {
+      for (
+        let i = 0;
+        i < 500 && !(await other.sql.one("SELECT 1 AS waiting FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'WITH o AS (%'"));
+        i++
+      ) {
         await new Promise((resolve) => setTimeout(resolve, 10));
       }
       release();
@@ -290,13 +371,15 @@ describe('the one-statement steps on PostgreSQL', () => {
       expect(await placing).toBe(false);
       expect(await written()).toEqual({ ...before, stock: [{ ...before.stock[0], onHand: 1, available: 1 }] });
       // The order as the client places it: refused by the transaction, with the stock as it is now.
-      await expect(commerce.orders.create(ADMIN, { items: [{ sku: 'MUG', quantity: 2 }], key: 'k1' })).rejects.toThrow('not enough stock: MUG (asked 2, available 1)');
+      await expect(commerce.orders.create(ADMIN, { items: [{ sku: 'MUG', quantity: 2 }], key: 'k1' })).rejects.toThrow(
+        'not enough stock: MUG (asked 2, available 1)',
+      );
     } finally {
       await other.close();
     }
   });
 
-  it('recording a payment writes all of it, or nothing when the key was used, the order is not payable as asked, not the caller\'s, or its reservation ran out', async () => {
+  it("recording a payment writes all of it, or nothing when the key was used, the order is not payable as asked, not the caller's, or its reservation ran out", async () => {
     const placed = await commerce.orders.create({ isAdmin: false, userId: 7 }, { items: [{ sku: 'MUG', quantity: 1 }], key: 'o1' });
     const other = await commerce.orders.create({ isAdmin: false, userId: 7 }, { items: [{ sku: 'MUG', quantity: 1 }], key: 'o2' });
     const claim = { owner: 'user:7', key: 'p1', hash: 'hash-p1' };
@@ -314,7 +397,17 @@ describe('the one-statement steps on PostgreSQL', () => {
 
     clock -= 1;
     const payment = await steps.startPayment({ isAdmin: false, userId: 7 }, { ...ask, asked: 12000, currency: 'KRW' }, claim);
-    expect(payment).toMatchObject({ status: 'IN_PROGRESS', orderId: placed.id, userId: 7, amount: 12000, balance: 0, currency: 'KRW', method: 'test_approve', provider: 'sandbox', refunds: [] });
+    expect(payment).toMatchObject({
+      status: 'IN_PROGRESS',
+      orderId: placed.id,
+      userId: 7,
+      amount: 12000,
+      balance: 0,
+      currency: 'KRW',
+      method: 'test_approve',
+      provider: 'sandbox',
+      refunds: [],
+    });
     expect(await commerce.payments.record(payment!.id)).toEqual(payment);
     expect(await written()).toMatchObject({ counts: { idempotency_keys: 4, payments: 2 }, states: ['PAYMENT_PENDING', 'PAYMENT_PENDING', 'held', 'held'] });
     expect((await commerce.keys.find('payment.process', 'user:7', 'p1'))!.resourceId).toBe(payment!.id);
@@ -326,7 +419,11 @@ describe('the one-statement steps on PostgreSQL', () => {
 
   it('a settlement is made once: a second one, or a declined charge after an approved one, writes nothing; a decline releases the units', async () => {
     const paid = await commerce.orders.create(ADMIN, { items: [{ sku: 'MUG', quantity: 2 }], key: 'o1' });
-    const payment = (await steps.startPayment(ADMIN, { orderId: paid.id, asked: 0, currency: '', method: 'test_approve' }, { owner: 'admin', key: 'p1', hash: 'h1' }))!;
+    const payment = (await steps.startPayment(
+      ADMIN,
+      { orderId: paid.id, asked: 0, currency: '', method: 'test_approve' },
+      { owner: 'admin', key: 'p1', hash: 'h1' },
+    ))!;
     const first = await commerce.payments.charge(payment);
     expect(first).toMatchObject({ message: 'approved', payment: { status: 'DONE', balance: 24000 } });
     const settled = await written();
@@ -337,10 +434,16 @@ describe('the one-statement steps on PostgreSQL', () => {
     expect(await written()).toEqual(settled);
 
     const declined = await commerce.orders.create(ADMIN, { items: [{ sku: 'MUG', quantity: 1 }], key: 'o2' });
-    const failing = (await steps.startPayment(ADMIN, { orderId: declined.id, asked: 0, currency: '', method: 'test_decline_card_declined' }, { owner: 'admin', key: 'p2', hash: 'h2' }))!;
+    const failing = (await steps.startPayment(
+      ADMIN,
+      { orderId: declined.id, asked: 0, currency: '', method: 'test_decline_card_declined' },
+      { owner: 'admin', key: 'p2', hash: 'h2' },
+    ))!;
     expect((await commerce.payments.charge(failing)).payment).toMatchObject({ status: 'ABORTED', failureCode: 'CARD_DECLINED', balance: 0 });
     expect(await commerce.orders.get(ADMIN, declined.id)).toMatchObject({ status: 'PAYMENT_FAILED' });
     expect(await commerce.inventory.levels(['MUG'])).toMatchObject([{ onHand: 1, reserved: 0 }]);
-    expect(JSON.parse((await commerce.keys.find('payment.process', 'admin', 'p2'))!.response!)).toMatchObject({ payment: { id: failing.id, status: 'ABORTED' } });
+    expect(JSON.parse((await commerce.keys.find('payment.process', 'admin', 'p2'))!.response!)).toMatchObject({
+      payment: { id: failing.id, status: 'ABORTED' },
+    });
   });
 });

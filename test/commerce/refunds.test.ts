@@ -37,7 +37,12 @@ describe.each(BACKENDS)('RefundPayment on %s', (backend) => {
 
   beforeEach(async () => {
     receiver = await startWebhookReceiver();
-    running = await startTestServe({ store: store.location(), grpc: { host: '127.0.0.1', port: 0 }, webhooks: { urls: [receiver.url], secret: SECRET }, commerceSweepMs: 0 });
+    running = await startTestServe({
+      store: store.location(),
+      grpc: { host: '127.0.0.1', port: 0 },
+      webhooks: { urls: [receiver.url], secret: SECRET },
+      commerceSweepMs: 0,
+    });
     c = new CommerceClients(running);
   });
   afterEach(async () => {
@@ -63,14 +68,21 @@ describe.each(BACKENDS)('RefundPayment on %s', (backend) => {
     const idOf = new Map(rows.map((row) => [row.delivery_key, Number(row.id)]));
     return [...receiver.received]
       .sort((x, y) => idOf.get(String(x.headers['x-webhook-delivery']))! - idOf.get(String(y.headers['x-webhook-delivery']))!)
-      .map((r) => ({ event: JSON.parse(r.body).event, data: JSON.parse(r.body).data, valid: verifySignature(r.body, SECRET, String(r.headers['x-webhook-signature'])) }));
+      .map((r) => ({
+        event: JSON.parse(r.body).event,
+        data: JSON.parse(r.body).data,
+        valid: verifySignature(r.body, SECRET, String(r.headers['x-webhook-signature'])),
+      }));
   }
 
-  it('a user token is PERMISSION_DENIED, for its own payment and for another\'s, and nothing changes', async () => {
+  it("a user token is PERMISSION_DENIED, for its own payment and for another's, and nothing changes", async () => {
     await c.call('inventory', 'SetStock', { sku: 'LAMP', quantity: 5, price: 30000, has_price: true });
     const [ann, ben] = [await c.user(1), await c.user(2)];
     const { order, payment } = await paidOrder('ann', ann.token);
-    const before = { order: await c.call('order', 'GetOrder', { order_id: order.id }), payment: await c.call('payment', 'GetPayment', { payment_id: payment.id }) };
+    const before = {
+      order: await c.call('order', 'GetOrder', { order_id: order.id }),
+      payment: await c.call('payment', 'GetPayment', { payment_id: payment.id }),
+    };
     const deliveries = await count('webhook_deliveries');
 
     for (const request of [
@@ -80,8 +92,14 @@ describe.each(BACKENDS)('RefundPayment on %s', (backend) => {
       expect(await refused(c.call('payment', 'RefundPayment', request, ann.token))).toEqual({ code: 'PERMISSION_DENIED', details: NEEDS_ADMIN });
     }
     // Another user's payment, and one that does not exist, are refused alike: a user learns nothing of either.
-    expect(await refused(c.call('payment', 'RefundPayment', { payment_id: payment.id, reason: 'x', idempotency_key: 'r3' }, ben.token))).toEqual({ code: 'PERMISSION_DENIED', details: NEEDS_ADMIN });
-    expect(await refused(c.call('payment', 'RefundPayment', { payment_id: 'pay_none', reason: 'x', idempotency_key: 'r4' }, ben.token))).toEqual({ code: 'PERMISSION_DENIED', details: NEEDS_ADMIN });
+    expect(await refused(c.call('payment', 'RefundPayment', { payment_id: payment.id, reason: 'x', idempotency_key: 'r3' }, ben.token))).toEqual({
+      code: 'PERMISSION_DENIED',
+      details: NEEDS_ADMIN,
+    });
+    expect(await refused(c.call('payment', 'RefundPayment', { payment_id: 'pay_none', reason: 'x', idempotency_key: 'r4' }, ben.token))).toEqual({
+      code: 'PERMISSION_DENIED',
+      details: NEEDS_ADMIN,
+    });
 
     expect(await c.call('order', 'GetOrder', { order_id: order.id })).toEqual(before.order);
     expect(before.order.status).toBe('PAID');
@@ -104,7 +122,7 @@ describe.each(BACKENDS)('RefundPayment on %s', (backend) => {
     expect((await c.call('order', 'CancelOrder', { order_id: reserved.id, reason: 'not yet paid' }, ann.token)).status).toBe('CANCELLED');
   });
 
-  it('the admin\'s partial refunds make the order PARTIALLY_REFUNDED, then REFUNDED with order.refunded; past the balance is refused', async () => {
+  it("the admin's partial refunds make the order PARTIALLY_REFUNDED, then REFUNDED with order.refunded; past the balance is refused", async () => {
     await c.call('inventory', 'SetStock', { sku: 'LAMP', quantity: 5, price: 30000, has_price: true });
     const ann = await c.user(1);
     const { order, payment } = await paidOrder('ann', ann.token);
@@ -126,7 +144,9 @@ describe.each(BACKENDS)('RefundPayment on %s', (backend) => {
     const refunded = await c.call('order', 'GetOrder', { order_id: order.id });
     expect(refunded).toMatchObject({ status: 'REFUNDED', paid_at: order.paid_at });
     // The same key again refunds nothing more and sends nothing more.
-    expect((await c.call('payment', 'RefundPayment', { payment_id: payment.id, amount: 20000, reason: 'returned', idempotency_key: 'r3' })).refund.id).toBe(rest.refund.id);
+    expect((await c.call('payment', 'RefundPayment', { payment_id: payment.id, amount: 20000, reason: 'returned', idempotency_key: 'r3' })).refund.id).toBe(
+      rest.refund.id,
+    );
     expect(await refused(c.call('payment', 'RefundPayment', { payment_id: payment.id, amount: 0, reason: 'again', idempotency_key: 'r4' }))).toEqual({
       code: 'FAILED_PRECONDITION',
       details: `payment ${payment.id} is CANCELED: only a DONE or PARTIAL_CANCELED payment can be refunded`,
@@ -177,7 +197,9 @@ describe('a database made before REFUNDED and PARTIALLY_REFUNDED', () => {
       await store.sql.run("UPDATE orders SET state = 'REFUNDED'");
       await expect(store.sql.run("UPDATE orders SET state = 'GONE'")).rejects.toThrow(/check/i);
       // Its items still need their order.
-      await expect(store.sql.run("INSERT INTO order_items (order_id, position, sku, name, quantity, unit_price, amount) VALUES ('ord_2', 0, 'MUG', 'Mug', 1, 10, 10)")).rejects.toThrow(/foreign key/i);
+      await expect(
+        store.sql.run("INSERT INTO order_items (order_id, position, sku, name, quantity, unit_price, amount) VALUES ('ord_2', 0, 'MUG', 'Mug', 1, 10, 10)"),
+      ).rejects.toThrow(/foreign key/i);
     } finally {
       await store.close();
     }

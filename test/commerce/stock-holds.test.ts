@@ -19,7 +19,8 @@ import { useBackendStore } from '../helpers/backend-store.js';
 import { adminSql, migrateUpTo } from '../helpers/pg-admin.js';
 
 const ADMIN = { isAdmin: true, userId: null };
-const commerceOn = (store: Store) => new Commerce({ sql: store.sql, now: () => new Date(), authenticate: () => Promise.reject(new Error('no calls')), sweepMs: 0 });
+const commerceOn = (store: Store) =>
+  new Commerce({ sql: store.sql, now: () => new Date(), authenticate: () => Promise.reject(new Error('no calls')), sweepMs: 0 });
 
 describe.each(BACKENDS)('the stock rule across stock_holds and products on %s', (backend) => {
   const location = useBackendStore(backend);
@@ -49,7 +50,9 @@ describe.each(BACKENDS)('the stock rule across stock_holds and products on %s', 
     await store.sql.run("UPDATE products SET on_hand = on_hand - 1, released_total = released_total + 1 WHERE sku = 'MUG'");
     expect(await commerce.inventory.levels(['MUG'])).toMatchObject([{ onHand: 2, reserved: 1, available: 1 }]);
     // And the service's own refusal comes first, in words.
-    await expect(commerce.inventory.adjust('MUG', -2, 'broken', 'admin')).rejects.toThrow('SKU MUG has 2 on hand, 1 reserved: removing 2 would leave less than is reserved (at most 1 can be removed)');
+    await expect(commerce.inventory.adjust('MUG', -2, 'broken', 'admin')).rejects.toThrow(
+      'SKU MUG has 2 on hand, 1 reserved: removing 2 would leave less than is reserved (at most 1 can be removed)',
+    );
   });
 });
 
@@ -79,7 +82,8 @@ describe('the stock rule between two PostgreSQL transactions', () => {
       );
       let waited = false;
       for (let i = 0; i < 500 && !waited; i++) {
-        waited = (await store.sql.all("SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'UPDATE products SET on_hand = 1%'")).length > 0;
+        waited =
+          (await store.sql.all("SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'UPDATE products SET on_hand = 1%'")).length > 0;
         if (!waited) await new Promise((resolve) => setTimeout(resolve, 10));
       }
       expect(waited).toBe(true);

@@ -25,7 +25,12 @@ describe.each(BACKENDS)('commerce webhooks on %s', (backend) => {
   beforeEach(async () => {
     receiver = await startWebhookReceiver();
     received = receiver.received;
-    running = await startTestServe({ store: store.location(), grpc: { host: '127.0.0.1', port: 0 }, webhooks: { urls: [receiver.url], secret: SECRET }, commerceSweepMs: 0 });
+    running = await startTestServe({
+      store: store.location(),
+      grpc: { host: '127.0.0.1', port: 0 },
+      webhooks: { urls: [receiver.url], secret: SECRET },
+      commerceSweepMs: 0,
+    });
     c = new CommerceClients(running);
   });
   afterEach(async () => {
@@ -63,7 +68,10 @@ describe.each(BACKENDS)('commerce webhooks on %s', (backend) => {
     expect(got.every((e) => e.valid)).toBe(true);
     expect(got.map((e) => e.headers['x-webhook-event'])).toEqual(['order.paid', 'payment.refunded', 'payment.refunded', 'order.refunded', 'order.cancelled']);
     expect(got[0]!.data).toMatchObject({ id: order.id, status: 'PAID', totalAmount: 30000, currency: 'KRW' });
-    expect(got[1]!.data).toMatchObject({ payment: { id: payment.id, status: 'PARTIAL_CANCELED', balance: 20000 }, refund: { amount: 10000, reason: 'scratched' } });
+    expect(got[1]!.data).toMatchObject({
+      payment: { id: payment.id, status: 'PARTIAL_CANCELED', balance: 20000 },
+      refund: { amount: 10000, reason: 'scratched' },
+    });
     expect(got[2]!.data).toMatchObject({ payment: { status: 'CANCELED', balance: 0 }, refund: { amount: 20000, reason: 'order cancelled: returned' } });
     expect(got[3]!.data).toMatchObject({ id: order.id, status: 'REFUNDED' });
     expect(got[4]!.data).toMatchObject({ id: order.id, status: 'CANCELLED', cancelReason: 'returned' });

@@ -67,9 +67,7 @@ describe('Settings', () => {
 describe('setting validation', () => {
   it('accepts well-formed values and normalises them', () => {
     expect(settingSpec('base-url').validate(' https://api.example.com/ ')).toBe('https://api.example.com');
-    expect(settingSpec('path-prefix').validate('/api-partner/v1/apps-in-toss/user/oauth2/')).toBe(
-      '/api-partner/v1/apps-in-toss/user/oauth2',
-    );
+    expect(settingSpec('path-prefix').validate('/api-partner/v1/apps-in-toss/user/oauth2/')).toBe('/api-partner/v1/apps-in-toss/user/oauth2');
     expect(settingSpec('grpc-addr').validate('localhost:50051')).toBe('localhost:50051');
     expect(settingSpec('graph-version').validate('v21.0')).toBe('v21.0');
   });

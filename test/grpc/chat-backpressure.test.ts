@@ -31,7 +31,13 @@ describe.each(BACKENDS)('on %s', (backend) => {
     const session = http2.connect(`http://${fixture.serve.address}`);
     session.on('error', () => {});
     sessions.push(session);
-    const stream = session.request({ ':method': 'POST', ':path': path, 'content-type': 'application/grpc', te: 'trailers', authorization: `Bearer ${fixture.serve.running.adminToken}` });
+    const stream = session.request({
+      ':method': 'POST',
+      ':path': path,
+      'content-type': 'application/grpc',
+      te: 'trailers',
+      authorization: `Bearer ${fixture.serve.running.adminToken}`,
+    });
     stream.on('error', () => {});
     stream.write(Buffer.concat([Buffer.from([0, 0, 0, 0, joinMessage.length]), joinMessage]));
     stream.pause();
@@ -86,7 +92,8 @@ describe.each(BACKENDS)('on %s', (backend) => {
     it(`drops a participant that never reads with RESOURCE_EXHAUSTED while the sender and a reader go on through ${MESSAGES} messages of 1 KB`, async () => {
       const { Client } = serviceDefinition(service);
       const open = () => {
-        const client = new Client(fixture.serve.address, grpc.credentials.createInsecure(), { 'grpc.use_local_subchannel_pool': 1 }) as grpc.Client & Record<string, any>;
+        const client = new Client(fixture.serve.address, grpc.credentials.createInsecure(), { 'grpc.use_local_subchannel_pool': 1 }) as grpc.Client &
+          Record<string, any>;
         const call: grpc.ClientDuplexStream<any, any> = client[method](fixture.serve.auth());
         call.on('error', () => {});
         return { client, call };

@@ -38,7 +38,14 @@ describe.each(BACKENDS)('on %s', (backend) => {
       const raw = fixture.serve.raw();
       const health = await failure(
         new Promise((resolve, reject) =>
-          raw.makeUnaryRequest('/grpc.health.v1.Health/Check', (b: Buffer) => b, (b: Buffer) => b, Buffer.alloc(0), padded(4, 50), (e, r) => (e ? reject(e) : resolve(r))),
+          raw.makeUnaryRequest(
+            '/grpc.health.v1.Health/Check',
+            (b: Buffer) => b,
+            (b: Buffer) => b,
+            Buffer.alloc(0),
+            padded(4, 50),
+            (e, r) => (e ? reject(e) : resolve(r)),
+          ),
         ),
       );
       expect(health).toMatchObject({ code: 'RESOURCE_EXHAUSTED' });

@@ -49,7 +49,13 @@ function freshCall(address: string, localAddress: string, token: string): Promis
     session.on('goaway', (code) => (goaway = code));
     session.on('close', () => done({ goaway }));
     try {
-      const stream = session.request({ ':method': 'POST', ':path': '/user.v1.UserService/GetUser', 'content-type': 'application/grpc', te: 'trailers', authorization: `Bearer ${token}` });
+      const stream = session.request({
+        ':method': 'POST',
+        ':path': '/user.v1.UserService/GetUser',
+        'content-type': 'application/grpc',
+        te: 'trailers',
+        authorization: `Bearer ${token}`,
+      });
       stream.on('error', () => undefined);
       stream.on('trailers', (trailers) => done({ status: String(trailers['grpc-status']), goaway }));
       stream.on('response', (headers) => headers['grpc-status'] !== undefined && done({ status: String(headers['grpc-status']), goaway }));
@@ -106,7 +112,7 @@ function getUserAnswers(client: grpc.Client & Record<string, any>, token: string
   const metadata = new grpc.Metadata();
   metadata.set('authorization', `Bearer ${token}`);
   return new Promise((resolve) =>
-    client['GetUser']({ user_id: '999999' }, metadata, { deadline: Date.now() + 3_000 }, (error: grpc.ServiceError | null) =>
+    client.GetUser({ user_id: '999999' }, metadata, { deadline: Date.now() + 3_000 }, (error: grpc.ServiceError | null) =>
       resolve(error ? grpc.status[error.code]! : 'OK'),
     ),
   );
@@ -118,7 +124,8 @@ describe('rapid reset on the gRPC port', () => {
     cleanups.push(() => serve.dispose());
     const pid = serve.child.pid!;
     const { Client } = userServiceDefinition();
-    const client = new Client(serve.info.grpc.address, grpc.credentials.createInsecure(), { 'grpc.use_local_subchannel_pool': 1 }) as grpc.Client & Record<string, any>;
+    const client = new Client(serve.info.grpc.address, grpc.credentials.createInsecure(), { 'grpc.use_local_subchannel_pool': 1 }) as grpc.Client &
+      Record<string, any>;
     cleanups.push(() => client.close());
     expect(await getUserAnswers(client, serve.info.adminToken)).toBe('NOT_FOUND');
     const baseline = descriptors(pid);
@@ -138,7 +145,10 @@ describe('rapid reset on the gRPC port', () => {
 
     expect(goaways.length).toBeGreaterThanOrEqual(4);
     expect(new Set(goaways)).toEqual(new Set([http2.constants.NGHTTP2_ENHANCE_YOUR_CALM]));
-    expect(during.every((answer) => answer.health && answer.grpc === 'NOT_FOUND'), JSON.stringify(during)).toBe(true);
+    expect(
+      during.every((answer) => answer.health && answer.grpc === 'NOT_FOUND'),
+      JSON.stringify(during),
+    ).toBe(true);
     // Sessions in their grace after the GOAWAY, while the attackers reconnect at once: bounded by the grace, not growing.
     expect(peak).toBeLessThan(baseline + 60);
 
@@ -156,7 +166,8 @@ describe('rapid reset on the gRPC port', () => {
     expect(await freshCall(serve.info.grpc.address, ATTACKER, serve.info.adminToken)).toEqual({ goaway: http2.constants.NGHTTP2_ENHANCE_YOUR_CALM });
     // ...while other addresses connect afresh and are answered (grpc-status 5, NOT_FOUND).
     expect(await freshCall(serve.info.grpc.address, '127.0.0.1', serve.info.adminToken)).toEqual({ status: '5', goaway: undefined });
-    const newcomer = new Client(serve.info.grpc.address, grpc.credentials.createInsecure(), { 'grpc.use_local_subchannel_pool': 1 }) as grpc.Client & Record<string, any>;
+    const newcomer = new Client(serve.info.grpc.address, grpc.credentials.createInsecure(), { 'grpc.use_local_subchannel_pool': 1 }) as grpc.Client &
+      Record<string, any>;
     cleanups.push(() => newcomer.close());
     expect(await getUserAnswers(newcomer, serve.info.adminToken)).toBe('NOT_FOUND');
   }, 30_000);

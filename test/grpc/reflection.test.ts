@@ -18,7 +18,6 @@ import { BACKENDS } from '../helpers/postgres.js';
 describe.each(BACKENDS)('on %s', (backend) => {
   const fixture = useUserClients(backend);
 
-
   type ReflectionVersion = 'v1' | 'v1alpha';
 
   /** A client of the reflection protocol itself (its own .proto; the services' descriptors come over the wire). */
@@ -34,7 +33,9 @@ describe.each(BACKENDS)('on %s', (backend) => {
     const call = client.ServerReflectionInfo();
     const waiting: { resolve: (answer: any) => void; reject: (error: Error) => void }[] = [];
     call.on('data', (answer: any) => waiting.shift()?.resolve(answer));
-    call.on('error', (error: Error) => waiting.splice(0).forEach((w) => w.reject(error)));
+    call.on('error', (error: Error) => {
+      for (const w of waiting.splice(0)) w.reject(error);
+    });
     const ask = (request: object) =>
       new Promise<any>((resolve, reject) => {
         waiting.push({ resolve, reject });
@@ -97,7 +98,14 @@ describe.each(BACKENDS)('on %s', (backend) => {
     return createFileRegistry(create(FileDescriptorSetSchema, { file: ordered }));
   }
 
-  function call<I extends DescMessage, O extends DescMessage>(client: grpc.Client, path: string, input: I, output: O, request: object, metadata = new grpc.Metadata()) {
+  function call<I extends DescMessage, O extends DescMessage>(
+    client: grpc.Client,
+    path: string,
+    input: I,
+    output: O,
+    request: object,
+    metadata = new grpc.Metadata(),
+  ) {
     return new Promise<any>((resolve, reject) =>
       client.makeUnaryRequest(
         path,
@@ -127,7 +135,11 @@ describe.each(BACKENDS)('on %s', (backend) => {
       );
       // The real files under their own names, with their real imports.
       expect(fileOf.get('user.v1.UserService')).toBe('user/v1/user.proto');
-      expect(files.get('user/v1/user.proto')!.dependency).toEqual(['google/protobuf/empty.proto', 'google/protobuf/field_mask.proto', 'google/protobuf/timestamp.proto']);
+      expect(files.get('user/v1/user.proto')!.dependency).toEqual([
+        'google/protobuf/empty.proto',
+        'google/protobuf/field_mask.proto',
+        'google/protobuf/timestamp.proto',
+      ]);
       // OrderService's ProcessPayment takes payment.v1's messages: the order file imports the payment file.
       expect(fileOf.get('order.v1.OrderService')).toBe('order/v1/order.proto');
       expect(files.get('order/v1/order.proto')!.dependency).toEqual(['google/protobuf/timestamp.proto', 'payment/v1/payment.proto']);
@@ -175,7 +187,8 @@ describe.each(BACKENDS)('on %s', (backend) => {
         const empty = await ask({});
         expect(empty.error_response).toEqual({
           error_code: grpc.status.INVALID_ARGUMENT,
-          error_message: 'message_request is not set: ask for one of list_services, file_by_filename, file_containing_symbol, file_containing_extension or all_extension_numbers_of_type',
+          error_message:
+            'message_request is not set: ask for one of list_services, file_by_filename, file_containing_symbol, file_containing_extension or all_extension_numbers_of_type',
         });
         const hosted = await ask({ host: 'example' });
         expect(hosted).toMatchObject({ valid_host: 'example', error_response: { error_code: grpc.status.INVALID_ARGUMENT } });

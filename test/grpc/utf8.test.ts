@@ -104,7 +104,10 @@ describe.each(BACKENDS)('on %s', (backend) => {
 
       // SyncUsers: the first request is answered; the second (upsert.user.email) ends the call.
       const good = message(field(1, 'a'), field(2, message(field(1, message(field(2, 'synced'), field(3, 's@example.com'))), field(2, 'long enough'))));
-      const bad = message(field(1, 'b'), field(2, message(field(1, message(field(2, 'other'), field(3, invalid('o', '@example.com')))), field(2, 'long enough'))));
+      const bad = message(
+        field(1, 'b'),
+        field(2, message(field(1, message(field(2, 'other'), field(3, invalid('o', '@example.com')))), field(2, 'long enough'))),
+      );
       const sync = raw.makeBidiStreamRequest('/user.v1.UserService/SyncUsers', asIs, asIs, fixture.serve.auth());
       const answers = collect(sync);
       sync.write(good);
@@ -113,7 +116,9 @@ describe.each(BACKENDS)('on %s', (backend) => {
       expect(await failure(answers)).toEqual({ code: 'INVALID_ARGUMENT', details: 'upsert.user.email is not valid UTF-8' });
       expect((await collect(fixture.serve.client().ListUsers({}, fixture.serve.auth()))).map((u) => u.username)).toEqual(['synced']);
 
-      const chat = await rawBidi('/user.v1.UserService/UserChat', [message(field(1, 'lobby'), field(3, invalid('hi ', '!')))], fixture.serve.auth(), { close: false });
+      const chat = await rawBidi('/user.v1.UserService/UserChat', [message(field(1, 'lobby'), field(3, invalid('hi ', '!')))], fixture.serve.auth(), {
+        close: false,
+      });
       expect(chat.status).toEqual({ code: 'INVALID_ARGUMENT', details: 'text is not valid UTF-8' });
       expect(fixture.serve.running.users.chatParticipantCount()).toBe(0);
 
@@ -146,7 +151,9 @@ describe.each(BACKENDS)('on %s', (backend) => {
     it('monitoring.v1: a StreamLogs component and a Chat sender', async () => {
       const logs = raw.makeServerStreamRequest('/monitoring.v1.MonitoringService/StreamLogs', asIs, asIs, field(2, invalid('gr', 'pc')), fixture.serve.auth());
       expect(await failure(collect(logs))).toEqual({ code: 'INVALID_ARGUMENT', details: 'components[0] is not valid UTF-8' });
-      const chat = await rawBidi('/monitoring.v1.MonitoringService/Chat', [message(field(1, invalid('op', '')), field(2, 'hello'))], fixture.serve.auth(), { close: false });
+      const chat = await rawBidi('/monitoring.v1.MonitoringService/Chat', [message(field(1, invalid('op', '')), field(2, 'hello'))], fixture.serve.auth(), {
+        close: false,
+      });
       expect(chat.status).toEqual({ code: 'INVALID_ARGUMENT', details: 'sender is not valid UTF-8' });
     });
 
@@ -156,7 +163,11 @@ describe.each(BACKENDS)('on %s', (backend) => {
         details: 'service is not valid UTF-8',
       });
       for (const version of ['v1', 'v1alpha']) {
-        const reflection = await rawBidi(`/grpc.reflection.${version}.ServerReflection/ServerReflectionInfo`, [field(3, invalid('user/v1/', '.proto'))], new grpc.Metadata());
+        const reflection = await rawBidi(
+          `/grpc.reflection.${version}.ServerReflection/ServerReflectionInfo`,
+          [field(3, invalid('user/v1/', '.proto'))],
+          new grpc.Metadata(),
+        );
         expect(reflection.status).toEqual({ code: 'INVALID_ARGUMENT', details: 'file_by_filename is not valid UTF-8' });
       }
     });

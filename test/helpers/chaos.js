@@ -26,7 +26,6 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { once } from 'node:events';
 import { request } from 'undici';
 import * as grpc from '@grpc/grpc-js';
 import pg from 'pg';
@@ -42,16 +41,39 @@ const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
  * One `miniapp serve` process. Resolves once it prints its addresses
  * (--json); rejects with its stderr if it exits first.
  */
-export async function startServeProcess({ databaseUrl, timeoutMs = 5_000, poolSize = 10, home: givenHome, port = 0, grpcPort = 0, extraArgs = [], env = {}, nodeArgs = [] }) {
+export async function startServeProcess({
+  databaseUrl,
+  timeoutMs = 5_000,
+  poolSize = 10,
+  home: givenHome,
+  port = 0,
+  grpcPort = 0,
+  extraArgs = [],
+  env = {},
+  nodeArgs = [],
+}) {
   // A home of its own (config and data dir), or the one given: a restart on the same SQLite data dir.
   const home = givenHome ?? mkdtempSync(join(tmpdir(), 'miniapp-chaos-'));
   const args = [
-    BIN, 'serve', '--json', '--port', String(port), '--grpc-port', String(grpcPort), '--log-format', 'json', '--log-level', 'warn',
-    '--password-hash-cost', '10',
+    BIN,
+    'serve',
+    '--json',
+    '--port',
+    String(port),
+    '--grpc-port',
+    String(grpcPort),
+    '--log-format',
+    'json',
+    '--log-level',
+    'warn',
+    '--password-hash-cost',
+    '10',
     // A load test: its workers send hundreds of requests a second from one address and with one admin token.
-    '--rate-limit', '0',
+    '--rate-limit',
+    '0',
     // And they sign up hundreds of users from 127.0.0.1.
-    '--signup-limit', '0',
+    '--signup-limit',
+    '0',
     ...(databaseUrl ? ['--database', databaseUrl, '--database-timeout', `${timeoutMs}ms`, '--database-pool', String(poolSize)] : []),
     // No drain period unless asked for: these tests stop serve to test the stop, not a load balancer's view of it.
     ...(extraArgs.includes('--drain') ? [] : ['--drain', '0']),
@@ -170,7 +192,8 @@ function watch(client, token, onViolation) {
     });
     call.on('error', (error) => {
       if (stopped) return;
-      if (error.code !== grpc.status.UNAVAILABLE && error.code !== grpc.status.CANCELLED) onViolation(`a watch stream failed with ${grpc.status[error.code]}: ${error.details}`);
+      if (error.code !== grpc.status.UNAVAILABLE && error.code !== grpc.status.CANCELLED)
+        onViolation(`a watch stream failed with ${grpc.status[error.code]}: ${error.details}`);
       setTimeout(connect, 200);
     });
     call.on('end', () => {
@@ -260,11 +283,18 @@ export async function runChaos({
         let outcome;
         if (kind === 'signup') {
           const username = `w${worker}n${signups++}`;
-          const made = await http(base, 'POST', '/api/v2/users', { json: { username, email: `${username}@example.com`, password: PASSWORD }, timeoutMs: slowBound + 5_000 });
+          const made = await http(base, 'POST', '/api/v2/users', {
+            json: { username, email: `${username}@example.com`, password: PASSWORD },
+            timeoutMs: slowBound + 5_000,
+          });
           outcome = made.status;
           if (made.status === 201) acknowledged.users.push(username);
         } else if (kind === 'post') {
-          const made = await http(base, 'POST', '/api/v2/blog/posts', { json: { title: `by ${person.username}`, content: 'chaos' }, token: person.token, timeoutMs: slowBound + 5_000 });
+          const made = await http(base, 'POST', '/api/v2/blog/posts', {
+            json: { title: `by ${person.username}`, content: 'chaos' },
+            token: person.token,
+            timeoutMs: slowBound + 5_000,
+          });
           outcome = made.status;
           if (made.status === 201) {
             if (made.body.author !== person.username) violation(`a post made with ${person.username}'s token was written as ${made.body.author}`);
@@ -340,15 +370,19 @@ export async function runChaos({
     if (missingUsers.length) violation(`${missingUsers.length} acknowledged signups are not in the database: ${missingUsers.slice(0, 5).join(', ')}`);
     const posts = new Map((await direct.query('SELECT id, author FROM posts')).rows.map((row) => [Number(row.id), row.author]));
     const missingPosts = acknowledged.posts.filter((post) => posts.get(Number(post.id)) !== post.author);
-    if (missingPosts.length) violation(`${missingPosts.length} acknowledged posts are not in the database as acknowledged: ${JSON.stringify(missingPosts.slice(0, 5))}`);
+    if (missingPosts.length)
+      violation(`${missingPosts.length} acknowledged posts are not in the database as acknowledged: ${JSON.stringify(missingPosts.slice(0, 5))}`);
 
     // Every watcher saw every user made once, in the order of the change log (they watch from its first change),
     // once they have caught up with its last change.
     const head = Number((await direct.query('SELECT COALESCE(max(seq), 0) AS head FROM user_events')).rows[0].head);
     const caughtUpBy = Date.now() + 15_000;
     while (watchers.some((watcher) => watcher.last() < head) && Date.now() < caughtUpBy) await sleep(100);
-    for (const [i, watcher] of watchers.entries()) if (watcher.last() < head) violation(`watcher ${i} is at change ${watcher.last()} of ${head}, 15 s after the load stopped`);
-    const expected = (await direct.query("SELECT payload FROM user_events WHERE type = 'CREATED' ORDER BY seq")).rows.map((row) => JSON.parse(row.payload).username);
+    for (const [i, watcher] of watchers.entries())
+      if (watcher.last() < head) violation(`watcher ${i} is at change ${watcher.last()} of ${head}, 15 s after the load stopped`);
+    const expected = (await direct.query("SELECT payload FROM user_events WHERE type = 'CREATED' ORDER BY seq")).rows.map(
+      (row) => JSON.parse(row.payload).username,
+    );
     for (const [i, watcher] of watchers.entries()) {
       const seen = watcher.events;
       const have = new Set(seen);
@@ -356,21 +390,30 @@ export async function runChaos({
       const missing = expected.filter((name) => !have.has(name));
       const inOrder = seen.length === expected.length && seen.every((name, at) => name === expected[at]);
       if (duplicates || missing.length || !inOrder) {
-        violation(`watcher ${i}: ${missing.length} of ${expected.length} user creations missing, ${duplicates} repeated${inOrder ? '' : ', not in the log\'s order'}`);
+        violation(
+          `watcher ${i}: ${missing.length} of ${expected.length} user creations missing, ${duplicates} repeated${inOrder ? '' : ", not in the log's order"}`,
+        );
       }
     }
     for (const watcher of watchers) watcher.stop();
 
     for (const [i, serve] of serves.entries()) {
       const text = serve.stderr();
-      if (/Unhandled|uncaught|FATAL|TypeError|RangeError/i.test(text)) violation(`instance ${i} logged: ${text.match(/.*(Unhandled|uncaught|FATAL|TypeError|RangeError).*/i)?.[0]}`);
+      if (/Unhandled|uncaught|FATAL|TypeError|RangeError/i.test(text))
+        violation(`instance ${i} logged: ${text.match(/.*(Unhandled|uncaught|FATAL|TypeError|RangeError).*/i)?.[0]}`);
     }
     const stops = await Promise.all(serves.map((serve) => serve.stop('SIGTERM')));
     for (const [i, stop] of stops.entries()) {
       if (stop.code !== 0) violation(`instance ${i} exited ${stop.code ?? stop.signal} on SIGTERM: ${serves[i].stderr().slice(-1000)}`);
       if (stop.ms > 10_000) violation(`instance ${i} took ${stop.ms} ms to stop on SIGTERM`);
     }
-    return { violations, recoveries, counts, acknowledged: { users: acknowledged.users.length, posts: acknowledged.posts.length }, watched: watchers.map((w) => w.events.length) };
+    return {
+      violations,
+      recoveries,
+      counts,
+      acknowledged: { users: acknowledged.users.length, posts: acknowledged.posts.length },
+      watched: watchers.map((w) => w.events.length),
+    };
   } finally {
     for (const watcher of watchers) watcher.stop();
     for (const client of clients) client.close();

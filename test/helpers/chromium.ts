@@ -36,7 +36,10 @@ export function findChromium(): string {
  * and stderr (console lines with `--enable-logging=stderr`). A run that
  * failed yet wrote what it was asked for (`accept`) counts as done.
  */
-export function runChromium(args: string[], options: { timeoutMs?: number; accept?: (stdout: string, stderr: string) => boolean } = {}): Promise<{ stdout: string; stderr: string }> {
+export function runChromium(
+  args: string[],
+  options: { timeoutMs?: number; accept?: (stdout: string, stderr: string) => boolean } = {},
+): Promise<{ stdout: string; stderr: string }> {
   const profile = mkdtempSync(join(tmpdir(), 'miniapp-chromium-'));
   const flags = [
     '--headless',

@@ -89,6 +89,5 @@ export class Sandbox {
 
 /** Removes ANSI colour codes. */
 export function plain(text: string): string {
-  // eslint-disable-next-line no-control-regex
   return text.replace(/\u001b\[[0-9;]*m/g, '');
 }

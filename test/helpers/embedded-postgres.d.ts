@@ -15,7 +15,13 @@ export interface RunningPostgres {
   stop(): Promise<void>;
 }
 
-export function startEmbeddedPostgres(options?: { prefix?: string; password?: string; persistent?: boolean; flags?: string[]; source?: string }): Promise<RunningPostgres>;
+export function startEmbeddedPostgres(options?: {
+  prefix?: string;
+  password?: string;
+  persistent?: boolean;
+  flags?: string[];
+  source?: string;
+}): Promise<RunningPostgres>;
 
 /** The directory (bin, lib, share) of the installed binaries package, and its version. */
 export function packagedBinaries(): Promise<{ native: string; version: string }>;

@@ -57,9 +57,13 @@ function serverUser() {
   if (process.getuid?.() !== 0) return undefined;
   const id = (flag) => spawnSync('id', [flag, 'postgres'], { encoding: 'utf8' });
   if (id('-u').status !== 0) {
-    for (const command of [['groupadd', ['postgres']], ['useradd', ['-g', 'postgres', 'postgres']]]) {
+    for (const command of [
+      ['groupadd', ['postgres']],
+      ['useradd', ['-g', 'postgres', 'postgres']],
+    ]) {
       const made = spawnSync(command[0], command[1], { encoding: 'utf8' });
-      if (made.status !== 0 && !/already exists/.test(made.stderr)) throw new Error(`cannot make the user postgres to run PostgreSQL as (we are root): ${command[0]}: ${made.stderr.trim()}`);
+      if (made.status !== 0 && !/already exists/.test(made.stderr))
+        throw new Error(`cannot make the user postgres to run PostgreSQL as (we are root): ${command[0]}: ${made.stderr.trim()}`);
     }
   }
   return { uid: Number(id('-u').stdout.trim()), gid: Number(id('-g').stdout.trim()) };
@@ -79,7 +83,7 @@ export function canRun(binary, user) {
  * used, and one found there is used only if it is ours (owned by us, not
  * writable by anyone else) and complete.
  */
-export async function binaries(user, { source } = {}) {
+async function binaries(user, { source } = {}) {
   const packaged = source ? { native: source, version: `local-${createHash('sha256').update(source).digest('hex').slice(0, 12)}` } : await packagedBinaries();
   if (canRun(join(packaged.native, 'bin', 'postgres'), user)) return packaged.native;
   const copy = join(tmpdir(), `miniapp-postgres-${packaged.version}-${platform()}-${arch()}`);
@@ -89,7 +93,8 @@ export async function binaries(user, { source } = {}) {
   };
   if (existsSync(copy)) {
     if (trusted(copy) && existsSync(join(copy, '.complete')) && canRun(join(copy, 'bin', 'postgres'), user)) return copy;
-    if (!trusted(copy)) throw new Error(`${copy} is there but not ours, or writable by others: remove it (it would hold the PostgreSQL binaries the tests run)`);
+    if (!trusted(copy))
+      throw new Error(`${copy} is there but not ours, or writable by others: remove it (it would hold the PostgreSQL binaries the tests run)`);
     rmSync(copy, { recursive: true, force: true });
   }
   const partial = mkdtempSync(`${copy}.partial-`);
@@ -104,7 +109,8 @@ export async function binaries(user, { source } = {}) {
     if (existsSync(join(copy, '.complete')) && trusted(copy)) return copy;
     throw error;
   }
-  if (!canRun(join(copy, 'bin', 'postgres'), user)) throw new Error(`the PostgreSQL binaries copied to ${copy} cannot be run${user ? ' by the user postgres' : ''}`);
+  if (!canRun(join(copy, 'bin', 'postgres'), user))
+    throw new Error(`the PostgreSQL binaries copied to ${copy} cannot be run${user ? ' by the user postgres' : ''}`);
   return copy;
 }
 

@@ -29,7 +29,10 @@ describe('the embedded PostgreSQL of the tests', () => {
     const asRoot = process.getuid?.() === 0;
     if (asRoot) {
       // The premise: the server's user cannot run what is inside the clone.
-      const postgresUser = { uid: Number(execFileSync('id', ['-u', 'postgres'], { encoding: 'utf8' })), gid: Number(execFileSync('id', ['-g', 'postgres'], { encoding: 'utf8' })) };
+      const postgresUser = {
+        uid: Number(execFileSync('id', ['-u', 'postgres'], { encoding: 'utf8' })),
+        gid: Number(execFileSync('id', ['-g', 'postgres'], { encoding: 'utf8' })),
+      };
       expect(canRun(join(source, 'bin', 'postgres'), postgresUser)).toBe(false);
     }
     const server = await startEmbeddedPostgres({ prefix: 'miniapp-private-', password: 'private', source });

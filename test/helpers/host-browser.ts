@@ -101,7 +101,11 @@ export async function startHostRig(extraArgs: string[] = []): Promise<HostRig> {
   try {
     serve = await startServeProcess({ home, extraArgs: ['--no-grpc', '--cors-origin', appOrigin, '--app-url', appUrl, ...extraArgs] });
     serveUrl = serve.info.url;
-    browser = await chromium.launch({ executablePath: findChromium(), chromiumSandbox: false, args: ['--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'] });
+    browser = await chromium.launch({
+      executablePath: findChromium(),
+      chromiumSandbox: false,
+      args: ['--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
+    });
   } catch (error) {
     serve?.dispose();
     await new Promise((resolve) => app.close(resolve));

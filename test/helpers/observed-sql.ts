@@ -17,9 +17,18 @@ export function observedSql(sql: Sql, observer: SqlObserver): Sql {
     const seen = (text: string, params?: readonly Param[]) => observer.statement?.(text, params, inside);
     return {
       dialect: inner.dialect,
-      all: <T>(text: string, params?: readonly Param[]) => (seen(text, params), inner.all<T>(text, params)),
-      one: <T>(text: string, params?: readonly Param[]) => (seen(text, params), inner.one<T>(text, params)),
-      run: (text: string, params?: readonly Param[]) => (seen(text, params), inner.run(text, params)),
+      all: <T>(text: string, params?: readonly Param[]) => {
+        seen(text, params);
+        return inner.all<T>(text, params);
+      },
+      one: <T>(text: string, params?: readonly Param[]) => {
+        seen(text, params);
+        return inner.one<T>(text, params);
+      },
+      run: (text: string, params?: readonly Param[]) => {
+        seen(text, params);
+        return inner.run(text, params);
+      },
       exec: (text: string) => inner.exec(text),
       afterCommit: (hook: () => void) => inner.afterCommit(hook),
       transaction: <T>(work: (tx: Sql) => Promise<T>, options?: TransactionOptions) => {

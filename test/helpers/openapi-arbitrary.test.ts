@@ -97,7 +97,8 @@ const CASES: Case[] = [
     name: 'an e-mail address',
     schema: { type: 'string', format: 'email' },
     // A dot-atom local part (no quoted forms) and a dotted host name.
-    holds: (v) => typeof v === 'string' && /^[^\s@"(),:;<>[\]\\.]+(\.[^\s@"(),:;<>[\]\\.]+)*@([a-z0-9]([a-z0-9-]*[a-z0-9])?\.)+[a-z0-9]([a-z0-9-]*[a-z0-9])?$/i.test(v),
+    holds: (v) =>
+      typeof v === 'string' && /^[^\s@"(),:;<>[\]\\.]+(\.[^\s@"(),:;<>[\]\\.]+)*@([a-z0-9]([a-z0-9-]*[a-z0-9])?\.)+[a-z0-9]([a-z0-9-]*[a-z0-9])?$/i.test(v),
     reasons: [/not a valid email/, /wrong type/],
   },
   {
@@ -118,7 +119,12 @@ const CASES: Case[] = [
     name: 'tags: at most 20 strings of 1 to 50 characters',
     schema: postCreate.properties.tags,
     holds: (v) => Array.isArray(v) && v.length <= 20 && v.every((t) => typeof t === 'string' && codePoints(t) >= 1 && codePoints(t) <= 50),
-    reasons: [/more items than maxItems/, /an item is invalid \(shorter than minLength\)/, /an item is invalid \(longer than maxLength\)/, /wrong type: object/],
+    reasons: [
+      /more items than maxItems/,
+      /an item is invalid \(shorter than minLength\)/,
+      /an item is invalid \(longer than maxLength\)/,
+      /wrong type: object/,
+    ],
   },
   {
     name: 'a post to create (required and optional properties, no others)',
@@ -132,8 +138,15 @@ const CASES: Case[] = [
       typeof v.content === 'string' &&
       codePoints(v.content) >= 1 &&
       codePoints(v.content) <= 500 &&
-      (v.tags === undefined || (Array.isArray(v.tags) && v.tags.length <= 20 && v.tags.every((t) => typeof t === 'string' && codePoints(t) >= 1 && codePoints(t) <= 50))),
-    reasons: [/required property "title" is missing/, /required property "content" is missing/, /additionalProperties: false/, /property "tags": /, /wrong type: array where object/],
+      (v.tags === undefined ||
+        (Array.isArray(v.tags) && v.tags.length <= 20 && v.tags.every((t) => typeof t === 'string' && codePoints(t) >= 1 && codePoints(t) <= 50))),
+    reasons: [
+      /required property "title" is missing/,
+      /required property "content" is missing/,
+      /additionalProperties: false/,
+      /property "tags": /,
+      /wrong type: array where object/,
+    ],
   },
   {
     name: 'a nullable string (OpenAPI 3.0), converted',
@@ -159,7 +172,11 @@ describe('schema arbitraries', () => {
         expect(referenceCheck(value), `ajv on ${JSON.stringify(value)} (${reason})`).toBe(false);
       }
       const reasons = new Set(samples.map((s) => s.reason));
-      for (const expected of c.reasons) expect([...reasons].some((r) => expected.test(r)), `${expected} among ${[...reasons].join(' | ')}`).toBe(true);
+      for (const expected of c.reasons)
+        expect(
+          [...reasons].some((r) => expected.test(r)),
+          `${expected} among ${[...reasons].join(' | ')}`,
+        ).toBe(true);
     });
   }
 
@@ -168,7 +185,9 @@ describe('schema arbitraries', () => {
     expect(integers.has(1) && integers.has(100)).toBe(true);
     const unbounded = fc.sample(validArbitrary({ type: 'integer', minimum: 1 }), { seed: 3, numRuns: RUNS }) as number[];
     expect(unbounded.some((v) => v > Number.MAX_SAFE_INTEGER)).toBe(true);
-    const lengths = new Set(fc.sample(validArbitrary({ type: 'string', minLength: 3, maxLength: 20 }), { seed: 3, numRuns: RUNS }).map((v) => codePoints(v as string)));
+    const lengths = new Set(
+      fc.sample(validArbitrary({ type: 'string', minLength: 3, maxLength: 20 }), { seed: 3, numRuns: RUNS }).map((v) => codePoints(v as string)),
+    );
     expect(lengths.has(3) && lengths.has(20)).toBe(true);
     const posts = fc.sample(validArbitrary(postCreate), { seed: 3, numRuns: RUNS }) as Record<string, unknown>[];
     expect(posts.some((p) => 'tags' in p) && posts.some((p) => !('tags' in p))).toBe(true);
@@ -193,7 +212,11 @@ describe('schema arbitraries', () => {
     };
     expect(toJsonSchema(document, { type: 'array', items: { $ref: '#/components/schemas/Tag' } })).toEqual({ type: 'array', items: { type: 'string' } });
     expect(toJsonSchema(document, { type: 'string', enum: ['a', 'b'], nullable: true })).toEqual({ type: ['string', 'null'], enum: ['a', 'b', null] });
-    expect(toJsonSchema(document, { type: 'number', minimum: 0, exclusiveMinimum: true, maximum: 1, exclusiveMaximum: false })).toEqual({ type: 'number', exclusiveMinimum: 0, maximum: 1 });
+    expect(toJsonSchema(document, { type: 'number', minimum: 0, exclusiveMinimum: true, maximum: 1, exclusiveMaximum: false })).toEqual({
+      type: 'number',
+      exclusiveMinimum: 0,
+      maximum: 1,
+    });
     // A recursive schema is cut where it repeats, and still compiles.
     const node = toJsonSchema(document, { $ref: '#/components/schemas/Node' });
     expect(node).toEqual({ type: 'object', properties: { next: {} } });

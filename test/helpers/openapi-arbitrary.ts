@@ -111,7 +111,9 @@ export function toJsonSchema(document: unknown, schema: unknown, inProgress: str
       case 'patternProperties':
       case 'definitions':
       case '$defs':
-        out[keyword] = Object.fromEntries(Object.entries(value as Record<string, unknown>).map(([name, sub]) => [name, toJsonSchema(document, sub, inProgress)]));
+        out[keyword] = Object.fromEntries(
+          Object.entries(value as Record<string, unknown>).map(([name, sub]) => [name, toJsonSchema(document, sub, inProgress)]),
+        );
         break;
       case 'items':
         out.items = Array.isArray(value) ? value.map((sub) => toJsonSchema(document, sub, inProgress)) : toJsonSchema(document, value, inProgress);
@@ -218,7 +220,9 @@ function stringOfLength(length: number): fc.Arbitrary<string> {
 
 const pad = (n: number, width = 2) => String(n).padStart(width, '0');
 
-const dateText = fc.date({ min: new Date('0001-01-01T00:00:00Z'), max: new Date('9999-12-31T23:59:59Z'), noInvalidDate: true }).map((d) => d.toISOString().slice(0, 10));
+const dateText = fc
+  .date({ min: new Date('0001-01-01T00:00:00Z'), max: new Date('9999-12-31T23:59:59Z'), noInvalidDate: true })
+  .map((d) => d.toISOString().slice(0, 10));
 const offsetText = fc.oneof(
   fc.constantFrom('Z', 'z', '+00:00', '-00:00'),
   fc.tuple(fc.constantFrom('+', '-'), fc.integer({ min: 0, max: 23 }), fc.integer({ min: 0, max: 59 })).map(([sign, h, m]) => `${sign}${pad(h)}:${pad(m)}`),
@@ -229,10 +233,21 @@ const timeOfDay = fc
 const dateTimeText = fc.oneof(
   { weight: 6, arbitrary: fc.tuple(dateText, fc.constantFrom('T', 't'), timeOfDay, offsetText).map((parts) => parts.join('')) },
   // RFC 3339's edges: leap seconds (valid at 23:59:60 UTC only), the first and the last representable instants, the widest offset.
-  { weight: 1, arbitrary: fc.constantFrom('1998-12-31T23:59:60Z', '2016-12-31T23:59:60Z', '0001-01-01T00:00:00Z', '9999-12-31T23:59:59.999Z', '2024-02-29T12:00:00+14:00') },
+  {
+    weight: 1,
+    arbitrary: fc.constantFrom('1998-12-31T23:59:60Z', '2016-12-31T23:59:60Z', '0001-01-01T00:00:00Z', '9999-12-31T23:59:59.999Z', '2024-02-29T12:00:00+14:00'),
+  },
 );
 const emailText = fc.oneof(
-  { weight: 3, arbitrary: fc.tuple(fc.string({ unit: fc.constantFrom(...ALNUM), minLength: 1, maxLength: 12 }), fc.string({ unit: fc.constantFrom(...ALNUM), minLength: 1, maxLength: 10 })).map(([local, domain]) => `${local}@${domain}.example`) },
+  {
+    weight: 3,
+    arbitrary: fc
+      .tuple(
+        fc.string({ unit: fc.constantFrom(...ALNUM), minLength: 1, maxLength: 12 }),
+        fc.string({ unit: fc.constantFrom(...ALNUM), minLength: 1, maxLength: 10 }),
+      )
+      .map(([local, domain]) => `${local}@${domain}.example`),
+  },
   { weight: 1, arbitrary: fc.emailAddress() },
 );
 /**
@@ -253,12 +268,16 @@ const webUrlText = fc
     fc.option(urlPart(16), { nil: undefined }),
     fc.option(urlPart(10), { nil: undefined }),
   )
-  .map(([scheme, host, port, path, query, fragment]) =>
-    `${scheme}://${host}${port === undefined ? '' : `:${port}`}/${path.join('/')}${query === undefined ? '' : `?${query}`}${fragment === undefined ? '' : `#${fragment}`}`,
+  .map(
+    ([scheme, host, port, path, query, fragment]) =>
+      `${scheme}://${host}${port === undefined ? '' : `:${port}`}/${path.join('/')}${query === undefined ? '' : `?${query}`}${fragment === undefined ? '' : `#${fragment}`}`,
   );
 const uriText = fc.oneof(
   { weight: 4, arbitrary: webUrlText },
-  { weight: 1, arbitrary: fc.constantFrom('urn:isbn:0451450523', 'mailto:someone@example.com', 'ftp://ftp.example.com/file.txt', 'data:,hello', 'http://[::1]:8080/') },
+  {
+    weight: 1,
+    arbitrary: fc.constantFrom('urn:isbn:0451450523', 'mailto:someone@example.com', 'ftp://ftp.example.com/file.txt', 'data:,hello', 'http://[::1]:8080/'),
+  },
 );
 
 const FORMATS: Record<string, fc.Arbitrary<string>> = {
@@ -281,7 +300,17 @@ const FORMATS: Record<string, fc.Arbitrary<string>> = {
 /** Strings that look like a format but are not: the classic mistakes for each. */
 const MALFORMED: Record<string, readonly string[]> = {
   date: ['2026-02-30', '2026-13-01', '2026-1-1', '26-01-01', '2026/01/01', '01.01.2026', 'yesterday', '2026-01-01T00:00:00Z', '', '0'],
-  'date-time': ['2026-01-01', '2026-01-01T25:00:00Z', '2026-01-01T00:00:00', '2026-01-01 00:00', '2026-01-01T00:00:00+25:00', '2026-01-01T12:00:60Z', 'now', '1700000000', ''],
+  'date-time': [
+    '2026-01-01',
+    '2026-01-01T25:00:00Z',
+    '2026-01-01T00:00:00',
+    '2026-01-01 00:00',
+    '2026-01-01T00:00:00+25:00',
+    '2026-01-01T12:00:60Z',
+    'now',
+    '1700000000',
+    '',
+  ],
   time: ['25:00:00Z', '12:00', 'noon', ''],
   email: ['plainaddress', '@example.com', 'user@', 'user@@example.com', 'user example@example.com', 'user@exa mple.com', ''],
   uri: ['not a uri', '//no-scheme.example', 'http//missing-colon', '://example.com', 'example.com/path', '', 'http://exa mple.com'],
@@ -299,9 +328,15 @@ const MALFORMED: Record<string, readonly string[]> = {
 const memo = new WeakMap<ArbitraryOptions, WeakMap<Schema, Map<string, fc.Arbitrary<unknown> | undefined>>>();
 function memoised<T>(kind: string, schema: Schema, options: ArbitraryOptions, name: string | undefined, make: () => T): T {
   let bySchema = memo.get(options);
-  if (!bySchema) memo.set(options, (bySchema = new WeakMap()));
+  if (!bySchema) {
+    bySchema = new WeakMap();
+    memo.set(options, bySchema);
+  }
   let byKey = bySchema.get(schema);
-  if (!byKey) bySchema.set(schema, (byKey = new Map()));
+  if (!byKey) {
+    byKey = new Map();
+    bySchema.set(schema, byKey);
+  }
   const key = `${kind}:${name ?? ''}`;
   if (!byKey.has(key)) byKey.set(key, make() as fc.Arbitrary<unknown> | undefined);
   return byKey.get(key) as T;
@@ -316,7 +351,10 @@ export function validArbitrary(schema: Schema, options: ArbitraryOptions = NO_OP
 function makeValid(schema: Schema, options: ArbitraryOptions, name: string | undefined): fc.Arbitrary<unknown> {
   const validate = validatorOf(schema);
   const accept = (value: unknown) => validate(value) as boolean;
-  const generated = keep(validCandidates(schema, options).map((arbitrary) => ({ arbitrary, weight: 1 })), accept);
+  const generated = keep(
+    validCandidates(schema, options).map((arbitrary) => ({ arbitrary, weight: 1 })),
+    accept,
+  );
   const hinted = name ? (options.hints?.[name] ?? []).filter(accept) : [];
   if (!generated && hinted.length === 0) throw new Error(`no value satisfies the schema ${JSON.stringify(schema)}`);
   if (hinted.length === 0) return generated!;
@@ -376,8 +414,12 @@ function integerBounds(schema: Schema): { low: number | undefined; high: number 
   const exclusiveMinimum = num(schema, 'exclusiveMinimum');
   const maximum = num(schema, 'maximum');
   const exclusiveMaximum = num(schema, 'exclusiveMaximum');
-  const lows = [minimum !== undefined ? Math.ceil(minimum) : undefined, exclusiveMinimum !== undefined ? Math.floor(exclusiveMinimum) + 1 : undefined].filter((v) => v !== undefined);
-  const highs = [maximum !== undefined ? Math.floor(maximum) : undefined, exclusiveMaximum !== undefined ? Math.ceil(exclusiveMaximum) - 1 : undefined].filter((v) => v !== undefined);
+  const lows = [minimum !== undefined ? Math.ceil(minimum) : undefined, exclusiveMinimum !== undefined ? Math.floor(exclusiveMinimum) + 1 : undefined].filter(
+    (v) => v !== undefined,
+  );
+  const highs = [maximum !== undefined ? Math.floor(maximum) : undefined, exclusiveMaximum !== undefined ? Math.ceil(exclusiveMaximum) - 1 : undefined].filter(
+    (v) => v !== undefined,
+  );
   return { low: lows.length ? Math.max(...lows) : undefined, high: highs.length ? Math.min(...highs) : undefined };
 }
 
@@ -395,7 +437,9 @@ function numberInRange(schema: Schema, integer: boolean): fc.Arbitrary<number> {
     { weight: 2, arbitrary: integerBetween(lo, hi) },
   ];
   // The edges of the range, where off-by-one mistakes live.
-  const edges = [low, low !== undefined ? low + 1 : undefined, high, high !== undefined ? high - 1 : undefined].filter((v): v is number => v !== undefined && v >= lo && v <= hi);
+  const edges = [low, low !== undefined ? low + 1 : undefined, high, high !== undefined ? high - 1 : undefined].filter(
+    (v): v is number => v !== undefined && v >= lo && v <= hi,
+  );
   if (edges.length) candidates.push({ weight: 2, arbitrary: fc.constantFrom(...edges) });
   // No upper bound means any integer JSON can carry is valid, including ones past 2^53 that no database column holds.
   if (high === undefined) candidates.push({ weight: 1, arbitrary: fc.constantFrom(2 ** 53 - 1, 2 ** 53, 2 ** 63, 1e21, 1e300).filter((v) => v >= lo) });
@@ -506,7 +550,9 @@ function invalidCandidates(schema: Schema, options: ArbitraryOptions): Candidate
   if (Array.isArray(schema.enum)) {
     const allowed = schema.enum as unknown[];
     const variants = allowed.filter((v): v is string => typeof v === 'string').flatMap((v) => [v.toUpperCase(), ` ${v}`, `${v}x`]);
-    candidates.push(labelled('not one of the enum values', fc.oneof(fc.string({ maxLength: 12 }), ...(variants.length ? [fc.constantFrom(...variants)] : [])), 2));
+    candidates.push(
+      labelled('not one of the enum values', fc.oneof(fc.string({ maxLength: 12 }), ...(variants.length ? [fc.constantFrom(...variants)] : [])), 2),
+    );
   }
   for (const combinator of ['anyOf', 'oneOf'] as const) {
     const branches = schema[combinator];
@@ -514,14 +560,21 @@ function invalidCandidates(schema: Schema, options: ArbitraryOptions): Candidate
     const base = { ...schema };
     delete base[combinator];
     // A value that breaks a branch may satisfy another; invalidArbitrary's ajv filter keeps only those that break all.
-    for (const branch of branches as Schema[]) candidates.push(...invalidCandidates(merge(base, branch), options).map((c) => ({ ...c, arbitrary: c.arbitrary.map((inv) => ({ ...inv, reason: `${combinator}: ${inv.reason}` })) })));
+    for (const branch of branches as Schema[])
+      candidates.push(
+        ...invalidCandidates(merge(base, branch), options).map((c) => ({
+          ...c,
+          arbitrary: c.arbitrary.map((inv) => ({ ...inv, reason: `${combinator}: ${inv.reason}` })),
+        })),
+      );
   }
   if (Array.isArray(schema.allOf)) {
     const base = { ...schema };
     delete base.allOf;
     candidates.push(...invalidCandidates((schema.allOf as Schema[]).reduce(merge, base), options));
   }
-  if (types?.includes('integer') || types?.includes('number')) candidates.push(...invalidNumbers(schema, types.includes('integer') && !types.includes('number')));
+  if (types?.includes('integer') || types?.includes('number'))
+    candidates.push(...invalidNumbers(schema, types.includes('integer') && !types.includes('number')));
   if (types?.includes('string')) candidates.push(...invalidStrings(schema));
   if (types?.includes('array')) candidates.push(...invalidArrays(schema, options));
   if (types?.includes('object')) candidates.push(...invalidObjects(schema, options));
@@ -533,8 +586,20 @@ function invalidNumbers(schema: Schema, integer: boolean): Candidate[] {
   const { low, high } = integerBounds(schema);
   if (integer) candidates.push(labelled('not an integer', fc.constantFrom(0.5, 1.5, -2.25, (low ?? 0) + 0.5)));
   // Near the safe-integer edge the range below (above) a bound may hold one number only: never an empty range.
-  if (low !== undefined) candidates.push(labelled('below the minimum', fc.oneof(fc.constant(low - 1), integerBetween(Math.min(low - 1, Math.max(low - 1_000_000, -Number.MAX_SAFE_INTEGER)), low - 1), fc.constant(-1e21))));
-  if (high !== undefined) candidates.push(labelled('above the maximum', fc.oneof(fc.constant(high + 1), integerBetween(high + 1, Math.max(high + 1, Math.min(high + 1_000_000, Number.MAX_SAFE_INTEGER))), fc.constant(1e21))));
+  if (low !== undefined)
+    candidates.push(
+      labelled(
+        'below the minimum',
+        fc.oneof(fc.constant(low - 1), integerBetween(Math.min(low - 1, Math.max(low - 1_000_000, -Number.MAX_SAFE_INTEGER)), low - 1), fc.constant(-1e21)),
+      ),
+    );
+  if (high !== undefined)
+    candidates.push(
+      labelled(
+        'above the maximum',
+        fc.oneof(fc.constant(high + 1), integerBetween(high + 1, Math.max(high + 1, Math.min(high + 1_000_000, Number.MAX_SAFE_INTEGER))), fc.constant(1e21)),
+      ),
+    );
   const multipleOf = num(schema, 'multipleOf');
   if (multipleOf) candidates.push(labelled('not a multiple of multipleOf', fc.constant(multipleOf * 1.5 + (integer ? 0 : 0.1))));
   return candidates;
@@ -544,8 +609,10 @@ function invalidStrings(schema: Schema): Candidate[] {
   const candidates: Candidate[] = [];
   const minLength = num(schema, 'minLength');
   const maxLength = num(schema, 'maxLength');
-  if (minLength !== undefined && minLength > 0) candidates.push(labelled('shorter than minLength', fc.oneof(stringOfLength(minLength - 1), stringOf(0, minLength - 1))));
-  if (maxLength !== undefined) candidates.push(labelled('longer than maxLength', fc.oneof(stringOfLength(maxLength + 1), fc.constant(fill(maxLength * 2 + 10)))));
+  if (minLength !== undefined && minLength > 0)
+    candidates.push(labelled('shorter than minLength', fc.oneof(stringOfLength(minLength - 1), stringOf(0, minLength - 1))));
+  if (maxLength !== undefined)
+    candidates.push(labelled('longer than maxLength', fc.oneof(stringOfLength(maxLength + 1), fc.constant(fill(maxLength * 2 + 10)))));
   if (typeof schema.format === 'string' && MALFORMED[schema.format]) {
     candidates.push(labelled(`not a valid ${schema.format}`, fc.constantFrom(...MALFORMED[schema.format]!), 2));
   }
@@ -565,13 +632,11 @@ function invalidArrays(schema: Schema, options: ArbitraryOptions): Candidate[] {
   if (badItem) {
     candidates.push({
       weight: 2,
-      arbitrary: fc
-        .tuple(fc.array(item, { maxLength: Math.min(3, Math.max(0, (maxItems ?? 4) - 1)) }), badItem, fc.nat())
-        .map(([good, bad, at]) => {
-          const value = [...good];
-          value.splice(at % (good.length + 1), 0, bad.value);
-          return { value, reason: `an item is invalid (${bad.reason})` };
-        }),
+      arbitrary: fc.tuple(fc.array(item, { maxLength: Math.min(3, Math.max(0, (maxItems ?? 4) - 1)) }), badItem, fc.nat()).map(([good, bad, at]) => {
+        const value = [...good];
+        value.splice(at % (good.length + 1), 0, bad.value);
+        return { value, reason: `an item is invalid (${bad.reason})` };
+      }),
     });
   }
   if (schema.uniqueItems === true) candidates.push({ weight: 1, arbitrary: item.map((v) => ({ value: [v, v], reason: 'items are not unique' })) });
@@ -598,7 +663,9 @@ function invalidObjects(schema: Schema, options: ArbitraryOptions): Candidate[] 
     const extraKey = fc.constantFrom('unexpected', 'id', 'author', 'is_admin', 'constructor').filter((key) => !(key in properties));
     candidates.push({
       weight: 1,
-      arbitrary: fc.tuple(valid, extraKey, fc.jsonValue({ maxDepth: 1 })).map(([value, key, extra]) => ({ value: { ...value, [key]: extra }, reason: 'a property that additionalProperties: false forbids' })),
+      arbitrary: fc
+        .tuple(valid, extraKey, fc.jsonValue({ maxDepth: 1 }))
+        .map(([value, key, extra]) => ({ value: { ...value, [key]: extra }, reason: 'a property that additionalProperties: false forbids' })),
     });
   }
   const broken = Object.entries(properties).flatMap(([name, sub]) => {
@@ -608,9 +675,9 @@ function invalidObjects(schema: Schema, options: ArbitraryOptions): Candidate[] 
   if (broken.length > 0) {
     candidates.push({
       weight: 3,
-      arbitrary: fc.tuple(valid, fc.constantFrom(...broken)).chain(([value, { name, bad }]) =>
-        bad.map((inv) => ({ value: { ...value, [name]: inv.value }, reason: `property "${name}": ${inv.reason}` })),
-      ),
+      arbitrary: fc
+        .tuple(valid, fc.constantFrom(...broken))
+        .chain(([value, { name, bad }]) => bad.map((inv) => ({ value: { ...value, [name]: inv.value }, reason: `property "${name}": ${inv.reason}` }))),
     });
   }
   return candidates;
@@ -628,7 +695,15 @@ export interface EdgeCase {
 /** Format values at the rim of what the format allows, and just past it. */
 const FORMAT_EDGES: Record<string, readonly string[]> = {
   date: ['0001-01-01', '9999-12-31', '2024-02-29', '2023-02-29', '0000-01-01'],
-  'date-time': ['1998-12-31T23:59:60Z', '2016-12-31T23:59:60Z', '0001-01-01T00:00:00Z', '9999-12-31T23:59:59.999Z', '2024-02-29T12:00:00+14:00', '2026-01-01T00:00:00-23:59', '2026-06-01T12:00:00.123456789z'],
+  'date-time': [
+    '1998-12-31T23:59:60Z',
+    '2016-12-31T23:59:60Z',
+    '0001-01-01T00:00:00Z',
+    '9999-12-31T23:59:59.999Z',
+    '2024-02-29T12:00:00+14:00',
+    '2026-01-01T00:00:00-23:59',
+    '2026-06-01T12:00:00.123456789z',
+  ],
   email: ['a@b.co', `${'l'.repeat(64)}@example.com`, 'first.last+tag@sub.example.org', '"quoted"@example.com'],
   uri: ['http://[::1]:8080/', 'urn:isbn:0451450523', 'javascript:alert(1)', 'data:,hello', `https://example.com/${'p'.repeat(2000)}`],
 };
@@ -692,8 +767,14 @@ export function edgeCases(schema: Schema): EdgeCase[] {
     const item = isObject(schema.items) ? (schema.items as Schema) : {};
     const sample = fc.sample(validArbitrary(item), { numRuns: 1, seed: 1 })[0];
     if (maxItems !== undefined) {
-      add(Array.from({ length: maxItems }, () => sample), 'exactly maxItems');
-      add(Array.from({ length: maxItems + 1 }, () => sample), 'one past maxItems');
+      add(
+        Array.from({ length: maxItems }, () => sample),
+        'exactly maxItems',
+      );
+      add(
+        Array.from({ length: maxItems + 1 }, () => sample),
+        'one past maxItems',
+      );
     }
   }
   if (types.includes('object')) add({}, 'an empty object');

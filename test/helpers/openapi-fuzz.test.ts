@@ -9,7 +9,18 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import Fastify, { type FastifyInstance } from 'fastify';
 import multipart from '@fastify/multipart';
-import { checkAnswer, minimise, operationsOf, requestArbitrary, send, ViolationLog, withAuth, type Answer, type FuzzRequest, type Operation } from './openapi-fuzz.js';
+import {
+  checkAnswer,
+  minimise,
+  operationsOf,
+  requestArbitrary,
+  send,
+  ViolationLog,
+  withAuth,
+  type Answer,
+  type FuzzRequest,
+  type Operation,
+} from './openapi-fuzz.js';
 
 const ErrorBody = { type: 'object', properties: { error: { type: 'string' }, detail: {}, code: { type: 'string' } }, required: ['error', 'detail', 'code'] };
 const json = (schema: unknown) => ({ description: 'x', content: { 'application/json': { schema } } });
@@ -21,7 +32,16 @@ const DOCUMENT = {
     schemas: { Error: ErrorBody, Item: { type: 'object', properties: { id: { type: 'integer' }, name: { type: 'string' } }, required: ['id', 'name'] } },
     responses: { NotFound: json({ $ref: '#/components/schemas/Error' }) },
     parameters: { Id: { name: 'id', in: 'path', required: true, schema: { type: 'integer', minimum: 1 } } },
-    requestBodies: { Item: { required: true, content: { 'application/json': { schema: { type: 'object', properties: { name: { type: 'string', maxLength: 10 } }, required: ['name'], additionalProperties: false } } } } },
+    requestBodies: {
+      Item: {
+        required: true,
+        content: {
+          'application/json': {
+            schema: { type: 'object', properties: { name: { type: 'string', maxLength: 10 } }, required: ['name'], additionalProperties: false },
+          },
+        },
+      },
+    },
   },
   paths: {
     '/items/{id}': {
@@ -30,7 +50,11 @@ const DOCUMENT = {
         operationId: 'getItem',
         security: [],
         parameters: [{ name: 'verbose', in: 'query', schema: { type: 'boolean' } }],
-        responses: { 200: json({ $ref: '#/components/schemas/Item' }), 404: { $ref: '#/components/responses/NotFound' }, '4XX': json({ $ref: '#/components/schemas/Error' }) },
+        responses: {
+          200: json({ $ref: '#/components/schemas/Item' }),
+          404: { $ref: '#/components/responses/NotFound' },
+          '4XX': json({ $ref: '#/components/schemas/Error' }),
+        },
       },
       patch: {
         operationId: 'renameItem',
@@ -71,8 +95,19 @@ describe('reading a document', () => {
 
 describe('checking an answer', () => {
   const [get, patch] = operationsOf(DOCUMENT, 'http://127.0.0.1:9/openapi.json') as [Operation, Operation];
-  const request = (auth: FuzzRequest['auth']): FuzzRequest => ({ method: 'GET', url: 'http://127.0.0.1:9/items/1', headers: {}, body: undefined, broken: undefined, auth });
-  const answer = (status: number, body: unknown, contentType = 'application/json; charset=utf-8'): Answer => ({ status, contentType, text: typeof body === 'string' ? body : JSON.stringify(body) });
+  const request = (auth: FuzzRequest['auth']): FuzzRequest => ({
+    method: 'GET',
+    url: 'http://127.0.0.1:9/items/1',
+    headers: {},
+    body: undefined,
+    broken: undefined,
+    auth,
+  });
+  const answer = (status: number, body: unknown, contentType = 'application/json; charset=utf-8'): Answer => ({
+    status,
+    contentType,
+    text: typeof body === 'string' ? body : JSON.stringify(body),
+  });
   const error = { error: 'Not Found', detail: 'no item 1', code: 'NOT_FOUND' };
 
   it('passes answers that keep to the document', () => {
@@ -87,11 +122,19 @@ describe('checking an answer', () => {
   it('names each way an answer breaks it', () => {
     expect(checkAnswer(get, request('none'), answer(500, error))).toEqual(['a server error (code NOT_FOUND)']);
     expect(checkAnswer(get, request('none'), answer(302, ''))).toEqual(['status 302 is not documented (documented: 200, 404, 4XX)']);
-    expect(checkAnswer(get, request('none'), answer(200, { id: '1', name: 'a', extra: true }))).toEqual(['the body does not match the documented 200 schema: /id must be integer']);
+    expect(checkAnswer(get, request('none'), answer(200, { id: '1', name: 'a', extra: true }))).toEqual([
+      'the body does not match the documented 200 schema: /id must be integer',
+    ]);
     expect(checkAnswer(get, request('none'), answer(200, 'not json', 'application/json'))).toEqual(['the body is declared application/json but is not JSON']);
-    expect(checkAnswer(get, request('none'), answer(200, '<p>hi</p>', 'text/html'))).toEqual(['content-type text/html is not documented for 200 (documented: application/json)']);
-    expect(checkAnswer(get, request('none'), answer(404, { statusCode: 404, error: 'Not Found', message: 'x' }))).toEqual(['the error body is not { error, detail, code }: missing detail, code; extra message, statusCode']);
-    expect(checkAnswer(get, request('none'), answer(404, { ...error, detail: 'Error: x\n    at handler (/srv/app/dist/api.js:10:5)' }))).toEqual(['the body shows a stack trace or a source path']);
+    expect(checkAnswer(get, request('none'), answer(200, '<p>hi</p>', 'text/html'))).toEqual([
+      'content-type text/html is not documented for 200 (documented: application/json)',
+    ]);
+    expect(checkAnswer(get, request('none'), answer(404, { statusCode: 404, error: 'Not Found', message: 'x' }))).toEqual([
+      'the error body is not { error, detail, code }: missing detail, code; extra message, statusCode',
+    ]);
+    expect(checkAnswer(get, request('none'), answer(404, { ...error, detail: 'Error: x\n    at handler (/srv/app/dist/api.js:10:5)' }))).toEqual([
+      'the body shows a stack trace or a source path',
+    ]);
     expect(checkAnswer(patch, request('none'), answer(200, { id: 1, name: 'a' }))).toEqual(['succeeded without a valid token (no Authorization header)']);
     expect(checkAnswer(patch, request('invalid'), answer(200, { id: 1, name: 'a' }))).toEqual(['succeeded without a valid token (a bad Authorization header)']);
     expect(checkAnswer(patch, request('valid'), answer(204, { id: 1 }))).toEqual(['a body where the documented 204 response has none']);
@@ -123,12 +166,22 @@ describe('the violation log', () => {
 
   it('keeps one entry per operation, status and reason, with the plainest valid example', () => {
     const log = new ViolationLog({ USER_TOKEN: token });
-    const broken: FuzzRequest = { method: 'GET', url: 'http://127.0.0.1:9/items/1?verbose=x', headers: { authorization: `Bearer ${token}` }, body: undefined, broken: 'query parameter "verbose": wrong type', auth: 'valid' };
+    const broken: FuzzRequest = {
+      method: 'GET',
+      url: 'http://127.0.0.1:9/items/1?verbose=x',
+      headers: { authorization: `Bearer ${token}` },
+      body: undefined,
+      broken: 'query parameter "verbose": wrong type',
+      auth: 'valid',
+    };
     const valid: FuzzRequest = { ...broken, url: 'http://127.0.0.1:9/items/1?verbose=true', broken: undefined };
     const bad = { status: 500, contentType: 'application/json', text: '{}' };
     log.record(get, broken, bad, checkAnswer(get, broken, bad));
     log.record(get, valid, bad, checkAnswer(get, valid, bad));
-    expect(log.summary()).toEqual(['GET /items/{id} (getItem) | 500 | a server error', 'GET /items/{id} (getItem) | 500 | the error body is not { error, detail, code }: missing error, detail, code']);
+    expect(log.summary()).toEqual([
+      'GET /items/{id} (getItem) | 500 | a server error',
+      'GET /items/{id} (getItem) | 500 | the error body is not { error, detail, code }: missing error, detail, code',
+    ]);
     expect(log.violations[0]!.count).toBe(2);
     expect(log.violations[0]!.request?.url).toContain('verbose=true');
     const report = log.report();
@@ -138,10 +191,19 @@ describe('the violation log', () => {
 
   it('quotes bodies that are not printable ASCII byte by byte', () => {
     const log = new ViolationLog({});
-    const request: FuzzRequest = { method: 'POST', url: 'http://127.0.0.1:9/x', headers: { 'content-type': 'text/plain' }, body: Buffer.from([0x61, 0x27, 0x0a, 0xff]), broken: undefined, auth: 'none' };
+    const request: FuzzRequest = {
+      method: 'POST',
+      url: 'http://127.0.0.1:9/x',
+      headers: { 'content-type': 'text/plain' },
+      body: Buffer.from([0x61, 0x27, 0x0a, 0xff]),
+      broken: undefined,
+      auth: 'none',
+    };
     expect(log.curl(request)).toBe(`curl -sS -i -X POST 'http://127.0.0.1:9/x' -H 'content-type: text/plain' --data-binary $'a\\x27\\x0a\\xff'`);
     // A body sent without a content type stays without one (curl would otherwise add a form type).
-    expect(log.curl({ ...request, headers: {}, body: Buffer.from('{}') })).toBe(`curl -sS -i -X POST 'http://127.0.0.1:9/x' -H 'content-type:' --data-binary '{}'`);
+    expect(log.curl({ ...request, headers: {}, body: Buffer.from('{}') })).toBe(
+      `curl -sS -i -X POST 'http://127.0.0.1:9/x' -H 'content-type:' --data-binary '{}'`,
+    );
   });
 });
 
@@ -156,7 +218,11 @@ describe('multipart bodies from a document', () => {
             required: true,
             content: {
               'multipart/form-data': {
-                schema: { type: 'object', properties: { file: { type: 'string', format: 'binary' }, caption: { type: 'string', maxLength: 20 } }, required: ['file'] },
+                schema: {
+                  type: 'object',
+                  properties: { file: { type: 'string', format: 'binary' }, caption: { type: 'string', maxLength: 20 } },
+                  required: ['file'],
+                },
                 encoding: { file: { contentType: 'image/png, image/jpeg' } },
               },
             },
@@ -168,7 +234,15 @@ describe('multipart bodies from a document', () => {
         post: {
           requestBody: {
             required: true,
-            content: { 'multipart/form-data': { schema: { type: 'object', properties: { files: { type: 'array', items: { type: 'string', format: 'binary' }, maxItems: 3 } }, required: ['files'] } } },
+            content: {
+              'multipart/form-data': {
+                schema: {
+                  type: 'object',
+                  properties: { files: { type: 'array', items: { type: 'string', format: 'binary' }, maxItems: 3 } },
+                  required: ['files'],
+                },
+              },
+            },
           },
           responses: { 200: json({}) },
         },
@@ -194,7 +268,13 @@ describe('multipart bodies from a document', () => {
         for await (const part of request.parts()) {
           if (part.type === 'file') {
             const bytes = await part.toBuffer();
-            const kind = bytes.subarray(0, 4).equals(Buffer.from([0x89, 0x50, 0x4e, 0x47])) ? 'png' : bytes[0] === 0xff && bytes[1] === 0xd8 ? 'jpeg' : bytes.subarray(8, 12).toString() === 'WEBP' ? 'webp' : 'other';
+            const kind = bytes.subarray(0, 4).equals(Buffer.from([0x89, 0x50, 0x4e, 0x47]))
+              ? 'png'
+              : bytes[0] === 0xff && bytes[1] === 0xd8
+                ? 'jpeg'
+                : bytes.subarray(8, 12).toString() === 'WEBP'
+                  ? 'webp'
+                  : 'other';
             parts.push({ name: part.fieldname, file: true, kind });
           } else parts.push({ name: part.fieldname, file: false });
         }
@@ -233,7 +313,12 @@ describe('multipart bodies from a document', () => {
     expect(byReason('a file under a part name the document does not give').every((r) => r.parts.some((p) => p.file && p.name !== 'file'))).toBe(true);
     expect(byReason('file parts hold bytes that are no image').every((r) => r.parts.every((p) => !p.file || p.kind === 'other'))).toBe(true);
     const reasons = new Set(results.map((r) => r.broken));
-    for (const expected of ['a file under a part name the document does not give', 'file parts hold bytes that are no image', 'a text field where a file is documented']) expect(reasons).toContain(expected);
+    for (const expected of [
+      'a file under a part name the document does not give',
+      'file parts hold bytes that are no image',
+      'a text field where a file is documented',
+    ])
+      expect(reasons).toContain(expected);
   });
 
   it('sends up to maxItems files in an array part, and one more when that is the point', async () => {

@@ -12,12 +12,22 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { request as httpRequest } from 'undici';
-import { edgeCases, invalidArbitrary, isValid, resolveRef, toJsonSchema, validArbitrary, validatorOf, type ArbitraryOptions, type Schema } from './openapi-arbitrary.js';
+import {
+  edgeCases,
+  invalidArbitrary,
+  isValid,
+  resolveRef,
+  toJsonSchema,
+  validArbitrary,
+  validatorOf,
+  type ArbitraryOptions,
+  type Schema,
+} from './openapi-arbitrary.js';
 import { jpeg, png, webp } from './images.js';
 
 const METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace'] as const;
 
-export interface Parameter {
+interface Parameter {
   name: string;
   in: 'path' | 'query' | 'header' | 'cookie';
   required: boolean;
@@ -25,7 +35,7 @@ export interface Parameter {
   explode: boolean;
 }
 
-export interface MediaSchema {
+interface MediaSchema {
   schema: Schema;
   /** For multipart bodies: the content types a part may declare, by part name. */
   partTypes: Record<string, string[]>;
@@ -53,11 +63,14 @@ function isObject(value: unknown): value is Record<string, unknown> {
 }
 
 function serverUrl(document: Record<string, unknown>, operation: Record<string, unknown>, pathItem: Record<string, unknown>, documentUrl: string): string {
-  const servers = [operation.servers, pathItem.servers, document.servers].find((list) => Array.isArray(list) && list.length > 0) as Record<string, unknown>[] | undefined;
+  const servers = [operation.servers, pathItem.servers, document.servers].find((list) => Array.isArray(list) && list.length > 0) as
+    | Record<string, unknown>[]
+    | undefined;
   // No servers means "/" (OpenAPI 3, 4.8.1); a relative server URL is relative to where the document was served.
   const server = servers?.[0] ?? { url: '/' };
   let url = String(server.url);
-  for (const [name, variable] of Object.entries((server.variables as Record<string, { default: string }>) ?? {})) url = url.replaceAll(`{${name}}`, variable.default);
+  for (const [name, variable] of Object.entries((server.variables as Record<string, { default: string }>) ?? {}))
+    url = url.replaceAll(`{${name}}`, variable.default);
   return new URL(url, documentUrl).href.replace(/\/$/, '');
 }
 
@@ -134,7 +147,7 @@ export function operationsOf(document: Record<string, unknown>, documentUrl: str
 // ---- requests ----
 
 export type AuthKind = 'none' | 'valid' | 'invalid';
-export const AUTH_KINDS: readonly AuthKind[] = ['none', 'valid', 'invalid'];
+const AUTH_KINDS: readonly AuthKind[] = ['none', 'valid', 'invalid'];
 
 /** A generated request before its Authorization header is chosen. */
 export interface RequestShape {
@@ -252,7 +265,7 @@ interface Part {
 }
 
 /** A multipart/form-data body with CRLF line ends, as browsers and curl write it. */
-export function multipartBody(parts: Part[], boundary = BOUNDARY): Buffer {
+function multipartBody(parts: Part[], boundary = BOUNDARY): Buffer {
   const chunks: Buffer[] = [];
   for (const part of parts) {
     const disposition = `form-data; name="${part.name}"${part.filename !== undefined ? `; filename="${part.filename}"` : ''}`;
@@ -280,7 +293,15 @@ function fileFields(schema: Schema): FileField[] {
   return Object.entries(properties).flatMap(([name, sub]): FileField[] => {
     if (isFileSchema(sub)) return [{ name, many: false, maxItems: undefined, minItems: 1, required: required.includes(name) }];
     if (isObject(sub.items) && isFileSchema(sub.items as Schema)) {
-      return [{ name, many: true, maxItems: sub.maxItems as number | undefined, minItems: Math.max(1, (sub.minItems as number | undefined) ?? 1), required: required.includes(name) }];
+      return [
+        {
+          name,
+          many: true,
+          maxItems: sub.maxItems as number | undefined,
+          minItems: Math.max(1, (sub.minItems as number | undefined) ?? 1),
+          required: required.includes(name),
+        },
+      ];
     }
     return [];
   });
@@ -290,9 +311,16 @@ const IMAGE_KINDS = { png: { make: png, type: 'image/png' }, jpeg: { make: jpeg,
 
 /** A real, small image of a documented type (any of ours when the document names none). */
 function imageFile(allowed: string[] | undefined): fc.Arbitrary<{ filename: string; contentType: string; data: Buffer }> {
-  const kinds = (Object.keys(IMAGE_KINDS) as (keyof typeof IMAGE_KINDS)[]).filter((kind) => !allowed?.length || allowed.some((type) => type === IMAGE_KINDS[kind].type || type === 'image/*' || type === '*/*'));
+  const kinds = (Object.keys(IMAGE_KINDS) as (keyof typeof IMAGE_KINDS)[]).filter(
+    (kind) => !allowed?.length || allowed.some((type) => type === IMAGE_KINDS[kind].type || type === 'image/*' || type === '*/*'),
+  );
   return fc
-    .tuple(fc.constantFrom(...(kinds.length ? kinds : (['png'] as const))), fc.integer({ min: 1, max: 64 }), fc.integer({ min: 1, max: 64 }), fc.constantFrom('photo', 'IMG_0001', 'résumé scan', '../../etc/passwd', ''))
+    .tuple(
+      fc.constantFrom(...(kinds.length ? kinds : (['png'] as const))),
+      fc.integer({ min: 1, max: 64 }),
+      fc.integer({ min: 1, max: 64 }),
+      fc.constantFrom('photo', 'IMG_0001', 'résumé scan', '../../etc/passwd', ''),
+    )
     .map(([kind, width, height, stem]) => ({ filename: `${stem}.${kind}`, contentType: IMAGE_KINDS[kind].type, data: IMAGE_KINDS[kind].make(width, height) }));
 }
 
@@ -325,17 +353,41 @@ function jsonBody(type: string, media: MediaSchema, options: ArbitraryOptions): 
         .tuple(valid, fc.constantFrom('truncate', '{', '{"a":}', "{'single': 1}", 'NaN', '[1,]', '{"a":1}{"b":2}', '\u0000', '{"a":"\\x"}', ' '))
         .map(([value, how]) => {
           const json = JSON.stringify(value) ?? 'null';
-          return { contentType: type, bytes: Buffer.from(how === 'truncate' ? json.slice(0, Math.max(1, json.length - 1)) : how, 'utf8'), reason: 'malformed JSON' };
+          return {
+            contentType: type,
+            bytes: Buffer.from(how === 'truncate' ? json.slice(0, Math.max(1, json.length - 1)) : how, 'utf8'),
+            reason: 'malformed JSON',
+          };
         }),
     },
     {
       weight: 2,
       arbitrary: fc
-        .tuple(valid, fc.constantFrom('text/plain', 'application/x-www-form-urlencoded', 'application/xml', 'application/octet-stream', `multipart/form-data; boundary=${BOUNDARY}`, 'text/json', 'application/json-patch+json', undefined))
-        .map(([value, other]) => ({ contentType: other, bytes: text(value), reason: other === undefined ? 'a JSON body without a content-type' : `a JSON body sent as ${other.split(';')[0]}` })),
+        .tuple(
+          valid,
+          fc.constantFrom(
+            'text/plain',
+            'application/x-www-form-urlencoded',
+            'application/xml',
+            'application/octet-stream',
+            `multipart/form-data; boundary=${BOUNDARY}`,
+            'text/json',
+            'application/json-patch+json',
+            undefined,
+          ),
+        )
+        .map(([value, other]) => ({
+          contentType: other,
+          bytes: text(value),
+          reason: other === undefined ? 'a JSON body without a content-type' : `a JSON body sent as ${other.split(';')[0]}`,
+        })),
     },
   ];
-  if (invalid) broken.push({ weight: 4, arbitrary: fc.tuple(invalid, contentType).map(([inv, ct]) => ({ contentType: ct, bytes: text(inv.value), reason: `body: ${inv.reason}` })) });
+  if (invalid)
+    broken.push({
+      weight: 4,
+      arbitrary: fc.tuple(invalid, contentType).map(([inv, ct]) => ({ contentType: ct, bytes: text(inv.value), reason: `body: ${inv.reason}` })),
+    });
   return { valid: fc.tuple(valid, contentType).map(([value, ct]) => ({ contentType: ct, bytes: text(value) })), broken };
 }
 
@@ -345,29 +397,58 @@ function multipartVariant(type: string, media: MediaSchema, options: ArbitraryOp
   const required = Array.isArray(media.schema.required) ? (media.schema.required as string[]) : [];
   const fields = Object.entries(properties).filter(([name]) => !files.some((f) => f.name === name));
   const contentType = `${type.split(';')[0]}; boundary=${BOUNDARY}`;
-  const fileParts = (field: FileField, count: fc.Arbitrary<number>, file: fc.Arbitrary<{ filename: string; contentType: string; data: Buffer }>, name = field.name) =>
-    count.chain((n) => fc.array(file, { minLength: n, maxLength: n })).map((list) => list.map((f): Part => ({ name, ...f })));
-  const validCount = (field: FileField) => (field.many ? fc.integer({ min: field.minItems, max: Math.max(field.minItems, Math.min(field.maxItems ?? 3, 4)) }) : fc.constant(1));
+  const fileParts = (
+    field: FileField,
+    count: fc.Arbitrary<number>,
+    file: fc.Arbitrary<{ filename: string; contentType: string; data: Buffer }>,
+    name = field.name,
+  ) => count.chain((n) => fc.array(file, { minLength: n, maxLength: n })).map((list) => list.map((f): Part => ({ name, ...f })));
+  const validCount = (field: FileField) =>
+    field.many ? fc.integer({ min: field.minItems, max: Math.max(field.minItems, Math.min(field.maxItems ?? 3, 4)) }) : fc.constant(1);
   const image = (field: FileField) => imageFile(media.partTypes[field.name]);
   const textParts = fc
-    .tuple(...fields.map(([name, schema]) => (required.includes(name) ? validArbitrary(schema, options, name) : fc.option(validArbitrary(schema, options, name), { nil: undefined }))))
+    .tuple(
+      ...fields.map(([name, schema]) =>
+        required.includes(name) ? validArbitrary(schema, options, name) : fc.option(validArbitrary(schema, options, name), { nil: undefined }),
+      ),
+    )
     .map((values) => values.flatMap((value, i): Part[] => (value === undefined ? [] : [{ name: fields[i]![0], data: Buffer.from(scalar(value), 'utf8') }])));
   const fileSets = (choose: (field: FileField) => fc.Arbitrary<Part[]> | undefined) =>
     fc.tuple(...files.map((field) => choose(field) ?? fc.constant([] as Part[]))).map((sets) => sets.flat());
   const assemble = (sets: fc.Arbitrary<Part[]>) => fc.tuple(sets, textParts).map(([fileList, texts]) => [...texts, ...fileList]);
-  const validParts = assemble(fileSets((field) => (field.required ? fileParts(field, validCount(field), image(field)) : fc.option(fileParts(field, validCount(field), image(field)), { nil: undefined }).map((p) => p ?? []))));
+  const validParts = assemble(
+    fileSets((field) =>
+      field.required
+        ? fileParts(field, validCount(field), image(field))
+        : fc.option(fileParts(field, validCount(field), image(field)), { nil: undefined }).map((p) => p ?? []),
+    ),
+  );
   const broken: BodyVariant['broken'] = [];
-  const wrap = (parts: fc.Arbitrary<Part[]>, reason: string, weight = 1) => broken.push({ weight, arbitrary: parts.map((list) => ({ contentType, bytes: multipartBody(list), reason })) });
+  const wrap = (parts: fc.Arbitrary<Part[]>, reason: string, weight = 1) =>
+    broken.push({ weight, arbitrary: parts.map((list) => ({ contentType, bytes: multipartBody(list), reason })) });
   if (files.length > 0) {
     wrap(assemble(fileSets((field) => fileParts(field, validCount(field), junkFile))), 'file parts hold bytes that are no image', 2);
     wrap(
-      assemble(fileSets((field) => fc.constantFrom('image', 'File', `${field.name}[]`, field.many ? field.name.replace(/s$/, '') : `${field.name}s`, 'upload').chain((name) => fileParts(field, fc.constant(1), image(field), name)))),
+      assemble(
+        fileSets((field) =>
+          fc
+            .constantFrom('image', 'File', `${field.name}[]`, field.many ? field.name.replace(/s$/, '') : `${field.name}s`, 'upload')
+            .chain((name) => fileParts(field, fc.constant(1), image(field), name)),
+        ),
+      ),
       'a file under a part name the document does not give',
       2,
     );
-    wrap(assemble(fileSets((field) => fc.constant([{ name: field.name, data: Buffer.from('a text field, not a file') }]))), 'a text field where a file is documented');
+    wrap(
+      assemble(fileSets((field) => fc.constant([{ name: field.name, data: Buffer.from('a text field, not a file') }]))),
+      'a text field where a file is documented',
+    );
     const capped = files.filter((field) => field.many && field.maxItems !== undefined);
-    if (capped.length) wrap(assemble(fileSets((field) => (capped.includes(field) ? fileParts(field, fc.constant(field.maxItems! + 1), image(field)) : undefined))), 'more files than maxItems');
+    if (capped.length)
+      wrap(
+        assemble(fileSets((field) => (capped.includes(field) ? fileParts(field, fc.constant(field.maxItems! + 1), image(field)) : undefined))),
+        'more files than maxItems',
+      );
   }
   if (required.length > 0) wrap(fc.constant([]), 'no parts at all');
   broken.push({
@@ -375,7 +456,8 @@ function multipartVariant(type: string, media: MediaSchema, options: ArbitraryOp
     arbitrary: fc.tuple(validParts, fc.constantFrom('truncated', 'other boundary', 'no boundary', 'as JSON')).map(([parts, how]) => {
       const bytes = multipartBody(parts);
       if (how === 'truncated') return { contentType, bytes: bytes.subarray(0, Math.max(1, bytes.length - 40)), reason: 'a truncated multipart body' };
-      if (how === 'other boundary') return { contentType: `${type}; boundary=not-the-boundary`, bytes, reason: 'a multipart body whose boundary is not the declared one' };
+      if (how === 'other boundary')
+        return { contentType: `${type}; boundary=not-the-boundary`, bytes, reason: 'a multipart body whose boundary is not the declared one' };
       if (how === 'no boundary') return { contentType: type, bytes, reason: 'multipart/form-data without a boundary' };
       return { contentType: 'application/json', bytes: Buffer.from(JSON.stringify({ file: 'x' })), reason: 'JSON where multipart/form-data is documented' };
     }),
@@ -384,7 +466,8 @@ function multipartVariant(type: string, media: MediaSchema, options: ArbitraryOp
 }
 
 function formBody(type: string, media: MediaSchema, options: ArbitraryOptions): BodyVariant {
-  const encode = (value: unknown) => Buffer.from(isObject(value) ? encodeQuery(Object.entries(value).map(([k, v]): [string, string] => [k, scalar(v)])) : scalar(value));
+  const encode = (value: unknown) =>
+    Buffer.from(isObject(value) ? encodeQuery(Object.entries(value).map(([k, v]): [string, string] => [k, scalar(v)])) : scalar(value));
   const invalid = invalidArbitrary(media.schema, options);
   return {
     valid: validArbitrary(media.schema, options).map((value) => ({ contentType: type, bytes: encode(value) })),
@@ -444,7 +527,12 @@ function draftArbitrary(operation: Operation, arbitraryOptions: ArbitraryOptions
   const values = fc.tuple(...parameters.map((p, i) => (p.required ? validValues[i]! : fc.option(validValues[i]!, { nil: undefined, freq: 2 }))));
   const variants = bodyVariants(operation, arbitraryOptions);
   const needsBody = operation.body?.required === true && variants.length > 0;
-  const validBody = variants.length === 0 ? fc.constant(undefined) : needsBody ? fc.oneof(...variants.map((v) => v.valid)) : fc.option(fc.oneof(...variants.map((v) => v.valid)), { nil: undefined, freq: 4 });
+  const validBody =
+    variants.length === 0
+      ? fc.constant(undefined)
+      : needsBody
+        ? fc.oneof(...variants.map((v) => v.valid))
+        : fc.option(fc.oneof(...variants.map((v) => v.valid)), { nil: undefined, freq: 4 });
 
   const valid: fc.Arbitrary<Draft> = fc.tuple(values, validBody).map(([vals, body]) => ({ values: vals, body, broken: undefined }));
   const broken: fc.Arbitrary<Draft>[] = [];
@@ -460,18 +548,38 @@ function draftArbitrary(operation: Operation, arbitraryOptions: ArbitraryOptions
       );
     }
     if (parameter.required && parameter.in !== 'path') {
-      broken.push(valid.map((draft) => ({ ...draft, values: draft.values.map((v, i) => (i === index ? MISSING : v)), broken: `required ${parameter.in} parameter "${parameter.name}" is missing` })));
+      broken.push(
+        valid.map((draft) => ({
+          ...draft,
+          values: draft.values.map((v, i) => (i === index ? MISSING : v)),
+          broken: `required ${parameter.in} parameter "${parameter.name}" is missing`,
+        })),
+      );
     }
     if (parameter.in === 'path') {
       broken.push(
-        fc.tuple(valid, fc.constantFrom('%', '%zz', '%E0%A4%A', '%C0%AF', '%FF', '%%', '1%')).map(([draft, text]) => ({ ...draft, rawPath: { index, text }, broken: `path parameter "${parameter.name}" with malformed percent-encoding` })),
+        fc
+          .tuple(valid, fc.constantFrom('%', '%zz', '%E0%A4%A', '%C0%AF', '%FF', '%%', '1%'))
+          .map(([draft, text]) => ({ ...draft, rawPath: { index, text }, broken: `path parameter "${parameter.name}" with malformed percent-encoding` })),
       );
     }
   });
-  for (const variant of variants) for (const b of variant.broken) broken.push(fc.tuple(values, b.arbitrary).map(([vals, body]) => ({ values: vals, body: { contentType: body.contentType, bytes: body.bytes }, broken: body.reason })));
+  for (const variant of variants)
+    for (const b of variant.broken)
+      broken.push(
+        fc
+          .tuple(values, b.arbitrary)
+          .map(([vals, body]) => ({ values: vals, body: { contentType: body.contentType, bytes: body.bytes }, broken: body.reason })),
+      );
   if (needsBody) broken.push(values.map((vals) => ({ values: vals, body: undefined, broken: 'the required body is missing' })));
   if (variants.length === 0 && !['GET', 'HEAD', 'DELETE', 'OPTIONS', 'TRACE'].includes(operation.method)) {
-    broken.push(values.map((vals) => ({ values: vals, body: { contentType: 'application/json', bytes: Buffer.from('{"unexpected":true}') }, broken: 'a body the operation does not describe' })));
+    broken.push(
+      values.map((vals) => ({
+        values: vals,
+        body: { contentType: 'application/json', bytes: Buffer.from('{"unexpected":true}') },
+        broken: 'a body the operation does not describe',
+      })),
+    );
   }
   return broken.length ? fc.oneof({ weight: 1, arbitrary: valid }, { weight: 1, arbitrary: fc.oneof(...broken) }) : valid;
 }
@@ -506,7 +614,7 @@ function plainValue(schema: Schema, hints: NonNullable<ArbitraryOptions['hints']
  * are there to reach the handlers, which a secured operation does not run
  * without a token; the random phase covers the other kinds of Authorization.
  */
-export function edgeRequests(operation: Operation, options: FuzzOptions, seed: number): FuzzRequest[] {
+function edgeRequests(operation: Operation, options: FuzzOptions, seed: number): FuzzRequest[] {
   const hints = options.hints ?? {};
   const parameters = operation.parameters;
   const paramsWith = (known: typeof hints) => parameters.map((p) => (p.required ? plainValue(p.schema, known, p.name, seed) : undefined));
@@ -528,12 +636,19 @@ export function edgeRequests(operation: Operation, options: FuzzOptions, seed: n
   const base = paramsWith(hints);
   const baseBody = bodyWith({});
   parameters.forEach((parameter, index) => {
-    if (parameter.in === 'path') push({ values: base, rawPath: { index, text: '%E0%A4%A' }, body: baseBody, broken: `path parameter "${parameter.name}" with malformed percent-encoding` }, 'edge: a malformed escape in the path');
+    if (parameter.in === 'path')
+      push(
+        { values: base, rawPath: { index, text: '%E0%A4%A' }, body: baseBody, broken: `path parameter "${parameter.name}" with malformed percent-encoding` },
+        'edge: a malformed escape in the path',
+      );
     for (const edge of edgeCases(parameter.schema)) {
       if (parameter.in === 'path' && (edge.value === '' || edge.value === null)) continue; // an empty segment is another route
       const values = [...base];
       values[index] = edge.value;
-      push({ values, body: baseBody, broken: edge.valid ? undefined : `${parameter.in} parameter "${parameter.name}": ${edge.reason}` }, `edge: ${parameter.in} parameter "${parameter.name}" is ${edge.reason}`);
+      push(
+        { values, body: baseBody, broken: edge.valid ? undefined : `${parameter.in} parameter "${parameter.name}": ${edge.reason}` },
+        `edge: ${parameter.in} parameter "${parameter.name}" is ${edge.reason}`,
+      );
     }
   });
   if (jsonType && jsonSchema && isObject(jsonSchema.properties)) {
@@ -543,7 +658,11 @@ export function edgeRequests(operation: Operation, options: FuzzOptions, seed: n
       for (const edge of edgeCases(schema)) {
         const value = { ...bodyBase, [name]: edge.value };
         push(
-          { values: base, body: { contentType: jsonType, bytes: Buffer.from(JSON.stringify(value)) }, broken: isValid(jsonSchema, value) ? undefined : `body property "${name}": ${edge.reason}` },
+          {
+            values: base,
+            body: { contentType: jsonType, bytes: Buffer.from(JSON.stringify(value)) },
+            broken: isValid(jsonSchema, value) ? undefined : `body property "${name}": ${edge.reason}`,
+          },
           `edge: body property "${name}" is ${edge.reason}`,
         );
       }
@@ -553,7 +672,7 @@ export function edgeRequests(operation: Operation, options: FuzzOptions, seed: n
 }
 
 /** A fixed seed per operation, from its label, so adding an operation does not reshuffle the others. */
-export function seedFor(operation: Operation, base: number): number {
+function seedFor(operation: Operation, base: number): number {
   return (createHash('sha256').update(operation.label).digest().readInt32BE(0) ^ base) | 0;
 }
 
@@ -616,7 +735,7 @@ export function checkAnswer(operation: Operation, request: FuzzRequest, answer: 
   const problems: string[] = [];
   let parsed: unknown;
   let isJson = false;
-  const mediaType = answer.contentType?.split(';')[0]!.trim().toLowerCase();
+  const mediaType = answer.contentType?.split(';')[0]?.trim().toLowerCase();
   if (answer.text !== '' && mediaType && isJsonType(mediaType)) {
     try {
       parsed = JSON.parse(answer.text);
@@ -631,12 +750,14 @@ export function checkAnswer(operation: Operation, request: FuzzRequest, answer: 
   if (answer.status >= 200 && answer.status < 300 && operation.requiresAuth && request.auth !== 'valid') {
     problems.push(`succeeded without a valid token (${request.auth === 'none' ? 'no Authorization header' : 'a bad Authorization header'})`);
   }
-  const errorShape = answer.status >= 400 ? (isJson ? errorBodyProblem(parsed) : `the error body is not JSON (content-type ${mediaType ?? 'none'})`) : undefined;
+  const errorShape =
+    answer.status >= 400 ? (isJson ? errorBodyProblem(parsed) : `the error body is not JSON (content-type ${mediaType ?? 'none'})`) : undefined;
   if (errorShape) problems.push(`${errorShape}${code}`);
   const documented = documentedResponse(operation, answer.status);
   if (!documented) {
     // A 5xx is already reported as one; "and it is not documented" would only say it twice.
-    if (answer.status < 500) problems.push(`status ${answer.status}${code} is not documented (documented: ${Object.keys(operation.responses).join(', ') || 'none'})`);
+    if (answer.status < 500)
+      problems.push(`status ${answer.status}${code} is not documented (documented: ${Object.keys(operation.responses).join(', ') || 'none'})`);
   } else {
     const types = Object.keys(documented.content);
     if (types.length === 0) {
@@ -662,10 +783,15 @@ export function checkAnswer(operation: Operation, request: FuzzRequest, answer: 
 /** The query pairs and top-level JSON body properties of a request, each removable on its own. */
 function inputsOf(request: FuzzRequest): { query: [string, string][]; body: Record<string, unknown> | undefined } {
   const url = new URL(request.url);
-  const query = url.search ? url.search.slice(1).split('&').map((pair): [string, string] => {
-    const at = pair.indexOf('=');
-    return at < 0 ? [pair, ''] : [pair.slice(0, at), pair.slice(at + 1)];
-  }) : [];
+  const query = url.search
+    ? url.search
+        .slice(1)
+        .split('&')
+        .map((pair): [string, string] => {
+          const at = pair.indexOf('=');
+          return at < 0 ? [pair, ''] : [pair.slice(0, at), pair.slice(at + 1)];
+        })
+    : [];
   let body: Record<string, unknown> | undefined;
   if (request.body && isJsonType((request.headers['content-type'] ?? '').split(';')[0]!.trim())) {
     try {
@@ -689,7 +815,10 @@ function withInputs(request: FuzzRequest, query: [string, string][], body: Recor
  * still fails, found by leaving inputs out one at a time. The answer of a
  * 5xx says nothing of its cause; the inputs that are left do.
  */
-export async function minimise(request: FuzzRequest, stillFails: (request: FuzzRequest) => Promise<boolean>): Promise<{ request: FuzzRequest; inputs: string[] }> {
+export async function minimise(
+  request: FuzzRequest,
+  stillFails: (request: FuzzRequest) => Promise<boolean>,
+): Promise<{ request: FuzzRequest; inputs: string[] }> {
   let { query, body } = inputsOf(request);
   for (let i = query.length - 1; i >= 0; i--) {
     const fewer: [string, string][] = query.filter((_, j) => j !== i);
@@ -731,7 +860,8 @@ export async function fuzz(run: FuzzRun): Promise<ViolationLog> {
     const seed = seedFor(operation, run.seed);
     const culprits: Culprits = new Map();
     const consumes = run.consumesToken?.operationIds.includes(operation.operationId ?? '') ? run.consumesToken : undefined;
-    const send = async (request: FuzzRequest) => exchange(log, operation, consumes ? await withFreshToken(request, run.tokens, consumes, log) : request, culprits);
+    const send = async (request: FuzzRequest) =>
+      exchange(log, operation, consumes ? await withFreshToken(request, run.tokens, consumes, log) : request, culprits);
     for (const shape of fc.sample(requestArbitrary(operation, run), { seed, numRuns: run.runsPerOperation })) {
       for (const auth of AUTH_KINDS) await send(withAuth(shape, auth));
     }
@@ -742,7 +872,12 @@ export async function fuzz(run: FuzzRun): Promise<ViolationLog> {
 }
 
 /** The request with the named token in its Authorization header replaced by a fresh one (the log knows its name). */
-async function withFreshToken(request: FuzzRequest, tokens: Record<string, string>, consumes: NonNullable<FuzzRun['consumesToken']>, log: ViolationLog): Promise<FuzzRequest> {
+async function withFreshToken(
+  request: FuzzRequest,
+  tokens: Record<string, string>,
+  consumes: NonNullable<FuzzRun['consumesToken']>,
+  log: ViolationLog,
+): Promise<FuzzRequest> {
   const used = tokens[consumes.name];
   const header = request.headers.authorization;
   if (!used || header === undefined || !header.includes(used)) return request;
@@ -801,7 +936,9 @@ async function exchange(log: ViolationLog, operation: Operation, sent: FuzzReque
     if (!known.some((names) => names.join() === minimal!.inputs.join())) culprits.set(answer.status, [...known, minimal.inputs]);
   }
   const again = await send(minimal.request);
-  const labelled = problems.map((problem) => (problem.startsWith('a server error') ? `${problem}, with ${minimal.inputs.join(', ') || 'no query or body input'}` : problem));
+  const labelled = problems.map((problem) =>
+    problem.startsWith('a server error') ? `${problem}, with ${minimal.inputs.join(', ') || 'no query or body input'}` : problem,
+  );
   const cutFrom = `${sent.broken ? `broken on purpose (${sent.broken})` : 'valid by the document'}${sent.note ? `, ${sent.note}` : ''}`;
   log.record(operation, { ...minimal.request, broken: undefined, note: undefined, cutFrom }, again.status === answer.status ? again : answer, labelled);
 }
@@ -881,7 +1018,10 @@ export class ViolationLog {
     for (const operation of operations) {
       const seen = this.statuses.get(operation.label) ?? new Map<number, number>();
       if (![...seen.keys()].some((status) => status >= 200 && status < 300)) {
-        const counts = [...seen.entries()].sort(([a], [b]) => a - b).map(([status, n]) => `${status}x${n}`).join(', ');
+        const counts = [...seen.entries()]
+          .sort(([a], [b]) => a - b)
+          .map(([status, n]) => `${status}x${n}`)
+          .join(', ');
         this.add(operation.label, undefined, `never answered 2xx to requests built from the document (answers: ${counts || 'none'})`);
       }
     }
@@ -942,7 +1082,8 @@ export class ViolationLog {
         const body = v.request.body === undefined ? '' : v.request.body.toString('utf8');
         lines.push(`   ${v.request.method} ${v.request.url}`);
         for (const [name, value] of Object.entries(v.request.headers)) lines.push(`   ${name}: ${this.redact(value)}`);
-        if (v.request.body !== undefined) lines.push(`   body (${v.request.body.length} bytes): ${JSON.stringify(body.length > 300 ? `${body.slice(0, 300)}...` : body)}`);
+        if (v.request.body !== undefined)
+          lines.push(`   body (${v.request.body.length} bytes): ${JSON.stringify(body.length > 300 ? `${body.slice(0, 300)}...` : body)}`);
         lines.push(`   $ ${this.curl(v.request)}`);
       }
       if (v.answer) lines.push(`   answer: ${v.answer.status} ${v.answer.contentType ?? '(no content-type)'} ${this.redact(v.answer.text.slice(0, 400))}`);

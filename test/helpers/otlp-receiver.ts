@@ -50,9 +50,16 @@ const definition = loadSync('opentelemetry/proto/collector/trace/v1/trace_servic
 const SERVICE = definition['opentelemetry.proto.collector.trace.v1.TraceService'] as grpc.ServiceDefinition;
 const EXPORT = (SERVICE as Record<string, grpc.MethodDefinition<any, any>>).Export!;
 
-type AnyValue = { value?: string; stringValue?: string; intValue?: string; boolValue?: boolean; doubleValue?: number; arrayValue?: { values: AnyValue[] } } & Record<string, any>;
+type AnyValue = {
+  value?: string;
+  stringValue?: string;
+  intValue?: string;
+  boolValue?: boolean;
+  doubleValue?: number;
+  arrayValue?: { values: AnyValue[] };
+} & Record<string, any>;
 
-function valueOf(value: AnyValue | undefined): unknown {
+function plainValue(value: AnyValue | undefined): unknown {
   if (!value) return undefined;
   switch (value.value) {
     case 'stringValue':
@@ -64,17 +71,18 @@ function valueOf(value: AnyValue | undefined): unknown {
     case 'doubleValue':
       return value.doubleValue;
     case 'arrayValue':
-      return value.arrayValue!.values.map(valueOf);
+      return value.arrayValue!.values.map(plainValue);
     default:
       return undefined;
   }
 }
 
 function attributesOf(list: { key: string; value: AnyValue }[] | undefined): Record<string, unknown> {
-  return Object.fromEntries((list ?? []).map(({ key, value }) => [key, valueOf(value)]));
+  return Object.fromEntries((list ?? []).map(({ key, value }) => [key, plainValue(value)]));
 }
 
-const hex = (bytes: Buffer | string | undefined) => (Buffer.isBuffer(bytes) ? bytes.toString('hex') : typeof bytes === 'string' ? Buffer.from(bytes, 'base64').toString('hex') : '');
+const hex = (bytes: Buffer | string | undefined) =>
+  Buffer.isBuffer(bytes) ? bytes.toString('hex') : typeof bytes === 'string' ? Buffer.from(bytes, 'base64').toString('hex') : '';
 
 function flatten(request: any): ReceivedSpan[] {
   const spans: ReceivedSpan[] = [];

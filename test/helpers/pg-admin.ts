@@ -9,9 +9,7 @@ import pg from 'pg';
 import { POSTGRES_MIGRATIONS } from '../../src/store/postgres-schema.js';
 
 export interface AdminSql {
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any
   <T = any>(strings: TemplateStringsArray, ...values: unknown[]): Promise<T[]>;
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any
   unsafe<T = any>(text: string, values?: unknown[]): Promise<T[]>;
   end(): Promise<void>;
 }
@@ -23,7 +21,10 @@ export function adminSql(url: string): AdminSql {
   pool.on('connect', (client) => client.on('notice', () => undefined));
   const unsafe = async <T>(text: string, values?: unknown[]): Promise<T[]> => (await pool.query(text, values)).rows as T[];
   const tag = <T>(strings: TemplateStringsArray, ...values: unknown[]): Promise<T[]> =>
-    unsafe<T>(strings.reduce((text, part, i) => `${text}$${i}${part}`), values);
+    unsafe<T>(
+      strings.reduce((text, part, i) => `${text}$${i}${part}`),
+      values,
+    );
   return Object.assign(tag, { unsafe, end: () => pool.end() }) as AdminSql;
 }
 
@@ -32,6 +33,10 @@ export async function migrateUpTo(admin: AdminSql, version: number): Promise<voi
   await admin.unsafe('CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, description TEXT NOT NULL, applied_at TEXT NOT NULL)');
   for (const migration of POSTGRES_MIGRATIONS.filter((m) => m.version <= version)) {
     await admin.unsafe(migration.sql);
-    await admin.unsafe('INSERT INTO schema_migrations (version, description, applied_at) VALUES ($1, $2, $3)', [migration.version, migration.description, new Date().toISOString()]);
+    await admin.unsafe('INSERT INTO schema_migrations (version, description, applied_at) VALUES ($1, $2, $3)', [
+      migration.version,
+      migration.description,
+      new Date().toISOString(),
+    ]);
   }
 }

@@ -36,5 +36,10 @@ export function postFrom(url: string, body: unknown, from?: string): Promise<Pos
 /** A clock the test moves. */
 export function testClock(start = '2026-11-25T12:00:00.000Z') {
   let now = Date.parse(start);
-  return { now: () => new Date(now), advance: (ms: number) => void (now += ms) };
+  return {
+    now: () => new Date(now),
+    advance: (ms: number) => {
+      now += ms;
+    },
+  };
 }

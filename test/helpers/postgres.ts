@@ -45,7 +45,8 @@ export async function createTestDatabase({ migrated = false }: { migrated?: bool
  */
 let admin: AdminSql | undefined;
 function serverAdmin(): AdminSql {
-  return (admin ??= adminSql(serverUrl()));
+  admin ??= adminSql(serverUrl());
+  return admin;
 }
 
 /** Where a test's store lives for a backend: memory for SQLite, a fresh database for PostgreSQL. */

@@ -7,9 +7,9 @@
  * what a silent promtool means. A scrape promtool could not parse throws.
  */
 
-export type MetricType = 'counter' | 'gauge' | 'histogram' | 'summary' | 'untyped';
+type MetricType = 'counter' | 'gauge' | 'histogram' | 'summary' | 'untyped';
 
-export interface Sample {
+interface Sample {
   name: string;
   labels: Record<string, string>;
   value: number;
@@ -38,7 +38,7 @@ class ParseError extends Error {
   }
 }
 
-function unescape(text: string, line: number, quotes: boolean): string {
+function unescaped(text: string, line: number, quotes: boolean): string {
   return text.replace(/\\(.)/g, (_all, char: string) => {
     if (char === '\\') return '\\';
     if (char === 'n') return '\n';
@@ -76,7 +76,7 @@ function parseLabels(text: string, line: number): { labels: Record<string, strin
     let j = i + 1;
     while (j < text.length && text[j] !== '"') j += text[j] === '\\' ? 2 : 1;
     if (j >= text.length) throw new ParseError(line, `unterminated value of label "${name}"`);
-    labels[name] = unescape(text.slice(i + 1, j), line, true);
+    labels[name] = unescaped(text.slice(i + 1, j), line, true);
     i = j + 1;
     while (text[i] === ' ' || text[i] === '\t') i++;
     if (text[i] === ',') i++;
@@ -91,7 +91,10 @@ export function parseText(text: string): Family[] {
   const helped = new Set<string>();
   const family = (name: string): Family => {
     let found = families.get(name);
-    if (!found) families.set(name, (found = { name, help: undefined, type: 'untyped', samples: [] }));
+    if (!found) {
+      found = { name, help: undefined, type: 'untyped', samples: [] };
+      families.set(name, found);
+    }
     return found;
   };
   /** The family a sample belongs to: its own name, or a summary's or histogram's _sum, _count, _bucket. */
@@ -120,7 +123,7 @@ export function parseText(text: string): Family[] {
       if (keyword === 'HELP') {
         if (helped.has(name)) throw new ParseError(line, `second HELP line for metric name "${name}"`);
         helped.add(name);
-        const help = unescape(rest, line, false);
+        const help = unescaped(rest, line, false);
         if (help.trim() !== '') target.help = help;
       } else {
         const type = rest.trim() as MetricType;
@@ -139,7 +142,8 @@ export function parseText(text: string): Family[] {
     let labels: Record<string, string> = {};
     if (rest.startsWith('{')) ({ labels, rest } = parseLabels(rest, line));
     const fields = rest.trim().split(/[ \t]+/);
-    if (fields.length < 1 || fields[0] === '' || fields.length > 2) throw new ParseError(line, `expected a value and an optional timestamp, got "${rest.trim()}"`);
+    if (fields.length < 1 || fields[0] === '' || fields.length > 2)
+      throw new ParseError(line, `expected a value and an optional timestamp, got "${rest.trim()}"`);
     if (fields[1] !== undefined && !/^-?\d+$/.test(fields[1])) throw new ParseError(line, `expected integer as timestamp, got "${fields[1]}"`);
     const value = parseValue(fields[0]!, line);
     const owner = familyOfSample(name);
@@ -201,7 +205,26 @@ const UNITS: Readonly<Record<string, string>> = {
   pounds: 'grams',
   ounces: 'grams',
 };
-const UNIT_PREFIXES = ['pico', 'nano', 'micro', 'milli', 'centi', 'deci', 'deca', 'hecto', 'kilo', 'kibi', 'mega', 'mibi', 'giga', 'gibi', 'tera', 'tebi', 'peta', 'pebi'];
+const UNIT_PREFIXES = [
+  'pico',
+  'nano',
+  'micro',
+  'milli',
+  'centi',
+  'deci',
+  'deca',
+  'hecto',
+  'kilo',
+  'kibi',
+  'mega',
+  'mibi',
+  'giga',
+  'gibi',
+  'tera',
+  'tebi',
+  'peta',
+  'pebi',
+];
 const UNIT_ABBREVIATIONS = ['s', 'ms', 'us', 'ns', 'sec', 'b', 'kb', 'mb', 'gb', 'tb', 'pb', 'm', 'h', 'd'];
 const CAMEL_CASE = /[a-z][A-Z]/;
 
@@ -219,7 +242,7 @@ function metricUnit(name: string): { unit: string; base: string } | undefined {
 const hasPart = (name: string, part: string) => name.includes(`_${part}_`) || name.endsWith(`_${part}`);
 
 /** Each of promlint's default validations, by its Go name. */
-export const RULES: Readonly<Record<string, (family: Family) => string[]>> = {
+const RULES: Readonly<Record<string, (family: Family) => string[]>> = {
   LintHelp: (f) => (f.help === undefined ? ['no help text'] : []),
   LintMetricUnits: (f) => {
     const found = metricUnit(f.name);

@@ -28,7 +28,11 @@ export function stalledWatch(cleanups: (() => void)[], address: string, token: s
       let buffered = Buffer.alloc(0);
       let messages = 0;
       const done = () =>
-        resolve({ messages, status: trailers?.['grpc-status'] as string | undefined, details: trailers?.['grpc-message'] === undefined ? undefined : decodeURIComponent(String(trailers['grpc-message'])) });
+        resolve({
+          messages,
+          status: trailers?.['grpc-status'] as string | undefined,
+          details: trailers?.['grpc-message'] === undefined ? undefined : decodeURIComponent(String(trailers['grpc-message'])),
+        });
       const timer = setTimeout(done, ms);
       stream.on('data', (chunk: Buffer) => {
         buffered = Buffer.concat([buffered, chunk]);
@@ -45,4 +49,3 @@ export function stalledWatch(cleanups: (() => void)[], address: string, token: s
     });
   return { answered, resume };
 }
-

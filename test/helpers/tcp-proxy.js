@@ -17,9 +17,6 @@
  */
 import { createServer, connect } from 'node:net';
 
-
-
-
 /** @param {import('node:net').Socket | undefined} socket */
 function reset(socket) {
   if (!socket || socket.destroyed) return;

@@ -9,7 +9,9 @@ import { randomBytes } from 'node:crypto';
 
 const run = (args: readonly string[]): Promise<string> =>
   new Promise((resolve, reject) => {
-    execFile('tmux', args, { encoding: 'utf8' }, (error, stdout, stderr) => (error ? reject(new Error(`tmux ${args.join(' ')}: ${stderr || error.message}`)) : resolve(stdout)));
+    execFile('tmux', args, { encoding: 'utf8' }, (error, stdout, stderr) =>
+      error ? reject(new Error(`tmux ${args.join(' ')}: ${stderr || error.message}`)) : resolve(stdout),
+    );
   });
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -23,7 +25,21 @@ export class Tmux {
     const name = `s${++this.#sessions}`;
     const environment = { PATH: process.env.PATH ?? '/usr/bin:/bin', TERM: 'xterm-256color', LANG: 'C.UTF-8', ...env };
     const exports = Object.entries(environment).map(([key, value]) => `${key}=${shellQuote(value)}`);
-    await run(['-L', this.socket, '-f', '/dev/null', 'new-session', '-d', '-s', name, '-x', String(width), '-y', String(height), `env -i ${exports.join(' ')} ${command}`]);
+    await run([
+      '-L',
+      this.socket,
+      '-f',
+      '/dev/null',
+      'new-session',
+      '-d',
+      '-s',
+      name,
+      '-x',
+      String(width),
+      '-y',
+      String(height),
+      `env -i ${exports.join(' ')} ${command}`,
+    ]);
     // The window keeps its size whatever another session or a client would ask (resize-window makes it manual).
     await run(['-L', this.socket, 'resize-window', '-t', name, '-x', String(width), '-y', String(height)]);
     return new Pane(this.socket, name, width, height);
@@ -49,7 +65,10 @@ export class Pane {
   /** The visible screen, one string a row (trailing spaces trimmed). */
   async screen(): Promise<string[]> {
     const text = await run(['-L', this.socket, 'capture-pane', '-p', '-t', this.name]);
-    return text.replace(/\n$/, '').split('\n').map((line) => line.trimEnd());
+    return text
+      .replace(/\n$/, '')
+      .split('\n')
+      .map((line) => line.trimEnd());
   }
 
   /** The visible screen with its colours and attributes as escape sequences (-e), one string a row. */
@@ -61,7 +80,10 @@ export class Pane {
   /** Everything written, history included, with lines the terminal wrapped joined again (-J). */
   async joined(): Promise<string[]> {
     const text = await run(['-L', this.socket, 'capture-pane', '-p', '-J', '-S', '-', '-t', this.name]);
-    return text.replace(/\n$/, '').split('\n').map((line) => line.trimEnd());
+    return text
+      .replace(/\n$/, '')
+      .split('\n')
+      .map((line) => line.trimEnd());
   }
 
   /** tmux's own view of the pane: `#{alternate_on} #{cursor_flag}` and the like. */

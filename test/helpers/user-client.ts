@@ -52,7 +52,9 @@ export class UserClients {
 }
 
 export function unary(c: AnyClient, method: string, request: unknown, metadata = new grpc.Metadata()): Promise<any> {
-  return new Promise((resolve, reject) => c[method](request, metadata, (error: grpc.ServiceError | null, response: unknown) => (error ? reject(error) : resolve(response))));
+  return new Promise((resolve, reject) =>
+    c[method](request, metadata, (error: grpc.ServiceError | null, response: unknown) => (error ? reject(error) : resolve(response))),
+  );
 }
 
 /** The call's error (code and details), or undefined when it succeeded. */

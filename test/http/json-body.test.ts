@@ -26,12 +26,22 @@ afterAll(async () => {
 function send(path: string, body: string, headers: Record<string, string> = {}): Promise<{ status: number; body: any }> {
   const { hostname, port } = new URL(running.url);
   return new Promise((resolve, reject) => {
-    const req = httpRequest({ host: hostname, port, path, method: 'POST', agent: false, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), ...headers } }, (res) => {
-      let text = '';
-      res.setEncoding('utf8');
-      res.on('data', (chunk) => (text += chunk));
-      res.on('end', () => resolve({ status: res.statusCode!, body: JSON.parse(text) }));
-    });
+    const req = httpRequest(
+      {
+        host: hostname,
+        port,
+        path,
+        method: 'POST',
+        agent: false,
+        headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), ...headers },
+      },
+      (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (chunk) => (text += chunk));
+        res.on('end', () => resolve({ status: res.statusCode!, body: JSON.parse(text) }));
+      },
+    );
     // A server that answers before reading all of a refused body may reset the connection after its answer.
     req.on('error', reject);
     req.end(body);
@@ -63,7 +73,11 @@ describe('nested JSON bodies', () => {
   });
 
   it('still takes the longest valid post in its widest JSON (every character a \\u escape)', async () => {
-    const body = JSON.stringify({ title: '\u0001'.repeat(200), content: '\u0001'.repeat(100_000), tags: Array.from({ length: 20 }, () => '\u0001'.repeat(50)) });
+    const body = JSON.stringify({
+      title: '\u0001'.repeat(200),
+      content: '\u0001'.repeat(100_000),
+      tags: Array.from({ length: 20 }, () => '\u0001'.repeat(50)),
+    });
     expect(Buffer.byteLength(body)).toBeGreaterThan(600_000);
     const res = await send('/api/v2/blog/posts', body, admin());
     expect(res.status).toBe(201);
@@ -123,10 +137,11 @@ function partialBody(path: string, start: string, length: number, headers: Recor
     socket.on('error', reject);
     socket.on('end', () => {
       const [head, body] = text.split('\r\n\r\n') as [string, string];
-      resolve({ status: Number(head.split(' ')[1]), headers: head + '\r', body: JSON.parse(body), closedByServer: true });
+      resolve({ status: Number(head.split(' ')[1]), headers: `${head}\r`, body: JSON.parse(body), closedByServer: true });
     });
-    const extra = Object.entries(headers).map(([name, value]) => `${name}: ${value}\r\n`).join('');
+    const extra = Object.entries(headers)
+      .map(([name, value]) => `${name}: ${value}\r\n`)
+      .join('');
     socket.write(`POST ${path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: ${length}\r\n${extra}\r\n${start}`);
   });
 }
-

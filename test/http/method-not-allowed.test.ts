@@ -48,7 +48,7 @@ describe('a wrong method on a path that has routes', () => {
     }
   });
 
-  it('is 405 with Allow on the relay and serve\'s own routes, in the error body of the path\'s mount', async () => {
+  it("is 405 with Allow on the relay and serve's own routes, in the error body of the path's mount", async () => {
     const cases: [string, string, string][] = [
       ['GET', '/api/auth/token', 'POST'],
       ['PUT', '/api/auth/refresh', 'POST'],
@@ -72,7 +72,7 @@ describe('a wrong method on a path that has routes', () => {
     expect({ status: head.status, allow: head.headers.allow, body: head.body }).toEqual({ status: 405, allow: 'POST', body: undefined });
   });
 
-  it('leaves a path its own method\'s route found nothing at 404 (an image never stored), and 405 to other methods', async () => {
+  it("leaves a path its own method's route found nothing at 404 (an image never stored), and 405 to other methods", async () => {
     const image = `/uploads/${'0'.repeat(64)}.png`;
     for (const method of ['GET', 'HEAD']) {
       const res = await call(plain, method, image);
@@ -84,9 +84,17 @@ describe('a wrong method on a path that has routes', () => {
 
   it('leaves a path without routes 404 NOT_FOUND, whatever the method', async () => {
     for (const running of [plain, withCors]) {
-      for (const [method, path] of [['GET', '/api/v2/nothing'], ['DELETE', '/api/auth/nothing'], ['POST', '/nope']]) {
+      for (const [method, path] of [
+        ['GET', '/api/v2/nothing'],
+        ['DELETE', '/api/auth/nothing'],
+        ['POST', '/nope'],
+      ]) {
         const res = await call(running, method!, path!);
-        expect({ status: res.status, allow: res.headers.allow, code: res.body.code }, `${method} ${path}`).toEqual({ status: 404, allow: undefined, code: 'NOT_FOUND' });
+        expect({ status: res.status, allow: res.headers.allow, code: res.body.code }, `${method} ${path}`).toEqual({
+          status: 404,
+          allow: undefined,
+          code: 'NOT_FOUND',
+        });
       }
     }
   });
@@ -94,7 +102,9 @@ describe('a wrong method on a path that has routes', () => {
   it('changes nothing in the OpenAPI descriptions', async () => {
     for (const mount of ['/api/v1', '/api/v2', '/api']) {
       const document = (await call(plain, 'GET', `${mount}/openapi.json`)).body;
-      const statuses = Object.values(document.paths as Record<string, Record<string, { responses: object }>>).flatMap((item) => Object.values(item).flatMap((operation) => Object.keys(operation.responses)));
+      const statuses = Object.values(document.paths as Record<string, Record<string, { responses: object }>>).flatMap((item) =>
+        Object.values(item).flatMap((operation) => Object.keys(operation.responses)),
+      );
       expect(statuses, mount).not.toContain('405');
     }
   });

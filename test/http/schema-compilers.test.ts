@@ -14,7 +14,12 @@ const BODY = {
   properties: { title: { type: 'string', minLength: 1 }, tags: { type: 'array', items: { type: 'string' } }, draft: { type: 'boolean', default: false } },
 } as const;
 const QUERY = { type: 'object', properties: { page: { type: 'integer', minimum: 1 }, tag: { type: 'array', items: { type: 'string' } } } } as const;
-const REPLY = { 200: { type: 'object', properties: { title: { type: 'string' }, tags: { type: 'array', items: { type: 'string' } }, draft: { type: 'boolean' }, page: { type: 'integer' } } } } as const;
+const REPLY = {
+  200: {
+    type: 'object',
+    properties: { title: { type: 'string' }, tags: { type: 'array', items: { type: 'string' } }, draft: { type: 'boolean' }, page: { type: 'integer' } },
+  },
+} as const;
 
 function app(shared: boolean): FastifyInstance {
   const made = Fastify(shared ? { schemaController: { compilersFactory } } : {});
@@ -27,7 +32,7 @@ function app(shared: boolean): FastifyInstance {
 }
 
 describe('the shared schema compilers', () => {
-  it('answer every query string as Fastify\'s own compilers do: coercion, defaults, errors', async () => {
+  it("answer every query string as Fastify's own compilers do: coercion, defaults, errors", async () => {
     const body = { title: 'Hi', tags: ['x'] };
     const requests = [
       { url: '/posts?page=2&tag=a', payload: body },
@@ -45,7 +50,7 @@ describe('the shared schema compilers', () => {
     await Promise.all([own.close(), shared.close()]);
   });
 
-  it('take a JSON body as it was sent: no field dropped, no type converted, where Fastify\'s own would', async () => {
+  it("take a JSON body as it was sent: no field dropped, no type converted, where Fastify's own would", async () => {
     const own = app(false);
     const shared = app(true);
     const send = (a: FastifyInstance, payload: object) => a.inject({ method: 'POST', url: '/posts', payload });

@@ -86,7 +86,10 @@ describe('security headers', () => {
       expect(dom, mount).toContain('class="swagger-ui"');
       for (const path of expected) expect(dom, `${mount}: operation ${path}`).toContain(`data-path="${path}"`);
       expect(dom, mount).toMatch(/miniapp blog API v[12]/);
-      expect(console.filter((line) => /Content Security Policy|Refused to/i.test(line)), mount).toEqual([]);
+      expect(
+        console.filter((line) => /Content Security Policy|Refused to/i.test(line)),
+        mount,
+      ).toEqual([]);
     }
   });
 });

@@ -91,8 +91,8 @@ describe('readAccountInsights', () => {
       'the graph API rejected impressions: retired; ask for the successor instead (views for impressions)',
       'the graph API rejected audience_city: retired; ask for the successor instead (follower_demographics (breakdown city) for audience_city)',
     ]);
-    await expect(
-      readAccountInsights(client, { account: MAIN_ACCOUNT_ID, metrics: ['impressions'], since: TODAY - DAY, until: TODAY }),
-    ).rejects.toBeInstanceOf(MetricRejectedError);
+    await expect(readAccountInsights(client, { account: MAIN_ACCOUNT_ID, metrics: ['impressions'], since: TODAY - DAY, until: TODAY })).rejects.toBeInstanceOf(
+      MetricRejectedError,
+    );
   });
 });

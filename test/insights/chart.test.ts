@@ -81,7 +81,7 @@ describe('insights account --chart in a terminal', () => {
       const drawn = charts(screen);
       expect(drawn.map((c) => c.title)).toEqual(METRICS);
       for (const chart of drawn) expect(chart.rows).toBeGreaterThanOrEqual(3);
-      expect(screen[0]).toMatch(/^reach  last /);
+      expect(screen[0]).toMatch(/^reach {2}last /);
       // Value labels are formatted numbers; reach runs in thousands.
       const labels = screen.filter((row) => PLOT_ROW.test(row)).map((row) => row.split('┤')[0]!.trim());
       expect(labels.some((label) => /^\d+(\.\d)?k$/.test(label))).toBe(true);
@@ -136,11 +136,16 @@ describe('insights --chart without a terminal, and its colours', () => {
   }
 
   it('refuses --chart when stdout is not a terminal, in one line naming --format html and CSV (exit 2)', async () => {
-    for (const argv of [['account', '--chart'], ['media', '--chart', 'reach']]) {
+    for (const argv of [
+      ['account', '--chart'],
+      ['media', '--chart', 'reach'],
+    ]) {
       const result = await run(argv, { tty: false });
       expect(result.code).toBe(2);
       expect(result.stdout).toBe('');
-      expect(result.stderr).toBe('error: --chart draws on a terminal; piped or redirected, use --format html --output report.html, or --format csv for the data\n');
+      expect(result.stderr).toBe(
+        'error: --chart draws on a terminal; piped or redirected, use --format html --output report.html, or --format csv for the data\n',
+      );
     }
   });
 
@@ -182,7 +187,10 @@ describe('start-up', () => {
   it('loads no chart or dashboard module for help or the other commands', () => {
     for (const args of [['--help'], ['insights', 'account', '--help'], ['monitor', '--help'], ['monitor', 'dashboard', '--help']]) {
       const { loaded } = traceLoads(home, args);
-      expect(loaded.filter((entry) => /asciichart|uplot|sparkly|\/cli\/charts\/|dashboard|insights-charts/i.test(entry)), args.join(' ')).toEqual([]);
+      expect(
+        loaded.filter((entry) => /asciichart|uplot|sparkly|\/cli\/charts\/|dashboard|insights-charts/i.test(entry)),
+        args.join(' '),
+      ).toEqual([]);
     }
   });
 });

@@ -96,7 +96,10 @@ describe('miniapp insights media', () => {
     const lines = piped.stdout.trimEnd().split('\n');
     expect(lines).toHaveLength(25);
     const first = cli.graph.data.account(MAIN_ACCOUNT_ID)!.media[0]!;
-    expect(lines[0]!.split('\t')).toEqual([...DEFAULT_MEDIA_FIELDS.map((f) => cell(first.fields[f])), ...['reach', 'saved', 'shares'].map((m) => String(first.insights[m]))]);
+    expect(lines[0]!.split('\t')).toEqual([
+      ...DEFAULT_MEDIA_FIELDS.map((f) => cell(first.fields[f])),
+      ...['reach', 'saved', 'shares'].map((m) => String(first.insights[m])),
+    ]);
 
     const tty = await run(['media', '--account', MAIN_ACCOUNT_ID, '--limit', '3'], {}, true);
     expect(tty.code).toBe(0);
@@ -173,8 +176,18 @@ describe('miniapp insights errors', () => {
     await start({ media: 5, rateLimit: { calls: 1, windowMs: 3_600_000 } });
     const cases = [
       { token: SANDBOX_GRAPH_TOKENS.expired, code: 4, message: 'the graph API token has expired', hint: 'create a new token' },
-      { token: SANDBOX_GRAPH_TOKENS.noPermission, code: 4, message: 'lacks the pages_read_engagement permission', hint: 'add pages_read_engagement to the app' },
-      { token: SANDBOX_GRAPH_TOKENS.personal, code: 1, message: 'not a business or creator account', hint: 'convert the account to business or creator and link it to a page' },
+      {
+        token: SANDBOX_GRAPH_TOKENS.noPermission,
+        code: 4,
+        message: 'lacks the pages_read_engagement permission',
+        hint: 'add pages_read_engagement to the app',
+      },
+      {
+        token: SANDBOX_GRAPH_TOKENS.personal,
+        code: 1,
+        message: 'not a business or creator account',
+        hint: 'convert the account to business or creator and link it to a page',
+      },
     ];
     for (const expected of cases) {
       const result = await run(['media', '--metrics', 'reach', '--all', '--format', 'csv', '--debug'], { MINIAPP_GRAPH_TOKEN: expected.token });
@@ -285,7 +298,9 @@ describe('miniapp insights account', () => {
 
     const period = await run(['account', '--account', MAIN_ACCOUNT_ID, '--period', 'month']);
     expect(period.code).toBe(2);
-    expect(period.stderr).toContain('the graph API refused a parameter: graph API error 100: (#100) Param period must be one of {day, week, days_28, lifetime}');
+    expect(period.stderr).toContain(
+      'the graph API refused a parameter: graph API error 100: (#100) Param period must be one of {day, week, days_28, lifetime}',
+    );
     // week is a period of reach and impressions only, as Meta has it.
     const weekly = await run(['account', '--account', MAIN_ACCOUNT_ID, '--period', 'week']);
     expect(weekly.code).toBe(2);
@@ -324,7 +339,12 @@ describe('miniapp insights post|story|reel|media-item', () => {
 
     // An ID that would change the request's path or query is a usage error, and nothing is asked of the API.
     const calls = await cli.graph.graphCalls();
-    for (const argv of [['post', `${image.id}#x`], ['story', `${story.id}?y=1`], ['reel', '../me'], ['media-item', 'me/accounts?x=']]) {
+    for (const argv of [
+      ['post', `${image.id}#x`],
+      ['story', `${story.id}?y=1`],
+      ['reel', '../me'],
+      ['media-item', 'me/accounts?x='],
+    ]) {
       const refused = await run(argv);
       expect(refused.code, argv.join(' ')).toBe(2);
       expect(refused.stderr).toContain('must be a graph object ID');
@@ -341,16 +361,22 @@ describe('start-up', () => {
     const home = mkdtempSync(join(tmpdir(), 'miniapp-insights-'));
     try {
       const trace = join(home, 'trace.txt');
-      const result = spawnSync(process.execPath, ['--import', join(root, 'test', 'fixtures', 'trace-loads.mjs'), join(root, 'bin', 'miniapp.cjs'), 'insights', '--help'], {
-        encoding: 'utf8',
-        env: { PATH: process.env.PATH, HOME: home, MINIAPP_CONFIG_DIR: join(home, 'config'), MINIAPP_TRACE_LOADS: trace },
-      });
+      const result = spawnSync(
+        process.execPath,
+        ['--import', join(root, 'test', 'fixtures', 'trace-loads.mjs'), join(root, 'bin', 'miniapp.cjs'), 'insights', '--help'],
+        {
+          encoding: 'utf8',
+          env: { PATH: process.env.PATH, HOME: home, MINIAPP_CONFIG_DIR: join(home, 'config'), MINIAPP_TRACE_LOADS: trace },
+        },
+      );
       expect(result.status, result.stderr).toBe(0);
       expect(result.stdout).toContain('Usage: miniapp insights');
       expect(result.stdout).toContain('media-item');
       const loaded = readFileSync(trace, 'utf8').split('\n');
       expect(loaded.some((url) => url.includes('dist/cli/commands/insights.js'))).toBe(true);
-      expect(loaded.filter((url) => /node_modules\/undici\/|dist\/insights\/(client|media|account|throttle)\.js|node_modules\/(chalk|ora|cli-table3)\//.test(url))).toEqual([]);
+      expect(
+        loaded.filter((url) => /node_modules\/undici\/|dist\/insights\/(client|media|account|throttle)\.js|node_modules\/(chalk|ora|cli-table3)\//.test(url)),
+      ).toEqual([]);
     } finally {
       rmSync(home, { recursive: true, force: true });
     }

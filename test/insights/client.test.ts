@@ -9,7 +9,16 @@ import Fastify, { type FastifyInstance } from 'fastify';
 import type { AddressInfo } from 'node:net';
 import { AuthError, ExitCode, UpstreamError } from '../../src/errors.js';
 import { GraphClient, metricsOf, type GraphClientOptions } from '../../src/insights/client.js';
-import { GraphApiError, MetricRejectedError, NotBusinessAccountError, RateLimitError, isThrottleCode, mapGraphError, redact, redactUrl } from '../../src/insights/errors.js';
+import {
+  GraphApiError,
+  MetricRejectedError,
+  NotBusinessAccountError,
+  RateLimitError,
+  isThrottleCode,
+  mapGraphError,
+  redact,
+  redactUrl,
+} from '../../src/insights/errors.js';
 import { listBusinessAccounts, resolveAccount } from '../../src/insights/accounts.js';
 import { SandboxClock } from '../../src/sandbox/clock.js';
 import { MAIN_ACCOUNT_ID, SANDBOX_GRAPH_TOKENS } from '../../src/sandbox/graph/data.js';
@@ -192,7 +201,10 @@ describe('redaction and error mapping', () => {
 
   it('maps the other code-100 cases and knows the throttling codes', () => {
     const context = { status: 400, what: 'http://h/v18.0/1/insights?metric=reach', metrics: ['reach'], token: 'secret-token-value' };
-    const early = mapGraphError({ message: 'Invalid parameter', code: 100, error_subcode: 2108006, error_user_msg: 'The media was posted before the conversion.' }, context);
+    const early = mapGraphError(
+      { message: 'Invalid parameter', code: 100, error_subcode: 2108006, error_user_msg: 'The media was posted before the conversion.' },
+      context,
+    );
     expect(early).toBeInstanceOf(GraphApiError);
     expect(early.exitCode).toBe(ExitCode.failure);
     expect(early.message).toContain('posted before the account became a business account');

@@ -58,7 +58,11 @@ function chromium(args: string[]): Promise<{ stdout: string; stderr: string }> {
 }
 
 /** Pixels of `image` close to `rgb`, and the box around them. */
-function pixelsLike(image: Image, rgb: [number, number, number], tolerance = 24): { count: number; box: { left: number; top: number; right: number; bottom: number } } {
+function pixelsLike(
+  image: Image,
+  rgb: [number, number, number],
+  tolerance = 24,
+): { count: number; box: { left: number; top: number; right: number; bottom: number } } {
   let count = 0;
   const box = { left: Infinity, top: Infinity, right: -Infinity, bottom: -Infinity };
   for (let y = 0; y < image.height; y++) {
@@ -91,7 +95,7 @@ function inked(image: Image, box: { left: number; top: number; right: number; bo
 
 /** What every report must be: nothing that reaches outside the file. */
 function expectSelfContained(html: string): void {
-  expect(html).toContain("Content-Security-Policy\" content=\"default-src 'none'");
+  expect(html).toContain('Content-Security-Policy" content="default-src \'none\'');
   expect(html).not.toMatch(/<(script|link|img|iframe)[^>]+(src|href)=/i);
   expect(html).not.toMatch(/url\(\s*['"]?https?:/i);
   expect(html).not.toMatch(/@import/i);
@@ -103,7 +107,20 @@ const FIRST_SERIES: [number, number, number] = [0x1f, 0x77, 0xb4];
 describe('insights --format html: one self-contained report', () => {
   it('account: renders every daily metric as a chart in Chromium offline, with the header and the table', { timeout: 120_000 }, async () => {
     const file = join(home, 'account.html');
-    const result = await miniapp(['insights', 'account', '--account', MAIN_ACCOUNT_ID, '--since', '2026-10-22', '--until', '2026-11-20', '--format', 'html', '--output', file]);
+    const result = await miniapp([
+      'insights',
+      'account',
+      '--account',
+      MAIN_ACCOUNT_ID,
+      '--since',
+      '2026-10-22',
+      '--until',
+      '2026-11-20',
+      '--format',
+      'html',
+      '--output',
+      file,
+    ]);
     expect(result.stderr).toBe(`wrote an HTML report of 4 charts to ${file}\n`);
     expect(result.code).toBe(0);
     const html = readFileSync(file, 'utf8');
@@ -116,7 +133,8 @@ describe('insights --format html: one self-contained report', () => {
     const { stdout: dom, stderr } = await chromium(['--dump-dom', url]);
     // uPlot ran: each of the four chart boxes holds its canvas, and the page counted them drawn.
     expect(dom).toContain('data-charts-drawn="4"');
-    for (let i = 0; i < 4; i++) expect(dom).toMatch(new RegExp(`<div class="chart" id="chart-${i}" data-kind="line"><div class="uplot[^"]*"[^>]*>.*?<canvas`, 's'));
+    for (let i = 0; i < 4; i++)
+      expect(dom).toMatch(new RegExp(`<div class="chart" id="chart-${i}" data-kind="line"><div class="uplot[^"]*"[^>]*>.*?<canvas`, 's'));
     expect(dom.match(/<canvas/g)!.length).toBeGreaterThanOrEqual(4);
     for (const metric of ['reach', 'impressions', 'follower_count', 'profile_views']) expect(dom).toContain(`<h2>${metric}</h2>`);
     // The table of the days under the charts: 30 rows.
@@ -139,7 +157,20 @@ describe('insights --format html: one self-contained report', () => {
 
   it('media: renders the bar chart of the top media by the --chart metric, and every media row below it', { timeout: 120_000 }, async () => {
     const file = join(home, 'media.html');
-    const result = await miniapp(['insights', 'media', '--account', MAIN_ACCOUNT_ID, '--metrics', 'reach,saved', '--chart', 'saved', '--format', 'html', '--output', file]);
+    const result = await miniapp([
+      'insights',
+      'media',
+      '--account',
+      MAIN_ACCOUNT_ID,
+      '--metrics',
+      'reach,saved',
+      '--chart',
+      'saved',
+      '--format',
+      'html',
+      '--output',
+      file,
+    ]);
     expect(result.code).toBe(0);
     const html = readFileSync(file, 'utf8');
     expectSelfContained(html);

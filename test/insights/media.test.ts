@@ -94,7 +94,12 @@ describe('exportMedia', () => {
       const item = data.media(row.id)!;
       expect(row.metrics.reach).toBe(item.preBusiness ? null : item.insights.reach);
     }
-    expect(result.failed.map((f) => f.id)).toEqual(data.account(MAIN_ACCOUNT_ID)!.media.slice(-3).map((m) => m.id));
+    expect(result.failed.map((f) => f.id)).toEqual(
+      data
+        .account(MAIN_ACCOUNT_ID)!
+        .media.slice(-3)
+        .map((m) => m.id),
+    );
     expect(result.failed[0]!.reason).toBe('Invalid parameter');
   });
 
@@ -150,4 +155,3 @@ describe('exportMedia', () => {
     await expect(readObjectInsights(client(sb.url, 'v22.0'), story.id, ['exits'])).rejects.toBeInstanceOf(MetricRejectedError);
   });
 });
-

@@ -33,14 +33,16 @@ describe('metric catalogue', () => {
     }
   });
 
-  it('knows the account metrics the sandbox serves at the current version on Meta\'s hosts, and the sandbox every one it knows', () => {
+  it("knows the account metrics the sandbox serves at the current version on Meta's hosts, and the sandbox every one it knows", () => {
     const current = { version: Math.floor(versionNumber(CURRENT_GRAPH_VERSION)!), mount: 'facebook' as const };
     expect(new Set(liveAccountMetrics(current))).toEqual(new Set(CURRENT_ACCOUNT_METRICS));
     // The spec's account metrics, on the spec's mount before v22.0.
     for (const metric of ACCOUNT_METRICS) expect(liveAccountMetrics({ version: 21, mount: 'spec' })).toContain(metric);
     for (const metric of Object.keys(ACCOUNT_METRIC_TABLE).filter((m) => m !== 'audience_locale')) expect(isKnownAccountMetric(metric), metric).toBe(true);
     // What comes only as totals, on both sides.
-    const totalsOnly = Object.entries(ACCOUNT_METRIC_TABLE).filter(([, spec]) => spec.series.length === 0 && !spec.lifetime).map(([metric]) => metric);
+    const totalsOnly = Object.entries(ACCOUNT_METRIC_TABLE)
+      .filter(([, spec]) => spec.series.length === 0 && !spec.lifetime)
+      .map(([metric]) => metric);
     expect(new Set(totalsOnly)).toEqual(new Set(TOTAL_VALUE_METRICS));
   });
 

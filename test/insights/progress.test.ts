@@ -22,12 +22,14 @@ function run(argv: string[], options: { tty: boolean; env?: Record<string, strin
 
 /** The progress lines drawn on stderr: each redraw starts with a carriage return and a line clear. */
 function drawn(stderr: string): string[] {
-  return plain(stderr)
-    // The spinner that came before shows the cursor again.
-    .replace(/\x1b\[\?[0-9;]*[a-z]/g, '')
-    .split('\r\x1b[2K')
-    .map((line) => line.replace(/\n[\s\S]*$/, ''))
-    .filter((line) => line.startsWith('reading '));
+  return (
+    plain(stderr)
+      // The spinner that came before shows the cursor again.
+      .replace(/\x1b\[\?[0-9;]*[a-z]/g, '')
+      .split('\r\x1b[2K')
+      .map((line) => line.replace(/\n[\s\S]*$/, ''))
+      .filter((line) => line.startsWith('reading '))
+  );
 }
 
 describe('insights media --all on a terminal', () => {
@@ -41,7 +43,11 @@ describe('insights media --all on a terminal', () => {
     // Cleared before the table: the last thing on stderr is the line clear.
     expect(result.stderr.endsWith('\r\x1b[2K')).toBe(true);
     expect(plain(result.stdout)).not.toContain('reading media');
-    expect(plain(result.stdout).split('\n').filter((l) => l.startsWith('│ 1790')).length).toBe(250);
+    expect(
+      plain(result.stdout)
+        .split('\n')
+        .filter((l) => l.startsWith('│ 1790')).length,
+    ).toBe(250);
     // media_count, then three pages of 100.
     expect(await cli.graph.graphCalls()).toBe(4);
   });
@@ -56,7 +62,9 @@ describe('insights media --all on a terminal', () => {
     expect(result.code).toBe(5);
     const waits = drawn(result.stderr).filter((line) => line.includes('rate limited'));
     expect(waits.length).toBeGreaterThan(0);
-    expect(waits[0]).toMatch(/^reading media · pages 4\/10 \(40%\) · rate limited by the graph API \(code 17\); retry 1 of 1 in \d+ms · media 400 · calls \d+$/);
+    expect(waits[0]).toMatch(
+      /^reading media · pages 4\/10 \(40%\) · rate limited by the graph API \(code 17\); retry 1 of 1 in \d+ms · media 400 · calls \d+$/,
+    );
     expect(waits.every((line) => !/\/s\b|left/.test(line))).toBe(true);
     // A throttled wait is not also a warning line on a terminal: the countdown says it.
     expect(plain(result.stderr)).not.toContain('warning: rate limited');
@@ -79,9 +87,10 @@ describe('insights media --all on a terminal', () => {
       });
       expect(result.code, result.stderr).toBe(130);
       expect(result.stdout).toBe('');
-      const said = /error: interrupted \(SIGINT\) after reading (\d+) pages of media \((\d+) items, \d+ calls\): nothing was written, since it would have been partial\nrun it again to read every media item; --since or a smaller --limit reads fewer\n$/.exec(
-        plain(result.stderr),
-      );
+      const said =
+        /error: interrupted \(SIGINT\) after reading (\d+) pages of media \((\d+) items, \d+ calls\): nothing was written, since it would have been partial\nrun it again to read every media item; --since or a smaller --limit reads fewer\n$/.exec(
+          plain(result.stderr),
+        );
       expect(said, result.stderr).not.toBeNull();
       // Pages of 100: what it says it read is what it read, and it had read some (the fifth call was made).
       expect(Number(said![2])).toBe(Number(said![1]) * 100);

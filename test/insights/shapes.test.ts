@@ -42,17 +42,30 @@ describe.each(['spec', 'facebook', 'instagram'])('insights against the %s shape'
     expect(report.days[0].reach).toBe(cli.graph.data.daily(MAIN_ACCOUNT_ID, 'reach', until - 7 * DAY));
   });
 
-  it('account reads today\'s metrics as window totals, and the spec\'s defaults as far as v24.0 serves them', async () => {
+  it("account reads today's metrics as window totals, and the spec's defaults as far as v24.0 serves them", async () => {
     await cli.start({ media: 5 });
     const until = Math.floor(NOW / DAY) * DAY;
-    const sum = (metric: string) => Array.from({ length: 7 }, (_, i) => cli.graph.data.daily(MAIN_ACCOUNT_ID, metric, until - (7 - i) * DAY)).reduce((a, b) => a + b, 0);
+    const sum = (metric: string) =>
+      Array.from({ length: 7 }, (_, i) => cli.graph.data.daily(MAIN_ACCOUNT_ID, metric, until - (7 - i) * DAY)).reduce((a, b) => a + b, 0);
     const before = await cli.graph.graphCalls();
-    const today = await run(shape, ['account', '--account', MAIN_ACCOUNT_ID, '--metrics', 'reach,views,accounts_engaged,total_interactions', '--since', '7d', '--json']);
+    const today = await run(shape, [
+      'account',
+      '--account',
+      MAIN_ACCOUNT_ID,
+      '--metrics',
+      'reach,views,accounts_engaged,total_interactions',
+      '--since',
+      '7d',
+      '--json',
+    ]);
     expect(today.code, today.stderr).toBe(0);
     // One call for the daily reach, one for the totals.
     expect((await cli.graph.graphCalls()) - before).toBe(2);
     const report = JSON.parse(today.stdout);
-    expect(report.days[0]).toEqual({ date: new Date(until - 7 * DAY).toISOString().slice(0, 10), reach: cli.graph.data.daily(MAIN_ACCOUNT_ID, 'reach', until - 7 * DAY) });
+    expect(report.days[0]).toEqual({
+      date: new Date(until - 7 * DAY).toISOString().slice(0, 10),
+      reach: cli.graph.data.daily(MAIN_ACCOUNT_ID, 'reach', until - 7 * DAY),
+    });
     const window = { since: report.since, until: report.until };
     expect(report.totals).toEqual([
       { metric: 'views', ...window, value: sum('views') },
@@ -64,9 +77,17 @@ describe.each(['spec', 'facebook', 'instagram'])('insights against the %s shape'
     const defaults = await run(shape, ['account', '--account', MAIN_ACCOUNT_ID, '--since', '7d']);
     expect(defaults.code, defaults.stderr).toBe(0);
     expect(defaults.stderr).toContain('the graph API rejected impressions: retired; ask for the successor instead (views for impressions)');
-    const rows = defaults.stdout.trim().split('\n').map((line) => line.split('\t'));
+    const rows = defaults.stdout
+      .trim()
+      .split('\n')
+      .map((line) => line.split('\t'));
     expect(rows).toHaveLength(8);
-    expect(rows[0]).toEqual([window.since, String(cli.graph.data.daily(MAIN_ACCOUNT_ID, 'reach', until - 7 * DAY)), '', String(cli.graph.data.daily(MAIN_ACCOUNT_ID, 'follower_count', until - 7 * DAY))]);
+    expect(rows[0]).toEqual([
+      window.since,
+      String(cli.graph.data.daily(MAIN_ACCOUNT_ID, 'reach', until - 7 * DAY)),
+      '',
+      String(cli.graph.data.daily(MAIN_ACCOUNT_ID, 'follower_count', until - 7 * DAY)),
+    ]);
     expect(rows[7]).toEqual(['profile_views', window.since, window.until, String(sum('profile_views'))]);
   });
 });

@@ -17,9 +17,17 @@ describe('graph-version', () => {
     const get = await cli.sb.run(['config', 'get', 'graph-version', '--json']);
     expect(JSON.parse(get.stdout)).toMatchObject({ value: '', source: 'profile' });
     const env = { MINIAPP_GRAPH_URL: cli.graph.url, MINIAPP_GRAPH_TOKEN: SANDBOX_GRAPH_TOKENS.page };
-    const media = await cli.sb.run(['--debug', 'insights', 'media', '--limit', '3', '--no-metrics', '--json', '--account', MAIN_ACCOUNT_ID], { env, now: new Date(NOW) });
+    const media = await cli.sb.run(['--debug', 'insights', 'media', '--limit', '3', '--no-metrics', '--json', '--account', MAIN_ACCOUNT_ID], {
+      env,
+      now: new Date(NOW),
+    });
     expect(media.code, media.stderr).toBe(0);
-    expect(JSON.parse(media.stdout).map((m: { id: string }) => m.id)).toEqual(cli.graph.data.account(MAIN_ACCOUNT_ID)!.media.slice(0, 3).map((m) => m.id));
+    expect(JSON.parse(media.stdout).map((m: { id: string }) => m.id)).toEqual(
+      cli.graph.data
+        .account(MAIN_ACCOUNT_ID)!
+        .media.slice(0, 3)
+        .map((m) => m.id),
+    );
     expect(media.stderr).toContain(`GET ${cli.graph.url}/${MAIN_ACCOUNT_ID}/media?`);
     expect(media.stderr).not.toMatch(/\/v\d+\.\d+\//);
     // unset returns to the spec's default.

@@ -68,7 +68,14 @@ describe('me and decrypt with a text AAD', () => {
       await login(textSandbox, env, 4001);
       const me = await cli.run(['me', '--json'], { env });
       expect(me.code, `${aad}: ${me.stderr}`).toBe(0);
-      expect(JSON.parse(me.stdout)).toMatchObject({ userKey: 4001, name: person.name, phone: person.phone, birthday: person.birthday, gender: person.gender, nationality: person.nationality });
+      expect(JSON.parse(me.stdout)).toMatchObject({
+        userKey: 4001,
+        name: person.name,
+        phone: person.phone,
+        birthday: person.birthday,
+        gender: person.gender,
+        nationality: person.nationality,
+      });
     }
   });
 
@@ -106,13 +113,18 @@ describe('me and decrypt with a text AAD', () => {
 
 describe('the relay with a text AAD', () => {
   it('decrypts with TOSS, and names the text: form (never the value) when the AAD verifies read as text', async () => {
-    const ok = await startTestServe({ upstream: { baseUrl: textSandbox.url, pathPrefix: '/api-partner/v1/miniapp/user/oauth2', tls: {} }, decrypt: { key: KEY_BASE64, aad: 'TOSS' } });
+    const ok = await startTestServe({
+      upstream: { baseUrl: textSandbox.url, pathPrefix: '/api-partner/v1/miniapp/user/oauth2', tls: {} },
+      decrypt: { key: KEY_BASE64, aad: 'TOSS' },
+    });
     try {
-      const { accessToken } = (await (await request(`${ok.url}/api/auth/token`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({ authorizationCode: textSandbox.state.login(4004).authorizationCode, referrer: 'sandbox' }),
-      })).body.json()) as { accessToken: string };
+      const { accessToken } = (await (
+        await request(`${ok.url}/api/auth/token`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ authorizationCode: textSandbox.state.login(4004).authorizationCode, referrer: 'sandbox' }),
+        })
+      ).body.json()) as { accessToken: string };
       const me = await request(`${ok.url}/api/auth/me`, { headers: { authorization: `Bearer ${accessToken}` } });
       expect(me.statusCode).toBe(200);
       expect(((await me.body.json()) as { name: string }).name).toBe(personFor(4004).name);
@@ -127,11 +139,13 @@ describe('the relay with a text AAD', () => {
       logger: { level: 'info', stream: logs },
     });
     try {
-      const { accessToken } = (await (await request(`${wrong.url}/api/auth/token`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({ authorizationCode: hexLookingTextSandbox.state.login(4005).authorizationCode, referrer: 'sandbox' }),
-      })).body.json()) as { accessToken: string };
+      const { accessToken } = (await (
+        await request(`${wrong.url}/api/auth/token`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ authorizationCode: hexLookingTextSandbox.state.login(4005).authorizationCode, referrer: 'sandbox' }),
+        })
+      ).body.json()) as { accessToken: string };
       const me = await request(`${wrong.url}/api/auth/me`, { headers: { authorization: `Bearer ${accessToken}` } });
       expect(me.statusCode).toBe(500);
       const body = (await me.body.json()) as { code: string; error: string };

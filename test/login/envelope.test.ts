@@ -64,7 +64,7 @@ describe('readTokenData', () => {
     });
   });
 
-  it('fills a missing lifetime with the spec\'s hour and rejects missing tokens or another token type', () => {
+  it("fills a missing lifetime with the spec's hour and rejects missing tokens or another token type", () => {
     expect(readTokenData({ accessToken: 'a', refreshToken: 'r' }).expiresIn).toBe(3600);
     expect(() => readTokenData({ accessToken: 'a' })).toThrow('without refreshToken');
     expect(() => readTokenData({ tokenType: 'MAC', accessToken: 'a', refreshToken: 'r' })).toThrow('only Bearer');

@@ -68,7 +68,10 @@ describe('decryptField', () => {
 describe('diagnoseTagMismatch', () => {
   it('finds an AAD that was used as text instead of hex, and names the setting', () => {
     const value = seal('x', KEY, Buffer.from(AAD_HEX, 'utf8'));
-    expect(diagnoseTagMismatch(value, KEY, parseAad(AAD_HEX))).toMatchObject({ explanation: expect.stringMatching(/bytes of its text/), reading: { setting: `text:${AAD_HEX}` } });
+    expect(diagnoseTagMismatch(value, KEY, parseAad(AAD_HEX))).toMatchObject({
+      explanation: expect.stringMatching(/bytes of its text/),
+      reading: { setting: `text:${AAD_HEX}` },
+    });
   });
 
   it('finds an AAD that is hex where text was written, and one in Base64', () => {

@@ -24,7 +24,7 @@ describe('parseKey', () => {
     expect(parseKey(KEY.toString('base64url')).bytes).toEqual(KEY);
   });
 
-  it('trims whitespace, a key file\'s trailing newline and pasted quotes', () => {
+  it("trims whitespace, a key file's trailing newline and pasted quotes", () => {
     expect(parseKey(`  ${KEY_HEX}\n`).bytes).toEqual(KEY);
     expect(parseKey(`"${KEY_BASE64}"\r\n`).bytes).toEqual(KEY);
   });
@@ -45,12 +45,12 @@ describe('parseKey', () => {
 });
 
 describe('parseAad', () => {
-  it('reads a bare value of hex digits of even length as hex (the spec\'s form)', () => {
+  it("reads a bare value of hex digits of even length as hex (the spec's form)", () => {
     expect(parseAad('6d696e69 ')).toEqual({ bytes: Buffer.from('mini'), encoding: 'hex', explicit: false, body: '6d696e69' });
     expect(parseAad('544F5353').bytes).toEqual(Buffer.from('TOSS'));
   });
 
-  it('reads a bare value that is not hex as its text (the vendor\'s AAD_STRING=TOSS)', () => {
+  it("reads a bare value that is not hex as its text (the vendor's AAD_STRING=TOSS)", () => {
     expect(parseAad('TOSS')).toEqual({ bytes: Buffer.from('TOSS'), encoding: 'text', explicit: false, body: 'TOSS' });
     expect(parseAad('abc').bytes).toEqual(Buffer.from('abc')); // odd length: not whole bytes of hex
     expect(parseAad('"TOSS"\n').bytes).toEqual(Buffer.from('TOSS'));

@@ -123,7 +123,10 @@ describe('monitor dashboard', () => {
       expect(first.http.points).toBeLessThanOrEqual(3);
       const frame = await pane.waitFor('the 404s among the errors', (screen) => screen.some((line) => /^errors .*HTTP 404×\d+/.test(line)) && screen);
       for (const label of ['HTTP p99', 'gRPC req/s', 'gRPC p99', 'orders/min', 'payments/min', 'in flight', 'webhooks', 'database', '── log']) {
-        expect(frame.some((line) => line.startsWith(label)), label).toBe(true);
+        expect(
+          frame.some((line) => line.startsWith(label)),
+          label,
+        ).toBe(true);
       }
       expect(frame.find((line) => line.startsWith('database'))).toMatch(/ready$/);
       expect(frame.find((line) => line.startsWith('in flight'))).toMatch(/HTTP \d+ · gRPC \d+/);

@@ -70,7 +70,19 @@ describe.each(BACKENDS)('on %s', (backend) => {
     const me = (await http('GET', '/api/auth/me', undefined, { authorization: `Bearer ${tokens.accessToken}` })).body;
     await http('POST', '/api/users', { username: 'olivia', email: 'olivia@example.com', password: 'password-123' });
     userToken = (await http('POST', '/api/v2/auth/login', { email: 'olivia@example.com', password: 'password-123' })).body.access_token;
-    sandboxSecrets = [tokens.accessToken, tokens.refreshToken, code.authorizationCode, running.sandbox!.key, running.sandbox!.aad, me.name, me.phone, me.ci, running.adminToken, userToken, 'password-123'];
+    sandboxSecrets = [
+      tokens.accessToken,
+      tokens.refreshToken,
+      code.authorizationCode,
+      running.sandbox!.key,
+      running.sandbox!.aad,
+      me.name,
+      me.phone,
+      me.ci,
+      running.adminToken,
+      userToken,
+      'password-123',
+    ];
   });
   afterAll(async () => {
     for (const client of clients) client.close();
@@ -80,7 +92,12 @@ describe.each(BACKENDS)('on %s', (backend) => {
   describe('StreamMetrics', () => {
     it('streams the live series, filtered by name prefix', async () => {
       await http('GET', '/health');
-      const items = await collect<any>(monitoring().StreamMetrics({ name_prefixes: ['miniapp_http_requests_total', 'miniapp_process_cpu'], interval_ms: 100, count: 2 }, bearer(running.adminToken)));
+      const items = await collect<any>(
+        monitoring().StreamMetrics(
+          { name_prefixes: ['miniapp_http_requests_total', 'miniapp_process_cpu'], interval_ms: 100, count: 2 },
+          bearer(running.adminToken),
+        ),
+      );
       expect(items).toHaveLength(2);
       expect(items[0].service_name).toBe(`miniapp ${running.url}`);
       const keys = Object.keys(items[1].metrics);
@@ -93,7 +110,9 @@ describe.each(BACKENDS)('on %s', (backend) => {
       const c = monitoring();
       expect(await statusOf(collect(c.StreamMetrics({ interval_ms: 10, count: 1 }, bearer(running.adminToken))))).toBe('INVALID_ARGUMENT');
       expect(await statusOf(collect(c.StreamMetrics({ interval_ms: 3_600_001, count: 1 }, bearer(running.adminToken))))).toBe('INVALID_ARGUMENT');
-      expect(await statusOf(collect(c.StreamMetrics({ name_prefixes: Array.from({ length: 21 }, (_, i) => `p${i}`), count: 1 }, bearer(running.adminToken))))).toBe('INVALID_ARGUMENT');
+      expect(
+        await statusOf(collect(c.StreamMetrics({ name_prefixes: Array.from({ length: 21 }, (_, i) => `p${i}`), count: 1 }, bearer(running.adminToken)))),
+      ).toBe('INVALID_ARGUMENT');
     });
   });
 
@@ -131,7 +150,10 @@ describe.each(BACKENDS)('on %s', (backend) => {
       running.app.log.warn({ component: 'webhooks', deliveryId: 7 }, 'webhook attempt failed; will retry');
       const warnings = await collect<any>(monitoring().StreamLogs({ tail: 1000, min_level: 'LOG_LEVEL_WARN' }, bearer(running.adminToken)));
       expect(warnings.map((entry) => entry.message)).toContain('webhook attempt failed; will retry');
-      expect(warnings.find((entry) => entry.message === 'webhook attempt failed; will retry')).toMatchObject({ component: 'webhooks', level: 'LOG_LEVEL_WARN' });
+      expect(warnings.find((entry) => entry.message === 'webhook attempt failed; will retry')).toMatchObject({
+        component: 'webhooks',
+        level: 'LOG_LEVEL_WARN',
+      });
       expect(warnings.every((entry) => ['LOG_LEVEL_WARN', 'LOG_LEVEL_ERROR', 'LOG_LEVEL_FATAL'].includes(entry.level))).toBe(true);
       expect(await statusOf(collect(monitoring().StreamLogs({ tail: -1 }, bearer(running.adminToken))))).toBe('INVALID_ARGUMENT');
     });
@@ -143,7 +165,8 @@ describe.each(BACKENDS)('on %s', (backend) => {
       );
       expect(refusal).toEqual({
         code: 'INVALID_ARGUMENT',
-        details: 'min_level 99 is not a LogLevel: give one of LOG_LEVEL_UNSPECIFIED, LOG_LEVEL_TRACE, LOG_LEVEL_DEBUG, LOG_LEVEL_INFO, LOG_LEVEL_WARN, LOG_LEVEL_ERROR, LOG_LEVEL_FATAL (0 to 6)',
+        details:
+          'min_level 99 is not a LogLevel: give one of LOG_LEVEL_UNSPECIFIED, LOG_LEVEL_TRACE, LOG_LEVEL_DEBUG, LOG_LEVEL_INFO, LOG_LEVEL_WARN, LOG_LEVEL_ERROR, LOG_LEVEL_FATAL (0 to 6)',
       });
       // Every named level, by name or number, and none at all, is taken.
       expect(await statusOf(collect(monitoring().StreamLogs({ tail: 1, min_level: 6 }, bearer(running.adminToken))))).toBe('OK');
@@ -160,7 +183,7 @@ describe.each(BACKENDS)('on %s', (backend) => {
   });
 
   describe('Chat', () => {
-    it('passes each message to every other operator, with the sender\'s name', async () => {
+    it("passes each message to every other operator, with the sender's name", async () => {
       const a = monitoring().Chat(bearer(running.adminToken));
       const b = monitoring().Chat(bearer(running.adminToken));
       const got: any[] = [];
@@ -192,7 +215,10 @@ describe.each(BACKENDS)('on %s', (backend) => {
         const all = await sb.run(['monitor', 'logs', '--json'], { env });
         expect(all.code).toBe(0);
         for (const secret of sandboxSecrets) if (secret) expect(all.stdout).not.toContain(secret);
-        const lines = all.stdout.trim().split('\n').map((line) => JSON.parse(line));
+        const lines = all.stdout
+          .trim()
+          .split('\n')
+          .map((line) => JSON.parse(line));
         expect(lines[0]).toMatchObject({ sequence: expect.any(Number), level: expect.any(String), component: expect.any(String), message: expect.any(String) });
       } finally {
         sb.dispose();
@@ -207,7 +233,10 @@ describe.each(BACKENDS)('on %s', (backend) => {
         await waitFor(() => live.stdout.text.split('\n').filter(Boolean).length >= 1, 'the first snapshot');
         for (let i = 0; i < 5; i++) await http('GET', '/health');
         expect(await live.done).toBe(0);
-        const snapshots = live.stdout.text.trim().split('\n').map((line) => JSON.parse(line));
+        const snapshots = live.stdout.text
+          .trim()
+          .split('\n')
+          .map((line) => JSON.parse(line));
         expect(snapshots).toHaveLength(3);
         const health = (s: any) => s.metrics['miniapp_http_requests_total{method="GET",route="/health",status="200"}'] ?? 0;
         expect(health(snapshots[2])).toBeGreaterThanOrEqual(health(snapshots[0]) + 5);
@@ -217,7 +246,10 @@ describe.each(BACKENDS)('on %s', (backend) => {
         // A metric's name once, each of its label sets under it.
         expect(plain(human.stdout.text)).toMatch(/\nminiapp_http_requests_total\x1b\[K\n( {2}\{.*\n)*? {2}\{method="GET",route="\/health",status="200"\} +\d+/);
         // On a narrow terminal a long label set takes lines of its own rather than being cut: two label sets never look alike.
-        const narrow = runLive(sb, ['monitor', 'metrics', '--interval', '100ms', '--count', '1', '--name', 'miniapp_http_requests_total'], env, { tty: true, columns: 50 });
+        const narrow = runLive(sb, ['monitor', 'metrics', '--interval', '100ms', '--count', '1', '--name', 'miniapp_http_requests_total'], env, {
+          tty: true,
+          columns: 50,
+        });
         expect(await narrow.done).toBe(0);
         const drawn = plain(narrow.stdout.text).replace(/\x1b\[[HJK2]+/g, '');
         expect(drawn).not.toContain('…');
@@ -227,10 +259,16 @@ describe.each(BACKENDS)('on %s', (backend) => {
         // Read back (the value columns removed, continuation lines joined, each label set after its name), each series is there whole.
         const shown: string[] = [];
         let name = '';
-        for (const line of drawn.split('\n').slice(3).map((text) => text.replace(/ {2,}[-\d.e+]+( {2,}[-\d.e+]+)?$/, ''))) {
+        for (const line of drawn
+          .split('\n')
+          .slice(3)
+          .map((text) => text.replace(/ {2,}[-\d.e+]+( {2,}[-\d.e+]+)?$/, ''))) {
           if (line.startsWith('    ')) shown[shown.length - 1] += line.trim();
           else if (line.startsWith('  {')) shown.push(`${name}${line.trim()}`);
-          else if (line) shown.push((name = line));
+          else if (line) {
+            name = line;
+            shown.push(name);
+          }
         }
         for (const key of keys) expect(shown, key).toContain(key);
       } finally {
@@ -244,7 +282,9 @@ describe.each(BACKENDS)('on %s', (backend) => {
         const noToken = await sb.run(['monitor', 'logs'], { env: { MINIAPP_GRPC_ADDR: running.grpc!.address } });
         expect(noToken.code).toBe(4);
         expect(noToken.stderr).toContain('no token for the monitoring service');
-        const level = await sb.run(['monitor', 'logs', '--level', 'loud'], { env: { MINIAPP_GRPC_ADDR: running.grpc!.address, MINIAPP_GRPC_TOKEN: running.adminToken } });
+        const level = await sb.run(['monitor', 'logs', '--level', 'loud'], {
+          env: { MINIAPP_GRPC_ADDR: running.grpc!.address, MINIAPP_GRPC_TOKEN: running.adminToken },
+        });
         expect(level.code).toBe(2);
         expect(level.stderr).toContain('--level must be one of');
       } finally {

@@ -89,7 +89,7 @@ describe.each(BACKENDS)('relay grant limits on %s', (backend) => {
     clock.advance(60 * 60_000);
   });
 
-  it('counts the relay apart from the blog\'s logins', async () => {
+  it("counts the relay apart from the blog's logins", async () => {
     for (let i = 0; i < 4; i++) await exchange(`apart-${i}`);
     expect((await exchange('apart-locked')).status).toBe(429);
     const login = await postFrom(`${running.url}/api/v2/auth/login`, { email: 'nobody@example.com', password: 'guess' });
@@ -119,7 +119,10 @@ describe('relay grant limits when the partner API is down', () => {
   it('does not count calls the partner API could not answer', async () => {
     const statuses = new Set<number>();
     for (let i = 0; i < 10; i++) {
-      const answer = await postFrom(`${running.url}/api/auth/${i % 2 ? 'refresh' : 'token'}`, i % 2 ? { refreshToken: 'rt' } : { authorizationCode: 'code', referrer: 'sandbox' });
+      const answer = await postFrom(
+        `${running.url}/api/auth/${i % 2 ? 'refresh' : 'token'}`,
+        i % 2 ? { refreshToken: 'rt' } : { authorizationCode: 'code', referrer: 'sandbox' },
+      );
       statuses.add(answer.status);
       expect(answer.body.code).toBe('UPSTREAM_UNREACHABLE');
     }

@@ -102,7 +102,9 @@ describe('relay endpoints', () => {
       code: 'MISSING_FIELD',
     });
     expect((await call('POST', '/api/auth/token', { json: { authorizationCode: 'x' } })).body.error).toBe('referrer is required');
-    expect((await call('POST', '/api/auth/token', { json: { authorizationCode: 5, referrer: 'sandbox' } })).body.error).toBe('authorizationCode must be a string');
+    expect((await call('POST', '/api/auth/token', { json: { authorizationCode: 5, referrer: 'sandbox' } })).body.error).toBe(
+      'authorizationCode must be a string',
+    );
     expect((await call('POST', '/api/auth/token', { json: { authorizationCode: 'x', referrer: 'prod' } })).body.code).toBe('INVALID_FIELD');
     expect((await call('POST', '/api/auth/token', { json: [1] })).status).toBe(400);
     const broken = await call('POST', '/api/auth/token', { body: '{"authorizationCode":', headers: { 'content-type': 'application/json' } });
@@ -124,7 +126,7 @@ describe('relay endpoints', () => {
     expect(res.status).toBe(200);
     expect(res.body.accessToken).not.toBe(first.accessToken);
     expect((await call('POST', '/api/auth/refresh', { json: {} })).body).toMatchObject({ code: 'MISSING_FIELD', error: 'refreshToken is required' });
-    expect((await call('POST', '/api/auth/refresh', { json: { refreshToken: first.refreshToken } }))).toMatchObject({
+    expect(await call('POST', '/api/auth/refresh', { json: { refreshToken: first.refreshToken } })).toMatchObject({
       status: 401,
       body: { code: 'REFRESH_TOKEN_EXPIRED' },
     });
@@ -140,13 +142,22 @@ describe('relay endpoints', () => {
 
   it('GET /me is 401 without the header, with a malformed one, and with an expired token', async () => {
     expect(await call('GET', '/api/auth/me')).toMatchObject({ status: 401, body: { code: 'MISSING_AUTHORIZATION' } });
-    expect(await call('GET', '/api/auth/me', { headers: { authorization: 'Token abc' } })).toMatchObject({ status: 401, body: { code: 'MALFORMED_AUTHORIZATION' } });
+    expect(await call('GET', '/api/auth/me', { headers: { authorization: 'Token abc' } })).toMatchObject({
+      status: 401,
+      body: { code: 'MALFORMED_AUTHORIZATION' },
+    });
     expect(await call('GET', '/api/auth/me', { headers: { authorization: 'Bearer ' } })).toMatchObject({ status: 401 });
-    expect(await call('GET', '/api/auth/me', { headers: { authorization: 'Bearerabc' } })).toMatchObject({ status: 401, body: { code: 'MALFORMED_AUTHORIZATION' } });
+    expect(await call('GET', '/api/auth/me', { headers: { authorization: 'Bearerabc' } })).toMatchObject({
+      status: 401,
+      body: { code: 'MALFORMED_AUTHORIZATION' },
+    });
     // The scheme's name in any case (RFC 9110 section 11.1), as the blog API already takes it.
     const fresh = await tokens(78);
     for (const scheme of ['bearer', 'BEARER']) {
-      expect(await call('GET', '/api/auth/me', { headers: { authorization: `${scheme} ${fresh.accessToken}` } })).toMatchObject({ status: 200, body: { userKey: 78 } });
+      expect(await call('GET', '/api/auth/me', { headers: { authorization: `${scheme} ${fresh.accessToken}` } })).toMatchObject({
+        status: 200,
+        body: { userKey: 78 },
+      });
     }
     const { accessToken } = await tokens();
     sandbox.clock.advance(3600_000);
@@ -191,7 +202,7 @@ describe('relay endpoints', () => {
     expect((await call('POST', '/api/auth/logout-by-user-key?userKey=1')).status).toBe(401);
   });
 
-  it('POST /logout-by-user-key removes only the caller\'s own connection: 403 for another user\'s, the same whether it exists or not', async () => {
+  it("POST /logout-by-user-key removes only the caller's own connection: 403 for another user's, the same whether it exists or not", async () => {
     const one = await tokens(1);
     const two = await tokens(2);
     const calls = sandbox.stats.partnerCalls;
@@ -207,7 +218,7 @@ describe('relay endpoints', () => {
     expect((await call('POST', '/api/auth/logout-by-user-key', { headers: bearer('at_never-issued'), json: { userKey: 2 } })).status).toBe(401);
   });
 
-  it('POST /logout-by-user-key after /me spends no second login-me: the token\'s user is remembered', async () => {
+  it("POST /logout-by-user-key after /me spends no second login-me: the token's user is remembered", async () => {
     const { accessToken } = await tokens(5);
     expect((await call('GET', '/api/auth/me', { headers: bearer(accessToken) })).status).toBe(200);
     const calls = sandbox.stats.partnerCalls;
@@ -217,7 +228,7 @@ describe('relay endpoints', () => {
     expect((await call('GET', '/api/auth/me', { headers: bearer(accessToken) })).status).toBe(401);
   });
 
-  it('POST /logout-by-user-key with the operator token (X-Operator-Token) removes any user\'s connection; a wrong one is 403', async () => {
+  it("POST /logout-by-user-key with the operator token (X-Operator-Token) removes any user's connection; a wrong one is 403", async () => {
     const operatorToken = 'op-5f1c0e8a9b2d4c7e';
     await relay.close();
     relay = await serve({ operatorToken });
@@ -230,7 +241,10 @@ describe('relay endpoints', () => {
     });
     expect((await call('GET', '/api/auth/me', { headers: bearer(two.accessToken) })).status).toBe(401);
     for (const wrong of ['op-5f1c0e8a9b2d4c7f', 'short', `${operatorToken}x`]) {
-      const refused = await call('POST', '/api/auth/logout-by-user-key', { headers: { 'x-operator-token': wrong, ...bearer(one.accessToken) }, json: { userKey: 1 } });
+      const refused = await call('POST', '/api/auth/logout-by-user-key', {
+        headers: { 'x-operator-token': wrong, ...bearer(one.accessToken) },
+        json: { userKey: 1 },
+      });
       expect(refused).toMatchObject({ status: 403, body: { code: 'OPERATOR_TOKEN_REFUSED' } });
     }
     expect((await call('GET', '/api/auth/me', { headers: bearer(one.accessToken) })).status).toBe(200);
@@ -240,7 +254,10 @@ describe('relay endpoints', () => {
   it('POST /logout-by-user-key refuses any X-Operator-Token when serve has none configured', async () => {
     const one = await tokens(1);
     await tokens(2);
-    const refused = await call('POST', '/api/auth/logout-by-user-key', { headers: { 'x-operator-token': 'anything-at-all-16', ...bearer(one.accessToken) }, json: { userKey: 2 } });
+    const refused = await call('POST', '/api/auth/logout-by-user-key', {
+      headers: { 'x-operator-token': 'anything-at-all-16', ...bearer(one.accessToken) },
+      json: { userKey: 2 },
+    });
     expect(refused).toMatchObject({ status: 403, body: { code: 'OPERATOR_TOKEN_REFUSED' } });
   });
 
@@ -267,14 +284,16 @@ describe('relay endpoints', () => {
     sandbox.clock.advance(15 * 86_400_000);
     const refresh = await call('POST', '/api/auth/refresh', { json: { refreshToken: first.refreshToken } });
     expect(refresh).toMatchObject({ status: 401, body: { code: 'REFRESH_TOKEN_EXPIRED' } });
-    expect(refresh.headers['www-authenticate']).toBe('Bearer realm="miniapp relay", error="invalid_token", error_description="the refresh token has expired or was revoked; log in again"');
+    expect(refresh.headers['www-authenticate']).toBe(
+      'Bearer realm="miniapp relay", error="invalid_token", error_description="the refresh token has expired or was revoked; log in again"',
+    );
     // A used code is the client's to fix by logging in again: 400, no challenge.
     const code = await call('POST', '/api/auth/token', { json: { authorizationCode: 'code_used', referrer: 'sandbox' } });
     expect(code.status).toBe(400);
     expect(code.headers['www-authenticate']).toBeUndefined();
   });
 
-  it('GET /health answers both variants\' fields', async () => {
+  it("GET /health answers both variants' fields", async () => {
     const res = await call('GET', '/health');
     expect(res.status).toBe(200);
     expect(res.body).toEqual({ status: 'ok', timestamp: expect.any(String), service: 'miniapp-relay', version: '1.2.3' });
@@ -289,7 +308,6 @@ describe('relay endpoints', () => {
 });
 
 describe('unlink callback', () => {
-
   it('records GET and POST receipts, userKey 0 and unknown referrers, before answering', async () => {
     expect(await call('GET', '/api/auth/unlink-callback?userKey=0&referrer=UNLINK')).toMatchObject({ status: 200, body: { success: true } });
     expect(await call('POST', '/api/auth/unlink-callback', { json: { userKey: 42, referrer: 'WITHDRAWAL_TOSS' } })).toMatchObject({ status: 200 });
@@ -434,7 +452,18 @@ describe('logs', () => {
     const text = logs.text;
     expect(text).toContain('/api/auth/me'); // the log is there at all
     const person = personFor(1234);
-    const secrets = [first.accessToken, first.refreshToken, second.accessToken, second.refreshToken, KEY_HEX, AAD_HEX, person.name, person.phone, person.birthday, person.ci];
+    const secrets = [
+      first.accessToken,
+      first.refreshToken,
+      second.accessToken,
+      second.refreshToken,
+      KEY_HEX,
+      AAD_HEX,
+      person.name,
+      person.phone,
+      person.birthday,
+      person.ci,
+    ];
     for (const secret of secrets) expect(text).not.toContain(secret);
   });
 });

@@ -30,7 +30,10 @@ interface ServeInfo {
 }
 
 function serve(args: string[] = []): Promise<ServeInfo> {
-  child = spawn(process.execPath, [bin, 'serve', '--port', '0', '--grpc-port', '0', '--json', '--log-level', 'warn', ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  child = spawn(process.execPath, [bin, 'serve', '--port', '0', '--grpc-port', '0', '--json', '--log-level', 'warn', ...args], {
+    env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let out = '';
   let err = '';
   stderr = '';
@@ -101,7 +104,7 @@ describe('miniapp serve on its embedded defaults', () => {
     child!.kill('SIGTERM');
     expect(await stopped).toBe(0);
     expect(stderr).toContain('second signal: drain cut short');
-    expect(stderr).toMatch(/drained: no new calls; finishing calls in flight, then stopping\n[^]*stopped/);
+    expect(stderr).toMatch(/drained: no new calls; finishing calls in flight, then stopping\n[\s\S]*stopped/);
 
     const again = await serve();
     expect(again.database).toBe(info.database);
@@ -112,7 +115,13 @@ describe('miniapp serve on its embedded defaults', () => {
   }, 60_000);
 
   it('refuses bad flags with exit 2', () => {
-    for (const args of [['--store', 'redis'], ['--port', '-1'], ['--cors-origin', 'app.example.com'], ['--log-level', 'loud'], ['--callback-auth', 'nocolon']]) {
+    for (const args of [
+      ['--store', 'redis'],
+      ['--port', '-1'],
+      ['--cors-origin', 'app.example.com'],
+      ['--log-level', 'loud'],
+      ['--callback-auth', 'nocolon'],
+    ]) {
       const result = miniapp(['serve', ...args]);
       expect(result.status, args.join(' ')).toBe(2);
     }

@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { TokenOwners } from '../../src/relay/token-owners.js';
 
 describe('TokenOwners', () => {
-  it('remembers a token\'s userKey for its lifetime, then forgets it', () => {
+  it("remembers a token's userKey for its lifetime, then forgets it", () => {
     let now = 0;
     const owners = new TokenOwners(() => now, 10, 1000);
     owners.set('at_a', 1);

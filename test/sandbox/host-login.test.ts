@@ -72,7 +72,10 @@ function clean(watched: Watched): void {
 
 /** Makes the panel's choice of what appLogin() answers, once the server has it. */
 async function force(page: Page, label: RegExp): Promise<void> {
-  await Promise.all([page.waitForResponse((response) => response.url().endsWith('/host/api/failure') && response.ok()), page.getByRole('radio', { name: label }).check()]);
+  await Promise.all([
+    page.waitForResponse((response) => response.url().endsWith('/host/api/failure') && response.ok()),
+    page.getByRole('radio', { name: label }).check(),
+  ]);
 }
 
 /** Withdraws consent in the panel, and waits for the callback's answer. */
@@ -105,11 +108,20 @@ describe('appLogin() inside the host page', () => {
 
     loggedIn(await logIn(app), userKey, ALL_TERMS);
     expect(watched.consentScreens()).toBe(1);
-    await page.locator('#log').getByText(new RegExp(`issued to ${userKey}, a returning user: no consent screen`)).first().waitFor();
+    await page
+      .locator('#log')
+      .getByText(new RegExp(`issued to ${userKey}, a returning user: no consent screen`))
+      .first()
+      .waitFor();
 
     await withdraw(page);
     expect(rig.callbacks(userKey)).toEqual([expect.objectContaining({ userKey, referrer: 'WITHDRAWAL_TERMS', method: 'POST', known: true })]);
-    await page.locator('#log').getByText(new RegExp(`removal callback POST ${rig.serveUrl}/api/auth/unlink-callback \\{userKey: ${userKey}, referrer: WITHDRAWAL_TERMS\\} answered HTTP 200`)).waitFor();
+    await page
+      .locator('#log')
+      .getByText(
+        new RegExp(`removal callback POST ${rig.serveUrl}/api/auth/unlink-callback \\{userKey: ${userKey}, referrer: WITHDRAWAL_TERMS\\} answered HTTP 200`),
+      )
+      .waitFor();
 
     // Consent again, by keyboard: "Agree to all" has the focus; Tab goes through the screen to its button.
     const third = logIn(app);
@@ -143,7 +155,10 @@ describe('appLogin() inside the host page', () => {
     } finally {
       await force(page, /^as the host app does/);
     }
-    await page.locator('#log').getByText(/rejected with NOT_IN_HOST_APP, as the panel asks/).waitFor();
+    await page
+      .locator('#log')
+      .getByText(/rejected with NOT_IN_HOST_APP, as the panel asks/)
+      .waitFor();
     expect(watched.consentScreens()).toBe(0);
 
     // The user cancels the consent screen (Escape), then the Cancel button.
@@ -215,7 +230,11 @@ describe('appLogin() outside the host page: the login window', () => {
     const app = await watched.context.newPage();
     await app.goto(rig.appUrl);
     try {
-      for (const [label, code] of [[/^the user cancels/, 'USER_CANCELLED'], [/^a network error/, 'NETWORK_ERROR'], [/^not in the host app/, 'NOT_IN_HOST_APP']] as const) {
+      for (const [label, code] of [
+        [/^the user cancels/, 'USER_CANCELLED'],
+        [/^a network error/, 'NETWORK_ERROR'],
+        [/^not in the host app/, 'NOT_IN_HOST_APP'],
+      ] as const) {
         await force(host, label);
         const { closed, outcome } = await openLogin(watched, app);
         rejected(await outcome, code);

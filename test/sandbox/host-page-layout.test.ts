@@ -29,7 +29,10 @@ async function withNewUser(watched: Watched): Promise<Page> {
   const page = await watched.context.newPage();
   await page.goto(`${rig.serveUrl}/host/`);
   await page.getByRole('button', { name: 'New user' }).click();
-  await page.getByRole('status').getByText(/^Made user \d+, a first-time user/).waitFor();
+  await page
+    .getByRole('status')
+    .getByText(/^Made user \d+, a first-time user/)
+    .waitFor();
   return page;
 }
 
@@ -53,70 +56,77 @@ describe('the host page as a page', () => {
   it.each([
     { size: 'desktop', width: 1280, height: 800, colorScheme: 'light' as const },
     { size: 'phone', width: 390, height: 844, colorScheme: 'dark' as const },
-  ])('fits a $size ($width x $height, $colorScheme), every control named, the consent screen over the phone', { timeout: 60_000 }, async ({ size, width, height, colorScheme }) => {
-    const watched = await rig.watch({ viewport: { width, height }, colorScheme });
-    const page = await withNewUser(watched);
-    const pending = logIn(page.frameLocator('#app'));
-    const dialog = page.getByRole('dialog', { name: 'Log in with the host app' });
-    await dialog.waitFor();
-    await page.getByRole('checkbox', { name: /^Terms of service/ }).check();
-    // As a person opens the page: at its top (clicking New user, below the phone on a phone, scrolled there).
-    await page.evaluate('window.scrollTo(0, 0)');
+  ])(
+    'fits a $size ($width x $height, $colorScheme), every control named, the consent screen over the phone',
+    { timeout: 60_000 },
+    async ({ size, width, height, colorScheme }) => {
+      const watched = await rig.watch({ viewport: { width, height }, colorScheme });
+      const page = await withNewUser(watched);
+      const pending = logIn(page.frameLocator('#app'));
+      const dialog = page.getByRole('dialog', { name: 'Log in with the host app' });
+      await dialog.waitFor();
+      await page.getByRole('checkbox', { name: /^Terms of service/ }).check();
+      // As a person opens the page: at its top (clicking New user, below the phone on a phone, scrolled there).
+      await page.evaluate('window.scrollTo(0, 0)');
 
-    const extent = (await page.evaluate('({ width: document.documentElement.scrollWidth, height: document.documentElement.scrollHeight })')) as { width: number; height: number };
-    expect(extent.width, 'no sideways scrolling').toBeLessThanOrEqual(width);
-    const phone = (await page.locator('#phone').boundingBox())!;
-    const sheet = (await dialog.boundingBox())!;
-    expect(phone.x).toBeGreaterThanOrEqual(0);
-    expect(phone.x + phone.width).toBeLessThanOrEqual(width);
-    expect(sheet.x).toBeGreaterThanOrEqual(phone.x);
-    expect(sheet.x + sheet.width).toBeLessThanOrEqual(phone.x + phone.width);
-    expect(sheet.y + sheet.height).toBeLessThanOrEqual(phone.y + phone.height);
-    if (size === 'desktop') {
-      // The whole page in the window: the phone, the panel and its log side by side.
-      expect(extent.height).toBeLessThanOrEqual(height);
-      expect(phone.y + phone.height).toBeLessThanOrEqual(height);
-      const log = (await page.getByRole('heading', { name: 'Log', exact: true }).boundingBox())!;
-      expect(log.x).toBeGreaterThan(phone.x + phone.width);
-      expect(log.y + log.height).toBeLessThanOrEqual(height);
-    } else {
-      // The phone first, as wide as the window allows; the panel below it.
-      expect(phone.width).toBeGreaterThan(width - 40);
-      expect(phone.y + phone.height).toBeLessThanOrEqual(height);
-      const panel = (await page.getByRole('heading', { name: 'Mini-app' }).boundingBox())!;
-      expect(panel.y).toBeGreaterThan(phone.y + phone.height);
-    }
+      const extent = (await page.evaluate('({ width: document.documentElement.scrollWidth, height: document.documentElement.scrollHeight })')) as {
+        width: number;
+        height: number;
+      };
+      expect(extent.width, 'no sideways scrolling').toBeLessThanOrEqual(width);
+      const phone = (await page.locator('#phone').boundingBox())!;
+      const sheet = (await dialog.boundingBox())!;
+      expect(phone.x).toBeGreaterThanOrEqual(0);
+      expect(phone.x + phone.width).toBeLessThanOrEqual(width);
+      expect(sheet.x).toBeGreaterThanOrEqual(phone.x);
+      expect(sheet.x + sheet.width).toBeLessThanOrEqual(phone.x + phone.width);
+      expect(sheet.y + sheet.height).toBeLessThanOrEqual(phone.y + phone.height);
+      if (size === 'desktop') {
+        // The whole page in the window: the phone, the panel and its log side by side.
+        expect(extent.height).toBeLessThanOrEqual(height);
+        expect(phone.y + phone.height).toBeLessThanOrEqual(height);
+        const log = (await page.getByRole('heading', { name: 'Log', exact: true }).boundingBox())!;
+        expect(log.x).toBeGreaterThan(phone.x + phone.width);
+        expect(log.y + log.height).toBeLessThanOrEqual(height);
+      } else {
+        // The phone first, as wide as the window allows; the panel below it.
+        expect(phone.width).toBeGreaterThan(width - 40);
+        expect(phone.y + phone.height).toBeLessThanOrEqual(height);
+        const panel = (await page.getByRole('heading', { name: 'Mini-app' }).boundingBox())!;
+        expect(panel.y).toBeGreaterThan(phone.y + phone.height);
+      }
 
-    expect(unnamed(await page.locator('body').ariaSnapshot())).toEqual([]);
-    for (const [role, name] of [
-      ['textbox', 'Mini-app URL'],
-      ['combobox', 'Sandbox user'],
-      ['button', 'New user'],
-      ['radio', 'as the host app does'],
-      ['checkbox', 'Agree to all'],
-    ] as const) {
-      expect(await page.getByRole(role, { name }).count(), `${role} "${name}"`).toBe(1);
-    }
-    expect(await page.getByTitle('Mini-app').count()).toBe(1);
+      expect(unnamed(await page.locator('body').ariaSnapshot())).toEqual([]);
+      for (const [role, name] of [
+        ['textbox', 'Mini-app URL'],
+        ['combobox', 'Sandbox user'],
+        ['button', 'New user'],
+        ['radio', 'as the host app does'],
+        ['checkbox', 'Agree to all'],
+      ] as const) {
+        expect(await page.getByRole(role, { name }).count(), `${role} "${name}"`).toBe(1);
+      }
+      expect(await page.getByTitle('Mini-app').count()).toBe(1);
 
-    const file = join(shots, `host-page-${width}x${height}-${colorScheme}.png`);
-    const png = await page.screenshot({ path: file });
-    const folder = process.env.MINIAPP_HOST_SCREENSHOTS;
-    if (folder) {
-      mkdirSync(folder, { recursive: true });
-      writeFileSync(join(folder, `host-page-${width}x${height}-${colorScheme}.png`), png);
-    }
-    const image = readPng(png);
-    expect([image.width, image.height]).toEqual([width, height]);
-    // Light or dark as the system asks: the sheet's background, behind its text.
-    const shade = luminance(image.pixel(Math.round(sheet.x + 8), Math.round(sheet.y + 8)));
-    if (colorScheme === 'light') expect(shade).toBeGreaterThan(0.8);
-    else expect(shade).toBeLessThan(0.1);
+      const file = join(shots, `host-page-${width}x${height}-${colorScheme}.png`);
+      const png = await page.screenshot({ path: file });
+      const folder = process.env.MINIAPP_HOST_SCREENSHOTS;
+      if (folder) {
+        mkdirSync(folder, { recursive: true });
+        writeFileSync(join(folder, `host-page-${width}x${height}-${colorScheme}.png`), png);
+      }
+      const image = readPng(png);
+      expect([image.width, image.height]).toEqual([width, height]);
+      // Light or dark as the system asks: the sheet's background, behind its text.
+      const shade = luminance(image.pixel(Math.round(sheet.x + 8), Math.round(sheet.y + 8)));
+      if (colorScheme === 'light') expect(shade).toBeGreaterThan(0.8);
+      else expect(shade).toBeLessThan(0.1);
 
-    await page.getByRole('button', { name: 'Cancel' }).click();
-    expect(await pending).toMatchObject({ ok: false, code: 'USER_CANCELLED' });
-    clean(watched);
-  });
+      await page.getByRole('button', { name: 'Cancel' }).click();
+      expect(await pending).toMatchObject({ ok: false, code: 'USER_CANCELLED' });
+      clean(watched);
+    },
+  );
 
   it('takes the keyboard alone, control after control', { timeout: 60_000 }, async () => {
     const watched = await rig.watch({ viewport: { width: 1280, height: 800 } });
@@ -137,7 +147,10 @@ describe('the host page as a page', () => {
     // A user made, logged in and removed without a pointer.
     await page.getByRole('button', { name: 'New user' }).focus();
     await page.keyboard.press('Enter');
-    await page.getByRole('status').getByText(/^Made user \d+/).waitFor();
+    await page
+      .getByRole('status')
+      .getByText(/^Made user \d+/)
+      .waitFor();
     const pending = logIn(page.frameLocator('#app'));
     await page.getByRole('dialog').waitFor();
     await page.keyboard.press('Space');
@@ -153,8 +166,8 @@ describe('the host page as a page', () => {
   });
 });
 
-describe('the README\'s Vite alias', () => {
-  it('gives a front end that imports appLogin from the vendor\'s package this one, in the host page', { timeout: 90_000 }, async () => {
+describe("the README's Vite alias", () => {
+  it("gives a front end that imports appLogin from the vendor's package this one, in the host page", { timeout: 90_000 }, async () => {
     const { createServer } = await import('vite');
     const root = mkdtempSync(join(tmpdir(), 'miniapp-vite-app-'));
     mkdirSync(join(root, 'src'));
@@ -168,7 +181,7 @@ describe('the README\'s Vite alias', () => {
       join(root, 'src', 'main.js'),
       "import { appLogin } from '@apps-in-toss/web-framework';\n" +
         "const out = document.getElementById('result');\n" +
-        "let n = 0;\n" +
+        'let n = 0;\n' +
         "document.getElementById('login').addEventListener('click', async () => {\n" +
         '  try { const { authorizationCode, referrer } = await appLogin(); out.textContent = JSON.stringify({ ok: true, referrer, codeIssued: authorizationCode.startsWith("code_") }); }\n' +
         '  catch (error) { out.textContent = JSON.stringify({ ok: false, code: error.code, message: error.message }); }\n' +

@@ -104,11 +104,18 @@ describe('the host page on the sandbox', () => {
 
   it('rejects appLogin() as the panel asks, and records a cancel', async () => {
     const frame = { via: 'frame', origin: 'http://127.0.0.1:5173' };
-    for (const [failure, code] of [['cancel', 'USER_CANCELLED'], ['network', 'NETWORK_ERROR'], ['no-host', 'NOT_IN_HOST_APP']]) {
+    for (const [failure, code] of [
+      ['cancel', 'USER_CANCELLED'],
+      ['network', 'NETWORK_ERROR'],
+      ['no-host', 'NOT_IN_HOST_APP'],
+    ]) {
       expect((await api('POST', 'failure', { failure })).body).toEqual({ failure });
       expect((await api('POST', 'login', frame)).body).toMatchObject({ outcome: 'rejected', code });
     }
-    expect(await api('POST', 'failure', { failure: 'sometimes' })).toMatchObject({ status: 400, body: { code: 'INVALID_FIELD', error: 'failure must be one of none, cancel, network, no-host' } });
+    expect(await api('POST', 'failure', { failure: 'sometimes' })).toMatchObject({
+      status: 400,
+      body: { code: 'INVALID_FIELD', error: 'failure must be one of none, cancel, network, no-host' },
+    });
     await api('POST', 'failure', { failure: 'none' });
     const cancel = await api('POST', 'cancel', { ...frame, userKey: 1001 });
     expect(cancel.body).toMatchObject({ outcome: 'rejected', code: 'USER_CANCELLED' });
@@ -137,7 +144,10 @@ describe('the host page on the sandbox', () => {
     expect((await api('GET', 'state', undefined, { origin: OWN, 'sec-fetch-site': 'same-origin' })).status).toBe(200);
     expect(sandbox.state.users()).toEqual([]);
 
-    expect(await api('POST', 'login', { via: 'window', origin: OWN })).toMatchObject({ status: 400, body: { error: 'via must be frame (the host page) or popup (the login window)' } });
+    expect(await api('POST', 'login', { via: 'window', origin: OWN })).toMatchObject({
+      status: 400,
+      body: { error: 'via must be frame (the host page) or popup (the login window)' },
+    });
     expect(await api('POST', 'login', { via: 'frame' })).toMatchObject({ status: 400, body: { code: 'MISSING_FIELD' } });
     expect(await api('POST', 'select', { userKey: '1001' })).toMatchObject({ status: 400, body: { error: 'userKey must be a non-negative integer' } });
     expect(await api('POST', 'select', { userKey: 5 })).toMatchObject({ status: 404, body: { code: 'USER_NOT_FOUND' } });
@@ -146,7 +156,10 @@ describe('the host page on the sandbox', () => {
     expect(await api('POST', 'users', { userKey: 42 })).toMatchObject({ status: 201, body: { userKey: 42, connected: false } });
     expect(await api('POST', 'users', { userKey: 42 })).toMatchObject({ status: 409, body: { code: 'USER_EXISTS' } });
     expect(await api('POST', 'remove', { userKey: 42, reason: 'UNLINK' })).toMatchObject({ status: 409, body: { code: 'NO_CONNECTION' } });
-    expect(await api('POST', 'remove', { userKey: 42, reason: 'BORED' })).toMatchObject({ status: 400, body: { error: expect.stringContaining('UNLINK, WITHDRAWAL_TERMS, WITHDRAWAL_PLATFORM, WITHDRAWAL_TOSS') } });
+    expect(await api('POST', 'remove', { userKey: 42, reason: 'BORED' })).toMatchObject({
+      status: 400,
+      body: { error: expect.stringContaining('UNLINK, WITHDRAWAL_TERMS, WITHDRAWAL_PLATFORM, WITHDRAWAL_TOSS') },
+    });
   });
 });
 
@@ -161,10 +174,12 @@ describe('removals from the host page', () => {
   it('remove the connection, send the callback with the reason, and log both', async () => {
     receiver = createServer((request, response) => {
       let body = '';
-      request.on('data', (chunk) => (body += chunk)).on('end', () => {
-        received.push({ path: request.url, authorization: request.headers.authorization, body: JSON.parse(body) });
-        response.writeHead(200, { 'content-type': 'application/json' }).end('{"success":true}');
-      });
+      request
+        .on('data', (chunk) => (body += chunk))
+        .on('end', () => {
+          received.push({ path: request.url, authorization: request.headers.authorization, body: JSON.parse(body) });
+          response.writeHead(200, { 'content-type': 'application/json' }).end('{"success":true}');
+        });
     });
     await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
     // A secret in the callback URL's query is sent, and shown nowhere.
@@ -174,7 +189,13 @@ describe('removals from the host page', () => {
     sandbox.state.login(1001);
     const removal = await api('POST', 'remove', { userKey: 1001, reason: 'WITHDRAWAL_TERMS' });
     expect(removal.body).toEqual({ userKey: 1001, reason: 'WITHDRAWAL_TERMS', callback: { url: shown, method: 'POST', status: 200 } });
-    expect(received).toEqual([{ path: '/callback?token=hook-secret', authorization: `Basic ${Buffer.from('partner:s3cret').toString('base64')}`, body: { userKey: 1001, referrer: 'WITHDRAWAL_TERMS' } }]);
+    expect(received).toEqual([
+      {
+        path: '/callback?token=hook-secret',
+        authorization: `Basic ${Buffer.from('partner:s3cret').toString('base64')}`,
+        body: { userKey: 1001, referrer: 'WITHDRAWAL_TERMS' },
+      },
+    ]);
     const state = (await api('GET', 'state')).body;
     expect(state.callback).toEqual({ url: shown, method: 'POST' });
     expect(JSON.stringify(state)).not.toContain('hook-secret');

@@ -58,7 +58,10 @@ describe('remove-by-user-key under mutual TLS', () => {
     expect((await call(sandbox.url, 'GET', `${P}/login-me`, { token: accessToken })).status).toBe(200);
     const removed = await call(sandbox.url, 'POST', `${P}/access/remove-by-user-key`, { json: { userKey: 501 } });
     expect(removed).toEqual({ status: 200, body: { resultType: 'SUCCESS', success: { userKey: 501 } } });
-    expect(await call(sandbox.url, 'GET', `${P}/login-me`, { token: accessToken })).toMatchObject({ status: 401, body: { error: { errorCode: 'invalid_grant' } } });
+    expect(await call(sandbox.url, 'GET', `${P}/login-me`, { token: accessToken })).toMatchObject({
+      status: 401,
+      body: { error: { errorCode: 'invalid_grant' } },
+    });
   });
 
   it('answers 400 for a body without a userKey and USER_NOT_FOUND for a user without a connection', async () => {

@@ -57,8 +57,20 @@ beforeAll(async () => {
     MINIAPP_MTLS_CA: pki.caCert,
   };
   sandboxUrl = await startSandbox([
-    '--mtls', '--cert', pki.serverCert, '--key-file', pki.serverKey, '--ca', pki.caCert,
-    '--prefix', 'production', '--key', KEY_BASE64, '--aad', 'text:TOSS', '--vendor-shapes',
+    '--mtls',
+    '--cert',
+    pki.serverCert,
+    '--key-file',
+    pki.serverKey,
+    '--ca',
+    pki.caCert,
+    '--prefix',
+    'production',
+    '--key',
+    KEY_BASE64,
+    '--aad',
+    'text:TOSS',
+    '--vendor-shapes',
   ]);
   const app = createVendorRelay({
     apiBase: sandboxUrl,
@@ -87,7 +99,10 @@ afterAll(async () => {
 
 /** appLogin() on the phone, played by `miniapp sandbox login` against the --mtls sandbox. */
 function appLogin(userKey: number): { authorizationCode: string; referrer: string } {
-  const result = spawnSync(process.execPath, [BIN, 'sandbox', 'login', '--user-key', String(userKey), '--url', sandboxUrl, '--json'], { env: cliEnv, encoding: 'utf8' });
+  const result = spawnSync(process.execPath, [BIN, 'sandbox', 'login', '--user-key', String(userKey), '--url', sandboxUrl, '--json'], {
+    env: cliEnv,
+    encoding: 'utf8',
+  });
   expect(result.status, result.stderr).toBe(0);
   return JSON.parse(result.stdout);
 }
@@ -108,7 +123,7 @@ async function logIn(userKey: number) {
   return tokens.body as { accessToken: string; refreshToken: string; scope: string; tokenType: string; expiresIn: number };
 }
 
-describe('a relay written as the vendor\'s example, against miniapp sandbox --mtls', () => {
+describe("a relay written as the vendor's example, against miniapp sandbox --mtls", () => {
   it('logs in, reads every personal field decrypted and right, refreshes, and logs out by token', async () => {
     const tokens = await logIn(4242);
     expect(tokens).toMatchObject({ tokenType: 'Bearer', expiresIn: 3600, scope: GRANTED_SCOPE.split(' ').join(',') });
@@ -146,7 +161,10 @@ describe('a relay written as the vendor\'s example, against miniapp sandbox --mt
   it('logs out by user key with a body { userKey } only, the client certificate authenticating the call', async () => {
     const tokens = await logIn(4343);
     expect((await relayCall('GET', '/api/auth/me', { token: tokens.accessToken })).status).toBe(200);
-    expect(await relayCall('POST', '/api/auth/logout-by-user-key', { json: { userKey: 4343 } })).toEqual({ status: 200, body: { success: true, userKey: 4343 } });
+    expect(await relayCall('POST', '/api/auth/logout-by-user-key', { json: { userKey: 4343 } })).toEqual({
+      status: 200,
+      body: { success: true, userKey: 4343 },
+    });
     expect((await relayCall('GET', '/api/auth/me', { token: tokens.accessToken })).status).toBe(401);
     // Nobody left to log out: the partner API says so.
     expect((await relayCall('POST', '/api/auth/logout-by-user-key', { json: { userKey: 4343 } })).status).toBe(404);

@@ -40,7 +40,11 @@ beforeAll(async () => {
   url.password = 'limited-pw';
   limitedUrl = url.href;
   // Pool of 2 plus one connection for signals: 3 of the role's 6.
-  running = await startTestServe({ store: { kind: 'postgres', url: limitedUrl, poolSize: 2, timeoutMs: 2_000 }, grpc: { host: '127.0.0.1', port: 0 }, shutdownDeadlineMs: 500 });
+  running = await startTestServe({
+    store: { kind: 'postgres', url: limitedUrl, poolSize: 2, timeoutMs: 2_000 },
+    grpc: { host: '127.0.0.1', port: 0 },
+    shutdownDeadlineMs: 500,
+  });
   clients = new UserClients(running);
 });
 
@@ -88,8 +92,12 @@ describe('no connection slot left on PostgreSQL', () => {
     // between the two (its cache lease is renewed twice a second), before the test has taken the last slot: then
     // that connection is ended too, until the test holds every slot serve's pool could use.
     const poolBackends = async () =>
-      (await admin.query(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE usename = $1 AND application_name LIKE 'miniapp serve%' AND application_name NOT LIKE '%(signals)'`, [role]))
-        .rows[0].n as number;
+      (
+        await admin.query(
+          `SELECT count(*)::int AS n FROM pg_stat_activity WHERE usename = $1 AND application_name LIKE 'miniapp serve%' AND application_name NOT LIKE '%(signals)'`,
+          [role],
+        )
+      ).rows[0].n as number;
     for (let round = 0; round === 0 || (await poolBackends()) > 0; round++) {
       expect(round, 'serve kept a pool connection through 20 rounds').toBeLessThan(20);
       await admin.query(
@@ -101,7 +109,9 @@ describe('no connection slot left on PostgreSQL', () => {
     }
     const client = clients.client();
     const calls = await Promise.all([
-      ...Array.from({ length: 20 }, () => request(`${running.url}/api/v2/blog/posts`).then(async (r) => ({ status: r.statusCode, retry: r.headers['retry-after'], body: await r.body.text() }))),
+      ...Array.from({ length: 20 }, () =>
+        request(`${running.url}/api/v2/blog/posts`).then(async (r) => ({ status: r.statusCode, retry: r.headers['retry-after'], body: await r.body.text() })),
+      ),
       ...Array.from({ length: 10 }, (_, i) =>
         request(`${running.url}/api/v2/users`, {
           method: 'POST',
@@ -113,7 +123,10 @@ describe('no connection slot left on PostgreSQL', () => {
     const grpcCodes = await Promise.all(
       Array.from(
         { length: 10 },
-        () => new Promise<string>((resolve) => client.GetUser({ user_id: '1' }, clients.auth(), (e: grpc.ServiceError | null) => resolve(e ? grpc.status[e.code]! : 'OK'))),
+        () =>
+          new Promise<string>((resolve) =>
+            client.GetUser({ user_id: '1' }, clients.auth(), (e: grpc.ServiceError | null) => resolve(e ? grpc.status[e.code]! : 'OK')),
+          ),
       ),
     );
     for (const call of calls) expect([200, 201, 503], call.body).toContain(call.status);
@@ -141,7 +154,14 @@ describe('no connection slot left on PostgreSQL', () => {
     }
 
     for (const connection of held.splice(0)) await connection.end();
-    const after = await Promise.all(Array.from({ length: 10 }, () => request(`${running.url}/api/v2/blog/posts`).then(async (r) => (await r.body.dump(), r.statusCode))));
+    const after = await Promise.all(
+      Array.from({ length: 10 }, () =>
+        request(`${running.url}/api/v2/blog/posts`).then(async (r) => {
+          await r.body.dump();
+          return r.statusCode;
+        }),
+      ),
+    );
     expect(after).toEqual(Array(10).fill(200));
   });
 });

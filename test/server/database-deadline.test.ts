@@ -30,7 +30,11 @@ beforeAll(async () => {
   const url = new URL(database.url);
   proxy = await startTcpProxy({ host: url.hostname, port: Number(url.port) });
   url.port = String(proxy.port);
-  running = await startTestServe({ store: { kind: 'postgres', url: url.href, poolSize: 3, timeoutMs: TIMEOUT_MS }, grpc: { host: '127.0.0.1', port: 0 }, shutdownDeadlineMs: 500 });
+  running = await startTestServe({
+    store: { kind: 'postgres', url: url.href, poolSize: 3, timeoutMs: TIMEOUT_MS },
+    grpc: { host: '127.0.0.1', port: 0 },
+    shutdownDeadlineMs: 500,
+  });
   clients = new UserClients(running);
   await request(`${running.url}/api/v2/users`, {
     method: 'POST',
@@ -62,13 +66,18 @@ const http = (method: string, path: string, body?: unknown, auth?: string) =>
     method: method as 'GET',
     headers: { ...(body === undefined ? {} : { 'content-type': 'application/json' }), ...(auth ? { authorization: `Bearer ${auth}` } : {}) },
     body: body === undefined ? undefined : JSON.stringify(body),
-  }).then(async (r) => (await r.body.dump(), r.statusCode));
+  }).then(async (r) => {
+    await r.body.dump();
+    return r.statusCode;
+  });
 
 describe('a call of serve while the network to PostgreSQL is stalled', () => {
   it('fails within its --database-timeout, whatever it does, and what timed out is not committed later', async () => {
     const client = clients.client();
     const unary = (method: string, body: unknown) =>
-      new Promise<string>((resolve) => client[method](body, clients.auth(), { deadline: Date.now() + 20_000 }, (e: grpc.ServiceError | null) => resolve(e ? grpc.status[e.code]! : 'OK')));
+      new Promise<string>((resolve) =>
+        client[method](body, clients.auth(), { deadline: Date.now() + 20_000 }, (e: grpc.ServiceError | null) => resolve(e ? grpc.status[e.code]! : 'OK')),
+      );
     proxy.setMode('blackhole');
     const calls = await Promise.all([
       timed(() => http('GET', '/api/v2/blog/posts')),

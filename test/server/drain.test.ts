@@ -46,7 +46,10 @@ function clientsOf(running: RunningServe) {
   const definition = protoLoader.loadSync('grpc/health/v1/health.proto', { includeDirs: [PROTO_ROOT], enums: String });
   const Health = (grpc.loadPackageDefinition(definition) as any).grpc.health.v1.Health;
   const health = new Health(running.grpc!.address, grpc.credentials.createInsecure(), { 'grpc.use_local_subchannel_pool': 1 }) as AnyClient;
-  cleanups.push(() => users.close(), () => health.close());
+  cleanups.push(
+    () => users.close(),
+    () => health.close(),
+  );
   const metadata = new grpc.Metadata();
   metadata.set('authorization', `Bearer ${running.adminToken}`);
   return {
@@ -54,9 +57,13 @@ function clientsOf(running: RunningServe) {
     users,
     health,
     status: (service: string) =>
-      new Promise<string>((resolve, reject) => health.Check({ service }, (error: unknown, answer: { status: string }) => (error ? reject(error) : resolve(answer.status)))),
+      new Promise<string>((resolve, reject) =>
+        health.Check({ service }, (error: unknown, answer: { status: string }) => (error ? reject(error) : resolve(answer.status))),
+      ),
     create: (n: string) =>
-      new Promise<string>((resolve) => users.CreateUser(newUser(n), metadata, (error: grpc.ServiceError | null) => resolve(error ? grpc.status[error.code]! : 'OK'))),
+      new Promise<string>((resolve) =>
+        users.CreateUser(newUser(n), metadata, (error: grpc.ServiceError | null) => resolve(error ? grpc.status[error.code]! : 'OK')),
+      ),
   };
 }
 
@@ -64,7 +71,10 @@ function clientsOf(running: RunningServe) {
 function follow<T, S>(stream: grpc.ClientReadableStream<T> | grpc.ClientDuplexStream<unknown, T>, pick: (message: T) => S) {
   const followed = { seen: [] as S[], error: undefined as grpc.ServiceError | undefined, finished: false };
   stream.on('data', (message: T) => followed.seen.push(pick(message)));
-  stream.on('error', (error: grpc.ServiceError) => ((followed.error = error), (followed.finished = true)));
+  stream.on('error', (error: grpc.ServiceError) => {
+    followed.error = error;
+    followed.finished = true;
+  });
   stream.on('end', () => (followed.finished = true));
   return followed;
 }
@@ -74,7 +84,11 @@ function heldWait() {
   let end!: () => void;
   const done = new Promise<void>((resolve) => (end = resolve));
   let asked: number | undefined;
-  return { wait: (ms: number) => ((asked = ms), { done, cancel: () => undefined }), end, asked: () => asked };
+  const wait = (ms: number) => {
+    asked = ms;
+    return { done, cancel: () => undefined };
+  };
+  return { wait, end, asked: () => asked };
 }
 
 describe('the drain of serve', () => {
@@ -111,7 +125,9 @@ describe('the drain of serve', () => {
     const healthWatch = follow(health.Watch({ service: '' }) as grpc.ClientReadableStream<{ status: string }>, (answer) => answer.status);
     await until(() => healthWatch.seen.length === 1, 'the health watch to answer');
     // A Check's NOT_FOUND names a bounded part of the service asked for, so that any client can read the answer.
-    const unknown = await new Promise<grpc.ServiceError>((resolve) => health.Check({ service: 'x'.repeat(100_000) }, (error: grpc.ServiceError) => resolve(error)));
+    const unknown = await new Promise<grpc.ServiceError>((resolve) =>
+      health.Check({ service: 'x'.repeat(100_000) }, (error: grpc.ServiceError) => resolve(error)),
+    );
     expect([grpc.status[unknown.code], unknown.details]).toEqual(['NOT_FOUND', `Health status unknown for service ${'x'.repeat(200)}… (100000 characters)`]);
 
     // A watch (a stream that never ends by itself) and an import (a call in flight, one row answered).
@@ -141,7 +157,8 @@ describe('the drain of serve', () => {
     const posts = await request(`${running.url}/api/v2/blog/posts`);
     expect(posts.statusCode).toBe(200);
     await posts.body.dump();
-    for (const service of ['', 'user.v1.UserService', 'monitoring.v1.MonitoringService', 'order.v1.OrderService']) expect(await status(service), service).toBe('NOT_SERVING');
+    for (const service of ['', 'user.v1.UserService', 'monitoring.v1.MonitoringService', 'order.v1.OrderService'])
+      expect(await status(service), service).toBe('NOT_SERVING');
     await until(() => healthWatch.seen.at(-1) === 'NOT_SERVING', 'the health watch to hear NOT_SERVING');
     expect(healthWatch.error).toBeUndefined();
     // Still answering, streams included.
@@ -224,7 +241,7 @@ describe('serve --drain', () => {
     const help = await sb.run(['serve', '--help']);
     const text = help.stdout.replace(/\s+/g, ' ');
     expect(text).toMatch(/--drain <duration> .*\(default: "5s"\)/);
-    expect(text).toContain('Ctrl-C (SIGINT), or a second signal, skips the drain\'s wait');
+    expect(text).toContain("Ctrl-C (SIGINT), or a second signal, skips the drain's wait");
   });
 });
 
@@ -247,7 +264,13 @@ describe('a watch across a stop of serve, before it has seen any change', () => 
         const watch = client.watch.bind(client);
         client.watch = (request, handlers) => {
           requests.push(request);
-          return watch(request, { ...handlers, onPosition: (after) => (positions.push(after), handlers.onPosition?.(after)) });
+          return watch(request, {
+            ...handlers,
+            onPosition: (after) => {
+              positions.push(after);
+              handlers.onPosition?.(after);
+            },
+          });
         };
         return client;
       },
@@ -331,7 +354,7 @@ describe('miniapp monitor across a restart of serve', () => {
 });
 
 describe('miniapp monitor logs -f across a restart of serve', () => {
-  it('reconnects and shows the new instance\'s lines written after the last one shown, none twice', async () => {
+  it("reconnects and shows the new instance's lines written after the last one shown, none twice", async () => {
     const { createServer } = await import('node:net');
     const { spawn } = await import('node:child_process');
     const { BIN } = await import('../helpers/launcher.js');
@@ -342,7 +365,12 @@ describe('miniapp monitor logs -f across a restart of serve', () => {
     const dataDir = mkdtempSync(join(tmpdir(), 'miniapp-drain-logs-'));
     cleanups.push(() => rmSync(dataDir, { recursive: true, force: true }));
     const start = () =>
-      startTestServe({ store: { kind: 'sqlite', dataDir }, grpc: { host: '127.0.0.1', port }, shutdownDeadlineMs: 2_000, logger: { level: 'info', stream: { write: () => true } } });
+      startTestServe({
+        store: { kind: 'sqlite', dataDir },
+        grpc: { host: '127.0.0.1', port },
+        shutdownDeadlineMs: 2_000,
+        logger: { level: 'info', stream: { write: () => true } },
+      });
     const first = await start();
     let firstClosed = false;
     cleanups.push(() => (firstClosed ? undefined : first.close()));
@@ -360,7 +388,11 @@ describe('miniapp monitor logs -f across a restart of serve', () => {
     child.stdout!.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
     child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
     const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-    const lines = () => stdout.split('\n').filter(Boolean).map((line) => JSON.parse(line) as { time: string; message: string; fields: { req?: { url?: string } } });
+    const lines = () =>
+      stdout
+        .split('\n')
+        .filter(Boolean)
+        .map((line) => JSON.parse(line) as { time: string; message: string; fields: { req?: { url?: string } } });
     const urls = () => lines().map((line) => line.fields.req?.url ?? '');
     await until(() => urls().some((url) => url.includes('before-restart')), 'the kept line of the first instance');
 
@@ -371,13 +403,17 @@ describe('miniapp monitor logs -f across a restart of serve', () => {
     cleanups.push(() => second.close());
     await until(() => stderr.includes('reconnected'), 'the monitor to reconnect');
     await (await request(`${second.url}/api/v2/blog/posts?search=after-restart`)).body.dump();
-    await until(() => urls().some((url) => url.includes('after-restart')), 'the new instance\'s line');
+    await until(() => urls().some((url) => url.includes('after-restart')), "the new instance's line");
     child.kill('SIGINT');
     expect(await exited).toBe(0);
 
     const shown = stdout.split('\n').filter(Boolean);
     expect(new Set(shown).size).toBe(shown.length);
     expect(urls().filter((url) => url.includes('before-restart')).length).toBeGreaterThan(0);
-    expect(lines().map((line) => line.time)).toEqual(lines().map((line) => line.time).sort());
+    expect(lines().map((line) => line.time)).toEqual(
+      lines()
+        .map((line) => line.time)
+        .sort(),
+    );
   });
 });

@@ -88,9 +88,15 @@ describe('errors before routing', () => {
       body: { error: 'Content-Length is sent more than once', detail: 'Content-Length is sent more than once', code: 'BAD_REQUEST' },
     });
     const both = await raw('POST /api/auth/token HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n');
-    expect({ status: both.status, detail: expectErrorBody(both.body).detail }).toEqual({ status: 400, detail: 'Content-Length and Transfer-Encoding must not both be sent' });
+    expect({ status: both.status, detail: expectErrorBody(both.body).detail }).toEqual({
+      status: 400,
+      detail: 'Content-Length and Transfer-Encoding must not both be sent',
+    });
     const coding = await raw('POST /api/auth/token HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n');
-    expect({ status: coding.status, detail: expectErrorBody(coding.body).detail }).toEqual({ status: 400, detail: 'the Transfer-Encoding header is not valid: chunked, as its last coding, is what is taken' });
+    expect({ status: coding.status, detail: expectErrorBody(coding.body).detail }).toEqual({
+      status: 400,
+      detail: 'the Transfer-Encoding header is not valid: chunked, as its last coding, is what is taken',
+    });
   });
 
   it('gives every request refused before routing the security headers, and counts it in /metrics under the route (refused)', async () => {
@@ -114,7 +120,13 @@ describe('errors before routing', () => {
     const after = await refusedCounts();
     const added = (key: string) => (after[key] ?? 0) - (before[key] ?? 0);
     // The parser's refusals come before the method is read; the router's know it.
-    expect({ '(unknown) 431': added('(unknown) 431'), '(unknown) 400': added('(unknown) 400'), 'GET 400': added('GET 400'), 'DELETE 400': added('DELETE 400'), 'GET 414': added('GET 414') }).toEqual({
+    expect({
+      '(unknown) 431': added('(unknown) 431'),
+      '(unknown) 400': added('(unknown) 400'),
+      'GET 400': added('GET 400'),
+      'DELETE 400': added('DELETE 400'),
+      'GET 414': added('GET 414'),
+    }).toEqual({
       '(unknown) 431': 1,
       '(unknown) 400': 2,
       'GET 400': 1,

@@ -81,14 +81,20 @@ describe('the host page of miniapp serve', () => {
       expect(answer.status, path).toBe(404);
       expect(JSON.parse(answer.text), path).toMatchObject({ code: 'NOT_FOUND' });
     }
-    const refused = await request(`${info.url}/host/api/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"via":"frame","origin":"http://a"}' });
+    const refused = await request(`${info.url}/host/api/login`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: '{"via":"frame","origin":"http://a"}',
+    });
     expect(refused.statusCode).toBe(404);
     await refused.body.dump();
 
     // The flags that shape the host page say there is none.
     const withApp = spawnSync(process.execPath, [BIN, ...flags, '--app-url', 'http://127.0.0.1:5173/'], { env: { ...env, ...keys }, encoding: 'utf8' });
     expect(withApp.status).toBe(2);
-    expect(withApp.stderr).toContain(`--app-url, --required-term and --optional-term shape the host page over the embedded sandbox; with the partner API at ${upstream} there is none`);
+    expect(withApp.stderr).toContain(
+      `--app-url, --required-term and --optional-term shape the host page over the embedded sandbox; with the partner API at ${upstream} there is none`,
+    );
   });
 });
 
@@ -97,7 +103,16 @@ describe('the host page of miniapp sandbox', () => {
     const info = JSON.parse(
       (
         await start([
-          'sandbox', '--port', '0', '--json', '--required-term', 'tos=이용약관', '--optional-term', 'news=News letters', '--app-url', 'http://127.0.0.1:5173/app/',
+          'sandbox',
+          '--port',
+          '0',
+          '--json',
+          '--required-term',
+          'tos=이용약관',
+          '--optional-term',
+          'news=News letters',
+          '--app-url',
+          'http://127.0.0.1:5173/app/',
         ])
       ).split('\n')[0]!,
     );

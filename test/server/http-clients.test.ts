@@ -130,15 +130,19 @@ describe.each(BACKENDS)('HTTP clients of serve with the blog on %s', (backend) =
   });
 
   describe('Redocly CLI, recommended rules', () => {
-    it('finds no error and no warning in any mount\'s document', { timeout: 60_000 }, async () => {
+    it("finds no error and no warning in any mount's document", { timeout: 60_000 }, async () => {
       const dir = mkdtempSync(join(tmpdir(), 'miniapp-redocly-'));
       try {
         for (const mount of MOUNTS) {
           const file = join(dir, `${mount.replace(/\//g, '_')}.json`);
           writeFileSync(file, JSON.stringify(await openapi(mount)));
-          const { stdout } = await promisify(execFile)(join('node_modules', '.bin', 'redocly'), ['lint', '--extends', 'recommended', '--format', 'json', file], {
-            env: { ...process.env, REDOCLY_TELEMETRY: 'off', REDOCLY_SUPPRESS_UPDATE_NOTICE: 'true', NO_COLOR: '1' },
-          }).catch((error: { stdout?: string }) => ({ stdout: error.stdout ?? '' }));
+          const { stdout } = await promisify(execFile)(
+            join('node_modules', '.bin', 'redocly'),
+            ['lint', '--extends', 'recommended', '--format', 'json', file],
+            {
+              env: { ...process.env, REDOCLY_TELEMETRY: 'off', REDOCLY_SUPPRESS_UPDATE_NOTICE: 'true', NO_COLOR: '1' },
+            },
+          ).catch((error: { stdout?: string }) => ({ stdout: error.stdout ?? '' }));
           const report = JSON.parse(stdout) as { totals: { errors: number; warnings: number }; problems: { ruleId: string; message: string }[] };
           expect(report.problems.map((p) => `${mount}: ${p.ruleId}: ${p.message}`)).toEqual([]);
           expect(report.totals).toMatchObject({ errors: 0, warnings: 0 });

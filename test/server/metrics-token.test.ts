@@ -14,7 +14,8 @@ import { Sandbox } from '../helpers/cli.js';
 
 const TOKEN = 'scrape-3f9c2a71e0b84d5c';
 /** What Prometheus 2.x sends for a scrape, with `authorization: { credentials: ... }` in its scrape config. */
-const PROMETHEUS_ACCEPT = 'application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1';
+const PROMETHEUS_ACCEPT =
+  'application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1';
 
 async function scrape(url: string, authorization?: string) {
   const response = await request(`${url}/metrics`, { headers: { accept: PROMETHEUS_ACCEPT, ...(authorization === undefined ? {} : { authorization }) } });
@@ -41,7 +42,9 @@ describe('GET /metrics with a metrics token', () => {
     for (const wrong of [`Bearer ${TOKEN}x`, `Bearer ${TOKEN.slice(0, -1)}`, `Basic ${Buffer.from(`x:${TOKEN}`).toString('base64')}`, TOKEN, 'Bearer ']) {
       const refused = await scrape(running.url, wrong);
       expect(refused.status, wrong).toBe(401);
-      expect(refused.headers['www-authenticate']).toBe('Bearer realm="miniapp metrics", error="invalid_token", error_description="the metrics token is not this one"');
+      expect(refused.headers['www-authenticate']).toBe(
+        'Bearer realm="miniapp metrics", error="invalid_token", error_description="the metrics token is not this one"',
+      );
       expect(refused.body).not.toContain('miniapp_');
     }
     const taken = await scrape(running.url, `Bearer ${TOKEN}`);
@@ -88,7 +91,9 @@ describe('serve --metrics-token and MINIAPP_METRICS_TOKEN', () => {
     try {
       const short = await sb.run(['serve', '--port', '0', '--no-grpc', '--metrics-token', 'sh0rt-secret']);
       expect(short.code).toBe(2);
-      expect(short.stderr).toContain('the metrics token (--metrics-token or MINIAPP_METRICS_TOKEN) must be at least 16 printable characters without spaces; it has 12');
+      expect(short.stderr).toContain(
+        'the metrics token (--metrics-token or MINIAPP_METRICS_TOKEN) must be at least 16 printable characters without spaces; it has 12',
+      );
       expect(short.stderr).not.toContain('sh0rt-secret');
     } finally {
       sb.dispose();

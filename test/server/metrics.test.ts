@@ -23,7 +23,8 @@ import { checkMetrics, parseText, type Family } from '../helpers/promlint.js';
 import { Sandbox } from '../helpers/cli.js';
 import { AAD_HEX, KEY_HEX } from '../helpers/vectors.js';
 
-const PROMETHEUS_ACCEPT = 'application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1';
+const PROMETHEUS_ACCEPT =
+  'application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1';
 const OPENMETRICS_TYPE = 'application/openmetrics-text; version=1.0.0; charset=utf-8';
 const TEXT_TYPE = 'text/plain; version=0.0.4; charset=utf-8';
 
@@ -209,7 +210,13 @@ describe('GET /metrics after relay, blog, gRPC and webhook traffic', () => {
     const declared = [...text.matchAll(/^# TYPE (\S+) /gm)].map((m) => m[1]!);
     const linted = new Set(families.map((f) => f.name));
     expect(
-      declared.filter((name) => !linted.has(name) && !/^miniapp_(nodejs_active_(handles|requests|resources)|nodejs_gc_duration_seconds|payments_total|payment_amount_total|refund_amount_total)$/.test(name)),
+      declared.filter(
+        (name) =>
+          !linted.has(name) &&
+          !/^miniapp_(nodejs_active_(handles|requests|resources)|nodejs_gc_duration_seconds|payments_total|payment_amount_total|refund_amount_total)$/.test(
+            name,
+          ),
+      ),
       'families declared with no sample',
     ).toEqual([]);
     expect(declared.filter((name) => !name.startsWith('miniapp_'))).toEqual([]);
@@ -318,7 +325,9 @@ describe('GET /metrics after relay, blog, gRPC and webhook traffic', () => {
 
     // Counter families drop _total in OpenMetrics; their samples keep it.
     const types = Object.fromEntries([...open.text.matchAll(/^# TYPE (\S+) (\S+)$/gm)].map((m) => [m[1], m[2]]));
-    const expected = Object.fromEntries([...before.matchAll(/^# TYPE (\S+) (\S+)$/gm)].map(([, name, type]) => [type === 'counter' ? name!.replace(/_total$/, '') : name, type]));
+    const expected = Object.fromEntries(
+      [...before.matchAll(/^# TYPE (\S+) (\S+)$/gm)].map(([, name, type]) => [type === 'counter' ? name!.replace(/_total$/, '') : name, type]),
+    );
     expect(types).toEqual(expected);
     for (const [name, value] of [
       ['miniapp_grpc_requests_total{method="user.v1.UserService/GetUser",status="NOT_FOUND"}', 1],
@@ -328,7 +337,9 @@ describe('GET /metrics after relay, blog, gRPC and webhook traffic', () => {
     ] as const) {
       expect(open.text).toContain(`\n${name} ${value}\n`);
     }
-    expect(open.text).toMatch(/\nminiapp_grpc_server_handling_seconds_bucket\{le="\+Inf",grpc_type="unary",grpc_service="user\.v1\.UserService",grpc_method="GetUser"\} 2\n/);
+    expect(open.text).toMatch(
+      /\nminiapp_grpc_server_handling_seconds_bucket\{le="\+Inf",grpc_type="unary",grpc_service="user\.v1\.UserService",grpc_method="GetUser"\} 2\n/,
+    );
 
     // The text format again afterwards, counters still named _total: OpenMetrics left the metric objects alone.
     const after = await scrape(running.url, 'text/plain;version=0.0.4;q=0.5,*/*;q=0.1');
@@ -400,14 +411,20 @@ describe('--metrics-prefix', () => {
     watch.on('error', () => {});
     await until(() => running!.users.watcherCount() === 1, 'the watch to start');
     watch.cancel();
-    const watchEnded = '\ngrpc_server_handled_total{grpc_type="server_stream",grpc_service="user.v1.UserService",grpc_method="WatchUserChanges",grpc_code="Canceled"} 1\n';
+    const watchEnded =
+      '\ngrpc_server_handled_total{grpc_type="server_stream",grpc_service="user.v1.UserService",grpc_method="WatchUserChanges",grpc_code="Canceled"} 1\n';
     await until(async () => (await scrape(running!.url)).text.includes(watchEnded), 'the cancelled watch to be counted');
     c.close();
     const bare = (await scrape(running.url)).text;
     expect(bare).toContain('\ngrpc_requests_total{method="user.v1.UserService/WatchUserChanges",status="CANCELLED"} 1\n');
     expect(bare).toContain('\ngrpc_requests_total{method="user.v1.UserService/CreateUser",status="OK"} 1\n');
     expect(bare).toContain('\ngrpc_server_handled_total{grpc_type="unary",grpc_service="user.v1.UserService",grpc_method="CreateUser",grpc_code="OK"} 1\n');
-    for (const name of ['grpc_request_duration_seconds histogram', 'grpc_server_handling_seconds histogram', 'http_requests_total counter', 'process_cpu_seconds_total counter']) {
+    for (const name of [
+      'grpc_request_duration_seconds histogram',
+      'grpc_server_handling_seconds histogram',
+      'http_requests_total counter',
+      'process_cpu_seconds_total counter',
+    ]) {
       expect(bare).toContain(`\n# TYPE ${name}\n`);
     }
     expect(bare).not.toContain('miniapp_');
@@ -447,7 +464,16 @@ describe('the CLI', () => {
       const trace = join(home, 'trace.txt');
       const result = spawnSync(
         process.execPath,
-        ['--import', join(root, 'test', 'fixtures', 'trace-loads.mjs'), join(root, 'bin', 'miniapp.cjs'), 'serve', '--store', 'memory', '--metrics-prefix', 'bad-'],
+        [
+          '--import',
+          join(root, 'test', 'fixtures', 'trace-loads.mjs'),
+          join(root, 'bin', 'miniapp.cjs'),
+          'serve',
+          '--store',
+          'memory',
+          '--metrics-prefix',
+          'bad-',
+        ],
         { encoding: 'utf8', env: { PATH: process.env.PATH, HOME: home, MINIAPP_CONFIG_DIR: join(home, 'config'), MINIAPP_TRACE_LOADS: trace } },
       );
       expect(result.status, result.stderr).toBe(2);
@@ -468,8 +494,22 @@ describe('the CLI', () => {
       const code = sandbox.state.login(1001).authorizationCode;
       const child = spawn(
         process.execPath,
-        ['--import', join(root, 'test', 'fixtures', 'trace-loads.mjs'), join(root, 'bin', 'miniapp.cjs'), 'token', 'exchange', '--code', code, '--referrer', 'sandbox', '--json'],
-        { env: { PATH: process.env.PATH, HOME: home, MINIAPP_CONFIG_DIR: join(home, 'config'), MINIAPP_TRACE_LOADS: trace, ...sandbox.env }, stdio: ['ignore', 'pipe', 'pipe'] },
+        [
+          '--import',
+          join(root, 'test', 'fixtures', 'trace-loads.mjs'),
+          join(root, 'bin', 'miniapp.cjs'),
+          'token',
+          'exchange',
+          '--code',
+          code,
+          '--referrer',
+          'sandbox',
+          '--json',
+        ],
+        {
+          env: { PATH: process.env.PATH, HOME: home, MINIAPP_CONFIG_DIR: join(home, 'config'), MINIAPP_TRACE_LOADS: trace, ...sandbox.env },
+          stdio: ['ignore', 'pipe', 'pipe'],
+        },
       );
       let stderr = '';
       child.stderr.on('data', (chunk) => (stderr += chunk));
@@ -501,7 +541,9 @@ describe('gRPC counters counted between reads', () => {
     // Reading again adds nothing; a scrape flushes as well.
     expect(await started()).toEqual([3]);
     held = 2;
-    expect((await metrics.scrape()).body).toContain('\nflush_grpc_server_started_total{grpc_type="unary",grpc_service="user.v1.UserService",grpc_method="GetUser"} 5\n');
+    expect((await metrics.scrape()).body).toContain(
+      '\nflush_grpc_server_started_total{grpc_type="unary",grpc_service="user.v1.UserService",grpc_method="GetUser"} 5\n',
+    );
     expect(await started()).toEqual([5]);
   });
 });

@@ -65,7 +65,9 @@ function health(): Promise<string> {
   const Health = (grpc.loadPackageDefinition(definition) as any).grpc.health.v1.Health;
   const client = new Health(running.grpc!.address, grpc.credentials.createInsecure());
   clients.push(client);
-  return new Promise((resolve, reject) => client.Check({ service: 'user.v1.UserService' }, (e: unknown, r: { status: string }) => (e ? reject(e) : resolve(r.status))));
+  return new Promise((resolve, reject) =>
+    client.Check({ service: 'user.v1.UserService' }, (e: unknown, r: { status: string }) => (e ? reject(e) : resolve(r.status))),
+  );
 }
 
 async function until(what: string, condition: () => Promise<boolean>): Promise<void> {

@@ -28,7 +28,12 @@ import { RequestRates } from '../../src/auth/request-rates.js';
 /** A clock the test moves. */
 function testClock() {
   let now = Date.parse('2026-11-25T12:00:00.000Z');
-  return { now: () => new Date(now), advance: (ms: number) => void (now += ms) };
+  return {
+    now: () => new Date(now),
+    advance: (ms: number) => {
+      now += ms;
+    },
+  };
 }
 
 const clock = testClock();
@@ -104,7 +109,15 @@ describe('request rates over HTTP', () => {
     expect(relay.status).toBe(429);
     expect(relay.body.code).toBe('RATE_LIMITED');
     expect((await get('/uploads/0000')).status).toBe(429);
-    for (const path of ['/health', '/health/ready', '/metrics', '/api/v2/docs/', '/api/v1/docs/static/index.css', '/api/v2/openapi.json', '/api/openapi.json']) {
+    for (const path of [
+      '/health',
+      '/health/ready',
+      '/metrics',
+      '/api/v2/docs/',
+      '/api/v1/docs/static/index.css',
+      '/api/v2/openapi.json',
+      '/api/openapi.json',
+    ]) {
       const answer = await get(path);
       expect(answer.status, path).toBe(200);
       expect(answer.headers['ratelimit-limit'], path).toBeUndefined();
@@ -148,7 +161,11 @@ describe('request rates over HTTP', () => {
     await login.body.dump();
     clock.advance(60_000);
     const loggedIn = (await (
-      await request(`${running.url}/api/v1/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ username: 'user1', password: newUser(1).password }) })
+      await request(`${running.url}/api/v1/auth/login`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ username: 'user1', password: newUser(1).password }),
+      })
     ).body.json()) as { access_token: string };
     for (let i = 0; i < 3; i++) expect((await get('/api/v2/blog/posts', made())).status).toBe(i < 2 ? 200 : 429);
     for (let i = 0; i < 3; i++) expect((await get('/api/v2/blog/posts', { authorization: `Bearer ${loggedIn.access_token}` })).status).toBe(200);
@@ -219,7 +236,7 @@ describe('request rates over gRPC', () => {
     expect((await unary(c, 'GetUser', { user_id: '1' }, clients.auth())).username).toBe('user1');
   });
 
-  it('shares a token\'s budget between HTTP and gRPC', async () => {
+  it("shares a token's budget between HTTP and gRPC", async () => {
     for (let i = 0; i < 3; i++) expect((await get('/api/v2/blog/posts', bearer())).status).toBe(200);
     expect((await refusal(unary(c, 'GetUser', { user_id: '1' }, clients.auth()))).code).toBe(grpc.status.RESOURCE_EXHAUSTED);
   });
@@ -244,9 +261,17 @@ describe('request rates over gRPC', () => {
     clock.advance(60_000);
     const call = c.SyncUsers(clients.auth());
     const answers: any[] = [];
-    const ended = new Promise<void>((resolve, reject) => call.on('data', (a: any) => answers.push(a)).on('end', resolve).on('error', reject));
+    const ended = new Promise<void>((resolve, reject) =>
+      call
+        .on('data', (a: any) => answers.push(a))
+        .on('end', resolve)
+        .on('error', reject),
+    );
     for (let i = 0; i < 10; i++) {
-      call.write({ client_ref: `r${i}`, upsert: { user: { id: user1.id, username: 'user1', email: 'user1@example.com', full_name: `Synced ${i}`, is_active: true, roles: user1.roles } } });
+      call.write({
+        client_ref: `r${i}`,
+        upsert: { user: { id: user1.id, username: 'user1', email: 'user1@example.com', full_name: `Synced ${i}`, is_active: true, roles: user1.roles } },
+      });
     }
     call.end();
     const settled = async (count: number) => {
@@ -275,7 +300,14 @@ describe('request rates over gRPC', () => {
     const raw = clients.raw();
     const call = (path: string) =>
       new Promise((resolve, reject) =>
-        raw.makeUnaryRequest(path, (b: Buffer) => b, (b: Buffer) => b, Buffer.alloc(0), clients.auth(), (e, r) => (e ? reject(e) : resolve(r))),
+        raw.makeUnaryRequest(
+          path,
+          (b: Buffer) => b,
+          (b: Buffer) => b,
+          Buffer.alloc(0),
+          clients.auth(),
+          (e, r) => (e ? reject(e) : resolve(r)),
+        ),
       );
     for (let i = 0; i < 10; i++) await call('/grpc.health.v1.Health/Check');
     const reflection = raw.makeBidiStreamRequest(
@@ -286,7 +318,10 @@ describe('request rates over gRPC', () => {
     );
     const answers: Buffer[] = [];
     const done = new Promise((resolve, reject) => {
-      reflection.on('data', (b: Buffer) => answers.push(b)).on('end', resolve).on('error', reject);
+      reflection
+        .on('data', (b: Buffer) => answers.push(b))
+        .on('end', resolve)
+        .on('error', reject);
     });
     // list_services (field 7, an empty string), ten times over one stream.
     for (let i = 0; i < 10; i++) reflection.write(Buffer.from([0x3a, 0]));

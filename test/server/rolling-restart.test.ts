@@ -183,7 +183,9 @@ describe('a rolling restart of two serve instances on PostgreSQL behind a load b
         extraArgs: ['--drain', DRAIN, '--webhook-url', receiver.url, '--webhook-secret', 'rolling-secret'],
       });
     const serves: ServeProcess[] = [await start(0), await start(1)];
-    cleanups.push(() => serves.forEach((serve) => serve.dispose()));
+    cleanups.push(() => {
+      for (const serve of serves) serve.dispose();
+    });
     const token = serves[0]!.info.adminToken;
 
     const httpBackends = instances.map((instance) => ({ port: instance.port, readyUrl: `http://127.0.0.1:${instance.port}/health/ready`, connections: 0 }));
@@ -226,7 +228,14 @@ describe('a rolling restart of two serve instances on PostgreSQL behind a load b
     const home = mkdtempSync(join(tmpdir(), 'miniapp-rolling-watch-'));
     cleanups.push(() => rmSync(home, { recursive: true, force: true }));
     const watcher: ChildProcess = spawn(process.execPath, [BIN, 'users', 'watch', '--json'], {
-      env: { PATH: process.env.PATH, HOME: home, MINIAPP_CONFIG_DIR: home, MINIAPP_GRPC_ADDR: grpcAddress, MINIAPP_GRPC_TOKEN: token, MINIAPP_GRPC_RECONNECT_MS: '50' },
+      env: {
+        PATH: process.env.PATH,
+        HOME: home,
+        MINIAPP_CONFIG_DIR: home,
+        MINIAPP_GRPC_ADDR: grpcAddress,
+        MINIAPP_GRPC_TOKEN: token,
+        MINIAPP_GRPC_RECONNECT_MS: '50',
+      },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     cleanups.push(() => void watcher.kill('SIGKILL'));
@@ -235,7 +244,11 @@ describe('a rolling restart of two serve instances on PostgreSQL behind a load b
     watcher.stdout!.setEncoding('utf8').on('data', (chunk: string) => (watched += chunk));
     watcher.stderr!.setEncoding('utf8').on('data', (chunk: string) => (watchErrors += chunk));
     const watchExit = new Promise<number | null>((resolve) => watcher.once('exit', (code) => resolve(code)));
-    const printed = () => watched.split('\n').filter(Boolean).map((line) => JSON.parse(line) as { sequence: number; type: string; user: { username: string } });
+    const printed = () =>
+      watched
+        .split('\n')
+        .filter(Boolean)
+        .map((line) => JSON.parse(line) as { sequence: number; type: string; user: { username: string } });
 
     // One gRPC client for the whole run, as an application keeps one channel.
     const { Client } = userServiceDefinition();
@@ -272,7 +285,8 @@ describe('a rolling restart of two serve instances on PostgreSQL behind a load b
           continue;
         }
         const got = await unary('GetUser', { user_id: made.response.user.id });
-        if (got.code !== 'OK' || got.response.username !== made.response.user.username) failures.push(`GetUser ${name}: ${got.code} ${got.details ?? got.response?.username}`);
+        if (got.code !== 'OK' || got.response.username !== made.response.user.username)
+          failures.push(`GetUser ${name}: ${got.code} ${got.details ?? got.response?.username}`);
         counts.grpc++;
       }
     };
@@ -335,7 +349,8 @@ describe('a rolling restart of two serve instances on PostgreSQL behind a load b
     // Every post's post.created reached the receiver (at least once; receivers deduplicate by X-Webhook-Delivery).
     const delivered = () => new Set(receiver.received.map((hit) => Number(JSON.parse(hit.body).data.id)));
     await until(() => posts.every((id) => delivered().has(id)), `all ${posts.length} post.created deliveries`);
-    const states = async () => (await admin<{ state: string; count: number }>`SELECT state, count(*)::int AS count FROM webhook_deliveries GROUP BY state`).map((row) => ({ ...row }));
+    const states = async () =>
+      (await admin<{ state: string; count: number }>`SELECT state, count(*)::int AS count FROM webhook_deliveries GROUP BY state`).map((row) => ({ ...row }));
     await until(async () => (await states()).every((row) => row.state === 'delivered'), 'every delivery recorded as delivered');
     expect(await states()).toEqual([{ state: 'delivered', count: posts.length }]);
   }, 180_000);

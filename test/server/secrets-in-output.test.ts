@@ -44,10 +44,14 @@ interface Served {
 /** serve on free ports in the sandbox's home; resolves once it has printed its banner. */
 async function serve(args: string[], options: { json?: boolean; env?: Record<string, string> } = {}): Promise<Served> {
   const json = options.json ?? true;
-  const child = spawn(process.execPath, [BIN, 'serve', '--port', '0', '--grpc-port', '0', '--drain', '0', '--password-hash-cost', '10', ...(json ? ['--json'] : []), ...args], {
-    env: { PATH: process.env.PATH, HOME: sb.root, ...sb.env, ...options.env } as NodeJS.ProcessEnv,
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const child = spawn(
+    process.execPath,
+    [BIN, 'serve', '--port', '0', '--grpc-port', '0', '--drain', '0', '--password-hash-cost', '10', ...(json ? ['--json'] : []), ...args],
+    {
+      env: { PATH: process.env.PATH, HOME: sb.root, ...sb.env, ...options.env } as NodeJS.ProcessEnv,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
   children.push(child);
   let out = '';
   let err = '';

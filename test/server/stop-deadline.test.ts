@@ -35,7 +35,10 @@ function trickle(url: string): Promise<Trickle> {
     socket.setEncoding('utf8');
     socket.on('data', (chunk: string) => (state.heard += chunk));
     socket.on('error', () => undefined);
-    socket.on('close', () => ((state.closed = true), (state.closedAt = Date.now())));
+    socket.on('close', () => {
+      state.closed = true;
+      state.closedAt = Date.now();
+    });
     socket.once('connect', () => {
       socket.write(`POST /api/v2/users HTTP/1.1\r\nHost: ${hostname}\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{`);
       const drip = setInterval(() => (socket.destroyed ? clearInterval(drip) : socket.write(' ')), 500);

@@ -27,7 +27,11 @@ beforeAll(async () => {
   running = await startTestServe({ store: { kind: 'postgres', url: url.href, poolSize: 2, timeoutMs: 1000 } }, 'postgres');
   const form = new FormData();
   form.append('file', new Blob([png(2, 2)], { type: 'image/png' }), 'a.png');
-  const uploaded = await request(`${running.url}/api/v2/upload/image`, { method: 'POST', headers: { authorization: `Bearer ${running.adminToken}` }, body: form });
+  const uploaded = await request(`${running.url}/api/v2/upload/image`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${running.adminToken}` },
+    body: form,
+  });
   imageUrl = ((await uploaded.body.json()) as { url: string }).url;
   // Cached before the cut: a cached page is not served once the database cannot say whether it is current.
   await (await request(`${running.url}/api/v2/blog/posts`)).body.dump();
@@ -57,11 +61,12 @@ describe('a database that cannot be reached', () => {
       const text = await res.body.text();
       expect(res.statusCode, `${method} ${path}: ${text}`).toBe(503);
       expect(res.headers['retry-after'], `${method} ${path}`).toBe(String(RETRY_AFTER_SECONDS));
-      if (method !== 'HEAD') expect(JSON.parse(text), `${method} ${path}`).toEqual({ error: expect.any(String), detail: expect.any(String), code: 'SERVICE_UNAVAILABLE' });
+      if (method !== 'HEAD')
+        expect(JSON.parse(text), `${method} ${path}`).toEqual({ error: expect.any(String), detail: expect.any(String), code: 'SERVICE_UNAVAILABLE' });
     }
   });
 
-  it('maps to 503 in serve\'s error handler, whatever the cause says', () => {
+  it("maps to 503 in serve's error handler, whatever the cause says", () => {
     const mapped = toHttpError(new StoreUnavailableError('the database cannot be reached (ECONNREFUSED)'));
     expect(mapped).toMatchObject({ status: 503, headers: { 'retry-after': String(RETRY_AFTER_SECONDS) }, body: { code: 'SERVICE_UNAVAILABLE' } });
     expect(mapped.body.detail).not.toContain('ECONNREFUSED');

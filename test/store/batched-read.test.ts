@@ -85,7 +85,16 @@ describe('BatchedRead', () => {
     expect(inList('id', [7])).toEqual({ condition: 'id IN ($1)', params: [7] });
     expect(inList('id', [7, 8, 9])).toEqual({ condition: 'id IN ($1, $2, $3, $4)', params: [7, 8, 9, 9] });
     expect(inList('t.token_hash', ['a', 'b'])).toEqual({ condition: 't.token_hash IN ($1, $2)', params: ['a', 'b'] });
-    const lengths = new Set(Array.from({ length: 256 }, (_, i) => inList('id', Array.from({ length: i + 1 }, (_, k) => k)).params.length));
+    const lengths = new Set(
+      Array.from(
+        { length: 256 },
+        (_, i) =>
+          inList(
+            'id',
+            Array.from({ length: i + 1 }, (_, k) => k),
+          ).params.length,
+      ),
+    );
     expect([...lengths]).toEqual([1, 2, 4, 8, 16, 32, 64, 128, 256]);
   });
 });

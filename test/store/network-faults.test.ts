@@ -100,7 +100,11 @@ function load(sql: Store['sql'], workers: number) {
           outcomes.push(ok ? { at: Date.now(), ok } : { at: Date.now(), ok, wrong: `user ${id} answered ${JSON.stringify(user)}` });
         }
       } catch (error) {
-        outcomes.push(error instanceof StoreUnavailableError ? { at: Date.now(), ok: false } : { at: Date.now(), ok: false, wrong: `${(error as Error).name}: ${(error as Error).message}` });
+        outcomes.push(
+          error instanceof StoreUnavailableError
+            ? { at: Date.now(), ok: false }
+            : { at: Date.now(), ok: false, wrong: `${(error as Error).name}: ${(error as Error).message}` },
+        );
         await sleep(20);
       }
     }
@@ -135,7 +139,7 @@ async function fault(sql: Store['sql'], mode: ProxyMode, windowMs: number) {
 }
 
 describe('the PostgreSQL store through a faulty network', () => {
-  it('never answers a question with another one\'s answer when a stall heals under concurrent load, and answers again', async () => {
+  it("never answers a question with another one's answer when a stall heals under concurrent load, and answers again", async () => {
     const { sql } = await openThroughProxy(3);
     const result = await fault(sql, 'blackhole', 5 * TIMEOUT_MS);
     expect(result.wrong).toEqual([]);

@@ -71,24 +71,51 @@ describe('a checkout on PostgreSQL with many rows in rare states since the last 
    * `count` payments, refunds (each of one of the first settled payments, at `position`) and reservations, named
    * `name` and their number, in the states given.
    */
-  const seed = async (name: string, count: number, as: { payment: string; refund: string; position: number; reservation: string; expiresAt: string; at: string }) => {
+  const seed = async (
+    name: string,
+    count: number,
+    as: { payment: string; refund: string; position: number; reservation: string; expiresAt: string; at: string },
+  ) => {
     const sql = store.sql;
     const balance = as.payment === 'DONE' ? 100 : 0;
-    await sql.run(`INSERT INTO payments (id, order_id, user_id, status, amount, balance, currency, method, provider, created_at, updated_at)
-      SELECT 'pay_${name}' || g, NULL, NULL, $1, 100, ${balance}, 'KRW', 'test_approve', 'sandbox', $2, $2 FROM generate_series(1, ${count}) g`, [as.payment, as.at]);
-    await sql.run(`INSERT INTO refunds (id, payment_id, position, amount, reason, status, created_at, updated_at)
-      SELECT 'ref_${name}' || g, 'pay_old' || g, ${as.position}, 1, $1, $2, $3, $3 FROM generate_series(1, ${count}) g`, [name, as.refund, as.at]);
-    await sql.run(`INSERT INTO reservations (id, order_id, state, expires_at, created_at, updated_at)
-      SELECT 'res_${name}' || g, NULL, $1, $2, $3, $3 FROM generate_series(1, ${count}) g`, [as.reservation, as.expiresAt, as.at]);
+    await sql.run(
+      `INSERT INTO payments (id, order_id, user_id, status, amount, balance, currency, method, provider, created_at, updated_at)
+      SELECT 'pay_${name}' || g, NULL, NULL, $1, 100, ${balance}, 'KRW', 'test_approve', 'sandbox', $2, $2 FROM generate_series(1, ${count}) g`,
+      [as.payment, as.at],
+    );
+    await sql.run(
+      `INSERT INTO refunds (id, payment_id, position, amount, reason, status, created_at, updated_at)
+      SELECT 'ref_${name}' || g, 'pay_old' || g, ${as.position}, 1, $1, $2, $3, $3 FROM generate_series(1, ${count}) g`,
+      [name, as.refund, as.at],
+    );
+    await sql.run(
+      `INSERT INTO reservations (id, order_id, state, expires_at, created_at, updated_at)
+      SELECT 'res_${name}' || g, NULL, $1, $2, $3, $3 FROM generate_series(1, ${count}) g`,
+      [as.reservation, as.expiresAt, as.at],
+    );
   };
 
   beforeEach(async () => {
     store = await openStore(location.location());
     // What the last ANALYZE saw: payments settled, refunds done, reservations ended.
-    await seed('old', 20_000, { payment: 'DONE', refund: 'DONE', position: 1, reservation: 'committed', expiresAt: '2020-01-01T00:00:00.000Z', at: '2026-01-01' });
+    await seed('old', 20_000, {
+      payment: 'DONE',
+      refund: 'DONE',
+      position: 1,
+      reservation: 'committed',
+      expiresAt: '2020-01-01T00:00:00.000Z',
+      at: '2026-01-01',
+    });
     await store.sql.exec('ANALYZE payments; ANALYZE refunds; ANALYZE reservations');
     // Since then: payments left in progress by a provider's outage, refunds pending, carts left open in a sale.
-    await seed('stuck', 2_000, { payment: 'IN_PROGRESS', refund: 'PENDING', position: 2, reservation: 'active', expiresAt: '2099-01-01T00:00:00.000Z', at: '2026-01-02' });
+    await seed('stuck', 2_000, {
+      payment: 'IN_PROGRESS',
+      refund: 'PENDING',
+      position: 2,
+      reservation: 'active',
+      expiresAt: '2099-01-01T00:00:00.000Z',
+      at: '2026-01-02',
+    });
   });
   afterEach(async () => {
     await store.close();
@@ -110,7 +137,13 @@ describe('a checkout on PostgreSQL with many rows in rare states since the last 
     ['settled in a transaction (webhooks on)', async () => undefined],
   ])('create, pay (%s), refund and cancel find each row by its key', async (_, publish) => {
     const sent: Sent = [];
-    const commerce = new Commerce({ sql: recording(store.sql, sent), now: () => new Date(), authenticate: () => Promise.reject(new Error('no calls')), sweepMs: 0, publish });
+    const commerce = new Commerce({
+      sql: recording(store.sql, sent),
+      now: () => new Date(),
+      authenticate: () => Promise.reject(new Error('no calls')),
+      sweepMs: 0,
+      publish,
+    });
     await commerce.inventory.set({ sku: 'MUG', quantity: 10, price: 12000, reason: 'initial count', actor: 'admin' });
     // Several rounds, so that the statements prepared on the server are planned for any parameters (generic plans) too.
     for (let round = 0; round < 6; round++) {

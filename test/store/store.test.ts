@@ -31,15 +31,24 @@ describe.each(BACKENDS)('store on %s', (backend) => {
 
   it('runs the same statements with $n parameters on either engine', async () => {
     const { sql } = store;
-    await sql.run('INSERT INTO unlink_events (received_at, user_key, referrer, method, source) VALUES ($1, $2, $3, $4, $5)', ['2026-01-01T00:00:00.000Z', 7, null, 'POST', '127.0.0.1']);
-    const row = await sql.one<{ id: number; user_key: number; referrer: string | null }>('SELECT id, user_key, referrer FROM unlink_events WHERE user_key = $1', [7]);
+    await sql.run('INSERT INTO unlink_events (received_at, user_key, referrer, method, source) VALUES ($1, $2, $3, $4, $5)', [
+      '2026-01-01T00:00:00.000Z',
+      7,
+      null,
+      'POST',
+      '127.0.0.1',
+    ]);
+    const row = await sql.one<{ id: number; user_key: number; referrer: string | null }>(
+      'SELECT id, user_key, referrer FROM unlink_events WHERE user_key = $1',
+      [7],
+    );
     expect(row).toEqual({ id: 1, user_key: 7, referrer: null });
     expect(await sql.one('SELECT id FROM unlink_events WHERE user_key = $1', [8])).toBeUndefined();
     const count = await sql.one<{ n: number }>('SELECT count(*) AS n FROM unlink_events');
     expect(count?.n).toBe(1);
   });
 
-  it('passes the work\'s own errors out of a transaction and a savepoint as they are, whatever their words', async () => {
+  it("passes the work's own errors out of a transaction and a savepoint as they are, whatever their words", async () => {
     // An order id can hold "TLs", a message can say "timeout": neither makes the database unavailable.
     const own = new Error('order ord_an436oxTLsCUY is EXPIRED after a timeout; Connection terminated by the customer');
     const { sql } = store;
@@ -188,7 +197,11 @@ describe.each(BACKENDS)('store on %s', (backend) => {
   it('delivers a signal to every subscriber, and one published in a transaction only once it commits', async () => {
     const heard: string[] = [];
     let connected = 0;
-    const unsubscribe = await store.signals.subscribe('test_channel', (payload) => heard.push(payload), () => connected++);
+    const unsubscribe = await store.signals.subscribe(
+      'test_channel',
+      (payload) => heard.push(payload),
+      () => connected++,
+    );
     expect(connected).toBe(1);
     await store.signals.publish('test_channel', 'one');
     await store.sql
@@ -289,9 +302,7 @@ describe('SQLite commit groups', () => {
   it('commits the transactions begun in one turn once, and answers each only after that commit', async () => {
     const exec = commits();
     const answered: boolean[] = [];
-    const all = [1, 2, 3, 4, 5].map((key) =>
-      store.sql.transaction((tx) => insert(tx, key)).then(() => answered.push(sqlite().db.inTransaction)),
-    );
+    const all = [1, 2, 3, 4, 5].map((key) => store.sql.transaction((tx) => insert(tx, key)).then(() => answered.push(sqlite().db.inTransaction)));
     await Promise.all(all);
     expect(count(exec, 'BEGIN IMMEDIATE')).toBe(1);
     expect(count(exec, 'COMMIT')).toBe(1);
@@ -590,7 +601,9 @@ describe('PostgreSQL store', () => {
   });
 
   it('never shows the password of its URL', async () => {
-    expect(redactUrl('postgres://app:s3cret@db.example.com:5432/miniapp?sslmode=require')).toBe('postgres://app:***@db.example.com:5432/miniapp?sslmode=require');
+    expect(redactUrl('postgres://app:s3cret@db.example.com:5432/miniapp?sslmode=require')).toBe(
+      'postgres://app:***@db.example.com:5432/miniapp?sslmode=require',
+    );
     const error = await openStore({ kind: 'postgres', url: 'postgres://app:s3cret@127.0.0.1:1/miniapp', timeoutMs: 1000 }).catch((e: unknown) => e);
     expect((error as Error).message).toContain('cannot reach the database at postgres://app:***@127.0.0.1:1/miniapp: the connection was refused');
     expect(error).toMatchObject({ exitCode: 5, code: 'DATABASE_UNAVAILABLE' });

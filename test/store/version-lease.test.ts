@@ -71,7 +71,7 @@ describe('version leases on PostgreSQL', () => {
     await until('both heard of the move', () => Number(a.lease.known()) >= moved && Number(b.lease.known()) >= moved);
   });
 
-  it('a stalled B never answers from an older version than a write A acknowledged, and A is not held past B\'s lease', async () => {
+  it("a stalled B never answers from an older version than a write A acknowledged, and A is not held past B's lease", async () => {
     const a = await instance();
     const url = new URL(database.url);
     const proxy: TcpProxy = await startTcpProxy({ host: url.hostname, port: Number(url.port) });

@@ -49,7 +49,7 @@ const fill = (db: Database.Database, rows: number) =>
   })();
 
 describe('WAL checkpoints on a thread of their own', () => {
-  it('turns the connection\'s own checkpoint off and copies the whole log into the database file', async () => {
+  it("turns the connection's own checkpoint off and copies the whole log into the database file", async () => {
     const file = join(tempDir(), 'db.sqlite');
     const db = walDatabase(file);
     const checkpointer = startWalCheckpointer(db, file);

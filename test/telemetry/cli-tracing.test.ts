@@ -57,7 +57,14 @@ describe('a collector that never answers', () => {
     const home = mkdtempSync(join(tmpdir(), 'miniapp-silent-'));
     try {
       const child = spawn(process.execPath, [BIN, 'callbacks', 'list', '--json'], {
-        env: { PATH: process.env.PATH, HOME: home, MINIAPP_CONFIG_DIR: join(home, 'config'), MINIAPP_DATA_DIR: join(home, 'data'), OTEL_EXPORTER_OTLP_ENDPOINT: collector.url, ...TEN_MINUTES },
+        env: {
+          PATH: process.env.PATH,
+          HOME: home,
+          MINIAPP_CONFIG_DIR: join(home, 'config'),
+          MINIAPP_DATA_DIR: join(home, 'data'),
+          OTEL_EXPORTER_OTLP_ENDPOINT: collector.url,
+          ...TEN_MINUTES,
+        },
         stdio: ['ignore', 'pipe', 'pipe'],
       });
       let stderr = '';
@@ -107,9 +114,12 @@ describe('tracing from the CLI', () => {
     sb.dispose();
   });
 
-  it('a traced `users get` is one trace: the command, its call, and serve\'s span of that call', async () => {
+  it("a traced `users get` is one trace: the command, its call, and serve's span of that call", async () => {
     const env = { OTEL_EXPORTER_OTLP_ENDPOINT: collector.url, MINIAPP_GRPC_TOKEN: running.adminToken };
-    const created = await sb.run(['users', 'create', '--username', 'dana', '--email', 'dana@example.com', '--password', 'dana-password-1', '--addr', running.grpc!.address, '--json'], { env });
+    const created = await sb.run(
+      ['users', 'create', '--username', 'dana', '--email', 'dana@example.com', '--password', 'dana-password-1', '--addr', running.grpc!.address, '--json'],
+      { env },
+    );
     expect(created.code, created.stderr).toBe(0);
     const id = String(JSON.parse(created.stdout).id);
     const got = await sb.run(['users', 'get', id, '--addr', running.grpc!.address, '--json'], { env });
@@ -137,10 +147,17 @@ describe('tracing from the CLI', () => {
     });
     expect(got.code, got.stderr).toBe(0);
     expect(() => JSON.parse(got.stdout)).not.toThrow();
-    const spans = got.stderr.trim().split('\n').map((line) => JSON.parse(line));
+    const spans = got.stderr
+      .trim()
+      .split('\n')
+      .map((line) => JSON.parse(line));
     const command = spans.find((span) => span.name === 'miniapp users list');
     expect(command).toMatchObject({ kind: 'internal', parentSpanId: null, status: 'ok', service: 'miniapp-cli' });
-    expect(spans.find((span) => span.name === 'user.v1.UserService/ListUsers')).toMatchObject({ kind: 'client', parentSpanId: command.spanId, traceId: command.traceId });
+    expect(spans.find((span) => span.name === 'user.v1.UserService/ListUsers')).toMatchObject({
+      kind: 'client',
+      parentSpanId: command.spanId,
+      traceId: command.traceId,
+    });
   });
 
   it('a malformed OTEL_* is a warning for a client command, which runs untraced', async () => {
@@ -152,7 +169,9 @@ describe('tracing from the CLI', () => {
   });
 
   it('serve names where traces go in its banner, and refuses an endpoint that is no URL', async () => {
-    const started = await sb.run(['serve', '--port', '0', '--no-grpc', '--store', 'memory', '--otlp-endpoint', collector.url], { shutdown: Promise.resolve('SIGTERM') });
+    const started = await sb.run(['serve', '--port', '0', '--no-grpc', '--store', 'memory', '--otlp-endpoint', collector.url], {
+      shutdown: Promise.resolve('SIGTERM'),
+    });
     expect(started.code, started.stderr).toBe(0);
     expect(started.stdout).toContain(`  traces    OTLP http/protobuf to ${collector.url}/v1/traces as service miniapp, sampler parentbased_always_on\n`);
     const off = await sb.run(['serve', '--port', '0', '--no-grpc', '--store', 'memory'], { shutdown: Promise.resolve('SIGTERM') });

@@ -123,7 +123,12 @@ describe.each(BACKENDS)('traces of serve on %s', (backend) => {
     const delivery = spans.find((s) => s.name === 'webhook deliver order.paid')!;
     expect(delivery.traceId).not.toBe(checkout.traceId);
     expect(delivery.links).toEqual([{ traceId: checkout.traceId, spanId: outbox.spanId }]);
-    expect(delivery.attributes).toMatchObject({ 'messaging.destination.name': 'order.paid', 'webhook.attempt': 1, 'webhook.state': 'delivered', 'server.address': '127.0.0.1' });
+    expect(delivery.attributes).toMatchObject({
+      'messaging.destination.name': 'order.paid',
+      'webhook.attempt': 1,
+      'webhook.state': 'delivered',
+      'server.address': '127.0.0.1',
+    });
     const post = spans.find((s) => s.traceId === delivery.traceId && s.parentSpanId === delivery.spanId && s.name === 'POST')!;
     expect(post.attributes).toMatchObject({ 'http.request.method': 'POST', 'http.response.status_code': 204 });
     const received = hooks.received.find((r) => r.headers['x-webhook-event'] === 'order.paid')!;
@@ -145,7 +150,11 @@ describe.each(BACKENDS)('traces of serve on %s', (backend) => {
 
   it('an HTTP request continues its traceparent, calls the partner API below it, and every log line of it has the ids', async () => {
     const incoming = traceparentOf();
-    const login = await request(`${running.sandbox!.url}/__sandbox/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ userKey: 1001 }) });
+    const login = await request(`${running.sandbox!.url}/__sandbox/login`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ userKey: 1001 }),
+    });
     const { authorizationCode } = (await login.body.json()) as { authorizationCode: string };
     const exchanged = await request(`${running.url}/api/auth/token`, {
       method: 'POST',
@@ -165,7 +174,12 @@ describe.each(BACKENDS)('traces of serve on %s', (backend) => {
     const spans = await collector.waitFor((all) => all.some(isUpstream));
     const server = spans.find((s) => s.traceId === incoming.traceId && s.kind === 'SPAN_KIND_SERVER')!;
     expect(server).toMatchObject({ name: 'POST /api/auth/token', parentSpanId: incoming.spanId });
-    expect(server.attributes).toMatchObject({ 'http.request.method': 'POST', 'http.route': '/api/auth/token', 'url.path': '/api/auth/token', 'http.response.status_code': 200 });
+    expect(server.attributes).toMatchObject({
+      'http.request.method': 'POST',
+      'http.route': '/api/auth/token',
+      'url.path': '/api/auth/token',
+      'http.response.status_code': 200,
+    });
     const upstream = spans.find(isUpstream)!;
     expect(upstream.parentSpanId).toBe(server.spanId);
     expect(String(upstream.attributes['url.full'])).toContain(running.sandbox!.url);
@@ -184,12 +198,22 @@ describe.each(BACKENDS)('traces of serve on %s', (backend) => {
       body: JSON.stringify({ username: 'carol', email: 'carol@example.com', password }),
     });
     expect(signed.statusCode).toBe(201);
-    const loggedIn = await request(`${running.url}/api/v2/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email: 'carol@example.com', password }) });
+    const loggedIn = await request(`${running.url}/api/v2/auth/login`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ email: 'carol@example.com', password }),
+    });
     const { access_token } = (await loggedIn.body.json()) as { access_token: string };
     secrets.push(access_token);
-    const wrong = await request(`${running.url}/api/v2/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email: 'carol@example.com', password: `${password}-wrong` }) });
+    const wrong = await request(`${running.url}/api/v2/auth/login`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ email: 'carol@example.com', password: `${password}-wrong` }),
+    });
     expect(wrong.statusCode).toBe(401);
-    const listed = await request(`${running.url}/api/v2/posts?tag=tag-secret-value&q=query-secret-value`, { headers: { authorization: `Bearer ${access_token}` } });
+    const listed = await request(`${running.url}/api/v2/posts?tag=tag-secret-value&q=query-secret-value`, {
+      headers: { authorization: `Bearer ${access_token}` },
+    });
     await listed.body.dump();
     secrets.push('tag-secret-value', 'query-secret-value');
 
@@ -223,7 +247,14 @@ describe('a collector that does not answer', () => {
         await new Promise((resolve) => setTimeout(resolve, 700));
       }
       await vi.waitFor(() => expect(tracingLines().length).toBeGreaterThan(0), { timeout: 10_000 });
-      expect(tracingLines()).toMatchObject([{ level: 40, msg: expect.stringMatching(new RegExp(`^tracing: cannot send spans to http://127.0.0.1:${port}/v1/traces: .*ECONNREFUSED.*; they are dropped until it answers$`)) }]);
+      expect(tracingLines()).toMatchObject([
+        {
+          level: 40,
+          msg: expect.stringMatching(
+            new RegExp(`^tracing: cannot send spans to http://127.0.0.1:${port}/v1/traces: .*ECONNREFUSED.*; they are dropped until it answers$`),
+          ),
+        },
+      ]);
       collector = await startOtlpReceiver(port);
       await get();
       await collector.waitFor((spans) => spans.some((span) => span.name === 'GET /api/v2/blog/posts'));
@@ -242,22 +273,37 @@ describe('tracing configuration', () => {
     expect(resolveTracing({ OTEL_SERVICE_NAME: 'x' })).toBeUndefined();
     expect(resolveTracing({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', OTEL_SDK_DISABLED: 'true' })).toBeUndefined();
     expect(resolveTracing({ OTEL_TRACES_EXPORTER: 'none' }, { otlpEndpoint: 'http://c:4318' })).toBeUndefined();
-    expect(resolveTracing({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318/' })).toMatchObject({ exporter: 'otlp', protocol: 'http/protobuf', url: 'http://c:4318/v1/traces', serviceName: 'miniapp' });
+    expect(resolveTracing({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318/' })).toMatchObject({
+      exporter: 'otlp',
+      protocol: 'http/protobuf',
+      url: 'http://c:4318/v1/traces',
+      serviceName: 'miniapp',
+    });
     expect(resolveTracing({ OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'http://c:4318/custom' })!.url).toBe('http://c:4318/custom');
     expect(resolveTracing({ OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc', OTEL_TRACES_EXPORTER: 'otlp' })!.url).toBe('http://localhost:4317');
     expect(resolveTracing({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://env:4318' }, { otlpEndpoint: 'http://flag:4318' })!.url).toBe('http://flag:4318/v1/traces');
     expect(resolveTracing({ OTEL_TRACES_EXPORTER: 'console' })).toMatchObject({ exporter: 'console', timeoutMs: 10_000 });
-    expect(resolveTracing({ OTEL_TRACES_EXPORTER: 'otlp', OTEL_EXPORTER_OTLP_TIMEOUT: '3000', OTEL_EXPORTER_OTLP_TRACES_TIMEOUT: '1500' })!.timeoutMs).toBe(1500);
-    expect(resolveTracing({ OTEL_TRACES_SAMPLER: 'traceidratio', OTEL_TRACES_SAMPLER_ARG: '0.1', OTEL_TRACES_EXPORTER: 'otlp' })!.sampler).toBe('traceidratio (0.1)');
+    expect(resolveTracing({ OTEL_TRACES_EXPORTER: 'otlp', OTEL_EXPORTER_OTLP_TIMEOUT: '3000', OTEL_EXPORTER_OTLP_TRACES_TIMEOUT: '1500' })!.timeoutMs).toBe(
+      1500,
+    );
+    expect(resolveTracing({ OTEL_TRACES_SAMPLER: 'traceidratio', OTEL_TRACES_SAMPLER_ARG: '0.1', OTEL_TRACES_EXPORTER: 'otlp' })!.sampler).toBe(
+      'traceidratio (0.1)',
+    );
   });
 
   it('refuses what it cannot honour, naming the variable or flag', () => {
-    expect(() => resolveTracing({}, { otlpEndpoint: 'localhost:4318' })).toThrow("--otlp-endpoint must be an http:// or https:// URL such as http://127.0.0.1:4318; got 'localhost:4318'");
+    expect(() => resolveTracing({}, { otlpEndpoint: 'localhost:4318' })).toThrow(
+      "--otlp-endpoint must be an http:// or https:// URL such as http://127.0.0.1:4318; got 'localhost:4318'",
+    );
     expect(() => resolveTracing({}, { otlpEndpoint: 'not a url' })).toThrow("--otlp-endpoint must be a URL such as http://127.0.0.1:4318; got 'not a url'");
     expect(() => resolveTracing({}, { otlpEndpoint: 'http://user:pw@c:4318' })).toThrow('must not carry credentials');
-    expect(() => resolveTracing({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', OTEL_EXPORTER_OTLP_PROTOCOL: 'thrift' })).toThrow("OTEL_EXPORTER_OTLP_PROTOCOL 'thrift' is not supported; use http/protobuf, http/json, grpc");
+    expect(() => resolveTracing({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', OTEL_EXPORTER_OTLP_PROTOCOL: 'thrift' })).toThrow(
+      "OTEL_EXPORTER_OTLP_PROTOCOL 'thrift' is not supported; use http/protobuf, http/json, grpc",
+    );
     expect(() => resolveTracing({ OTEL_TRACES_EXPORTER: 'zipkin' })).toThrow("OTEL_TRACES_EXPORTER 'zipkin' is not supported; use otlp, console or none");
     expect(() => resolveTracing({ OTEL_EXPORTER_OTLP_ENDPOINT: 'ftp://c' })).toThrow('OTEL_EXPORTER_OTLP_ENDPOINT must be an http:// or https:// URL');
-    expect(() => resolveTracing({ OTEL_TRACES_EXPORTER: 'otlp', OTEL_EXPORTER_OTLP_TIMEOUT: '5s' })).toThrow("OTEL_EXPORTER_OTLP_TIMEOUT must be a whole number of milliseconds; got '5s'");
+    expect(() => resolveTracing({ OTEL_TRACES_EXPORTER: 'otlp', OTEL_EXPORTER_OTLP_TIMEOUT: '5s' })).toThrow(
+      "OTEL_EXPORTER_OTLP_TIMEOUT must be a whole number of milliseconds; got '5s'",
+    );
   });
 });

@@ -9,7 +9,10 @@ import { collect, failure, login, newUser, unary, useUserClients, type AnyClient
 import { BACKENDS } from '../helpers/postgres.js';
 
 /** The status a stream ends with (rejects when it ends OK), and what it carried before. */
-function ending(call: grpc.ClientReadableStream<any> | grpc.ClientDuplexStream<any, any>): { items: any[]; status: Promise<{ code: string; details: string }> } {
+function ending(call: grpc.ClientReadableStream<any> | grpc.ClientDuplexStream<any, any>): {
+  items: any[];
+  status: Promise<{ code: string; details: string }>;
+} {
   const items: any[] = [];
   call.on('data', (item) => items.push(item));
   const status = new Promise<{ code: string; details: string }>((resolve, reject) => {

@@ -130,7 +130,9 @@ describe.each(BACKENDS)('user change log on %s', (backend) => {
   });
 
   it("catches a watch of one user up on that user's changes alone, by the index, then joins it live", async () => {
-    const [ann] = await users.createMany([person('ann'), ...Array.from({ length: 1_500 }, (_, i) => person(`other${i}`))]).then((r) => r.map((x) => ('user' in x ? x.user : undefined)));
+    const [ann] = await users
+      .createMany([person('ann'), ...Array.from({ length: 1_500 }, (_, i) => person(`other${i}`))])
+      .then((r) => r.map((x) => ('user' in x ? x.user : undefined)));
     await users.update(ann!.id, { fullName: 'Ann A' });
     await users.createMany(Array.from({ length: 1_500 }, (_, i) => person(`later${i}`)));
     await users.update(ann!.id, { fullName: 'Ann B' });

@@ -61,7 +61,6 @@ let a: UserServer;
 let c: UserServer;
 const clients: RawClient[] = [];
 
-
 beforeEach(async () => {
   await emptyDatabase(database.url);
   const url = new URL(database.url);
@@ -87,13 +86,17 @@ function client(server: UserServer): RawClient {
 
 const newUser = (name: string) => ({ username: name, email: `${name}@example.com`, password: 'correct-horse', full_name: '' });
 
-
 function watch(raw: RawClient, token: string) {
-  const call = (raw.WatchUserChanges as (request: unknown, metadata: grpc.Metadata) => grpc.ClientReadableStream<{ type: string; user: { username: string } }>)({}, bearer(token));
+  const call = (raw.WatchUserChanges as (request: unknown, metadata: grpc.Metadata) => grpc.ClientReadableStream<{ type: string; user: { username: string } }>)(
+    {},
+    bearer(token),
+  );
   const events: { type: string; user: { username: string } }[] = [];
   let ended: { code: string; details: string } | undefined;
   call.on('data', (event) => events.push(event));
-  call.on('error', (error: grpc.ServiceError) => void (ended = { code: grpc.status[error.code] ?? String(error.code), details: error.details }));
+  call.on('error', (error: grpc.ServiceError) => {
+    ended = { code: grpc.status[error.code] ?? String(error.code), details: error.details };
+  });
   return { call, events, ended: () => ended };
 }
 
@@ -108,7 +111,16 @@ describe('a database that cannot be reached', () => {
     expect(await failure(rawUnary(raw, 'CreateUser', newUser('petra')))).toEqual(unavailable);
     expect(await failure(rawUnary(raw, 'UpdateUser', { user_id: user.id, user: { full_name: 'O' } }, c.token))).toEqual(unavailable);
     const list = (raw.ListUsers as (request: unknown, metadata: grpc.Metadata) => grpc.ClientReadableStream<unknown>)({}, bearer(c.token));
-    expect(await failure(new Promise((resolve, reject) => list.on('error', reject).on('end', resolve).on('data', () => undefined)))).toEqual(unavailable);
+    expect(
+      await failure(
+        new Promise((resolve, reject) =>
+          list
+            .on('error', reject)
+            .on('end', resolve)
+            .on('data', () => undefined),
+        ),
+      ),
+    ).toEqual(unavailable);
     const refused = watch(raw, c.token);
     await waitFor(() => refused.ended() !== undefined, 'the watch to be refused');
     expect(refused.ended()).toEqual(unavailable);
@@ -135,7 +147,9 @@ describe('a database that cannot be reached', () => {
     await lock`BEGIN`;
     await lock`SELECT value FROM counters WHERE name = 'user_events' FOR UPDATE`;
     const creating = failure(rawUnary(client(c), 'CreateUser', newUser('quinn')));
-    await until(async () => (await database.admin`SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'UPDATE counters%'`).length === 1);
+    await until(
+      async () => (await database.admin`SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'UPDATE counters%'`).length === 1,
+    );
     await proxy.cut();
     expect(await creating).toEqual({ code: 'UNAVAILABLE', details: expect.stringContaining('the database is unavailable') });
     await lock`ROLLBACK`;

@@ -45,7 +45,9 @@ describe('readImportFile: JSON lines', () => {
   });
 
   it('never quotes a row in a problem (it holds a password)', async () => {
-    const { items: [item] } = await items('{"username":"x","password":"hunter2-secret",}\n');
+    const {
+      items: [item],
+    } = await items('{"username":"x","password":"hunter2-secret",}\n');
     expect(item).toMatchObject({ line: 1 });
     expect(JSON.stringify(item)).not.toContain('hunter2');
   });
@@ -53,7 +55,8 @@ describe('readImportFile: JSON lines', () => {
 
 describe('readImportFile: CSV', () => {
   it('maps columns by the header, in any order and case, with the line each row starts on', async () => {
-    const text = 'Email,USERNAME,password,full_name\r\namy@example.com,amy,correct-horse,"Amy, ""the"" First"\r\n\r\nbea@example.com,bea,correct-horse,"two\r\nlines"\r\ncid@example.com,cid,correct-horse,C\r\n';
+    const text =
+      'Email,USERNAME,password,full_name\r\namy@example.com,amy,correct-horse,"Amy, ""the"" First"\r\n\r\nbea@example.com,bea,correct-horse,"two\r\nlines"\r\ncid@example.com,cid,correct-horse,C\r\n';
     expect(await items(text)).toEqual({
       format: 'csv',
       items: [
@@ -65,7 +68,8 @@ describe('readImportFile: CSV', () => {
   });
 
   it('reports rows with the wrong number of fields and broken quotes at their own lines', async () => {
-    const text = 'username,email,password\n"multi\nline",m@example.com,correct-horse\nshort,s@example.com\nsmall1,small1@example.com,password-1\nbroken,"unterminated\n';
+    const text =
+      'username,email,password\n"multi\nline",m@example.com,correct-horse\nshort,s@example.com\nsmall1,small1@example.com,password-1\nbroken,"unterminated\n';
     expect((await items(text)).items).toEqual([
       { line: 2, request: { username: 'multi\nline', email: 'm@example.com', password: 'correct-horse', full_name: '' } },
       { line: 4, problem: '2 fields where the header has 3' },

@@ -68,10 +68,21 @@ describe.each(BACKENDS)('on %s', (backend) => {
     let failed: grpc.ServiceError | undefined;
     let ended = false;
     const waiters: (() => void)[] = [];
-    const wakeAll = () => waiters.splice(0).forEach((wake) => wake());
-    call.on('data', (answer: Answer) => (answers.push(answer), wakeAll()));
-    call.on('error', (error: grpc.ServiceError) => ((failed = error), wakeAll()));
-    call.on('end', () => ((ended = true), wakeAll()));
+    const wakeAll = () => {
+      for (const wake of waiters.splice(0)) wake();
+    };
+    call.on('data', (answer: Answer) => {
+      answers.push(answer);
+      wakeAll();
+    });
+    call.on('error', (error: grpc.ServiceError) => {
+      failed = error;
+      wakeAll();
+    });
+    call.on('end', () => {
+      ended = true;
+      wakeAll();
+    });
     const until = async (check: () => boolean) => {
       while (!check() && !failed && !ended) await new Promise<void>((resolve) => waiters.push(resolve));
     };
@@ -148,7 +159,10 @@ describe.each(BACKENDS)('on %s', (backend) => {
       const refused = importCall(auth(userToken));
       refused.call.write(row(9));
       expect(await refused.finished()).toBe('PERMISSION_DENIED');
-      await expect(bulkCreate([row(9)], auth(userToken))).rejects.toMatchObject({ code: grpc.status.PERMISSION_DENIED, details: 'creating users in bulk needs the admin role' });
+      await expect(bulkCreate([row(9)], auth(userToken))).rejects.toMatchObject({
+        code: grpc.status.PERMISSION_DENIED,
+        details: 'creating users in bulk needs the admin role',
+      });
     });
 
     it('stores 1,000 rows and tells every watcher', async () => {

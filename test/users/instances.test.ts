@@ -19,7 +19,6 @@ let a: UserServer;
 let b: UserServer;
 let later: { close(): unknown }[] = [];
 
-
 const on = (url = database.url): StoreLocation => ({ kind: 'postgres', url, poolSize: 5 });
 
 beforeEach(async () => {
@@ -55,7 +54,10 @@ async function status(promise: Promise<unknown>): Promise<string> {
 function listAll(raw: RawClient, token: string): Promise<{ id: string; username: string }[]> {
   return new Promise((resolve, reject) => {
     const users: { id: string; username: string }[] = [];
-    const call = (raw.ListUsers as (request: unknown, metadata: grpc.Metadata) => grpc.ClientReadableStream<{ id: string; username: string }>)({}, bearer(token));
+    const call = (raw.ListUsers as (request: unknown, metadata: grpc.Metadata) => grpc.ClientReadableStream<{ id: string; username: string }>)(
+      {},
+      bearer(token),
+    );
     call.on('data', (user) => users.push(user));
     call.on('end', () => resolve(users));
     call.on('error', reject);
@@ -156,7 +158,8 @@ describe('two instances on one PostgreSQL', () => {
   it("passes an operators' chat message (monitoring.v1 Chat) sent on A to the operators on B", async () => {
     const { Client } = serviceDefinition('monitoring.v1.MonitoringService');
     const operators = (server: UserServer) => {
-      const raw = new Client(server.address, grpc.credentials.createInsecure()) as grpc.Client & Record<string, (metadata: grpc.Metadata) => grpc.ClientDuplexStream<unknown, { sender: string; text: string }>>;
+      const raw = new Client(server.address, grpc.credentials.createInsecure()) as grpc.Client &
+        Record<string, (metadata: grpc.Metadata) => grpc.ClientDuplexStream<unknown, { sender: string; text: string }>>;
       later.push(raw);
       const call = raw.Chat!(bearer(server.token));
       const heard: { sender: string; text: string }[] = [];
@@ -210,7 +213,9 @@ describe('two instances on one PostgreSQL', () => {
     await waitFor(() => watcher.events.length === 1, 'the first event');
 
     await database.admin.unsafe(`ALTER ROLE ${role} NOLOGIN`);
-    const killed = await database.admin.unsafe(`SELECT pg_terminate_backend(pid) AS done FROM pg_stat_activity WHERE usename = '${role}' AND application_name LIKE '%(signals)'`);
+    const killed = await database.admin.unsafe(
+      `SELECT pg_terminate_backend(pid) AS done FROM pg_stat_activity WHERE usename = '${role}' AND application_name LIKE '%(signals)'`,
+    );
     expect(killed.map((row) => row.done)).toEqual([true]);
     const made = [];
     for (const name of ['during1', 'during2', 'during3']) made.push((await rawUnary<{ user: { id: string } }>(raw, 'CreateUser', newUser(name))).user);
@@ -228,7 +233,10 @@ describe('two instances on one PostgreSQL', () => {
       ['DELETED', 'during2'],
     ]);
     // B listens again, and hears what follows.
-    await until(async () => (await database.admin.unsafe(`SELECT 1 FROM pg_stat_activity WHERE usename = '${role}' AND application_name LIKE '%(signals)'`)).length === 1, 'B to listen again');
+    await until(
+      async () => (await database.admin.unsafe(`SELECT 1 FROM pg_stat_activity WHERE usename = '${role}' AND application_name LIKE '%(signals)'`)).length === 1,
+      'B to listen again',
+    );
     await rawUnary(raw, 'CreateUser', newUser('after'));
     await waitFor(() => watcher.events.length === 7, 'the change after');
     expect(watcher.events[6]).toMatchObject({ type: 'CREATED', user: { username: 'after' } });

@@ -63,8 +63,16 @@ describe.each(BACKENDS)('ListUsers of every user on %s', (backend) => {
     const changes = new UserChangeFeed(log, store.signals, { now });
     const grants = new StreamGrants({ tokens, signals: store.signals, follow: (listener) => changes.follow((change) => listener(change.user.id)), now });
     const service = new UserServiceImpl({ users, auth: new CallAuth(tokens, grants), changes, hashCost: 4, now });
-    server = await startGrpcServer({ host: '127.0.0.1', port: 0, services: [{ name: 'user.v1.UserService', handlers: service.handlers() }], metrics: createMetrics().grpc });
-    const rows = Array.from({ length: USERS }, (_, i) => `('user${i + 1}', 'user${i + 1}@${'e'.repeat(200)}.example.com', '${'Full name '.repeat(20)}', 'h', 'then', 'then')`);
+    server = await startGrpcServer({
+      host: '127.0.0.1',
+      port: 0,
+      services: [{ name: 'user.v1.UserService', handlers: service.handlers() }],
+      metrics: createMetrics().grpc,
+    });
+    const rows = Array.from(
+      { length: USERS },
+      (_, i) => `('user${i + 1}', 'user${i + 1}@${'e'.repeat(200)}.example.com', '${'Full name '.repeat(20)}', 'h', 'then', 'then')`,
+    );
     for (let i = 0; i < rows.length; i += 500) {
       await store.sql.run(`INSERT INTO users (username, email, full_name, password_hash, created_at, updated_at) VALUES ${rows.slice(i, i + 500).join(', ')}`);
     }

@@ -6,7 +6,7 @@
  * backends.
  */
 import { beforeEach, describe, expect, it } from 'vitest';
-import * as grpc from '@grpc/grpc-js';
+import type * as grpc from '@grpc/grpc-js';
 import { collect, failure, newUser, unary, type AnyClient, useUserClients } from '../helpers/user-client.js';
 import { BACKENDS } from '../helpers/postgres.js';
 
@@ -119,7 +119,10 @@ describe.each(BACKENDS)('ListUsers on %s', (backend) => {
     // and 20 take the matches from the index. The same users either way.
     for (const size of [3, 10, 20]) {
       const pages = await walk({ page_size: size, filter: 'ZEBRA' });
-      expect(pages.flatMap((p) => p.ids), `page_size ${size}`).toEqual(zebras);
+      expect(
+        pages.flatMap((p) => p.ids),
+        `page_size ${size}`,
+      ).toEqual(zebras);
       expect(pages.every((p) => p.total === 10)).toBe(true);
     }
     // Numbered pages of a filter, both ways (5 rows read walk, 13 take the index).
@@ -167,10 +170,14 @@ describe.each(BACKENDS)('ListUsers on %s', (backend) => {
     for (const token of ['not-a-token', zebra.slice(0, 27), `${zebra}AAAA`, flipped, `${zebra.slice(0, 27)}=`, Buffer.alloc(21).toString('base64url')]) {
       expect(await refusal({ filter: 'zebra', page_size: 1, page_token: token }), token).toEqual({
         code: 'INVALID_ARGUMENT',
-        details: 'page_token is not a token of this list (damaged, cut short or made by hand): pass the next page token exactly as it came, or start again without page_token',
+        details:
+          'page_token is not a token of this list (damaged, cut short or made by hand): pass the next page token exactly as it came, or start again without page_token',
       });
     }
-    expect(await refusal({ page_token: 'A'.repeat(129) })).toEqual({ code: 'INVALID_ARGUMENT', details: 'page_token must be at most 128 characters; it is 129' });
+    expect(await refusal({ page_token: 'A'.repeat(129) })).toEqual({
+      code: 'INVALID_ARGUMENT',
+      details: 'page_token must be at most 128 characters; it is 129',
+    });
     expect(await refusal({ page_token: 'a\u0000' })).toEqual({ code: 'INVALID_ARGUMENT', details: 'page_token must not contain NUL (U+0000)' });
   });
 

@@ -92,14 +92,18 @@ describe.each(BACKENDS)('on %s', (backend) => {
       const user = (await unary(c, 'CreateUser', newUser(1))).user;
       const roles = (n: number) => Array.from({ length: n }, (_, i) => `role${i}`);
       for (const n of [10_000, 21]) {
-        const error = await failure(unary(c, 'UpdateUser', { user_id: user.id, user: { roles: roles(n) }, update_mask: { paths: ['roles'] } }, fixture.serve.auth()));
+        const error = await failure(
+          unary(c, 'UpdateUser', { user_id: user.id, user: { roles: roles(n) }, update_mask: { paths: ['roles'] } }, fixture.serve.auth()),
+        );
         expect(error).toEqual({ code: 'INVALID_ARGUMENT', details: `roles takes at most 20 entries; it has ${n}` });
       }
       expect((await unary(c, 'GetUser', { user_id: user.id }, fixture.serve.auth())).roles).toEqual([]);
       const updated = await unary(c, 'UpdateUser', { user_id: user.id, user: { roles: roles(20) }, update_mask: { paths: ['roles'] } }, fixture.serve.auth());
       expect(updated.roles).toHaveLength(20);
       // Roles are a set: a role twice is refused, naming it, and nothing is stored.
-      const twice = await failure(unary(c, 'UpdateUser', { user_id: user.id, user: { roles: ['editor', 'viewer', 'editor'] }, update_mask: { paths: ['roles'] } }, fixture.serve.auth()));
+      const twice = await failure(
+        unary(c, 'UpdateUser', { user_id: user.id, user: { roles: ['editor', 'viewer', 'editor'] }, update_mask: { paths: ['roles'] } }, fixture.serve.auth()),
+      );
       expect(twice).toEqual({ code: 'INVALID_ARGUMENT', details: expect.stringContaining('roles names "editor" twice') });
       expect((await unary(c, 'GetUser', { user_id: user.id }, fixture.serve.auth())).roles).toHaveLength(20);
     });

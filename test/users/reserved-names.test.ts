@@ -43,7 +43,11 @@ describe.each(BACKENDS)('reserved usernames on %s', (backend) => {
     const headers: Record<string, string> = {};
     if (json !== undefined) headers['content-type'] = 'application/json';
     if (token) headers.authorization = `Bearer ${token}`;
-    const response = await request(`${serve.running.url}${path}`, { method: method as 'GET', headers, body: json === undefined ? undefined : JSON.stringify(json) });
+    const response = await request(`${serve.running.url}${path}`, {
+      method: method as 'GET',
+      headers,
+      body: json === undefined ? undefined : JSON.stringify(json),
+    });
     return { status: response.statusCode, body: (await response.body.json()) as any };
   }
 
@@ -90,7 +94,12 @@ describe.each(BACKENDS)('reserved usernames on %s', (backend) => {
     });
     expect(bulk.created_count).toBe(1);
     expect(bulk.failures).toEqual([{ index: 1, status: 'INVALID_ARGUMENT', message: expect.stringContaining('username "root" is reserved') }]);
-    const [created] = await sync(serve.auth(), [{ client_ref: 'new', upsert: { user: { id: '0', username: 'System', email: 'sys@example.com', full_name: '', is_active: true, roles: [] }, password: 'password123' } }]);
+    const [created] = await sync(serve.auth(), [
+      {
+        client_ref: 'new',
+        upsert: { user: { id: '0', username: 'System', email: 'sys@example.com', full_name: '', is_active: true, roles: [] }, password: 'password123' },
+      },
+    ]);
     expect(created).toMatchObject({ client_ref: 'new', failure: { status: 'INVALID_ARGUMENT', message: expect.stringContaining('is reserved') } });
     // Nothing reserved was stored.
     const all = await collect(c.ListUsers({ page: 1, page_size: 100, filter: '' }, serve.auth()));
@@ -112,7 +121,9 @@ describe.each(BACKENDS)('reserved usernames on %s', (backend) => {
     }
     expect((await unary(c, 'GetUser', { user_id: alice.id }, serve.auth())).username).toBe('useralice');
     // Other renames go through.
-    expect((await unary(c, 'UpdateUser', { user_id: alice.id, user: { username: 'admins-friend' }, update_mask: { paths: ['username'] } }, aliceAuth)).username).toBe('admins-friend');
+    expect(
+      (await unary(c, 'UpdateUser', { user_id: alice.id, user: { username: 'admins-friend' }, update_mask: { paths: ['username'] } }, aliceAuth)).username,
+    ).toBe('admins-friend');
   });
 
   it("keeps an account that holds one from before; the admin token's posts alone carry author_is_admin, and ?author=admin lists them alone", async () => {
@@ -121,12 +132,23 @@ describe.each(BACKENDS)('reserved usernames on %s', (backend) => {
     // It loads, logs in, and may keep its name through a whole replacement.
     expect((await unary(c, 'GetUser', { user_id: legacy.id }, serve.auth())).username).toBe('admin');
     const legacyToken = await login(serve.running, 'admin');
-    const kept = await unary(c, 'UpdateUser', { user_id: legacy.id, user: { ...legacy, username: 'admin', full_name: 'Still me' }, update_mask: { paths: ['username', 'full_name'] } }, serve.auth(legacyToken));
+    const kept = await unary(
+      c,
+      'UpdateUser',
+      { user_id: legacy.id, user: { ...legacy, username: 'admin', full_name: 'Still me' }, update_mask: { paths: ['username', 'full_name'] } },
+      serve.auth(legacyToken),
+    );
     expect(kept).toMatchObject({ username: 'admin', full_name: 'Still me' });
     const [synced] = await sync(serve.auth(legacyToken), [{ client_ref: 's', upsert: { user: { ...kept, full_name: 'Synced' }, password: '' } }]);
     expect(synced.user).toMatchObject({ username: 'admin', full_name: 'Synced' });
     // ... but not respelled as another reserved form.
-    expect((await failure(unary(c, 'UpdateUser', { user_id: legacy.id, user: { username: 'Admin' }, update_mask: { paths: ['username'] } }, serve.auth(legacyToken))))?.code).toBe('INVALID_ARGUMENT');
+    expect(
+      (
+        await failure(
+          unary(c, 'UpdateUser', { user_id: legacy.id, user: { username: 'Admin' }, update_mask: { paths: ['username'] } }, serve.auth(legacyToken)),
+        )
+      )?.code,
+    ).toBe('INVALID_ARGUMENT');
 
     const byAdmin = await http('POST', '/api/v2/blog/posts', { title: 'From the system', content: 'Maintenance tonight.' }, serve.running.adminToken);
     const byAccount = await http('POST', '/api/v2/blog/posts', { title: 'From an account', content: 'Send me your password.' }, legacyToken);
@@ -137,7 +159,10 @@ describe.each(BACKENDS)('reserved usernames on %s', (backend) => {
       await unary(c, 'CreateUser', newUser('bob'));
       return login(serve.running, 'userbob');
     })();
-    expect((await http('POST', '/api/v1/blog/posts', { title: 'From bob', content: 'Hi.' }, bob)).body).toMatchObject({ author: 'userbob', author_is_admin: false });
+    expect((await http('POST', '/api/v1/blog/posts', { title: 'From bob', content: 'Hi.' }, bob)).body).toMatchObject({
+      author: 'userbob',
+      author_is_admin: false,
+    });
 
     const check = async () => {
       for (const mount of ['/api/v1', '/api/v2']) {
@@ -145,10 +170,17 @@ describe.each(BACKENDS)('reserved usernames on %s', (backend) => {
         expect((await http('GET', `${mount}/blog/posts/${byAccount.body.id}`)).body).toMatchObject({ author: 'admin', author_is_admin: false });
       }
       const v1 = (await http('GET', '/api/v1/blog/posts')).body as any[];
-      expect(v1.map((p) => [p.title, p.author_is_admin])).toEqual([['From bob', false], ['From an account', false], ['From the system', true]]);
+      expect(v1.map((p) => [p.title, p.author_is_admin])).toEqual([
+        ['From bob', false],
+        ['From an account', false],
+        ['From the system', true],
+      ]);
       for (const author of ['admin', 'ADMIN', encodeURIComponent('\uFF41\uFF44\uFF4D\uFF49\uFF4E')]) {
         const listed = await http('GET', `/api/v2/blog/posts?author=${author}`);
-        expect(listed.body.results.map((p: any) => p.title), author).toEqual(['From the system']);
+        expect(
+          listed.body.results.map((p: any) => p.title),
+          author,
+        ).toEqual(['From the system']);
         expect(listed.body.count).toBe(1);
       }
       expect((await http('GET', '/api/v2/blog/posts?author=userbob')).body.results.map((p: any) => p.title)).toEqual(['From bob']);

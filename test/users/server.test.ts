@@ -137,9 +137,7 @@ describe.each(BACKENDS)('user service on %s', (backend) => {
 
     it('gives exactly 20 users for 200 concurrent creates over 20 usernames', async () => {
       const c = client();
-      const results = await Promise.all(
-        Array.from({ length: 200 }, (_, i) => status(unary(c, 'CreateUser', newUser(i % 20, { email: `u${i}@example.com` })))),
-      );
+      const results = await Promise.all(Array.from({ length: 200 }, (_, i) => status(unary(c, 'CreateUser', newUser(i % 20, { email: `u${i}@example.com` })))));
       expect(results.filter((r) => r === 'OK')).toHaveLength(20);
       expect(results.filter((r) => r === 'ALREADY_EXISTS')).toHaveLength(180);
       const listed = await collect(c.ListUsers({ page: 0, page_size: 0, filter: '' }, auth()));
@@ -178,9 +176,9 @@ describe.each(BACKENDS)('user service on %s', (backend) => {
 
       expect((await unary(c, 'UpdateUser', { user_id: alice.id, user: { full_name: 'Alice A.' } }, auth(aliceToken))).full_name).toBe('Alice A.');
       expect(await status(unary(c, 'UpdateUser', { user_id: bob.id, user: { full_name: 'x' } }, auth(aliceToken)))).toBe('PERMISSION_DENIED');
-      expect(
-        await status(unary(c, 'UpdateUser', { user_id: alice.id, user: { roles: ['admin'] }, update_mask: { paths: ['roles'] } }, auth(aliceToken))),
-      ).toBe('PERMISSION_DENIED');
+      expect(await status(unary(c, 'UpdateUser', { user_id: alice.id, user: { roles: ['admin'] }, update_mask: { paths: ['roles'] } }, auth(aliceToken)))).toBe(
+        'PERMISSION_DENIED',
+      );
       expect(await status(unary(c, 'DeleteUser', { user_id: bob.id }, auth(aliceToken)))).toBe('PERMISSION_DENIED');
       expect(await status(unary(c, 'GetUser', { user_id: bob.id }, auth(aliceToken)))).toBe('OK');
       expect(await status(unary(c, 'DeleteUser', { user_id: alice.id }, auth(aliceToken)))).toBe('OK');
@@ -232,18 +230,30 @@ describe.each(BACKENDS)('user service on %s', (backend) => {
       let updated = await unary(c, 'UpdateUser', { user_id: user.id, user: { full_name: 'New Name', email: '' } }, auth());
       expect(updated).toMatchObject({ full_name: 'New Name', email: 'user1@example.com', is_active: true });
       // named paths: exactly those, including false and empty values
-      updated = await unary(c, 'UpdateUser', { user_id: user.id, user: { is_active: false, roles: ['editor', 'viewer'], full_name: 'ignored' }, update_mask: { paths: ['is_active', 'roles'] } }, auth());
+      updated = await unary(
+        c,
+        'UpdateUser',
+        { user_id: user.id, user: { is_active: false, roles: ['editor', 'viewer'], full_name: 'ignored' }, update_mask: { paths: ['is_active', 'roles'] } },
+        auth(),
+      );
       expect(updated).toMatchObject({ is_active: false, roles: ['editor', 'viewer'], full_name: 'New Name' });
       updated = await unary(c, 'UpdateUser', { user_id: user.id, user: { roles: [] }, update_mask: { paths: ['roles'] } }, auth());
       expect(updated.roles).toEqual([]);
       // "*": full replacement
-      updated = await unary(c, 'UpdateUser', { user_id: user.id, user: { username: 'renamed', email: 'r@example.com', is_active: true }, update_mask: { paths: ['*'] } }, auth());
+      updated = await unary(
+        c,
+        'UpdateUser',
+        { user_id: user.id, user: { username: 'renamed', email: 'r@example.com', is_active: true }, update_mask: { paths: ['*'] } },
+        auth(),
+      );
       expect(updated).toMatchObject({ username: 'renamed', email: 'r@example.com', full_name: '', is_active: true, roles: [] });
       // unknown path and invalid values
       const unknown = await unary(c, 'UpdateUser', { user_id: user.id, user: {}, update_mask: { paths: ['password'] } }, auth()).catch((e) => e);
       expect(unknown.code).toBe(grpc.status.INVALID_ARGUMENT);
       expect(unknown.details).toContain('"password"');
-      expect(await status(unary(c, 'UpdateUser', { user_id: user.id, user: { username: 'x' }, update_mask: { paths: ['username'] } }, auth()))).toBe('INVALID_ARGUMENT');
+      expect(await status(unary(c, 'UpdateUser', { user_id: user.id, user: { username: 'x' }, update_mask: { paths: ['username'] } }, auth()))).toBe(
+        'INVALID_ARGUMENT',
+      );
       await create(c, 2);
       expect(await status(unary(c, 'UpdateUser', { user_id: user.id, user: { username: 'user2' } }, auth()))).toBe('ALREADY_EXISTS');
     });
@@ -334,7 +344,7 @@ describe.each(BACKENDS)('user service on %s', (backend) => {
         call.write(newUser('taken', { email: 'fresh@example.com' }));
         call.write(newUser(3));
         call.write(newUser(1, { email: 'again@example.com' }));
-        call.write({ username: '', email: '' , password: ''});
+        call.write({ username: '', email: '', password: '' });
         call.end();
       });
       expect(response.created_count).toBe(2);
@@ -398,7 +408,10 @@ describe.each(BACKENDS)('user service on %s', (backend) => {
       const call = c.SyncUsers(auth());
       const answers = collect(call);
       call.write({ client_ref: 'a', upsert: { user: { username: 'synced', email: 's@example.com' }, password: 'long enough' } });
-      call.write({ client_ref: 'b', upsert: { user: { id: existing.id, username: 'userold', email: 'new@example.com', full_name: 'Replaced', is_active: false, roles: ['x'] } } });
+      call.write({
+        client_ref: 'b',
+        upsert: { user: { id: existing.id, username: 'userold', email: 'new@example.com', full_name: 'Replaced', is_active: false, roles: ['x'] } },
+      });
       call.write({ client_ref: 'c', delete_user_id: '999' });
       call.write({ client_ref: 'd', upsert: { user: { username: 'nopass', email: 'n@example.com' }, password: '' } });
       call.write({ client_ref: 'e', delete_user_id: existing.id });
@@ -444,7 +457,14 @@ describe.each(BACKENDS)('user service on %s', (backend) => {
         call.write({ list_services: '' });
       });
       expect(services).toEqual(
-        expect.arrayContaining(['user.v1.UserService', 'monitoring.v1.MonitoringService', 'inventory.v1.InventoryService', 'payment.v1.PaymentService', 'order.v1.OrderService', 'grpc.health.v1.Health']),
+        expect.arrayContaining([
+          'user.v1.UserService',
+          'monitoring.v1.MonitoringService',
+          'inventory.v1.InventoryService',
+          'payment.v1.PaymentService',
+          'order.v1.OrderService',
+          'grpc.health.v1.Health',
+        ]),
       );
     });
 
@@ -488,10 +508,15 @@ describe.each(BACKENDS)('user service on %s', (backend) => {
       const pki: Pki = makePki();
       try {
         // On PostgreSQL a second instance of the same database; on SQLite a store of its own beside the data dir's.
-        const tlsServer = await start({ tls: { cert: pki.read(pki.serverCert), key: pki.read(pki.serverKey) } }, backend === 'sqlite' ? { kind: 'memory' } : store.location());
+        const tlsServer = await start(
+          { tls: { cert: pki.read(pki.serverCert), key: pki.read(pki.serverKey) } },
+          backend === 'sqlite' ? { kind: 'memory' } : store.location(),
+        );
         try {
           // The certificate names localhost too: a host name rather than 127.0.0.1 as the TLS server name keeps Node's DEP0123 warning out of the test output.
-          const c = client(tlsServer.grpc!.address, grpc.credentials.createSsl(Buffer.from(pki.read(pki.caCert))), { 'grpc.ssl_target_name_override': 'localhost' });
+          const c = client(tlsServer.grpc!.address, grpc.credentials.createSsl(Buffer.from(pki.read(pki.caCert))), {
+            'grpc.ssl_target_name_override': 'localhost',
+          });
           expect((await unary(c, 'CreateUser', newUser(1))).user.id).toBe('1');
           const plain = client(tlsServer.grpc!.address);
           expect(await status(unary(plain, 'CreateUser', newUser(2)))).toBe('UNAVAILABLE');

@@ -10,7 +10,7 @@
  */
 import { afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import * as grpc from '@grpc/grpc-js';
-import { failure, login, newUser, unary, UserClients, type AnyClient } from '../helpers/user-client.js';
+import { failure, login, newUser, unary, UserClients } from '../helpers/user-client.js';
 import { useFileDatabase } from '../helpers/postgres.js';
 import { emptyDatabase } from '../helpers/backend-store.js';
 

@@ -24,12 +24,21 @@ describe('readSyncFile', () => {
       {
         line: 1,
         op: 'create',
-        request: { client_ref: 'c1', upsert: { user: { id: '0', username: 'ann', email: 'ann@example.com', full_name: '', is_active: true, roles: ['editor'] }, password: 'correct-horse' } },
+        request: {
+          client_ref: 'c1',
+          upsert: {
+            user: { id: '0', username: 'ann', email: 'ann@example.com', full_name: '', is_active: true, roles: ['editor'] },
+            password: 'correct-horse',
+          },
+        },
       },
       {
         line: 3,
         op: 'update',
-        request: { client_ref: 'u1', upsert: { user: { id: '7', username: 'ben', email: 'ben@example.com', full_name: '', is_active: false, roles: [] }, password: '' } },
+        request: {
+          client_ref: 'u1',
+          upsert: { user: { id: '7', username: 'ben', email: 'ben@example.com', full_name: '', is_active: false, roles: [] }, password: '' },
+        },
       },
       { line: 4, op: 'delete', request: { client_ref: '9', delete_user_id: '9' } },
     ]);

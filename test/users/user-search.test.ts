@@ -66,7 +66,7 @@ describe('SQLite migration 12', () => {
     db.exec('DELETE FROM users WHERE id BETWEEN 40 AND 44');
     db.exec("UPDATE users SET full_name = 'Zebra again' WHERE id = 1");
     db.exec("UPDATE users SET full_name = 'Plains quagga', email = 'quagga@example.com' WHERE id = 3");
-    db.exec("UPDATE users SET is_active = 0 WHERE id = 2");
+    db.exec('UPDATE users SET is_active = 0 WHERE id = 2');
     const now = [...all, ...range(31, 50)].filter((id) => id < 40 || id > 44);
     expect(await new UserSearch(sql, '').count()).toBe(now.length);
     expect((await found(sql, 'zebra')).ids).toEqual([1, ...zebrasOf(now).filter((id) => id !== 3)]);
@@ -106,7 +106,9 @@ describe('PostgreSQL migration 8', () => {
         expect(await new UserSearch(store.sql, '').count()).toBe(28);
         expect(await found(store.sql, 'zebra')).toEqual({ count: 9, ids: zebrasOf(range(1, 30).filter((id) => id !== 6)) });
         const indexes = await admin.unsafe<{ indexdef: string }>("SELECT indexdef FROM pg_indexes WHERE indexname = 'users_search'");
-        expect(indexes.map((i) => i.indexdef)).toEqual([expect.stringMatching(/USING gin \(username gin_trgm_ops, email gin_trgm_ops, full_name gin_trgm_ops\)$/)]);
+        expect(indexes.map((i) => i.indexdef)).toEqual([
+          expect.stringMatching(/USING gin \(username gin_trgm_ops, email gin_trgm_ops, full_name gin_trgm_ops\)$/),
+        ]);
 
         // In one transaction, its own statistics say how often the counter row was written: once a statement.
         await admin.unsafe('BEGIN');
@@ -151,7 +153,9 @@ describe('PostgreSQL migration 8', () => {
       try {
         expect(await store.sql.all("SELECT extname FROM pg_extension WHERE extname = 'pg_trgm'")).toEqual([]);
         expect(await store.sql.all("SELECT indexname FROM pg_indexes WHERE indexname = 'users_search'")).toEqual([]);
-        expect((await store.sql.one<{ version: number }>('SELECT max(version) AS version FROM schema_migrations'))!.version).toBe(POSTGRES_MIGRATIONS.at(-1)!.version);
+        expect((await store.sql.one<{ version: number }>('SELECT max(version) AS version FROM schema_migrations'))!.version).toBe(
+          POSTGRES_MIGRATIONS.at(-1)!.version,
+        );
         await store.sql.run(insertUsers(1, 12));
         expect(await found(store.sql, 'ZEBRA')).toEqual({ count: 4, ids: [3, 6, 9, 12] });
         expect(await found(store.sql, 'r1')).toEqual({ count: 4, ids: [1, 10, 11, 12] });

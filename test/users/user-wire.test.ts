@@ -26,7 +26,7 @@ describe('user.v1 wire form by hand', () => {
     );
   });
 
-  it('decodes every User the loader encodes into the loader\'s own shape', () => {
+  it("decodes every User the loader encodes into the loader's own shape", () => {
     fc.assert(
       fc.property(user, (value: UserMessage) => {
         const bytes = method.responseSerialize(value);

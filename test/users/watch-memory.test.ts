@@ -41,7 +41,9 @@ type AnyClient = grpc.Client & Record<string, any>;
 function unary(client: AnyClient, method: string, request: unknown, token: string): Promise<any> {
   const metadata = new grpc.Metadata();
   metadata.set('authorization', `Bearer ${token}`);
-  return new Promise((resolve, reject) => client[method](request, metadata, (error: grpc.ServiceError | null, response: unknown) => (error ? reject(error) : resolve(response))));
+  return new Promise((resolve, reject) =>
+    client[method](request, metadata, (error: grpc.ServiceError | null, response: unknown) => (error ? reject(error) : resolve(response))),
+  );
 }
 
 async function start(home: string): Promise<{ serve: ServeProcess; client: AnyClient }> {
@@ -60,7 +62,12 @@ describe('WatchUserChanges from watchers that never read, on a serve process', (
 
     // The account, then a log of 30,000 changes of it, written straight into the stopped serve's database.
     const first = await start(home);
-    const created = await unary(first.client, 'CreateUser', { username: 'mallory', email: 'mallory@example.com', password: 'correct horse', full_name: 'Mallory' }, first.serve.info.adminToken);
+    const created = await unary(
+      first.client,
+      'CreateUser',
+      { username: 'mallory', email: 'mallory@example.com', password: 'correct horse', full_name: 'Mallory' },
+      first.serve.info.adminToken,
+    );
     await first.serve.stop();
     const db = new Database(databasePath(join(home, 'data')));
     const row = db.prepare('SELECT payload, at FROM user_events ORDER BY seq DESC LIMIT 1').get() as { payload: string; at: string };

@@ -33,7 +33,9 @@ interface Event {
 const newUser = (name: string) => ({ username: name, email: `${name}@example.com`, password: 'password-1', full_name: '' });
 
 function unary(client: AnyClient, method: string, request: unknown, metadata: grpc.Metadata): Promise<any> {
-  return new Promise((resolve, reject) => client[method](request, metadata, (error: grpc.ServiceError | null, response: unknown) => (error ? reject(error) : resolve(response))));
+  return new Promise((resolve, reject) =>
+    client[method](request, metadata, (error: grpc.ServiceError | null, response: unknown) => (error ? reject(error) : resolve(response))),
+  );
 }
 
 /** A watch call: its events as they come, and how it ended. */
@@ -182,7 +184,14 @@ describe.each(BACKENDS)('miniapp users watch when its server is killed, on %s', 
     cleanups.push(() => rmSync(config, { recursive: true, force: true }));
     // From the first change on (--resume-after 0): what it prints is comparable with the whole log.
     const child: ChildProcess = spawn(process.execPath, [BIN, 'users', 'watch', '--json', '--resume-after', '0'], {
-      env: { PATH: process.env.PATH, HOME: config, MINIAPP_CONFIG_DIR: config, MINIAPP_GRPC_ADDR: address, MINIAPP_GRPC_TOKEN: token, MINIAPP_GRPC_RECONNECT_MS: '50' },
+      env: {
+        PATH: process.env.PATH,
+        HOME: config,
+        MINIAPP_CONFIG_DIR: config,
+        MINIAPP_GRPC_ADDR: address,
+        MINIAPP_GRPC_TOKEN: token,
+        MINIAPP_GRPC_RECONNECT_MS: '50',
+      },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     cleanups.push(() => void child.kill('SIGKILL'));
@@ -192,7 +201,11 @@ describe.each(BACKENDS)('miniapp users watch when its server is killed, on %s', 
     child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
     const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
     return {
-      lines: () => stdout.split('\n').filter(Boolean).map((line) => JSON.parse(line) as { sequence: number; type: string; user: { username: string } }),
+      lines: () =>
+        stdout
+          .split('\n')
+          .filter(Boolean)
+          .map((line) => JSON.parse(line) as { sequence: number; type: string; user: { username: string } }),
       stderr: () => stderr,
       stop: async () => {
         child.kill('SIGINT');

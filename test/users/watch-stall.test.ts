@@ -39,7 +39,8 @@ describe('a watcher that reads nothing', () => {
     const user = (await unary(c, 'CreateUser', newUser('dora'), admin)).user;
     const token = await login(running, 'userdora');
     const update = async (n: number) => {
-      for (let i = 0; i < n; i++) await unary(c, 'UpdateUser', { user_id: user.id, user: { full_name: `Dora ${i}` }, update_mask: { paths: ['full_name'] } }, admin);
+      for (let i = 0; i < n; i++)
+        await unary(c, 'UpdateUser', { user_id: user.id, user: { full_name: `Dora ${i}` }, update_mask: { paths: ['full_name'] } }, admin);
     };
     await update(100);
 
@@ -60,7 +61,9 @@ describe('a watcher that reads nothing', () => {
     for (const watch of [catchingUp, live]) {
       const ended = await watch.resume(5_000);
       expect(ended.status).toBe(String(grpc.status.RESOURCE_EXHAUSTED));
-      expect(ended.details).toMatch(/^nothing was read for 1 s while changes waited: a watcher that does not read is disconnected; watch again with resume_after \d+ to go on from there$/);
+      expect(ended.details).toMatch(
+        /^nothing was read for 1 s while changes waited: a watcher that does not read is disconnected; watch again with resume_after \d+ to go on from there$/,
+      );
     }
     await until(() => read.length === 100, 'the reader to have every change');
     // With nothing to send, a quiet watcher is not stalled: it stays past the bound.

@@ -52,9 +52,12 @@ describe.each(BACKENDS)('webhooks list on %s', (backend) => {
     const store = await database.open();
     const answers = new Map<string, () => Promise<{ status: number }>>([
       ['http://127.0.0.1:9/ok', async () => ({ status: 200 })],
-      ['http://127.0.0.1:9/down', async () => {
-        throw Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:9'), { code: 'ECONNREFUSED' });
-      }],
+      [
+        'http://127.0.0.1:9/down',
+        async () => {
+          throw Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:9'), { code: 'ECONNREFUSED' });
+        },
+      ],
       ['http://127.0.0.1:9/broken', async () => ({ status: 500 })],
     ]);
     const hooks = new WebhookDispatcher({ store, secret: SECRET, now: () => now, version: '1.0.0', send: (url) => answers.get(url)!() });
@@ -62,7 +65,8 @@ describe.each(BACKENDS)('webhooks list on %s', (backend) => {
     await hooks.outbox.enqueue(POST_CREATED, { id: 2, title: 'Second' }, ['http://127.0.0.1:9/broken']);
     await hooks.runDue();
     // Only the broken one is retried through to failure: the down one stays pending at +1 min.
-    const postpone = (ms: number) => store.sql.run(`UPDATE webhook_deliveries SET next_attempt_at = $1 WHERE url LIKE '%/down'`, [new Date(T0.getTime() + ms).toISOString()]);
+    const postpone = (ms: number) =>
+      store.sql.run(`UPDATE webhook_deliveries SET next_attempt_at = $1 WHERE url LIKE '%/down'`, [new Date(T0.getTime() + ms).toISOString()]);
     for (const minutes of [1, 6, 36]) {
       now = new Date(T0.getTime() + minutes * 60_000);
       await postpone(86_400_000);
@@ -81,7 +85,10 @@ describe.each(BACKENDS)('webhooks list on %s', (backend) => {
     const result = await list([]);
     expect(result.stderr).toBe('');
     expect(result.code).toBe(0);
-    const rows = result.stdout.trimEnd().split('\n').map((line) => line.split('\t'));
+    const rows = result.stdout
+      .trimEnd()
+      .split('\n')
+      .map((line) => line.split('\t'));
     expect(rows).toEqual([
       ['1', 'post.created', 'http://127.0.0.1:9/ok', 'delivered', '1', '', 'HTTP 200', T0.toISOString()],
       ['2', 'post.created', 'http://127.0.0.1:9/down', 'pending', '1', '2026-11-21T12:01:00.000Z', 'connect ECONNREFUSED 127.0.0.1:9', T0.toISOString()],
@@ -121,9 +128,7 @@ describe.each(BACKENDS)('webhooks list on %s', (backend) => {
     });
     expect(JSON.parse(deliveries[0].body)).toEqual({ event: 'post.created', timestamp: T0.toISOString(), data: { id: 1, title: 'First' } });
     expect(deliveries[1].attempts).toEqual([{ at: T0.toISOString(), statusCode: null, error: 'connect ECONNREFUSED 127.0.0.1:9' }]);
-    expect(deliveries[2].attempts.map((a: any) => a.at)).toEqual(
-      [0, 1, 6, 36].map((m) => new Date(T0.getTime() + m * 60_000).toISOString()),
-    );
+    expect(deliveries[2].attempts.map((a: any) => a.at)).toEqual([0, 1, 6, 36].map((m) => new Date(T0.getTime() + m * 60_000).toISOString()));
   });
 
   it('--state filters', async () => {
@@ -135,7 +140,7 @@ describe.each(BACKENDS)('webhooks list on %s', (backend) => {
     expect(bad.stderr).toContain('--state must be one of pending, delivered, failed');
   });
 
-  it('finds serve\'s database through the environment', async () => {
+  it("finds serve's database through the environment", async () => {
     await fill();
     const result = await sb.run(['webhooks', 'list', '--json'], { env: database.cliEnv });
     expect(result.stderr).toBe('');
@@ -143,7 +148,7 @@ describe.each(BACKENDS)('webhooks list on %s', (backend) => {
   });
 });
 
-describe('webhooks list without serve\'s database', () => {
+describe("webhooks list without serve's database", () => {
   it('says so when serve has not created the SQLite database yet', async () => {
     const result = await sb.run(['webhooks', 'list', '--data-dir', join(dir, 'nothing-here')]);
     expect(result.code).toBe(0);
@@ -226,7 +231,7 @@ describe('webhooks verify', () => {
     expect(malformed.stderr).toContain('sha256=<64 hex digits>');
   });
 
-  describe('Standard Webhooks\' webhook-signature', () => {
+  describe("Standard Webhooks' webhook-signature", () => {
     const at = new Date('2026-11-21T12:30:00.000Z');
     /** The headers a real attempt made at `at` carries. */
     const attempt = async () => {
@@ -237,7 +242,14 @@ describe('webhooks verify', () => {
       await database.dispose();
       return headers;
     };
-    const standardArgs = (headers: Record<string, string>) => ['--webhook-id', headers['webhook-id']!, '--webhook-timestamp', headers['webhook-timestamp']!, '--webhook-signature', headers['webhook-signature']!];
+    const standardArgs = (headers: Record<string, string>) => [
+      '--webhook-id',
+      headers['webhook-id']!,
+      '--webhook-timestamp',
+      headers['webhook-timestamp']!,
+      '--webhook-signature',
+      headers['webhook-signature']!,
+    ];
 
     it('exits 0 when the headers of a delivery match its body, checking both signatures when both are given', async () => {
       const headers = await attempt();
@@ -251,7 +263,7 @@ describe('webhooks verify', () => {
       expect(JSON.parse(both.stdout)).toEqual({ valid: true, checked: ['X-Webhook-Signature', 'webhook-signature'] });
     });
 
-    it('takes a secret in the libraries\' form (whsec_ and base64) as they do', async () => {
+    it("takes a secret in the libraries' form (whsec_ and base64) as they do", async () => {
       const secret = `whsec_${Buffer.from('k'.repeat(32)).toString('base64')}`;
       const signature = signStandard('msg_1', 1_795_000_000, body, secret);
       const args = ['--webhook-id', 'msg_1', '--webhook-timestamp', '1795000000', '--webhook-signature', signature];
@@ -278,20 +290,46 @@ describe('webhooks verify', () => {
       const later = new Date(at.getTime() + 42 * 60_000);
       const result = await sb.run(['webhooks', 'verify', '--secret', SECRET, ...standardArgs(headers), bodyFile()], { now: later });
       expect(result).toMatchObject({ code: 0, stdout: 'valid: webhook-signature\n' });
-      expect(result.stderr).toContain('the webhook-timestamp (2026-11-21T12:30:00.000Z) is 42m old: a receiver with Standard Webhooks\' 5-minute tolerance refuses it now');
+      expect(result.stderr).toContain(
+        "the webhook-timestamp (2026-11-21T12:30:00.000Z) is 42m old: a receiver with Standard Webhooks' 5-minute tolerance refuses it now",
+      );
     });
 
     it('exits 2 without its id or timestamp, or with a malformed signature or timestamp', async () => {
       const headers = await attempt();
-      const noId = await sb.run(['webhooks', 'verify', '--secret', SECRET, '--webhook-signature', headers['webhook-signature']!, '--webhook-timestamp', '1', bodyFile()]);
+      const noId = await sb.run([
+        'webhooks',
+        'verify',
+        '--secret',
+        SECRET,
+        '--webhook-signature',
+        headers['webhook-signature']!,
+        '--webhook-timestamp',
+        '1',
+        bodyFile(),
+      ]);
       expect(noId.code).toBe(2);
       expect(noId.stderr).toContain('pass --webhook-id too');
       const onlyId = await sb.run(['webhooks', 'verify', '--secret', SECRET, '--webhook-id', 'x', bodyFile()]);
       expect(onlyId.stderr).toContain('pass --webhook-signature and --webhook-timestamp too');
-      const malformed = await sb.run(['webhooks', 'verify', '--secret', SECRET, ...standardArgs({ ...headers, 'webhook-signature': headers['x-webhook-signature']! }), bodyFile()]);
+      const malformed = await sb.run([
+        'webhooks',
+        'verify',
+        '--secret',
+        SECRET,
+        ...standardArgs({ ...headers, 'webhook-signature': headers['x-webhook-signature']! }),
+        bodyFile(),
+      ]);
       expect(malformed.code).toBe(2);
       expect(malformed.stderr).toContain('--webhook-signature must hold v1,<base64 of 32 bytes>');
-      const when = await sb.run(['webhooks', 'verify', '--secret', SECRET, ...standardArgs({ ...headers, 'webhook-timestamp': '2026-11-21T12:30:00Z' }), bodyFile()]);
+      const when = await sb.run([
+        'webhooks',
+        'verify',
+        '--secret',
+        SECRET,
+        ...standardArgs({ ...headers, 'webhook-timestamp': '2026-11-21T12:30:00Z' }),
+        bodyFile(),
+      ]);
       expect(when.code).toBe(2);
       expect(when.stderr).toContain('--webhook-timestamp must be whole seconds since 1970');
     });

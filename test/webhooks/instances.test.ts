@@ -134,10 +134,13 @@ async function receiver(): Promise<Receiver> {
 
 async function delivered(ids: number[]): Promise<Delivery[]> {
   let deliveries: Delivery[] = [];
-  await until(async () => {
-    deliveries = await Promise.all(ids.map(async (id) => (await outbox.get(id))!));
-    return deliveries.every((d) => d.state === 'delivered');
-  }, `deliveries ${ids.join(', ')} to be delivered`);
+  await until(
+    async () => {
+      deliveries = await Promise.all(ids.map(async (id) => (await outbox.get(id))!));
+      return deliveries.every((d) => d.state === 'delivered');
+    },
+    `deliveries ${ids.join(', ')} to be delivered`,
+  );
   return deliveries;
 }
 
@@ -184,7 +187,10 @@ describe('two instances on one PostgreSQL, both dispatchers running', () => {
     hook.hold = 1;
     const LEASE = 1_500;
     // Their own timers would sleep an hour: only the lease's end (or a signal) wakes them.
-    const [a, b] = await Promise.all([start('A', [hook.url], { leaseMs: LEASE, maxSleepMs: HOUR }), start('B', [hook.url], { leaseMs: LEASE, maxSleepMs: HOUR })]);
+    const [a, b] = await Promise.all([
+      start('A', [hook.url], { leaseMs: LEASE, maxSleepMs: HOUR }),
+      start('B', [hook.url], { leaseMs: LEASE, maxSleepMs: HOUR }),
+    ]);
     const [id] = await a.publish({ id: 1, title: 'Claimed, then killed', content: 'Body', tags: [], is_published: true });
 
     await until(() => hook.received.length === 1, 'the first request');
@@ -241,6 +247,9 @@ async function until(condition: () => boolean | Promise<boolean>, what: string, 
     if (await condition()) return;
     await new Promise((resolve) => setTimeout(resolve, 10));
   }
-  const stderr = [instance, ...instances].filter(Boolean).map((i) => `${i!.name}: ${i!.stderr}${JSON.stringify(i!.logs)}`).join('\n');
+  const stderr = [instance, ...instances]
+    .filter(Boolean)
+    .map((i) => `${i!.name}: ${i!.stderr}${JSON.stringify(i!.logs)}`)
+    .join('\n');
   throw new Error(`gave up waiting for ${what}\n${stderr}`);
 }

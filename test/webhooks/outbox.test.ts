@@ -218,7 +218,11 @@ describe.each(BACKENDS)('the outbox on %s', (backend) => {
       expect(await outbox.get(id!)).toMatchObject({ state: 'pending', nextAttemptAt: at(LEASE + 5 * MINUTE).toISOString(), attemptCount: 2 });
       // A stale claim that delivered: the receiver has it, and the delivery says so.
       expect(
-        await outbox.recordAttempt({ id: id!, claim: stale.claim }, { at: now.toISOString(), statusCode: 200, error: null }, { state: 'delivered', nextAttemptAt: null, at: now.toISOString() }),
+        await outbox.recordAttempt(
+          { id: id!, claim: stale.claim },
+          { at: now.toISOString(), statusCode: 200, error: null },
+          { state: 'delivered', nextAttemptAt: null, at: now.toISOString() },
+        ),
       ).toBe('delivered');
       expect(await outbox.get(id!)).toMatchObject({ state: 'delivered', nextAttemptAt: null, attemptCount: 3 });
     });
@@ -264,9 +268,13 @@ describe.each(BACKENDS)('the outbox on %s', (backend) => {
       const arrivedClaim = await claimed(arrived!);
       expect((await outbox.cancel([lost!, arrived!])).done.map((d) => d.state)).toEqual(['cancelled', 'cancelled']);
       const retry = afterAttempt(1, false, now);
-      expect(await outbox.recordAttempt({ id: lost!, claim: lostClaim.claim }, { at: now.toISOString(), statusCode: 500, error: null }, { ...retry, at: now.toISOString() })).toBe(
-        'cancelled',
-      );
+      expect(
+        await outbox.recordAttempt(
+          { id: lost!, claim: lostClaim.claim },
+          { at: now.toISOString(), statusCode: 500, error: null },
+          { ...retry, at: now.toISOString() },
+        ),
+      ).toBe('cancelled');
       expect(await outbox.get(lost!)).toMatchObject({ state: 'cancelled', nextAttemptAt: null, attemptCount: 1 });
       expect(
         await outbox.recordAttempt(

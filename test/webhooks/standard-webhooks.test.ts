@@ -81,7 +81,7 @@ describe('a delivery from serve', () => {
     await receiver.close();
   });
 
-  it('is verified unchanged by a receiver using the standardwebhooks package, and by the spec\'s X-Webhook-Signature', async () => {
+  it("is verified unchanged by a receiver using the standardwebhooks package, and by the spec's X-Webhook-Signature", async () => {
     // The library takes the key as whsec_ and base64: the secret's bytes, as the README says.
     receiver = await new StandardReceiver(`whsec_${Buffer.from(SECRET).toString('base64')}`).listen();
     running = await startTestServe({ webhooks: { urls: [receiver.url], secret: SECRET } });
@@ -107,7 +107,7 @@ describe('a delivery from serve', () => {
     expect(headers['x-webhook-event']).toBe('post.created');
   });
 
-  it('is verified by a receiver given serve\'s secret unchanged when it is in the libraries\' own form (whsec_ and base64)', async () => {
+  it("is verified by a receiver given serve's secret unchanged when it is in the libraries' own form (whsec_ and base64)", async () => {
     const librarySecret = `whsec_${Buffer.from('0123456789abcdef0123456789abcdef').toString('base64')}`;
     receiver = await new StandardReceiver(librarySecret).listen();
     running = await startTestServe({ webhooks: { urls: [receiver.url], secret: librarySecret } });
@@ -165,7 +165,7 @@ describe('the attempts of one delivery', () => {
     expect(attempts[3]!.payload).toEqual({ event: POST_CREATED, timestamp: new Date(t0).toISOString(), data: { id: 7, title: 'Late' } });
   });
 
-  it('of a resend carry the same webhook-id, signed anew with the resend\'s time', async () => {
+  it("of a resend carry the same webhook-id, signed anew with the resend's time", async () => {
     let now = Date.now() - 2 * MINUTE;
     dispatcher = new WebhookDispatcher({ store, secret: SECRET, now: () => new Date(now), version: 'test' });
     const [id] = await dispatcher.outbox.enqueue(POST_CREATED, { id: 8 }, [receiver.url]);
@@ -197,7 +197,9 @@ describe('the Standard Webhooks signature', () => {
     const database = await webhookDatabase('sqlite');
     const store = await database.open();
     try {
-      expect(() => new WebhookDispatcher({ store, secret: 'whsec_not base64!', now: () => new Date(), version: 'test' })).toThrow(/starts with whsec_.*the rest is not base64/);
+      expect(() => new WebhookDispatcher({ store, secret: 'whsec_not base64!', now: () => new Date(), version: 'test' })).toThrow(
+        /starts with whsec_.*the rest is not base64/,
+      );
     } finally {
       await database.dispose();
     }

@@ -29,9 +29,12 @@ const BASE = new URL('api/', new URL('./', import.meta.url)).href;
 export async function api(path, body) {
   let response;
   try {
-    response = await fetch(BASE + path, body === undefined
-      ? { headers: { accept: 'application/json' } }
-      : { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json' }, body: JSON.stringify(body) });
+    response = await fetch(
+      BASE + path,
+      body === undefined
+        ? { headers: { accept: 'application/json' } }
+        : { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json' }, body: JSON.stringify(body) },
+    );
   } catch {
     throw new ApiError(0, 'NETWORK_ERROR', 'the server of the host page cannot be reached');
   }

@@ -58,7 +58,12 @@ function inHostPage() {
     // Where the browser says which page frames this one, it must be the host page of this module's server.
     const framer = window.location.ancestorOrigins?.[0];
     if (framer !== undefined && framer !== HOST_ORIGIN) {
-      reject(new AppLoginError('NOT_IN_HOST_APP', `appLogin() is not running inside the host app: this page is framed by ${framer}, not by the host page ${HOST_PAGE}`));
+      reject(
+        new AppLoginError(
+          'NOT_IN_HOST_APP',
+          `appLogin() is not running inside the host app: this page is framed by ${framer}, not by the host page ${HOST_PAGE}`,
+        ),
+      );
       return;
     }
     const id = callId();
@@ -80,7 +85,12 @@ function inHostPage() {
     const timer = setTimeout(() => {
       if (heard) return;
       done();
-      reject(new AppLoginError('NOT_IN_HOST_APP', `appLogin() is not running inside the host app: the page around this one did not answer (open the mini-app in ${HOST_PAGE})`));
+      reject(
+        new AppLoginError(
+          'NOT_IN_HOST_APP',
+          `appLogin() is not running inside the host app: the page around this one did not answer (open the mini-app in ${HOST_PAGE})`,
+        ),
+      );
     }, ACK_MS);
     window.addEventListener('message', listen);
     window.parent.postMessage({ type: 'miniapp:appLogin', id }, HOST_ORIGIN);
@@ -93,7 +103,12 @@ function inLoginWindow() {
     url.searchParams.set('origin', window.location.origin);
     const login = window.open(url.href, 'miniapp-app-login', 'popup,width=420,height=720');
     if (!login) {
-      reject(new AppLoginError('NOT_IN_HOST_APP', `appLogin() is not running inside the host app, and the host's login window could not open (blocked popups?): open the mini-app in ${HOST_PAGE}`));
+      reject(
+        new AppLoginError(
+          'NOT_IN_HOST_APP',
+          `appLogin() is not running inside the host app, and the host's login window could not open (blocked popups?): open the mini-app in ${HOST_PAGE}`,
+        ),
+      );
       return;
     }
     let settled = false;
@@ -105,7 +120,7 @@ function inLoginWindow() {
     const listen = (event) => {
       if (event.source !== login || event.origin !== HOST_ORIGIN) return;
       const data = event.data;
-      if (!data || data.type !== 'miniapp:result') return;
+      if (data?.type !== 'miniapp:result') return;
       // The window closes itself once it knows its answer arrived.
       login.postMessage({ type: 'miniapp:received' }, HOST_ORIGIN);
       done();

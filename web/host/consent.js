@@ -32,22 +32,24 @@ export function askConsent(container, user, terms, appOrigin) {
     make('span', { className: 'origin', textContent: appOrigin }),
     ' for the first time. Agree to the terms to continue.',
   ]);
-  const boxes = terms.map((term) =>
-    make('input', { type: 'checkbox', name: 'terms', value: term.tag, required: false, id: `term-${term.tag}` }),
-  );
+  const boxes = terms.map((term) => make('input', { type: 'checkbox', name: 'terms', value: term.tag, required: false, id: `term-${term.tag}` }));
   const all = make('input', { type: 'checkbox', id: 'term-all' });
-  const list = make('ul', { className: 'terms' }, terms.map((term, i) =>
-    make('li', {}, [
-      make('label', { htmlFor: boxes[i].id }, [
-        boxes[i],
-        make('span', {}, [
-          term.title,
-          make('span', { className: term.required ? 'required' : 'optional', textContent: term.required ? ' (required)' : ' (optional)' }),
+  const list = make(
+    'ul',
+    { className: 'terms' },
+    terms.map((term, i) =>
+      make('li', {}, [
+        make('label', { htmlFor: boxes[i].id }, [
+          boxes[i],
+          make('span', {}, [
+            term.title,
+            make('span', { className: term.required ? 'required' : 'optional', textContent: term.required ? ' (required)' : ' (optional)' }),
+          ]),
         ]),
+        make('code', { className: 'tag', textContent: term.tag }),
       ]),
-      make('code', { className: 'tag', textContent: term.tag }),
-    ]),
-  ));
+    ),
+  );
   const hint = make('p', { id: 'consent-hint', className: 'hint', textContent: 'Accept every required term to continue.' });
   const agree = make('button', { type: 'submit', className: 'primary', textContent: 'Agree and continue', disabled: true });
   agree.setAttribute('aria-describedby', hint.id);
@@ -68,9 +70,7 @@ export function askConsent(container, user, terms, appOrigin) {
   const update = () => {
     const missing = terms.filter((term, i) => term.required && !boxes[i].checked);
     agree.disabled = missing.length > 0;
-    hint.textContent = missing.length > 0
-      ? `Accept every required term to continue (${missing.length} left).`
-      : 'Every required term is accepted.';
+    hint.textContent = missing.length > 0 ? `Accept every required term to continue (${missing.length} left).` : 'Every required term is accepted.';
     const checked = boxes.filter((box) => box.checked).length;
     all.checked = checked === boxes.length;
     all.indeterminate = checked > 0 && checked < boxes.length;
@@ -114,7 +114,8 @@ export function askConsent(container, user, terms, appOrigin) {
  */
 export async function answerAppLogin(caller, consent) {
   const failed = (error) => {
-    if (error instanceof ApiError && error.status === 0) return { error: { code: 'NETWORK_ERROR', message: 'a network error interrupted the login: the host cannot reach its server' } };
+    if (error instanceof ApiError && error.status === 0)
+      return { error: { code: 'NETWORK_ERROR', message: 'a network error interrupted the login: the host cannot reach its server' } };
     if (error instanceof ApiError && error.code === 'ORIGIN_NOT_ALLOWED') return { error: { code: 'NOT_IN_HOST_APP', message: error.message } };
     return { error: { code: 'NETWORK_ERROR', message: `the login service refused the login: ${error.message}` } };
   };
@@ -122,9 +123,10 @@ export async function answerAppLogin(caller, consent) {
     let answer = await api('login', caller);
     if (answer.outcome === 'consent') {
       const agreed = await consent(answer.user, answer.terms);
-      answer = agreed === null
-        ? await api('cancel', { ...caller, userKey: answer.user.userKey })
-        : await api('login', { ...caller, userKey: answer.user.userKey, agreedTerms: agreed });
+      answer =
+        agreed === null
+          ? await api('cancel', { ...caller, userKey: answer.user.userKey })
+          : await api('login', { ...caller, userKey: answer.user.userKey, agreedTerms: agreed });
     }
     if (answer.outcome === 'rejected') return { error: { code: answer.code, message: answer.message } };
     return { authorizationCode: answer.authorizationCode, referrer: answer.referrer };

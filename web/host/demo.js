@@ -29,9 +29,10 @@ button.addEventListener('click', async () => {
       tokens = await relay('token', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ authorizationCode, referrer }) });
     } catch (error) {
       // The standalone sandbox has no relay: the code is for the developer's own backend.
-      result.textContent = error.status === 404
-        ? `appLogin() gave a code (referrer ${referrer}). No relay answers here: exchange it at your backend.`
-        : `The relay refused the code: ${error.message}`;
+      result.textContent =
+        error.status === 404
+          ? `appLogin() gave a code (referrer ${referrer}). No relay answers here: exchange it at your backend.`
+          : `The relay refused the code: ${error.message}`;
       return;
     }
     const me = await relay('me', { headers: { authorization: `Bearer ${tokens.accessToken}` } });

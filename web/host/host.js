@@ -31,9 +31,10 @@ function showApp(configured) {
   const given = new URLSearchParams(window.location.search).get('app');
   const url = given || configured || new URL('demo', window.location.href).href;
   appInput.value = given || configured || '';
-  $('app-note').textContent = given || configured
-    ? 'appLogin() calls from this page are answered here. Pages it opens on other origins are not.'
-    : 'Showing the built-in demo. Give the URL of your mini-app (its dev server) to show it instead.';
+  $('app-note').textContent =
+    given || configured
+      ? 'appLogin() calls from this page are answered here. Pages it opens on other origins are not.'
+      : 'Showing the built-in demo. Give the URL of your mini-app (its dev server) to show it instead.';
   let parsed;
   try {
     parsed = new URL(url);
@@ -72,7 +73,11 @@ function renderUsers() {
     userSelect.value = view.selected === null ? '' : String(view.selected);
   }
   const user = view.users.find((u) => u.userKey === view.selected);
-  $('connection').textContent = !user ? 'no user selected' : user.connected ? 'connected: the next login gets a code with no screen' : 'none: the next login shows the consent screen';
+  $('connection').textContent = !user
+    ? 'no user selected'
+    : user.connected
+      ? 'connected: the next login gets a code with no screen'
+      : 'none: the next login shows the consent screen';
   const agreed = $('agreed');
   if (!user || user.agreedTerms.length === 0) {
     agreed.textContent = 'none';
@@ -174,7 +179,10 @@ $('app-form').addEventListener('submit', (event) => {
 userSelect.addEventListener('change', () => {
   if (userSelect.value !== '') void act(async () => void (await api('select', { userKey: Number(userSelect.value) })));
 });
-$('new-user').addEventListener('click', () => void act(async () => `Made user ${(await api('users', {})).userKey}, a first-time user: the next login shows the consent screen.`));
+$('new-user').addEventListener(
+  'click',
+  () => void act(async () => `Made user ${(await api('users', {})).userKey}, a first-time user: the next login shows the consent screen.`),
+);
 for (const button of $('removals').querySelectorAll('button')) {
   button.addEventListener('click', () => {
     const reason = /** @type {HTMLElement} */ (button).dataset.reason;
@@ -183,7 +191,9 @@ for (const button of $('removals').querySelectorAll('button')) {
       const callback = removal.callback;
       return callback === null
         ? `Removed the connection (${reason}); no callback URL is configured.`
-        : callback.error ? `Removed the connection (${reason}); the callback failed: ${callback.error}` : `Removed the connection (${reason}); the callback answered HTTP ${callback.status}.`;
+        : callback.error
+          ? `Removed the connection (${reason}); the callback failed: ${callback.error}`
+          : `Removed the connection (${reason}); the callback answered HTTP ${callback.status}.`;
     });
   });
 }
@@ -208,7 +218,7 @@ function showConsent(user, terms) {
 window.addEventListener('message', (event) => {
   if (event.source !== frame.contentWindow || event.origin !== appOrigin) return;
   const data = event.data;
-  if (!data || data.type !== 'miniapp:appLogin' || typeof data.id !== 'string') return;
+  if (data?.type !== 'miniapp:appLogin' || typeof data.id !== 'string') return;
   const target = /** @type {Window} */ (event.source);
   const origin = event.origin;
   target.postMessage({ type: 'miniapp:heard', id: data.id }, origin);

@@ -11,7 +11,7 @@ import type { ChalkInstance } from 'chalk';
 import { textWidth, truncateToWidth } from '../render/text-width.js';
 import { compactNumber } from './numbers.js';
 
-export interface Bar {
+interface Bar {
   label: string;
   /** A note after the label, dimmed: the media type. */
   note?: string | undefined;

@@ -11,7 +11,7 @@ export type ReportChart =
   | { kind: 'line'; title: string; dates: readonly string[]; values: readonly (number | null)[] }
   | { kind: 'bars'; title: string; labels: readonly string[]; notes: readonly string[]; values: readonly (number | null)[] };
 
-export interface ReportTable {
+interface ReportTable {
   title: string;
   headers: readonly string[];
   rows: readonly (readonly unknown[])[];
@@ -55,7 +55,10 @@ function cell(value: unknown): string {
 function tableHtml(table: ReportTable): string {
   const head = table.headers.map((h) => `<th>${escapeHtml(h)}</th>`).join('');
   const body = table.rows
-    .map((row) => `<tr>${row.map((v) => `<td${typeof v === 'number' ? ' class="num"' : cell(v).length > 30 ? ' class="long"' : ''}>${escapeHtml(cell(v))}</td>`).join('')}</tr>`)
+    .map(
+      (row) =>
+        `<tr>${row.map((v) => `<td${typeof v === 'number' ? ' class="num"' : cell(v).length > 30 ? ' class="long"' : ''}>${escapeHtml(cell(v))}</td>`).join('')}</tr>`,
+    )
     .join('\n');
   return `<section class="table"><h2>${escapeHtml(table.title)}</h2>\n<table><thead><tr>${head}</tr></thead>\n<tbody>\n${body}\n</tbody></table></section>`;
 }

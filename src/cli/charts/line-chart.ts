@@ -16,7 +16,7 @@ import { compactNumber, shortDate } from './numbers.js';
 
 const asciichart = createRequire(import.meta.url)('asciichart') as typeof import('asciichart');
 
-export interface LineSeries {
+interface LineSeries {
   name: string;
   /** One value a day, in the order of `dates`; undefined where the day has none. */
   values: readonly (number | undefined)[];
@@ -158,7 +158,8 @@ export function lineCharts({ dates, series, width, height, color }: LineChartOpt
     const { s, values } = plot;
     const known = s.values.filter((v): v is number => v !== undefined && Number.isFinite(v));
     const last = known.at(-1);
-    const summary = known.length === 0 ? 'no values' : `last ${compactNumber(last!)} · min ${compactNumber(Math.min(...known))} · max ${compactNumber(Math.max(...known))}`;
+    const summary =
+      known.length === 0 ? 'no values' : `last ${compactNumber(last!)} · min ${compactNumber(Math.min(...known))} · max ${compactNumber(Math.max(...known))}`;
     const title = `${s.name}  ${summary}`;
     const cut = textWidth(title) > usable ? truncateToWidth(title, usable) : title;
     const name = cut.slice(0, s.name.length);

@@ -10,7 +10,9 @@ export function registerCallbacks(program: Command, bind: Bind): void {
   const callbacks = program.command('callbacks').description('The unlink callbacks that `miniapp serve` has recorded, in its database.');
   callbacks
     .command('list')
-    .description('list recorded unlink callbacks, oldest first, with what each referrer means (UNLINK, WITHDRAWAL_TERMS, WITHDRAWAL_PLATFORM and WITHDRAWAL_TOSS are known)')
+    .description(
+      'list recorded unlink callbacks, oldest first, with what each referrer means (UNLINK, WITHDRAWAL_TERMS, WITHDRAWAL_PLATFORM and WITHDRAWAL_TOSS are known)',
+    )
     .option('--since <when>', 'only those received since a date (2026-11-01, an ISO time) or a duration ago (2h, 7d)')
     .option('--user-key <n>', 'only those of this userKey')
     .option('--limit <n>', 'only the N most recent (still oldest first)', wholeNumber('--limit'))

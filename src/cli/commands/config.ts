@@ -65,11 +65,7 @@ function registerGet(config: Command, bind: Bind): void {
 }
 
 function registerRest(config: Command, bind: Bind): void {
-  config
-    .command('unset')
-    .description('remove a setting from the profile')
-    .argument('<key>', 'setting name')
-    .action(bind(runUnset));
+  config.command('unset').description('remove a setting from the profile').argument('<key>', 'setting name').action(bind(runUnset));
 
   config
     .command('list')

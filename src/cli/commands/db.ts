@@ -16,7 +16,9 @@ profile's database-url; without one, the SQLite file of the data dir
 export function registerDb(program: Command, bind: Bind): void {
   const db = program
     .command('db')
-    .description('The database of `miniapp serve` (SQLite in the data dir, or the PostgreSQL of --database): its status and migrations, and copying the embedded SQLite data into a PostgreSQL.')
+    .description(
+      'The database of `miniapp serve` (SQLite in the data dir, or the PostgreSQL of --database): its status and migrations, and copying the embedded SQLite data into a PostgreSQL.',
+    )
     .addHelpText('after', WHERE_HELP);
 
   const where = (command: Command) =>
@@ -31,9 +33,7 @@ export function registerDb(program: Command, bind: Bind): void {
   where(
     db
       .command('migrate')
-      .description(
-        'apply the migrations the database lacks and exit (serve also does at start, under a lock; run this before rolling out a new version)',
-      ),
+      .description('apply the migrations the database lacks and exit (serve also does at start, under a lock; run this before rolling out a new version)'),
   )
     .addHelpText('after', '\nExamples:\n  miniapp db migrate --database "$DATABASE_URL"')
     .action(bind(runMigrate));
@@ -41,9 +41,9 @@ export function registerDb(program: Command, bind: Bind): void {
   db.command('copy')
     .description(
       'copy everything serve keeps in SQLite (users with their password hashes, tokens, the admin token, posts, images, ' +
-        'unlink callbacks, webhook deliveries, the commerce services\' data) into a PostgreSQL, keeping every id, in one ' +
+        "unlink callbacks, webhook deliveries, the commerce services' data) into a PostgreSQL, keeping every id, in one " +
         'transaction: all of it or nothing. Shows progress, prints the counts per table, and reads every row back to ' +
-        'check it column by column before committing. Into a database that holds anything else (another deployment\'s ' +
+        "check it column by column before committing. Into a database that holds anything else (another deployment's " +
         'rows, another admin token, or rows changed since an earlier copy) it refuses, writes nothing, says what it found ' +
         'and exits 1, unless --merge; running it again on the database it filled, unchanged since, completes what is missing.',
     )
@@ -51,7 +51,7 @@ export function registerDb(program: Command, bind: Bind): void {
     .requiredOption('--to <url>', 'the PostgreSQL URL (migrated first if it needs it)')
     .option(
       '--merge',
-      'add this data beside another deployment\'s: rows whose id is taken get new ids and their references follow; refuses ' +
+      "add this data beside another deployment's: rows whose id is taken get new ids and their references follow; refuses " +
         'rows whose username, e-mail, SKU or key the target gives to another row; the target keeps its admin token',
     )
     .option(
@@ -84,7 +84,10 @@ async function runStatus(cc: CommandContext, command: Command): Promise<void> {
       ],
       { database: opened.where, migrations: status, pending },
     );
-    if (!cc.out.json) cc.out.info(pending === 0 ? `${opened.where}: up to date` : `${opened.where}: ${pending} migration${pending === 1 ? '' : 's'} to apply (\`miniapp db migrate\`)`);
+    if (!cc.out.json)
+      cc.out.info(
+        pending === 0 ? `${opened.where}: up to date` : `${opened.where}: ${pending} migration${pending === 1 ? '' : 's'} to apply (\`miniapp db migrate\`)`,
+      );
   } finally {
     await opened.store.close();
   }

@@ -27,10 +27,7 @@ export function registerDecrypt(program: Command, bind: Bind): void {
     .option('--value <base64>', 'decrypt one encrypted value instead of a response')
     .option('--key <key>', 'AES-256 key: 64 hex or 44 Base64 characters')
     .option('--aad <aad>', 'AAD: text:VALUE, hex:HEX, or bare (hex when it is hex digits of even length, else text)')
-    .addHelpText(
-      'after',
-      '\nExamples:\n  miniapp decrypt response.json\n  curl -s ... | miniapp decrypt --json\n  miniapp decrypt --value "q7Yv...=="',
-    )
+    .addHelpText('after', '\nExamples:\n  miniapp decrypt response.json\n  curl -s ... | miniapp decrypt --json\n  miniapp decrypt --value "q7Yv...=="')
     .action(bind(runDecrypt));
 }
 
@@ -52,16 +49,14 @@ async function runDecrypt(cc: CommandContext, command: Command): Promise<void> {
     } catch (error) {
       if (!(error instanceof FieldDecryptionError)) throw error;
       // Input that cannot be a sealed field is bad input, not a key problem.
-      if (error.reason === 'not-base64') throw new UsageError('--value is not Base64: an encrypted field is Base64 of IV (12 bytes) + ciphertext + tag (16 bytes)');
+      if (error.reason === 'not-base64')
+        throw new UsageError('--value is not Base64: an encrypted field is Base64 of IV (12 bytes) + ciphertext + tag (16 bytes)');
       if (error.reason === 'too-short') {
         throw new UsageError('--value is too short to be an encrypted field: it must decode to at least 28 bytes (IV 12 + ciphertext + tag 16)');
       }
-      throw decryptionError(
-        { user: {}, decrypted: [], failed: [{ field: '--value', reason: error.reason }] },
-        { '--value': options.value },
-        material,
-        { showAad: true },
-      );
+      throw decryptionError({ user: {}, decrypted: [], failed: [{ field: '--value', reason: error.reason }] }, { '--value': options.value }, material, {
+        showAad: true,
+      });
     }
   }
 

@@ -10,7 +10,7 @@ export function registerDoctor(program: Command, bind: Bind): void {
     .description(
       'Run a checklist of the profile: the key and AAD decode, the client certificate and key parse and match and ' +
         'are not expiring, the partner API answers over (mutual) TLS, the stored tokens, and whether graph-version is ' +
-        'past Meta\'s retirement of it. A table on a terminal, ' +
+        "past Meta's retirement of it. A table on a terminal, " +
         'JSON otherwise; exits 1 when a check fails.',
     )
     .addOption(timeoutOption())

@@ -72,12 +72,10 @@ function withGraphOptions(command: Command): Command {
 function withFormat(command: Command): Command {
   return command
     .addOption(
-      new Option('--format <format>', 'output format; html is one self-contained page of charts and tables (default: table; with --output, from the file name)').choices([
-        'table',
-        'csv',
-        'json',
-        'html',
-      ]),
+      new Option(
+        '--format <format>',
+        'output format; html is one self-contained page of charts and tables (default: table; with --output, from the file name)',
+      ).choices(['table', 'csv', 'json', 'html']),
     )
     .option('--output <file>', 'write the data to FILE (atomically) instead of stdout');
 }
@@ -96,7 +94,9 @@ export function registerInsights(program: Command, bind: Bind): void {
   withGraphOptions(
     insights
       .command('accounts')
-      .description('business accounts the token reaches, as id and name: /me/social_business_accounts (the spec), /me/accounts (graph.facebook.com) or /me (graph.instagram.com), see graph-shape')
+      .description(
+        'business accounts the token reaches, as id and name: /me/social_business_accounts (the spec), /me/accounts (graph.facebook.com) or /me (graph.instagram.com), see graph-shape',
+      )
       .addHelpText('after', '\nExamples:\n  miniapp insights accounts\n  miniapp insights accounts --json'),
   ).action(bind(runAccounts));
 
@@ -228,10 +228,19 @@ interface MediaFlags {
 
 function fieldsFlag(text: string | undefined): string[] {
   if (text === undefined) return [...MEDIA_FIELDS_DEFAULT];
-  const fields = [...new Set(text.split(',').map((f) => f.trim()).filter(Boolean))];
+  const fields = [
+    ...new Set(
+      text
+        .split(',')
+        .map((f) => f.trim())
+        .filter(Boolean),
+    ),
+  ];
   const bad = fields.find((f) => !/^[A-Za-z_][A-Za-z0-9_]*$/.test(f));
   if (bad !== undefined) {
-    throw new UsageError(`--fields takes plain field names; got "${bad}"`, { hint: bad.startsWith('insights') ? 'ask for insights with --metrics' : undefined });
+    throw new UsageError(`--fields takes plain field names; got "${bad}"`, {
+      hint: bad.startsWith('insights') ? 'ask for insights with --metrics' : undefined,
+    });
   }
   return ['id', ...fields.filter((f) => f !== 'id')];
 }
@@ -267,7 +276,9 @@ async function runMedia(cc: CommandContext, command: Command): Promise<void> {
       const pageSize = mediaPageSize(limit);
       // The total costs a call: asked only where someone watches a job of several pages that a date range does not narrow.
       const count =
-        activity.live && since === undefined && until === undefined && (limit === undefined || limit > pageSize) ? await countMedia(client, account) : undefined;
+        activity.live && since === undefined && until === undefined && (limit === undefined || limit > pageSize)
+          ? await countMedia(client, account)
+          : undefined;
       const expected = count === undefined ? undefined : Math.min(count, limit ?? Infinity);
       activity.progress({ unit: 'pages', total: expected === undefined ? undefined : Math.max(1, Math.ceil(expected / pageSize)), label: 'reading media' });
       return exportMedia(client, {
@@ -302,14 +313,21 @@ async function runMedia(cc: CommandContext, command: Command): Promise<void> {
   const unsupported = unsupportedWarning(result.unsupported);
   if (unsupported) cc.out.warn(unsupported);
   if (result.failed.length > 0) {
-    const sample = result.failed.slice(0, 5).map((f) => `${f.id} (${f.reason})`).join(', ');
-    cc.out.warn(`insights of ${result.failed.length} item${result.failed.length === 1 ? '' : 's'} failed and stay empty: ${sample}${result.failed.length > 5 ? ', ...' : ''}`);
+    const sample = result.failed
+      .slice(0, 5)
+      .map((f) => `${f.id} (${f.reason})`)
+      .join(', ');
+    cc.out.warn(
+      `insights of ${result.failed.length} item${result.failed.length === 1 ? '' : 's'} failed and stay empty: ${sample}${result.failed.length > 5 ? ', ...' : ''}`,
+    );
   }
   if (cc.debug) cc.out.info(cc.out.errColor.dim(`${result.rows.length} media in ${result.calls} calls`));
 
   if (format === 'html') {
     const { writeMediaReport } = charts ?? (await import('../views/insights-charts.js'));
-    const range = [flags.since === undefined ? '' : `posted since ${flags.since}`, flags.until === undefined ? '' : `until ${flags.until}`].filter(Boolean).join(' ');
+    const range = [flags.since === undefined ? '' : `posted since ${flags.since}`, flags.until === undefined ? '' : `until ${flags.until}`]
+      .filter(Boolean)
+      .join(' ');
     const newest = limit === undefined ? 'every media item' : `the ${limit} newest media`;
     await writeMediaReport(cc, flags.output, { account, range: range ? `${newest} ${range}` : newest, rows: result.rows, fields, metrics, chart: chartMetric });
     return;
@@ -326,7 +344,11 @@ async function runMedia(cc: CommandContext, command: Command): Promise<void> {
       value: (row: Row) => row.fields[field],
       // On a narrow terminal captions give way first, then links; IDs, types and numbers stay whole, and when they do
       // not fit, the caption and links go first, then the other fields, then the type; the id and metrics go last.
-      ...(field === 'caption' ? { shrink: 2, drop: 5 } : field === 'permalink' || field === 'media_url' || field === 'thumbnail_url' ? { shrink: 1, drop: 4 } : {}),
+      ...(field === 'caption'
+        ? { shrink: 2, drop: 5 }
+        : field === 'permalink' || field === 'media_url' || field === 'thumbnail_url'
+          ? { shrink: 1, drop: 4 }
+          : {}),
       ...(field === 'id' ? {} : field === 'media_type' ? { drop: 1 } : field === 'caption' || /_url$|^permalink$/.test(field) ? {} : { drop: 2 }),
     })),
     ...metrics.map((metric) => ({ header: metric, value: (row: Row) => row.metrics[metric] })),
@@ -353,7 +375,8 @@ function chartMetricFlag(text: string, metrics: string | false | undefined): str
  * fields, or none, with exit 0.
  */
 function graphId(id: string, what: string): string {
-  if (!/^[A-Za-z0-9_]{1,128}$/.test(id)) throw new UsageError(`${what} must be a graph object ID (digits, letters and "_", as the API lists them); got "${id.slice(0, 64)}"`);
+  if (!/^[A-Za-z0-9_]{1,128}$/.test(id))
+    throw new UsageError(`${what} must be a graph object ID (digits, letters and "_", as the API lists them); got "${id.slice(0, 64)}"`);
   return id;
 }
 

@@ -14,12 +14,14 @@ import { parseInteger } from '../flags.js';
 export function registerInventory(program: Command, bind: Bind): void {
   const inventory = program
     .command('inventory')
-    .description('Stock of the commerce services (inventory.v1.InventoryService of `miniapp serve`): levels, and setting and adjusting stock (admin token), kept as a ledger.')
+    .description(
+      'Stock of the commerce services (inventory.v1.InventoryService of `miniapp serve`): levels, and setting and adjusting stock (admin token), kept as a ledger.',
+    )
     .addHelpText('after', COMMERCE_HELP);
 
-  withConnection(inventory.command('stock').description('stock levels of the SKUs named, or of every SKU: on hand, reserved, available').argument('[sku...]', 'SKUs')).action(
-    bind(runStock),
-  );
+  withConnection(
+    inventory.command('stock').description('stock levels of the SKUs named, or of every SKU: on hand, reserved, available').argument('[sku...]', 'SKUs'),
+  ).action(bind(runStock));
 
   withConnection(
     inventory
@@ -27,12 +29,15 @@ export function registerInventory(program: Command, bind: Bind): void {
       .description('create a SKU, or set its on-hand quantity, price or name (what is not given is kept); a quantity change is recorded in the ledger')
       .argument('<sku>', 'the SKU: 1 to 64 letters, digits, ".", "_", "-"')
       .option('--quantity <n>', 'units on hand (not below what is reserved); required for a new SKU, else kept when not given')
-      .option('--price <p>', 'unit price in the currency\'s minor unit (KRW has none); required for a new SKU')
+      .option('--price <p>', "unit price in the currency's minor unit (KRW has none); required for a new SKU")
       .option('--name <name>', 'display name')
       .option('--currency <code>', 'ISO 4217 code of the price (a new SKU: KRW)')
       .option('--reason <text>', 'why, for the ledger', 'set'),
   )
-    .addHelpText('after', '\nExamples:\n  miniapp inventory set MUG --quantity 10 --price 12000 --name "Mug"\n  miniapp inventory set MUG --quantity 25 --reason "stocktake"\n  miniapp inventory set MUG --price 13000        # the stock is left as it is')
+    .addHelpText(
+      'after',
+      '\nExamples:\n  miniapp inventory set MUG --quantity 10 --price 12000 --name "Mug"\n  miniapp inventory set MUG --quantity 25 --reason "stocktake"\n  miniapp inventory set MUG --price 13000        # the stock is left as it is',
+    )
     .action(bind(runSet));
 
   withConnection(
@@ -43,7 +48,10 @@ export function registerInventory(program: Command, bind: Bind): void {
       .requiredOption('--by <n>', 'units added (positive) or removed (negative)')
       .requiredOption('--reason <text>', 'why: a delivery, breakage, a count correction'),
   )
-    .addHelpText('after', '\nExamples:\n  miniapp inventory adjust MUG --by 24 --reason "delivery 2026-11-21"\n  miniapp inventory adjust MUG --by -1 --reason "broken in the shop"')
+    .addHelpText(
+      'after',
+      '\nExamples:\n  miniapp inventory adjust MUG --by 24 --reason "delivery 2026-11-21"\n  miniapp inventory adjust MUG --by -1 --reason "broken in the shop"',
+    )
     .action(bind(runAdjust));
 }
 
@@ -67,7 +75,8 @@ async function runSet(cc: CommandContext, command: Command): Promise<void> {
     currency: flags.currency,
     reason: flags.reason,
   };
-  if (request.currency !== undefined && !/^[A-Z]{3}$/.test(request.currency)) throw new UsageError(`--currency must be an ISO 4217 code such as KRW or USD; got "${request.currency}"`);
+  if (request.currency !== undefined && !/^[A-Z]{3}$/.test(request.currency))
+    throw new UsageError(`--currency must be an ISO 4217 code such as KRW or USD; got "${request.currency}"`);
   printStock(cc.out, await withCommerce(cc, flags, (client) => client.setStock(request)));
 }
 

@@ -17,20 +17,27 @@ export function registerLogout(program: Command, bind: Bind): void {
     .option('--user-key <n>', 'remove the connection of this userKey (remove-by-user-key)')
     .option('--local', 'forget the tokens stored in the profile without calling the partner API')
     .addOption(timeoutOption())
-    .addHelpText('after', '\nExamples:\n  miniapp logout\n  miniapp logout --user-key 1001\n  miniapp logout --local      # forget this profile\'s tokens, offline')
+    .addHelpText(
+      'after',
+      "\nExamples:\n  miniapp logout\n  miniapp logout --user-key 1001\n  miniapp logout --local      # forget this profile's tokens, offline",
+    )
     .action(bind(runLogout));
 }
 
 async function runLogout(cc: CommandContext, command: Command): Promise<void> {
   const options = command.opts<{ userKey?: string; timeout: string; local?: boolean }>();
   const userKey = options.userKey === undefined ? undefined : parseUserKey(options.userKey);
-  if (options.local && userKey !== undefined) throw new UsageError('--local forgets the tokens of this profile and calls nothing; it does not go with --user-key');
+  if (options.local && userKey !== undefined)
+    throw new UsageError('--local forgets the tokens of this profile and calls nothing; it does not go with --user-key');
   const store = await tokenStore(cc);
   const stored = store.load();
   if (options.local) {
     await store.clear();
     if (cc.out.json) cc.out.printJson({ success: true, local: true, cleared: stored !== undefined });
-    else cc.out.success(stored ? `forgot the tokens stored in profile "${cc.profile}" (the partner API was not called)` : `no tokens were stored in profile "${cc.profile}"`);
+    else
+      cc.out.success(
+        stored ? `forgot the tokens stored in profile "${cc.profile}" (the partner API was not called)` : `no tokens were stored in profile "${cc.profile}"`,
+      );
     return;
   }
   const fromEnv = cc.env.MINIAPP_ACCESS_TOKEN?.trim() || undefined;
@@ -40,10 +47,13 @@ async function runLogout(cc: CommandContext, command: Command): Promise<void> {
     await client.close();
     // remove-by-user-key takes a Bearer token: without one it is refused upstream, so it is not sent.
     if (userKey !== undefined) {
-      throw new AuthError(`logout --user-key needs an access token as its Bearer token, and none is stored in profile "${cc.profile}" (nor set in MINIAPP_ACCESS_TOKEN); nothing was sent`, {
-        code: 'NOT_LOGGED_IN',
-        hint: 'exchange a code first (`miniapp token exchange --code CODE`), or set MINIAPP_ACCESS_TOKEN',
-      });
+      throw new AuthError(
+        `logout --user-key needs an access token as its Bearer token, and none is stored in profile "${cc.profile}" (nor set in MINIAPP_ACCESS_TOKEN); nothing was sent`,
+        {
+          code: 'NOT_LOGGED_IN',
+          hint: 'exchange a code first (`miniapp token exchange --code CODE`), or set MINIAPP_ACCESS_TOKEN',
+        },
+      );
     }
     throw notLoggedIn(cc.profile);
   }

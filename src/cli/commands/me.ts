@@ -9,7 +9,7 @@ export function registerMe(program: Command, bind: Bind): void {
     .command('me')
     .description(
       'Call login-me with the stored access token (or MINIAPP_ACCESS_TOKEN) and decrypt the personal fields ' +
-        'with the profile\'s key and AAD. An expired access token is refreshed once with the stored refresh token, ' +
+        "with the profile's key and AAD. An expired access token is refreshed once with the stored refresh token, " +
         'and the new pair is stored.',
     )
     .option('--raw', 'print the encrypted payload as the API sent it, as JSON (what `miniapp decrypt` reads)')

@@ -28,25 +28,36 @@ profile's grpc-token after \`miniapp serve\` ran, or --token) and takes the
 connection flags of \`miniapp users\`. Exit codes: 4 missing or rejected
 token (a user token is PERMISSION_DENIED, exit 1); 5 serve unreachable.`;
 
-const collect = (value: string, all: string[]) => [...all, ...value.split(',').map((part) => part.trim()).filter(Boolean)];
+const collect = (value: string, all: string[]) => [
+  ...all,
+  ...value
+    .split(',')
+    .map((part) => part.trim())
+    .filter(Boolean),
+];
 
 export function registerMonitor(program: Command, bind: Bind): void {
   const monitor = program
     .command('monitor')
-    .description('Watch a running `miniapp serve`: its metrics as they change (as a table, JSON lines or a full-screen dashboard), its log lines as they are written, and the operators\' chat room.')
+    .description(
+      "Watch a running `miniapp serve`: its metrics as they change (as a table, JSON lines or a full-screen dashboard), its log lines as they are written, and the operators' chat room.",
+    )
     .addHelpText('after', HELP);
 
   withConnection(
     monitor
       .command('metrics')
-      .description('serve\'s metrics every --interval: a live table on a terminal (value and rate per second), JSON lines when piped or with --json')
+      .description("serve's metrics every --interval: a live table on a terminal (value and rate per second), JSON lines when piped or with --json")
       .option('--interval <duration>', 'time between snapshots (100ms to 1h)', '5s')
       .option('--name <prefix>', 'only series whose name starts so (repeatable, or comma-separated)', collect, [] as string[])
       .option('--count <n>', 'stop after this many snapshots')
       .option('--buckets', 'also show the _bucket series of histograms in the table (JSON has them always)'),
     'time limit of connecting',
   )
-    .addHelpText('after', '\nExamples:\n  miniapp monitor metrics\n  miniapp monitor metrics --name miniapp_http_,miniapp_grpc_server_handled --interval 2s\n  miniapp monitor metrics --count 1 --json | jq .metrics')
+    .addHelpText(
+      'after',
+      '\nExamples:\n  miniapp monitor metrics\n  miniapp monitor metrics --name miniapp_http_,miniapp_grpc_server_handled --interval 2s\n  miniapp monitor metrics --count 1 --json | jq .metrics',
+    )
     .action(bind(runMetrics));
 
   withConnection(
@@ -66,20 +77,23 @@ export function registerMonitor(program: Command, bind: Bind): void {
   withConnection(
     monitor
       .command('logs')
-      .description('serve\'s log lines (redacted as the log itself): the last ones kept, then with -f new ones as they come, like `kubectl logs -f`')
+      .description("serve's log lines (redacted as the log itself): the last ones kept, then with -f new ones as they come, like `kubectl logs -f`")
       .option('--level <level>', `lowest level: ${LEVELS.join(', ')}`, 'info')
       .option('--component <name>', 'only these components: http, grpc, webhooks, serve (repeatable, or comma-separated)', collect, [] as string[])
       .option('--tail <n>', 'how many of the kept lines to show first (serve keeps 1000); default all kept')
       .option('-f, --follow', 'keep streaming new lines until Ctrl-C'),
     'time limit of connecting',
   )
-    .addHelpText('after', '\nExamples:\n  miniapp monitor logs --tail 20\n  miniapp monitor logs -f --level warn\n  miniapp monitor logs -f --component grpc --json')
+    .addHelpText(
+      'after',
+      '\nExamples:\n  miniapp monitor logs --tail 20\n  miniapp monitor logs -f --level warn\n  miniapp monitor logs -f --component grpc --json',
+    )
     .action(bind(runLogs));
 
   withConnection(
     monitor
       .command('chat')
-      .description('join the operators\' room: each line of stdin is a message; prints what the others say; ends with stdin or Ctrl-C')
+      .description("join the operators' room: each line of stdin is a message; prints what the others say; ends with stdin or Ctrl-C")
       .option('--name <name>', 'your name in the room (default: $USER)'),
     'time limit of connecting',
   )
@@ -211,7 +225,12 @@ async function runDashboard(cc: CommandContext, command: Command): Promise<void>
     import('../views/dashboard.js'),
   ]);
   await quietGrpcLogs(cc.env);
-  await run(cc, { address: connection.address, intervalMs: interval, client: () => new MonitoringClient(connection), connectMs: connection.deadlineMs ?? 10_000 });
+  await run(cc, {
+    address: connection.address,
+    intervalMs: interval,
+    client: () => new MonitoringClient(connection),
+    connectMs: connection.deadlineMs ?? 10_000,
+  });
 }
 
 // ------------------------------------------------------------------ logs
@@ -228,7 +247,6 @@ const LEVEL_ENUM: Record<Level, LogLevelEnum> = {
 function levelOf(entry: LogEntry): Level {
   return (entry.level.replace('LOG_LEVEL_', '').toLowerCase() as Level) || 'info';
 }
-
 
 async function runLogs(cc: CommandContext, command: Command): Promise<void> {
   const flags = command.opts<ConnectionFlags & { level: string; component: string[]; tail?: string; follow?: boolean }>();
@@ -249,7 +267,16 @@ async function runLogs(cc: CommandContext, command: Command): Promise<void> {
         if (at > lastShown) lastShown = at;
         const fields = safeFields(entry.fields_json);
         if (cc.out.json) {
-          cc.out.line(JSON.stringify({ sequence: Number(entry.sequence), time: iso(entry.time), level: levelOf(entry), component: entry.component, message: entry.message, fields }));
+          cc.out.line(
+            JSON.stringify({
+              sequence: Number(entry.sequence),
+              time: iso(entry.time),
+              level: levelOf(entry),
+              component: entry.component,
+              message: entry.message,
+              fields,
+            }),
+          );
           return;
         }
         const text = formatter.format({
@@ -289,7 +316,8 @@ async function runChat(cc: CommandContext, command: Command): Promise<void> {
     for await (const { text } of linesOf(cc.io.stdin)) if (text.trim()) yield text;
   })();
   try {
-    if (cc.io.stdin.isTTY && !cc.out.json) cc.out.info(cc.out.errColor.dim(`joined the operators' room as ${sender}; type a line to send it, Ctrl-D or Ctrl-C to leave`));
+    if (cc.io.stdin.isTTY && !cc.out.json)
+      cc.out.info(cc.out.errColor.dim(`joined the operators' room as ${sender}; type a line to send it, Ctrl-D or Ctrl-C to leave`));
     await untilStopped(cc, client, (signal) =>
       client.chat({
         sender,

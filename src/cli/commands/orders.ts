@@ -11,7 +11,18 @@ import { MiniappError, UpstreamError, UsageError } from '../../errors.js';
 import { withConnection, type ConnectionFlags } from '../connect/grpc-connection.js';
 import { parseId, parseInteger } from '../flags.js';
 import { ORDER_STATUSES } from '../../commerce/order/order-rows.js';
-import { checkIdArgument, checkSkuArgument, COMMERCE_HELP, idempotencyKeyOf, money, ORDER_COLUMNS, orderJson, printOrder, printPayment, withCommerce } from '../views/commerce-view.js';
+import {
+  checkIdArgument,
+  checkSkuArgument,
+  COMMERCE_HELP,
+  idempotencyKeyOf,
+  money,
+  ORDER_COLUMNS,
+  orderJson,
+  printOrder,
+  printPayment,
+  withCommerce,
+} from '../views/commerce-view.js';
 
 const STATUSES: readonly string[] = ORDER_STATUSES;
 
@@ -35,7 +46,10 @@ export function registerOrders(program: Command, bind: Bind): void {
       .option('--user <id>', 'order for this user (admin token only)')
       .option('--idempotency-key <key>', 'retry safely with the same key; generated and printed when not given'),
   )
-    .addHelpText('after', '\nExamples:\n  miniapp orders create --item MUG:2 --item TEA:1\n  miniapp orders create --item MUG:1 --idempotency-key checkout-42 --json')
+    .addHelpText(
+      'after',
+      '\nExamples:\n  miniapp orders create --item MUG:2 --item TEA:1\n  miniapp orders create --item MUG:1 --idempotency-key checkout-42 --json',
+    )
     .action(bind(runCreate));
 
   withConnection(orders.command('get').description('show one order').argument('<order-id>', 'the order ("ord_...")')).action(bind(runGet));
@@ -45,16 +59,19 @@ export function registerOrders(program: Command, bind: Bind): void {
       .command('list')
       .description('orders, newest first (a user token sees its own)')
       .option('--status <status>', `only orders in this status: ${STATUSES.join(', ')}`)
-      .option('--user <id>', 'only this user\'s orders (admin token)')
+      .option('--user <id>', "only this user's orders (admin token)")
       .option('--limit <n>', 'at most this many (1 to 100)', '50'),
   ).action(bind(runList));
 
   withConnection(
     orders
       .command('pay')
-      .description('pay an order\'s total; the reservation is committed (PAID), or released on a decline (PAYMENT_FAILED)')
+      .description("pay an order's total; the reservation is committed (PAID), or released on a decline (PAYMENT_FAILED)")
       .argument('<order-id>', 'the order ("ord_...")')
-      .option('--method <method>', 'payment method; with the sandbox provider: test_approve (default), test_decline_insufficient_funds, test_decline_card_declined, test_timeout')
+      .option(
+        '--method <method>',
+        'payment method; with the sandbox provider: test_approve (default), test_decline_insufficient_funds, test_decline_card_declined, test_timeout',
+      )
       .option('--idempotency-key <key>', 'retry safely with the same key; generated and printed when not given'),
   )
     .addHelpText(
@@ -66,7 +83,9 @@ export function registerOrders(program: Command, bind: Bind): void {
   withConnection(
     orders
       .command('cancel')
-      .description('cancel a RESERVED order (units released) or, with the admin token, a PAID, PARTIALLY_REFUNDED or REFUNDED one (what is left refunded, units back in stock)')
+      .description(
+        'cancel a RESERVED order (units released) or, with the admin token, a PAID, PARTIALLY_REFUNDED or REFUNDED one (what is left refunded, units back in stock)',
+      )
       .argument('<order-id>', 'the order ("ord_...")')
       .option('--reason <text>', 'why'),
   ).action(bind(runCancel));
@@ -85,7 +104,11 @@ async function runCreate(cc: CommandContext, command: Command): Promise<void> {
   const items = flags.item.map(parseItem);
   const duplicate = items.find((item, i) => items.findIndex((other) => other.sku === item.sku) !== i);
   if (duplicate) throw new UsageError(`--item names ${duplicate.sku} twice: give it once with the total quantity`);
-  const request = { items, user_id: flags.user === undefined ? '0' : parseId(flags.user, '--user'), idempotency_key: idempotencyKeyOf(cc, flags.idempotencyKey) };
+  const request = {
+    items,
+    user_id: flags.user === undefined ? '0' : parseId(flags.user, '--user'),
+    idempotency_key: idempotencyKeyOf(cc, flags.idempotencyKey),
+  };
   const { order, current } = await withCommerce(cc, flags, async (client) => {
     const answer = await client.createOrder(request);
     // A replay answers what the key first answered: the order as it is now is read beside it (Stripe's Idempotent-Replayed).
@@ -93,7 +116,8 @@ async function runCreate(cc: CommandContext, command: Command): Promise<void> {
   });
   if (!current) {
     printOrder(cc.out, order);
-    if (!cc.out.json) cc.out.success(`order ${order.id} ${order.status}: ${money(order.total_amount, order.currency)}; pay it with \`miniapp orders pay ${order.id}\``);
+    if (!cc.out.json)
+      cc.out.success(`order ${order.id} ${order.status}: ${money(order.total_amount, order.currency)}; pay it with \`miniapp orders pay ${order.id}\``);
     return;
   }
   printOrder(cc.out, order, { replayed: true, current });
@@ -113,7 +137,9 @@ async function runGet(cc: CommandContext, command: Command): Promise<void> {
   });
   printOrder(cc.out, order, undefined, payment);
   if (!cc.out.json && order.status === 'REFUNDED') {
-    cc.out.info(`refunded in full (payment ${payment?.status ?? 'CANCELED'}); its units stay sold until \`miniapp orders cancel ${id}\` puts them back on hand`);
+    cc.out.info(
+      `refunded in full (payment ${payment?.status ?? 'CANCELED'}); its units stay sold until \`miniapp orders cancel ${id}\` puts them back on hand`,
+    );
   }
 }
 
@@ -123,7 +149,11 @@ async function runList(cc: CommandContext, command: Command): Promise<void> {
   if (status !== undefined && !STATUSES.includes(status)) throw new UsageError(`--status must be one of ${STATUSES.join(', ')}; got "${flags.status}"`);
   const limit = parseInteger(flags.limit, '--limit', 1, 100);
   const page = await withCommerce(cc, flags, (client) =>
-    client.listOrders({ page_size: limit, status: status ?? 'ORDER_STATUS_UNSPECIFIED', user_id: flags.user === undefined ? '0' : parseId(flags.user, '--user') }),
+    client.listOrders({
+      page_size: limit,
+      status: status ?? 'ORDER_STATUS_UNSPECIFIED',
+      user_id: flags.user === undefined ? '0' : parseId(flags.user, '--user'),
+    }),
   );
   cc.out.table(page.orders.map(orderJson), ORDER_COLUMNS);
 }

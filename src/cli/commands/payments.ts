@@ -20,18 +20,25 @@ export function registerPayments(program: Command, bind: Bind): void {
     )
     .addHelpText('after', COMMERCE_HELP);
 
-  withConnection(payments.command('get').description('show one payment with its refunds').argument('<payment-id>', 'the payment ("pay_...")')).action(bind(runGet));
+  withConnection(payments.command('get').description('show one payment with its refunds').argument('<payment-id>', 'the payment ("pay_...")')).action(
+    bind(runGet),
+  );
 
   withConnection(
     payments
       .command('refund')
-      .description('refund all of a payment\'s balance, or --amount of it, with a reason (the admin token only); its order becomes PARTIALLY_REFUNDED, or REFUNDED once all of it is')
+      .description(
+        "refund all of a payment's balance, or --amount of it, with a reason (the admin token only); its order becomes PARTIALLY_REFUNDED, or REFUNDED once all of it is",
+      )
       .argument('<payment-id>', 'the payment ("pay_...")')
       .option('--amount <n>', 'minor units of the currency (KRW has none); default: the whole balance')
       .requiredOption('--reason <text>', 'why')
       .option('--idempotency-key <key>', 'retry safely with the same key; generated and printed when not given'),
   )
-    .addHelpText('after', '\nExamples:\n  miniapp payments refund pay_... --amount 3000 --reason "one mug broken"\n  miniapp payments refund pay_... --reason "order returned"')
+    .addHelpText(
+      'after',
+      '\nExamples:\n  miniapp payments refund pay_... --amount 3000 --reason "one mug broken"\n  miniapp payments refund pay_... --reason "order returned"',
+    )
     .action(bind(runRefund));
 }
 

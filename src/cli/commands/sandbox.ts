@@ -36,16 +36,16 @@ export function registerSandbox(program: Command, bind: Bind): void {
   const sandbox = program
     .command('sandbox')
     .description(
-      'Serve the five partner-API endpoints (with the response envelope, the spec\'s code and token lifetimes, and ' +
+      "Serve the five partner-API endpoints (with the response envelope, the spec's code and token lifetimes, and " +
         'personal fields encrypted with the key and AAD), the graph API under /graph, and the host page at /host/ ' +
         '(a mini-app in a phone frame: appLogin() and the consent screen), for development and tests without the real ' +
-        'services. Key and AAD default to the profile\'s, else they are generated and printed.',
+        "services. Key and AAD default to the profile's, else they are generated and printed.",
     )
     .option('--host <host>', 'address to bind', '127.0.0.1')
     .option('--port <port>', 'port to listen on (0 picks a free one)', '4010')
     .option('--key <key>', 'AES-256 key for the personal fields (64 hex or 44 Base64 characters)')
     .option('--aad <aad>', 'AAD for the personal fields: text:VALUE, hex:HEX, or bare (hex when it is hex digits of even length, else text)')
-    .option('--prefix <path>', 'path prefix of the partner endpoints: spec, production or a path (default: the profile\'s path-prefix)')
+    .option('--prefix <path>', "path prefix of the partner endpoints: spec, production or a path (default: the profile's path-prefix)")
     .option('--mtls', 'require a client certificate signed by --ca (HTTPS)')
     .option('--cert <file>', 'server certificate (PEM file or text), with --mtls')
     .option('--key-file <file>', 'server private key (PEM file or text), with --mtls')
@@ -81,9 +81,13 @@ export function registerSandbox(program: Command, bind: Bind): void {
 
   sandbox
     .command('unlink')
-    .description('remove a user\'s login connection as the user would, and send the removal callback')
+    .description("remove a user's login connection as the user would, and send the removal callback")
     .requiredOption('--user-key <n>', 'the user')
-    .option('--reason <reason>', `why, as the callback's referrer: ${UNLINK_REASON_NAMES.join(', ')} (the vendor's name for WITHDRAWAL_PLATFORM); others are sent as given`, 'UNLINK')
+    .option(
+      '--reason <reason>',
+      `why, as the callback's referrer: ${UNLINK_REASON_NAMES.join(', ')} (the vendor's name for WITHDRAWAL_PLATFORM); others are sent as given`,
+      'UNLINK',
+    )
     .option(url, urlHelp)
     .action(bind(runUnlink));
 
@@ -150,7 +154,8 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
   let tls;
   if (options.mtls) {
     const missing = ['cert', 'keyFile', 'ca'].filter((name) => !options[name as 'cert' | 'keyFile' | 'ca']);
-    if (missing.length) throw new UsageError(`--mtls needs --cert, --key-file and --ca; missing ${missing.map((m) => (m === 'keyFile' ? '--key-file' : `--${m}`)).join(', ')}`);
+    if (missing.length)
+      throw new UsageError(`--mtls needs --cert, --key-file and --ca; missing ${missing.map((m) => (m === 'keyFile' ? '--key-file' : `--${m}`)).join(', ')}`);
     tls = { cert: readPem(options.cert!, '--cert'), key: readPem(options.keyFile!, '--key-file'), ca: readPem(options.ca!, '--ca') };
   } else if (options.cert || options.keyFile || options.ca) {
     throw new UsageError('--cert, --key-file and --ca go with --mtls');
@@ -180,7 +185,10 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
   } catch (error) {
     await sandbox.app.close();
     const code = (error as NodeJS.ErrnoException).code;
-    if (code === 'EADDRINUSE') throw new PortInUseError(`port ${port} on ${options.host} is already in use`, { hint: 'stop what listens there, or pick another with --port (0 picks a free one)' });
+    if (code === 'EADDRINUSE')
+      throw new PortInUseError(`port ${port} on ${options.host} is already in use`, {
+        hint: 'stop what listens there, or pick another with --port (0 picks a free one)',
+      });
     if (code === 'EADDRNOTAVAIL' || code === 'ENOTFOUND') throw new UsageError(`cannot bind to --host ${options.host}: ${code}`);
     throw error;
   }
@@ -325,4 +333,3 @@ async function runAdvance(cc: CommandContext, command: Command): Promise<void> {
   if (cc.out.json) cc.out.printJson(result);
   else cc.out.line(`sandbox clock is now ${String(result.now)}`);
 }
-

@@ -1,7 +1,7 @@
 import { Option, type Command } from '../commander.js';
 import type { Bind } from '../command.js';
 import type { CommandContext } from '../context.js';
-import { ConfigError, MiniappError, PortInUseError, UsageError } from '../../errors.js';
+import { ConfigError, PortInUseError, UsageError } from '../../errors.js';
 import { partnerTls, timeoutMs } from '../connect/profile.js';
 import { parsePort, parseWholeNumber } from '../flags.js';
 import { parseDuration } from '../../duration.js';
@@ -62,28 +62,39 @@ export function registerServe(program: Command, bind: Bind): void {
         '/api) with its docs, and /metrics. Over gRPC: the user service (user.v1), the commerce services (inventory.v1, ' +
         'order.v1, payment.v1) and the monitoring service (monitoring.v1), with health and reflection. Webhooks go out ' +
         'to --webhook-url. Everything is kept in SQLite in the data dir, or in the PostgreSQL of --database, which any ' +
-        'number of instances may share. The upstream partner API is --upstream, else the profile\'s base-url, else a ' +
+        "number of instances may share. The upstream partner API is --upstream, else the profile's base-url, else a " +
         'sandbox started in the same process, with the host page at /host/ (your mini-app in a phone frame, appLogin() and the consent screen). On SIGTERM it drains: not ready at once (/health/ready 503, gRPC health ' +
         'NOT_SERVING) but still answering for --drain, so load balancers move away; then it stops accepting, finishes ' +
         'the calls in flight, ends streams with UNAVAILABLE (clients reconnect and resume elsewhere) and releases its ' +
-        'webhook deliveries to the other instances. Ctrl-C (SIGINT), or a second signal, skips the drain\'s wait. ' +
+        "webhook deliveries to the other instances. Ctrl-C (SIGINT), or a second signal, skips the drain's wait. " +
         'Limits against abuse are on by default (--login-attempts, --rate-limit, --signup-limit); OpenTelemetry traces are off until ' +
         '--otlp-endpoint or OTEL_EXPORTER_OTLP_ENDPOINT names a collector.',
     )
     .option('--host <host>', 'address to bind', '127.0.0.1')
     .option('--port <port>', 'HTTP port (0 picks a free one)', '3000')
-    .option('--upstream <url>', 'partner API base URL (default: the profile\'s base-url, else an embedded sandbox)')
+    .option('--upstream <url>', "partner API base URL (default: the profile's base-url, else an embedded sandbox)")
     .option('--cors-origin <origin>', 'the one browser origin allowed to call the relay and the blog API, with credentials')
-    .option('--public-url <url>', 'where clients reach this server (e.g. https://blog.example.com behind a proxy): links in answers are built under it; default: relative links')
+    .option(
+      '--public-url <url>',
+      'where clients reach this server (e.g. https://blog.example.com behind a proxy): links in answers are built under it; default: relative links',
+    )
     .option('--data-dir <dir>', 'where the database lives (default: MINIAPP_DATA_DIR, else ~/.local/share/miniapp)')
     .option('--store <kind>', 'sqlite (in the data dir) or memory, when there is no --database', 'sqlite')
-    .option('--database <url>', 'a PostgreSQL shared by any number of serve instances: postgres://USER:PASSWORD@HOST:PORT/DB[?sslmode=verify-full&sslrootcert=ca.pem] (default: MINIAPP_DATABASE_URL, else database-url; none: SQLite in the data dir)')
+    .option(
+      '--database <url>',
+      'a PostgreSQL shared by any number of serve instances: postgres://USER:PASSWORD@HOST:PORT/DB[?sslmode=verify-full&sslrootcert=ca.pem] (default: MINIAPP_DATABASE_URL, else database-url; none: SQLite in the data dir)',
+    )
     .option('--database-pool <n>', 'connections to PostgreSQL of this instance', '10')
     .option('--database-timeout <duration>', 'how long a call waits for PostgreSQL before it fails (503 / UNAVAILABLE)', '5s')
     .option('--callback-auth <id:password>', 'Basic-Auth credentials the unlink callback must carry')
-    .option('--operator-token <token>', 'operator credential (or MINIAPP_OPERATOR_TOKEN), at least 16 characters: sent as X-Operator-Token, /api/auth/logout-by-user-key removes any user\'s connection (without it, a token removes only its own user\'s)')
+    .option(
+      '--operator-token <token>',
+      "operator credential (or MINIAPP_OPERATOR_TOKEN), at least 16 characters: sent as X-Operator-Token, /api/auth/logout-by-user-key removes any user's connection (without it, a token removes only its own user's)",
+    )
     .option('--log-level <level>', `log level: ${LOG_LEVELS.join(', ')}`, 'info')
-    .addOption(new Option('--log-format <format>', 'pretty (one line per request) or json (default: pretty on a terminal, json otherwise)').choices(['pretty', 'json']))
+    .addOption(
+      new Option('--log-format <format>', 'pretty (one line per request) or json (default: pretty on a terminal, json otherwise)').choices(['pretty', 'json']),
+    )
     .option('--sandbox-port <port>', 'port of the embedded sandbox, when no upstream is configured (default: a free one)')
     .option('--timeout <duration>', 'time-out of each call to the partner API', '10s')
     .option('--grpc-host <host>', 'address of the gRPC services', '127.0.0.1')
@@ -91,27 +102,44 @@ export function registerServe(program: Command, bind: Bind): void {
     .option('--grpc-tls-cert <file>', 'serve gRPC over TLS with this certificate (PEM file or text)')
     .option('--grpc-tls-key <file>', 'and this private key')
     .option('--no-grpc', 'do not start the gRPC services')
-    .option('--save-profile', 'store this serve\'s gRPC address and admin token (and TLS) in the profile even when it has some already (default: only when it has none)')
-    .option('--no-docs', 'do not publish the blog API\'s docs pages and OpenAPI descriptions')
-    .option('--webhook-url <url>', 'send post.created, order.paid, order.refunded, order.cancelled and payment.refunded to this URL (repeatable)', (value: string, all: string[]) => [...all, value], [] as string[])
-    .option('--webhook-secret <secret>', 'HMAC-SHA256 key of X-Webhook-Signature and webhook-signature (or MINIAPP_WEBHOOK_SECRET; whsec_<base64> is read as Standard Webhooks read it)')
+    .option(
+      '--save-profile',
+      "store this serve's gRPC address and admin token (and TLS) in the profile even when it has some already (default: only when it has none)",
+    )
+    .option('--no-docs', "do not publish the blog API's docs pages and OpenAPI descriptions")
+    .option(
+      '--webhook-url <url>',
+      'send post.created, order.paid, order.refunded, order.cancelled and payment.refunded to this URL (repeatable)',
+      (value: string, all: string[]) => [...all, value],
+      [] as string[],
+    )
+    .option(
+      '--webhook-secret <secret>',
+      'HMAC-SHA256 key of X-Webhook-Signature and webhook-signature (or MINIAPP_WEBHOOK_SECRET; whsec_<base64> is read as Standard Webhooks read it)',
+    )
     .option(
       '--drain <duration>',
-      'on SIGTERM, how long to keep answering while not ready before stopping (0 to 10m; 0 stops at once); keep it above your load balancer\'s health-check interval times its failure threshold',
+      "on SIGTERM, how long to keep answering while not ready before stopping (0 to 10m; 0 stops at once); keep it above your load balancer's health-check interval times its failure threshold",
       `${DEFAULT_DRAIN_MS / 1000}s`,
     )
-    .option('--request-timeout <duration>', 'how long a whole HTTP request, headers and body, may take to arrive (1s to 10m); past it the answer is 408 and the connection is closed', '30s')
+    .option(
+      '--request-timeout <duration>',
+      'how long a whole HTTP request, headers and body, may take to arrive (1s to 10m); past it the answer is 408 and the connection is closed',
+      '30s',
+    )
     .option(
       '--metrics-token <token>',
       'Bearer token GET /metrics requires (or MINIAPP_METRICS_TOKEN), at least 16 characters; without one /metrics (payment totals among it) is open to whoever reaches the HTTP port',
     )
-    .option('--metrics-prefix <prefix>', 'name prefix of every /metrics series; "" for the bare names of the spec and go-grpc-prometheus', DEFAULT_METRICS_PREFIX)
-    .addOption(
-      new Option('--password-hash-cost <log2N>', 'scrypt cost of new password hashes, as log2 of N (10 to 20)').default('14'),
+    .option(
+      '--metrics-prefix <prefix>',
+      'name prefix of every /metrics series; "" for the bare names of the spec and go-grpc-prometheus',
+      DEFAULT_METRICS_PREFIX,
     )
+    .addOption(new Option('--password-hash-cost <log2N>', 'scrypt cost of new password hashes, as log2 of N (10 to 20)').default('14'))
     .option(
       '--login-attempts <n>',
-      'wrong passwords allowed per account and address at the blog\'s login (and 10 times as many, at least 50, per address; the same per address for codes and refresh tokens the partner API refuses at the relay) before the back-off: locked for 1 s, doubling to 15 min, answered 429; 0 turns the limits off',
+      "wrong passwords allowed per account and address at the blog's login (and 10 times as many, at least 50, per address; the same per address for codes and refresh tokens the partner API refuses at the relay) before the back-off: locked for 1 s, doubling to 15 min, answered 429; 0 turns the limits off",
       String(DEFAULT_LOGIN_LIMITS.perAccount),
     )
     .option(
@@ -119,7 +147,10 @@ export function registerServe(program: Command, bind: Bind): void {
       'sign-ups (accounts made without the admin token, through POST /users or CreateUser) allowed per client address (an IPv6 /64) in an hour from its first, counted in the store by every instance together (N or N/hour); over it: 429 TOO_MANY_SIGNUPS or RESOURCE_EXHAUSTED; 0 turns the limit off',
       String(DEFAULT_SIGNUP_LIMITS.perAddress),
     )
-    .option('--otlp-endpoint <url>', 'send OpenTelemetry traces over OTLP to this collector (e.g. http://127.0.0.1:4318); the standard OTEL_* variables (OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_SERVICE_NAME, OTEL_TRACES_SAMPLER, ...) work too; default: off')
+    .option(
+      '--otlp-endpoint <url>',
+      'send OpenTelemetry traces over OTLP to this collector (e.g. http://127.0.0.1:4318); the standard OTEL_* variables (OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_SERVICE_NAME, OTEL_TRACES_SAMPLER, ...) work too; default: off',
+    )
     .option(
       '--rate-limit <n>',
       'requests per second allowed per access token (per client address without one) on the blog API, the relay and the gRPC services, counted by each instance; over it: 429 or RESOURCE_EXHAUSTED; 0 turns the limit off',
@@ -280,12 +311,15 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
   if (upstream && hostPageFlagsGiven(flags)) {
     throw new UsageError(
       `--app-url, --required-term and --optional-term shape the host page over the embedded sandbox; with the partner API at ${redactUrl(baseUrl!)} there is none`,
-      { hint: flags.upstream !== undefined ? 'leave out --upstream to use the sandbox' : 'unset base-url (`miniapp config unset base-url`) to use the sandbox' },
+      {
+        hint: flags.upstream !== undefined ? 'leave out --upstream to use the sandbox' : 'unset base-url (`miniapp config unset base-url`) to use the sandbox',
+      },
     );
   }
   const directory = flags.dataDir ?? dataDir(cc.env, cc.homedir);
   const databaseUrl = flags.database !== undefined ? settingSpec('database-url').validate(flags.database) : (await cc.settings.get('database-url')).value;
-  if (databaseUrl && flags.store === 'memory') throw new UsageError('--store memory and a database URL (--database, MINIAPP_DATABASE_URL or database-url) exclude each other');
+  if (databaseUrl && flags.store === 'memory')
+    throw new UsageError('--store memory and a database URL (--database, MINIAPP_DATABASE_URL or database-url) exclude each other');
   const grpcPort = parsePort(flags.grpcPort, '--grpc-port');
   const sandboxPort = flags.sandboxPort === undefined ? undefined : parsePort(flags.sandboxPort, '--sandbox-port');
   const pretty = (flags.logFormat ?? (cc.io.stderr.isTTY ? 'pretty' : 'json')) === 'pretty';
@@ -295,11 +329,16 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
   const hashCost = /^\d+$/.test(flags.passwordHashCost) ? Number(flags.passwordHashCost) : NaN;
   if (!(hashCost >= 10 && hashCost <= 20)) throw new UsageError(`--password-hash-cost must be a whole number from 10 to 20; got "${flags.passwordHashCost}"`);
   if (Boolean(flags.grpcTlsCert) !== Boolean(flags.grpcTlsKey)) throw new UsageError('--grpc-tls-cert and --grpc-tls-key go together');
-  if (!/^\d{1,6}$/.test(flags.loginAttempts)) throw new UsageError(`--login-attempts must be a whole number from 0 (the limits off) to 999999; got "${flags.loginAttempts}"`);
+  if (!/^\d{1,6}$/.test(flags.loginAttempts))
+    throw new UsageError(`--login-attempts must be a whole number from 0 (the limits off) to 999999; got "${flags.loginAttempts}"`);
   const attempts = Number(flags.loginAttempts);
-  const loginLimits = attempts === 0 ? false : { ...DEFAULT_LOGIN_LIMITS, perAccount: attempts, perAddress: Math.max(DEFAULT_LOGIN_LIMITS.perAddress, 10 * attempts) };
+  const loginLimits =
+    attempts === 0 ? false : { ...DEFAULT_LOGIN_LIMITS, perAccount: attempts, perAddress: Math.max(DEFAULT_LOGIN_LIMITS.perAddress, 10 * attempts) };
   const signupLimit = /^(\d{1,6})(?:\/hour)?$/.exec(flags.signupLimit)?.[1];
-  if (signupLimit === undefined) throw new UsageError(`--signup-limit must be a whole number of sign-ups per address per hour (N or N/hour) from 0 (no limit) to 999999; got "${flags.signupLimit}"`);
+  if (signupLimit === undefined)
+    throw new UsageError(
+      `--signup-limit must be a whole number of sign-ups per address per hour (N or N/hour) from 0 (no limit) to 999999; got "${flags.signupLimit}"`,
+    );
   const signupLimits = Number(signupLimit) === 0 ? false : { ...DEFAULT_SIGNUP_LIMITS, perAddress: Number(signupLimit) };
   const tracing = resolveTracing(cc.env, { otlpEndpoint: flags.otlpEndpoint });
   const requestRates = parseRequestRates(flags.rateLimit, flags.rateBurst);
@@ -315,7 +354,10 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
   if (webhookUrls.length > 0 && !webhookSecret) {
     throw new ConfigError('--webhook-url needs a secret to sign the deliveries', { hint: 'pass --webhook-secret or set MINIAPP_WEBHOOK_SECRET' });
   }
-  const grpcTls = flags.grpcTlsCert && flags.grpcTlsKey ? { cert: readPem(flags.grpcTlsCert, '--grpc-tls-cert'), key: readPem(flags.grpcTlsKey, '--grpc-tls-key') } : undefined;
+  const grpcTls =
+    flags.grpcTlsCert && flags.grpcTlsKey
+      ? { cert: readPem(flags.grpcTlsCert, '--grpc-tls-cert'), key: readPem(flags.grpcTlsKey, '--grpc-tls-key') }
+      : undefined;
   let running;
   try {
     running = await startServe({
@@ -359,10 +401,14 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
     // Who holds it, when it is the serve of this data dir (its serve.json names a live pid).
     const holder = async (address: string) => {
       const other = (await import('../connect/serve-runtime.js')).readServeRuntime(directory);
-      return other && (other.url.endsWith(`:${address.split(':').pop()}`) || other.grpc === address) ? ` by miniapp serve (pid ${other.pid}, data dir ${directory})` : '';
+      return other && (other.url.endsWith(`:${address.split(':').pop()}`) || other.grpc === address)
+        ? ` by miniapp serve (pid ${other.pid}, data dir ${directory})`
+        : '';
     };
     if (code === 'EADDRINUSE' && sandboxPort !== undefined && taken === sandboxPort) {
-      throw new PortInUseError(`port ${sandboxPort} for the embedded sandbox is already in use`, { hint: 'stop what listens there, or pick another with --sandbox-port (0 picks a free one)' });
+      throw new PortInUseError(`port ${sandboxPort} for the embedded sandbox is already in use`, {
+        hint: 'stop what listens there, or pick another with --sandbox-port (0 picks a free one)',
+      });
     }
     // grpc-js says "No address added out of total 1 resolved errors: [listen EADDRINUSE: address already in use HOST:PORT]".
     if (flags.grpc && /No address added out of total|bind/i.test(message)) {
@@ -372,7 +418,9 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
           hint: 'stop what listens there, or pick another with --grpc-port (0 picks a free one); --no-grpc serves HTTP alone',
         });
       }
-      throw new ConfigError(`cannot listen for gRPC on ${flags.grpcHost}:${grpcPort}: ${cause}`, { hint: 'pick another with --grpc-port or --grpc-host, or --no-grpc' });
+      throw new ConfigError(`cannot listen for gRPC on ${flags.grpcHost}:${grpcPort}: ${cause}`, {
+        hint: 'pick another with --grpc-port or --grpc-host, or --no-grpc',
+      });
     }
     if (code === 'EADDRINUSE') {
       throw new PortInUseError(`port ${port} on ${flags.host} is already in use${await holder(`${flags.host}:${port}`)}`, {
@@ -422,13 +470,19 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
     const relay = info.relay;
     const lines = [
       `miniapp serve listening on ${c.bold(running.url)}`,
-      ...(running.hostPage ? [`  host page ${c.bold(running.hostPage)}   your mini-app in a phone frame: appLogin(), the consent screen, the sandbox's users and log`] : []),
+      ...(running.hostPage
+        ? [`  host page ${c.bold(running.hostPage)}   your mini-app in a phone frame: appLogin(), the consent screen, the sandbox's users and log`]
+        : []),
       `  relay     POST ${relay}/token   POST ${relay}/refresh   GET ${relay}/me`,
       `            POST ${relay}/logout   POST ${relay}/logout-by-user-key${operatorToken ? ' (any userKey with X-Operator-Token)' : ''}`,
       `            GET|POST ${relay}/unlink-callback${flags.callbackAuth ? ' (Basic auth required)' : ''}`,
       `  blog      ${running.url}/api/v1, ${running.url}/api/v2, ${running.url}/api (latest: v2)`,
       ...(flags.docs ? [`  docs      ${running.url}/api/v2/docs   OpenAPI ${running.url}/api/v2/openapi.json (and per mount)`] : []),
-      ...(webhookUrls.length ? [`  webhooks  post.created, order.paid, order.refunded, order.cancelled, payment.refunded -> ${webhookUrls.map(redactUrl).join(', ')} (signed; \`miniapp webhooks list\`)`] : []),
+      ...(webhookUrls.length
+        ? [
+            `  webhooks  post.created, order.paid, order.refunded, order.cancelled, payment.refunded -> ${webhookUrls.map(redactUrl).join(', ')} (signed; \`miniapp webhooks list\`)`,
+          ]
+        : []),
       `  health    GET ${info.health}`,
       `  metrics   GET ${info.metrics}${metricsToken ? ' (Bearer token of --metrics-token)' : ' (open to whoever reaches this port: --metrics-token, or keep the port private)'}`,
       ...(running.grpc
@@ -442,7 +496,7 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
           ]
         : []),
       `  upstream  ${info.upstream}${running.sandbox ? ' (embedded sandbox)' : ''}`,
-      `  data      ${databaseUrl ? `PostgreSQL ${running.database} (pool ${databasePool}; readiness GET ${running.url}/health/ready)` : running.databaseFile ?? 'in memory (--store memory): nothing is kept after exit'}`,
+      `  data      ${databaseUrl ? `PostgreSQL ${running.database} (pool ${databasePool}; readiness GET ${running.url}/health/ready)` : (running.databaseFile ?? 'in memory (--store memory): nothing is kept after exit')}`,
       `  CORS      ${flags.corsOrigin ?? 'no browser origin allowed (--cors-origin ORIGIN)'}`,
       `  links     ${publicUrl ? `absolute under ${publicUrl}` : 'relative (set --public-url for absolute ones)'}`,
       `  limits    logins: ${describeLoginLimits(loginLimits)}${loginLimits ? ' (--login-attempts)' : ''}`,
@@ -501,7 +555,9 @@ async function runServe(cc: CommandContext, command: Command): Promise<void> {
     skip,
     onStep: (step) => {
       if (step.step === 'draining') {
-        cc.out.info(`${signal}: draining for ${formatDrain(step.ms)}: not ready (/health/ready 503, gRPC NOT_SERVING), still answering; a second signal stops at once`);
+        cc.out.info(
+          `${signal}: draining for ${formatDrain(step.ms)}: not ready (/health/ready 503, gRPC NOT_SERVING), still answering; a second signal stops at once`,
+        );
       } else if (step.step === 'drain-skipped') {
         cc.out.info('second signal: drain cut short, stopping at once');
       } else if (step.step === 'stopping') {

@@ -10,9 +10,7 @@ import type { StoredTokens } from '../../login/session.js';
 
 /** The `token` command itself; its subcommands are added by the functions below. */
 function tokenGroup(program: Command): Command {
-  return program
-    .command('token')
-    .description('Exchange an authorization code for tokens, refresh them, and show what the profile holds.');
+  return program.command('token').description('Exchange an authorization code for tokens, refresh them, and show what the profile holds.');
 }
 
 export function registerToken(program: Command, bind: Bind): void {
@@ -136,6 +134,7 @@ function printStored(cc: CommandContext, stored: StoredTokens, reveal: boolean):
     ],
     stored,
   );
-  if (accessLeft <= 0 && refreshLeft > 0) cc.out.info(cc.out.errColor.dim('the access token has expired: `miniapp token refresh` (or `miniapp me`, which refreshes by itself)'));
+  if (accessLeft <= 0 && refreshLeft > 0)
+    cc.out.info(cc.out.errColor.dim('the access token has expired: `miniapp token refresh` (or `miniapp me`, which refreshes by itself)'));
   if (refreshLeft <= 0) cc.out.info(cc.out.errColor.dim('the refresh token has expired: log in again (appLogin(), then `miniapp token exchange --code CODE`)'));
 }

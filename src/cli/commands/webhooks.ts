@@ -23,7 +23,9 @@ const DATABASE_HELP = 'the PostgreSQL of `miniapp serve --database` (default: MI
 export function registerWebhooks(program: Command, bind: Bind): void {
   const webhooks = program
     .command('webhooks')
-    .description('The webhook deliveries of `miniapp serve` (post.created, order.paid, order.refunded, order.cancelled, payment.refunded): list, resend, cancel; and signature checks for receivers.');
+    .description(
+      'The webhook deliveries of `miniapp serve` (post.created, order.paid, order.refunded, order.cancelled, payment.refunded): list, resend, cancel; and signature checks for receivers.',
+    );
   webhooks
     .command('list')
     .summary('list webhook deliveries with their state, attempts and last result')
@@ -36,7 +38,10 @@ export function registerWebhooks(program: Command, bind: Bind): void {
     .option('--limit <n>', 'only the N most recent (still oldest first)', wholeNumber('--limit'))
     .option('--data-dir <dir>', DATA_DIR_HELP)
     .option('--database <url>', DATABASE_HELP)
-    .addHelpText('after', '\nExamples:\n  miniapp webhooks list --limit 20\n  miniapp webhooks list --state held\n  miniapp webhooks list --state failed --json')
+    .addHelpText(
+      'after',
+      '\nExamples:\n  miniapp webhooks list --limit 20\n  miniapp webhooks list --state held\n  miniapp webhooks list --state failed --json',
+    )
     .action(bind(runList));
   webhooks
     .command('resend')
@@ -73,10 +78,10 @@ export function registerWebhooks(program: Command, bind: Bind): void {
     .action(bind(runCancel));
   webhooks
     .command('verify')
-    .summary('check a delivery\'s signatures (X-Webhook-Signature, webhook-signature) against the body a receiver got')
+    .summary("check a delivery's signatures (X-Webhook-Signature, webhook-signature) against the body a receiver got")
     .description(
-      'Check the signatures of a delivery against the body a receiver got, byte for byte (FILE, or stdin): the spec\'s ' +
-        'X-Webhook-Signature (--signature), Standard Webhooks\' webhook-signature (--webhook-signature with --webhook-id and ' +
+      "Check the signatures of a delivery against the body a receiver got, byte for byte (FILE, or stdin): the spec's " +
+        "X-Webhook-Signature (--signature), Standard Webhooks' webhook-signature (--webhook-signature with --webhook-id and " +
         '--webhook-timestamp), or both. Exits 0 when every one given matches, 1 when one does not. The secret comes from ' +
         '--secret, else MINIAPP_WEBHOOK_SECRET (prefer the environment: flags end up in shell history).',
     )
@@ -84,7 +89,7 @@ export function registerWebhooks(program: Command, bind: Bind): void {
     .option('--secret <secret>', 'the shared secret (env MINIAPP_WEBHOOK_SECRET)')
     .option('--signature <sig>', 'the X-Webhook-Signature header value: sha256=<64 hex>')
     .option('--webhook-signature <sigs>', 'the webhook-signature header value: v1,<base64> (several, space-separated)')
-    .option('--webhook-id <id>', 'the webhook-id header value (the delivery\'s id, as X-Webhook-Delivery)')
+    .option('--webhook-id <id>', "the webhook-id header value (the delivery's id, as X-Webhook-Delivery)")
     .option('--webhook-timestamp <seconds>', 'the webhook-timestamp header value (Unix seconds of the attempt)')
     .addHelpText(
       'after',
@@ -103,7 +108,11 @@ interface StoreFlags {
 }
 
 /** serve's outbox, or undefined when serve has not created its SQLite database yet (with a note saying so). */
-async function openOutbox(cc: CommandContext, flags: StoreFlags, mode: 'read' | 'write'): Promise<{ outbox: WebhookOutbox; close(): Promise<void> } | undefined> {
+async function openOutbox(
+  cc: CommandContext,
+  flags: StoreFlags,
+  mode: 'read' | 'write',
+): Promise<{ outbox: WebhookOutbox; close(): Promise<void> } | undefined> {
   const [{ openServeStore }, { WebhookOutbox }] = await Promise.all([import('../connect/serve-store.js'), import('../../webhooks/outbox.js')]);
   // Writers open it as serve does (migrations; WAL and a busy time-out on SQLite), so both can write at once.
   const opened = await openServeStore(cc, flags, mode);
@@ -275,9 +284,18 @@ async function runResend(cc: CommandContext, command: Command): Promise<void> {
       report(cc, 'queued', outcome, ids.length, (d) => `queued delivery ${d.originalId} again as ${d.id} (${d.event} to ${d.url})`);
       return;
     }
-    const finished = await waitForDeliveries(cc, outbox, outcome.done.map((d) => d.id));
-    report(cc, 'queued', { done: finished.deliveries, refused: outcome.refused }, ids.length, (d) =>
-      `delivery ${d.id} (X-Webhook-Delivery ${d.key ?? d.originalId}) ${d.state}${d.attempts.length ? ` after ${d.attemptCount} attempt${d.attemptCount === 1 ? '' : 's'}, ${lastResult(d.attempts.at(-1))}` : ''}`,
+    const finished = await waitForDeliveries(
+      cc,
+      outbox,
+      outcome.done.map((d) => d.id),
+    );
+    report(
+      cc,
+      'queued',
+      { done: finished.deliveries, refused: outcome.refused },
+      ids.length,
+      (d) =>
+        `delivery ${d.id} (X-Webhook-Delivery ${d.key ?? d.originalId}) ${d.state}${d.attempts.length ? ` after ${d.attemptCount} attempt${d.attemptCount === 1 ? '' : 's'}, ${lastResult(d.attempts.at(-1))}` : ''}`,
     );
     const unfinished = finished.deliveries.filter((d) => d.state !== 'delivered');
     if (unfinished.length > 0) {
@@ -315,7 +333,9 @@ async function runVerify(cc: CommandContext, command: Command): Promise<void> {
   }
   const standard = flags.webhookSignature !== undefined || flags.webhookId !== undefined || flags.webhookTimestamp !== undefined;
   if (flags.signature === undefined && !standard) {
-    throw new UsageError('no signature: pass --signature with the X-Webhook-Signature header value, or --webhook-signature with --webhook-id and --webhook-timestamp');
+    throw new UsageError(
+      'no signature: pass --signature with the X-Webhook-Signature header value, or --webhook-signature with --webhook-id and --webhook-timestamp',
+    );
   }
   const { parseSignature, parseStandardSignatures, standardKey, verifySignature, verifyStandard } = await import('../../webhooks/signature.js');
   if (flags.signature !== undefined && !parseSignature(flags.signature)) {
@@ -323,13 +343,16 @@ async function runVerify(cc: CommandContext, command: Command): Promise<void> {
   }
   if (standard) {
     const missing = (['--webhook-signature', '--webhook-id', '--webhook-timestamp'] as const).filter(
-      (flag) => ({ '--webhook-signature': flags.webhookSignature, '--webhook-id': flags.webhookId, '--webhook-timestamp': flags.webhookTimestamp })[flag] === undefined,
+      (flag) =>
+        ({ '--webhook-signature': flags.webhookSignature, '--webhook-id': flags.webhookId, '--webhook-timestamp': flags.webhookTimestamp })[flag] === undefined,
     );
-    if (missing.length > 0) throw new UsageError(`a webhook-signature is checked with its id and timestamp: pass ${missing.join(' and ')} too (the headers as received)`);
+    if (missing.length > 0)
+      throw new UsageError(`a webhook-signature is checked with its id and timestamp: pass ${missing.join(' and ')} too (the headers as received)`);
     if (parseStandardSignatures(flags.webhookSignature!).length === 0) {
       throw new UsageError('--webhook-signature must hold v1,<base64 of 32 bytes> (several space-separated), the webhook-signature header value');
     }
-    if (!/^\d{1,15}$/.test(flags.webhookTimestamp!.trim())) throw new UsageError('--webhook-timestamp must be whole seconds since 1970, the webhook-timestamp header value');
+    if (!/^\d{1,15}$/.test(flags.webhookTimestamp!.trim()))
+      throw new UsageError('--webhook-timestamp must be whole seconds since 1970, the webhook-timestamp header value');
     if (flags.webhookId!.trim() === '') throw new UsageError('--webhook-id must not be empty: give the webhook-id header value');
     // A whsec_ secret that is not base64 cannot have signed anything: said as the configuration error it is.
     standardKey(secret);
@@ -350,8 +373,7 @@ async function runVerify(cc: CommandContext, command: Command): Promise<void> {
     if (!verifyStandard(body, secret, flags.webhookId!, timestamp, flags.webhookSignature!)) {
       throw new MiniappError('webhook-signature does not match', {
         hint:
-          'check the secret, that --webhook-id and --webhook-timestamp are the headers of the same request, and that the body ' +
-          'is the exact bytes received',
+          'check the secret, that --webhook-id and --webhook-timestamp are the headers of the same request, and that the body ' + 'is the exact bytes received',
       });
     }
     checked.push('webhook-signature');
@@ -360,7 +382,7 @@ async function runVerify(cc: CommandContext, command: Command): Promise<void> {
       const at = new Date(Number(timestamp) * 1000).toISOString();
       cc.out.warn(
         `the webhook-timestamp (${at}) is ${formatDuration(Math.abs(age) * 1000)} ${age > 0 ? 'old' : 'ahead of this clock'}: a receiver with ` +
-          'Standard Webhooks\' 5-minute tolerance refuses it now (the signature itself is valid)',
+          "Standard Webhooks' 5-minute tolerance refuses it now (the signature itself is valid)",
       );
     }
   }

@@ -10,7 +10,7 @@ import { ConfigError, UsageError } from '../../errors.js';
 import type { GraphClient } from '../../insights/client.js';
 import type { DiscoveryHint, DiscoveryShape, GraphShapeSetting } from '../../insights/accounts.js';
 
-export interface GraphFlags {
+interface GraphFlags {
   maxRetries: number;
   timeout: string;
 }
@@ -52,7 +52,9 @@ async function openSession(cc: CommandContext, command: Command, words: string):
     ...(cc.debug
       ? {
           onRequest: (log) =>
-            activity.log(cc.out.errColor.dim(`GET ${log.url} -> ${log.status ?? 'no answer'} in ${Math.round(log.ms)}ms${log.attempt ? ` (retry ${log.attempt})` : ''}`)),
+            activity.log(
+              cc.out.errColor.dim(`GET ${log.url} -> ${log.status ?? 'no answer'} in ${Math.round(log.ms)}ms${log.attempt ? ` (retry ${log.attempt})` : ''}`),
+            ),
         }
       : {}),
     userAgent: `miniapp/${cc.version}`,

@@ -23,7 +23,7 @@ export function withConnection(command: Command, deadlineHelp = 'time limit of e
     .option('--token <token>', 'bearer token (default: MINIAPP_GRPC_TOKEN, then grpc-token)')
     .option('--deadline <duration>', deadlineHelp, '10s')
     .option('--tls', 'connect with TLS (implied by --ca or the grpc-ca setting)')
-    .option('--ca <file>', 'CA that the server\'s certificate chains to: PEM file or text (default: grpc-ca)');
+    .option('--ca <file>', "CA that the server's certificate chains to: PEM file or text (default: grpc-ca)");
 }
 
 /** Address, token, TLS and deadline from the flags, the environment and the profile, checked. */
@@ -51,7 +51,7 @@ export async function connectionOf(
   const token = flags.token?.trim() || (await cc.settings.get('grpc-token')).value;
   if (options.needToken !== false && !token) {
     throw new AuthError(`no token for ${options.service ?? 'the user service'}`, {
-      hint: 'pass --token, set MINIAPP_GRPC_TOKEN, or run `miniapp serve`, which stores its admin token as the profile\'s grpc-token',
+      hint: "pass --token, set MINIAPP_GRPC_TOKEN, or run `miniapp serve`, which stores its admin token as the profile's grpc-token",
       code: 'UNAUTHENTICATED',
     });
   }
@@ -61,7 +61,6 @@ export async function connectionOf(
   const tls = Boolean(flags.tls) || Boolean(ca) || (await cc.settings.get('grpc-tls')).value === 'true';
   return { address, token, tls, ca, deadlineMs, telemetry: cc.telemetry };
 }
-
 
 /** What a following command (users watch, monitor) says on stderr before each wait to reconnect; `lost` names what broke. */
 export function reconnectNotice(lost: string, { attempt, delayMs, reason }: { attempt: number; delayMs: number; reason: string }): string {

@@ -23,8 +23,16 @@ export function addHostPageOptions(command: Command): Command {
       .map((term) => term.tag)
       .join(', ');
   return command
-    .option('--app-url <url>', 'the mini-app the host page (/host/) shows in its phone frame, e.g. your dev server http://127.0.0.1:5173/ (default: a built-in demo)')
-    .option('--required-term <tag=title>', `a term the consent screen requires (repeatable; with --optional-term, replaces the default terms: required ${defaults(true)})`, collect, [] as string[])
+    .option(
+      '--app-url <url>',
+      'the mini-app the host page (/host/) shows in its phone frame, e.g. your dev server http://127.0.0.1:5173/ (default: a built-in demo)',
+    )
+    .option(
+      '--required-term <tag=title>',
+      `a term the consent screen requires (repeatable; with --optional-term, replaces the default terms: required ${defaults(true)})`,
+      collect,
+      [] as string[],
+    )
     .option('--optional-term <tag=title>', `a term the consent screen offers (repeatable; default: ${defaults(false)})`, collect, [] as string[]);
 }
 

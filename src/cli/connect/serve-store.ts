@@ -38,7 +38,11 @@ export async function openServeStore(cc: CommandContext, flags: StoreFlags, mode
     }
     return { store, where: store.description };
   }
-  const [{ dataDir }, { databasePath }, { existsSync }] = await Promise.all([import('../../config/paths.js'), import('../../store/database.js'), import('node:fs')]);
+  const [{ dataDir }, { databasePath }, { existsSync }] = await Promise.all([
+    import('../../config/paths.js'),
+    import('../../store/database.js'),
+    import('node:fs'),
+  ]);
   const directory = flags.dataDir ?? dataDir(cc.env, cc.homedir);
   const file = databasePath(directory);
   if (!existsSync(file) && !flags.create) return { store: undefined, where: file };

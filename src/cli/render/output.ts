@@ -16,7 +16,7 @@ import { ProgressLine, type ProgressOptions } from './progress.js';
 import { loadTextWidths, textWidths } from './cells.js';
 import { planTable } from './table-plan.js';
 
-export { fitColumns, tableChrome, type ColumnFit } from './column-fit.js';
+export { fitColumns, tableChrome } from './column-fit.js';
 import type { Io, OutStream } from './streams.js';
 
 export interface Column<Row> {
@@ -78,7 +78,7 @@ export function maskSecret(value: string): string {
 }
 
 /** Renders any cell value as one line of text. */
-export function cellText(value: unknown): string {
+function cellText(value: unknown): string {
   if (value === undefined || value === null) return '';
   if (typeof value === 'string') return value;
   if (typeof value === 'number' || typeof value === 'boolean' || typeof value === 'bigint') return String(value);
@@ -232,10 +232,12 @@ export class Output {
       return;
     }
     const { textWidth, truncateMiddle, truncateToWidth } = textWidths();
-    const cells = rows.map((row) => columns.map((c) => {
-      const text = oneLine(cellText(c.value(row)));
-      return c.maxWidth === undefined ? text : truncateToWidth(text, c.maxWidth);
-    }));
+    const cells = rows.map((row) =>
+      columns.map((c) => {
+        const text = oneLine(cellText(c.value(row)));
+        return c.maxWidth === undefined ? text : truncateToWidth(text, c.maxWidth);
+      }),
+    );
     const shrinks = columns.map((c) => c.shrink ?? (c.maxWidth !== undefined ? 1 : 0));
     const width = this.io.stdout.columns || 80;
     // A terminal that reports no width (0: script, some CI pseudo-terminals) is taken as 80 wide, as gh does.
@@ -252,7 +254,7 @@ export class Output {
       width,
     );
     const widths = plan.widths;
-    const pick = <T,>(all: readonly T[]) => plan.shown.map((i) => all[i]!);
+    const pick = <T>(all: readonly T[]) => plan.shown.map((i) => all[i]!);
     // Drawn here rather than by cli-table3, whose string-width counts some emoji (ZWJ sequences, flags) otherwise than
     // the cut above did: one measure for cutting and padding keeps the borders straight.
     const rule = (left: string, middle: string, right: string) => `${left}${widths.map((w) => '─'.repeat(w + 2)).join(middle)}${right}`;
@@ -270,13 +272,26 @@ export class Output {
     const rowLines = (texts: readonly string[], styles: readonly ((text: string) => string)[]) => {
       const parts = texts.map((text, i) => (shownColumns[i]!.cut === 'wrap' ? wrapCell(text, widths[i]!, textWidth) : [text]));
       const height = Math.max(...parts.map((p) => p.length));
-      return Array.from({ length: height }, (_, k) => line(parts.map((p) => p[k] ?? ''), styles));
+      return Array.from({ length: height }, (_, k) =>
+        line(
+          parts.map((p) => p[k] ?? ''),
+          styles,
+        ),
+      );
     };
     const lines = [
       rule('┌', '┬', '┐'),
-      line(shownColumns.map((c) => c.header), shownColumns.map(() => (header: string) => this.color.bold(header))),
+      line(
+        shownColumns.map((c) => c.header),
+        shownColumns.map(() => (header: string) => this.color.bold(header)),
+      ),
       // No rule between rows: compact, like `gh` and `kubectl` listings.
-      ...cells.flatMap((row, r) => rowLines(pick(row), shownColumns.map((c) => c.style?.(rows[r]!) ?? unstyled))),
+      ...cells.flatMap((row, r) =>
+        rowLines(
+          pick(row),
+          shownColumns.map((c) => c.style?.(rows[r]!) ?? unstyled),
+        ),
+      ),
       rule('└', '┴', '┘'),
     ];
     this.line(lines.join('\n'));
@@ -308,10 +323,14 @@ export class Output {
         return;
       }
     }
-    this.table(pairs, [
-      { header: 'field', value: ([field]) => field },
-      { header: 'value', value: ([, value]) => value, shrink: 1, drop: -1 },
-    ], jsonValue);
+    this.table(
+      pairs,
+      [
+        { header: 'field', value: ([field]) => field },
+        { header: 'value', value: ([, value]) => value, shrink: 1, drop: -1 },
+      ],
+      jsonValue,
+    );
   }
 
   /** RFC 4180 CSV with a header row. */

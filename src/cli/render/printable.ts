@@ -6,7 +6,6 @@
  * callers that need one line fold them first); carriage return, escape,
  * DEL and the C1 controls (8-bit CSI among them) do not.
  */
-// eslint-disable-next-line no-control-regex
 const CONTROL = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g;
 
 export function printable(text: string): string {

@@ -13,7 +13,6 @@ import stringWidth from 'string-width';
 import { stripVTControlCharacters } from 'node:util';
 
 // CSI sequences (colours, cursor moves) and OSC sequences (hyperlinks, titles).
-// eslint-disable-next-line no-control-regex
 const ANSI = /\u001b\[[0-9;?]*[ -/]*[@-~]|\u001b\][^\u0007\u001b]*(?:\u0007|\u001b\\)/y;
 const segmenter = new Intl.Segmenter();
 
@@ -56,17 +55,17 @@ export function truncateToWidth(text: string, width: number): string {
   let index = 0;
   while (index < text.length && !full) {
     ANSI.lastIndex = index;
-    const escape = text[index] === '\u001b' ? ANSI.exec(text) : null;
-    if (!escape) {
+    const sequence = text[index] === '\u001b' ? ANSI.exec(text) : null;
+    if (!sequence) {
       run += text[index];
       index++;
       continue;
     }
     copy();
     if (full) break;
-    out += escape[0];
+    out += sequence[0];
     styled = true;
-    index += escape[0].length;
+    index += sequence[0].length;
   }
   if (!full) copy();
   return `${out}${styled ? '\u001b[0m' : ''}…`;

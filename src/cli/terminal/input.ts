@@ -17,7 +17,7 @@ export { linesOf } from '../../lines.js';
 const readFile = promisify(readFileCallback);
 const stat = promisify(statCallback);
 
-export const DEFAULT_INPUT_LIMIT = 10 * 1024 * 1024;
+const DEFAULT_INPUT_LIMIT = 10 * 1024 * 1024;
 
 interface InputOptions {
   what: string;

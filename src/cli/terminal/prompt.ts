@@ -12,11 +12,7 @@ export function canPrompt(cc: Pick<CommandContext, 'io' | 'env'>): boolean {
 }
 
 /** Reads a secret without echo; Ctrl-C at the prompt ends the command (exit 1) without storing anything. */
-export async function promptSecret(
-  cc: Pick<CommandContext, 'io' | 'env'>,
-  message: string,
-  validate?: (value: string) => string | true,
-): Promise<string> {
+export async function promptSecret(cc: Pick<CommandContext, 'io' | 'env'>, message: string, validate?: (value: string) => string | true): Promise<string> {
   const { default: password } = await import('@inquirer/password');
   try {
     return await password(

@@ -147,7 +147,11 @@ export function directIo(onStdoutClosed: () => void): Io {
   let stderr: NodeJS.WriteStream | undefined;
   return {
     stdout: new FdOut(1, () => (stdout ??= quietOnClosedPipe(process.stdout, onStdoutClosed)), onStdoutClosed),
-    stderr: new FdOut(2, () => (stderr ??= quietOnClosedPipe(process.stderr)), () => undefined),
+    stderr: new FdOut(
+      2,
+      () => (stderr ??= quietOnClosedPipe(process.stderr)),
+      () => undefined,
+    ),
     stdin: new FdIn(),
   };
 }

@@ -195,7 +195,7 @@ export function printOrder(out: Output, order: OrderMessage, replay?: { replayed
   );
 }
 
-export function paymentJson(payment: PaymentMessage) {
+function paymentJson(payment: PaymentMessage) {
   return {
     id: payment.id,
     order_id: payment.order_id,

@@ -189,8 +189,14 @@ export class DashboardModel {
       grpcInFlight: started === undefined || handled === undefined ? undefined : Math.max(0, started - handled),
       webhooksPending: gauge('webhook_deliveries_pending'),
       ready: ready === undefined ? undefined : ready > 0,
-      httpErrors: minus(countsBy(named(latest, 'http_requests_total'), 'status', httpError), first && countsBy(named(first.series, 'http_requests_total'), 'status', httpError)),
-      grpcErrors: minus(countsBy(named(latest, 'grpc_server_handled_total'), 'grpc_code', grpcError), first && countsBy(named(first.series, 'grpc_server_handled_total'), 'grpc_code', grpcError)),
+      httpErrors: minus(
+        countsBy(named(latest, 'http_requests_total'), 'status', httpError),
+        first && countsBy(named(first.series, 'http_requests_total'), 'status', httpError),
+      ),
+      grpcErrors: minus(
+        countsBy(named(latest, 'grpc_server_handled_total'), 'grpc_code', grpcError),
+        first && countsBy(named(first.series, 'grpc_server_handled_total'), 'grpc_code', grpcError),
+      ),
       webhooksFailing: Math.max(0, failing(latest) - (first ? failing(first.series) : 0)),
       spanMs: first && this.#latest ? this.#latest.at - first.at : 0,
     };

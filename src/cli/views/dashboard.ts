@@ -59,11 +59,16 @@ const latency = (seconds: number | undefined) =>
   seconds === undefined ? '-' : seconds < 1 ? `${(seconds * 1000).toFixed(seconds < 0.01 ? 1 : 0)}ms` : `${seconds.toFixed(2)}s`;
 
 function counts(map: Map<string, number>): string {
-  return [...map].sort((a, b) => b[1] - a[1]).map(([key, n]) => `${key}×${n}`).join(' ') || 'none';
+  return (
+    [...map]
+      .sort((a, b) => b[1] - a[1])
+      .map(([key, n]) => `${key}×${n}`)
+      .join(' ') || 'none'
+  );
 }
 
 /** The screen's lines for a state, each at most `width - 1` cells, `height` lines in all. */
-export function dashboardLines(options: {
+function dashboardLines(options: {
   state: DashboardState;
   logs: readonly string[];
   status: Status;
@@ -77,13 +82,13 @@ export function dashboardLines(options: {
   const { state, status, color: c } = options;
   const width = Math.max(40, options.width - 1);
   const height = Math.max(10, options.height);
-  const fit = (line: string) => (textWidth(line) > width ? truncateToWidth(line, width) : line);
+  const clip = (line: string) => (textWidth(line) > width ? truncateToWidth(line, width) : line);
   const statusText =
     status.state === 'live' ? c.green('live') : status.state === 'connecting' ? c.yellow('connecting') : c.yellow.bold(`reconnecting · ${status.note}`);
   const title = `${c.bold('miniapp serve')} ${options.address} · every ${formatDuration(options.intervalMs)} · ${statusText}`;
   const help = c.dim('q quits');
   const gap = width - textWidth(title) - textWidth(help);
-  const lines = [fit(gap >= 1 ? `${title}${' '.repeat(gap)}${help}` : title)];
+  const lines = [clip(gap >= 1 ? `${title}${' '.repeat(gap)}${help}` : title)];
 
   const sparkWidth = Math.max(8, width - LABEL - VALUE - 2);
   const shown = state.history.slice(-sparkWidth);
@@ -91,25 +96,61 @@ export function dashboardLines(options: {
   const last = state.history.at(-1);
   lines.push(c.dim(`${''.padEnd(LABEL)}${'now'.padStart(VALUE)}  ${span > 0 ? `the last ${formatDuration(span)}` : 'waiting for a second snapshot'}`));
   const row = (label: string, value: string, values: (number | undefined)[]) =>
-    fit(`${label.padEnd(LABEL)}${value.padStart(VALUE)}  ${c.cyan(options.spark(values.map((v) => (v === undefined ? '' : v))))}`);
-  lines.push(row('HTTP req/s', rate(last?.httpRate), shown.map((p) => p.httpRate)));
-  lines.push(row('HTTP p99', latency(last?.httpP99), shown.map((p) => p.httpP99)));
-  lines.push(row('gRPC req/s', rate(last?.grpcRate), shown.map((p) => p.grpcRate)));
-  lines.push(row('gRPC p99', latency(last?.grpcP99), shown.map((p) => p.grpcP99)));
-  lines.push(row('orders/min', rate(last?.ordersPerMinute), shown.map((p) => p.ordersPerMinute)));
-  lines.push(row('payments/min', rate(last?.paymentsPerMinute), shown.map((p) => p.paymentsPerMinute)));
+    clip(`${label.padEnd(LABEL)}${value.padStart(VALUE)}  ${c.cyan(options.spark(values.map((v) => (v === undefined ? '' : v))))}`);
+  lines.push(
+    row(
+      'HTTP req/s',
+      rate(last?.httpRate),
+      shown.map((p) => p.httpRate),
+    ),
+  );
+  lines.push(
+    row(
+      'HTTP p99',
+      latency(last?.httpP99),
+      shown.map((p) => p.httpP99),
+    ),
+  );
+  lines.push(
+    row(
+      'gRPC req/s',
+      rate(last?.grpcRate),
+      shown.map((p) => p.grpcRate),
+    ),
+  );
+  lines.push(
+    row(
+      'gRPC p99',
+      latency(last?.grpcP99),
+      shown.map((p) => p.grpcP99),
+    ),
+  );
+  lines.push(
+    row(
+      'orders/min',
+      rate(last?.ordersPerMinute),
+      shown.map((p) => p.ordersPerMinute),
+    ),
+  );
+  lines.push(
+    row(
+      'payments/min',
+      rate(last?.paymentsPerMinute),
+      shown.map((p) => p.paymentsPerMinute),
+    ),
+  );
   const window = state.spanMs > 0 ? formatDuration(state.spanMs) : formatDuration(options.intervalMs);
   const n = (value: number | undefined) => (value === undefined ? '-' : String(value));
-  lines.push(fit(`${'in flight'.padEnd(LABEL)}HTTP ${n(state.httpInFlight)} · gRPC ${n(state.grpcInFlight)}`));
+  lines.push(clip(`${'in flight'.padEnd(LABEL)}HTTP ${n(state.httpInFlight)} · gRPC ${n(state.grpcInFlight)}`));
   const errors = `HTTP ${counts(state.httpErrors)} · gRPC ${counts(state.grpcErrors)}`;
-  lines.push(fit(`${`errors ${window}`.padEnd(LABEL)}${state.httpErrors.size + state.grpcErrors.size > 0 ? c.red(errors) : errors}`));
+  lines.push(clip(`${`errors ${window}`.padEnd(LABEL)}${state.httpErrors.size + state.grpcErrors.size > 0 ? c.red(errors) : errors}`));
   const failing = `${state.webhooksFailing} failing (${window})`;
-  lines.push(fit(`${'webhooks'.padEnd(LABEL)}${n(state.webhooksPending)} pending · ${state.webhooksFailing > 0 ? c.red(failing) : failing}`));
+  lines.push(clip(`${'webhooks'.padEnd(LABEL)}${n(state.webhooksPending)} pending · ${state.webhooksFailing > 0 ? c.red(failing) : failing}`));
   const ready = state.ready === undefined ? c.dim('unknown') : state.ready ? c.green('ready') : c.red.bold('NOT READY');
-  lines.push(fit(`${'database'.padEnd(LABEL)}${ready}`));
+  lines.push(clip(`${'database'.padEnd(LABEL)}${ready}`));
   lines.push(c.dim(`── log ${'─'.repeat(width - 7)}`));
   const room = Math.max(0, height - lines.length);
-  const logs = options.logs.slice(-room).map(fit);
+  const logs = options.logs.slice(-room).map(clip);
   return [...lines, ...logs];
 }
 

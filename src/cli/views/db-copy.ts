@@ -46,9 +46,12 @@ export async function copyToPostgres(cc: CommandContext, flags: { from: string; 
   // copy's snapshot would be missing from PostgreSQL, which a move to PostgreSQL would lose.
   const running = (await import('../connect/serve-runtime.js')).readServeRuntime(dataDir);
   if (running && !flags.whileRunning) {
-    throw new ServeRunningError(`miniapp serve (pid ${running.pid}, ${running.url}) is running on ${dataDir}: what it writes after the copy would not be in ${redactUrl(url)}; nothing was copied`, {
-      hint: 'stop it first (Ctrl-C, or SIGTERM to drain), then copy; or pass --while-running to copy what it holds now (one snapshot: what it writes after is not copied)',
-    });
+    throw new ServeRunningError(
+      `miniapp serve (pid ${running.pid}, ${running.url}) is running on ${dataDir}: what it writes after the copy would not be in ${redactUrl(url)}; nothing was copied`,
+      {
+        hint: 'stop it first (Ctrl-C, or SIGTERM to drain), then copy; or pass --while-running to copy what it holds now (one snapshot: what it writes after is not copied)',
+      },
+    );
   }
   if (running) cc.out.warn(`miniapp serve (pid ${running.pid}) is running on ${dataDir}: copying what it holds now; what it writes after is not copied`);
   const source = await openStore({ kind: 'sqlite', dataDir: dirname(file), readonly: true });
@@ -75,14 +78,19 @@ export async function copyToPostgres(cc: CommandContext, flags: { from: string; 
         adminToken,
         merge: Boolean(flags.merge),
         now: cc.now(),
-        onRows: (n) => progress.update({ done: (done += n) }),
+        onRows: (n) => {
+          done += n;
+          progress.update({ done });
+        },
       });
     } catch (error) {
       progress.finish();
       if (error instanceof CopyRefused) {
         const lines = error.findings.map((f) => {
           const rows = (n: number) => `${n} row${n === 1 ? '' : 's'}`;
-          const counts = [f.foreign ? `${rows(f.foreign)} not in ${file}` : '', f.conflicts ? `${rows(f.conflicts)} in conflict` : ''].filter(Boolean).join(', ');
+          const counts = [f.foreign ? `${rows(f.foreign)} not in ${file}` : '', f.conflicts ? `${rows(f.conflicts)} in conflict` : '']
+            .filter(Boolean)
+            .join(', ');
           return `${f.table}: ${counts}${f.examples.length ? ` (${f.examples.join('; ')})` : ''}`;
         });
         throw new CopyRefusedError(`${error.message}, so nothing was written to ${target.description}:\n  ${lines.join('\n  ')}`, {
@@ -91,11 +99,17 @@ export async function copyToPostgres(cc: CommandContext, flags: { from: string; 
             : 'copy into an empty database (or the one an earlier copy of this data dir filled, unchanged since), or pass --merge to add this data beside what is there',
         });
       }
-      if (error instanceof CopyNotVerified) throw new MiniappError(`${error.message}`, { hint: 'nothing was written; this is a bug in miniapp if the source is unchanged: report it' });
+      if (error instanceof CopyNotVerified)
+        throw new MiniappError(`${error.message}`, { hint: 'nothing was written; this is a bug in miniapp if the source is unchanged: report it' });
       throw error;
     }
     progress.finish();
-    const mergeColumns = report.merge ? [{ header: 'renumbered', value: (r: (typeof report.tables)[number]) => r.renumbered }, { header: 'left out', value: (r: (typeof report.tables)[number]) => r.skipped }] : [];
+    const mergeColumns = report.merge
+      ? [
+          { header: 'renumbered', value: (r: (typeof report.tables)[number]) => r.renumbered },
+          { header: 'left out', value: (r: (typeof report.tables)[number]) => r.skipped },
+        ]
+      : [];
     cc.out.table(
       report.tables,
       [

@@ -90,7 +90,11 @@ export async function writeAccountReport(cc: CommandContext, output: string | un
   }));
   const tables = [];
   if (result.days.length > 0) {
-    tables.push({ title: 'days', headers: ['date', ...result.dailyMetrics], rows: result.days.map((d) => [d.date, ...result.dailyMetrics.map((m) => d.values[m] ?? null)]) });
+    tables.push({
+      title: 'days',
+      headers: ['date', ...result.dailyMetrics],
+      rows: result.days.map((d) => [d.date, ...result.dailyMetrics.map((m) => d.values[m] ?? null)]),
+    });
   }
   for (const distribution of result.distributions) {
     tables.push({ title: distribution.metric, headers: ['key', 'value'], rows: distribution.entries.map((e) => [e.key, e.value]) });
@@ -115,7 +119,13 @@ export async function writeMediaReport(
   const charts: ReportChart[] = [];
   if (metric !== undefined) {
     const top = topMedia(rows, metric).slice(0, 25);
-    charts.push({ kind: 'bars', title: `top ${top.length} media by ${metric}`, labels: top.map(captionOf), notes: top.map(mediaType), values: top.map((r) => r.metrics[metric] ?? null) });
+    charts.push({
+      kind: 'bars',
+      title: `top ${top.length} media by ${metric}`,
+      labels: top.map(captionOf),
+      notes: top.map(mediaType),
+      values: top.map((r) => r.metrics[metric] ?? null),
+    });
   }
   await writeReport(cc, output, {
     title: 'Media insights',
@@ -123,6 +133,12 @@ export async function writeMediaReport(
     range: options.range,
     generatedAt: cc.now().toISOString(),
     charts,
-    tables: [{ title: `${rows.length} media`, headers: [...fields, ...metrics], rows: rows.map((r) => [...fields.map((f) => r.fields[f] ?? null), ...metrics.map((m) => r.metrics[m] ?? null)]) }],
+    tables: [
+      {
+        title: `${rows.length} media`,
+        headers: [...fields, ...metrics],
+        rows: rows.map((r) => [...fields.map((f) => r.fields[f] ?? null), ...metrics.map((m) => r.metrics[m] ?? null)]),
+      },
+    ],
   });
 }

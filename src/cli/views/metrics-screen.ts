@@ -60,7 +60,7 @@ export function metricsFrame({ data, at, previous, intervalMs, buckets, width, h
   const nameWidth = Math.max(12, Math.min(usable - numbers, widest));
   const lines = [...title(data.service_name, [new Date(at).toISOString(), `every ${formatDuration(intervalMs)}`, 'Ctrl-C stops'], usable, c)];
   lines.push(c.bold(`${'series'.padEnd(nameWidth)}  ${'value'.padStart(12)}  ${'per second'.padStart(12)}`));
-  const valueOf = (key: string) => {
+  const shownValue = (key: string) => {
     const value = data.metrics[key]!;
     const before = previous?.metrics[key];
     const rate = seconds !== undefined && before !== undefined && CUMULATIVE.test(key) ? number((value - before) / seconds) : '';
@@ -75,8 +75,8 @@ export function metricsFrame({ data, at, previous, intervalMs, buckets, width, h
     const parts = wrapSeries(`${indent}${text}`, indent ? nameWidth : usable, indent);
     const last = parts.pop()!;
     lines.push(...parts);
-    if (last.length <= nameWidth) lines.push(`${last.padEnd(nameWidth)}${valueOf(row.key)}`);
-    else lines.push(last, `${''.padEnd(nameWidth)}${valueOf(row.key)}`);
+    if (last.length <= nameWidth) lines.push(`${last.padEnd(nameWidth)}${shownValue(row.key)}`);
+    else lines.push(last, `${''.padEnd(nameWidth)}${shownValue(row.key)}`);
   }
   if (series.length === 0) lines.push(c.dim('(no series match --name)'));
   if (height === undefined || lines.length <= height - 1) return lines;

@@ -25,7 +25,17 @@
  * Domain module: nothing here prints or reads the environment.
  */
 import { rowCheck, type Sql } from '../../store/sql.js';
-import { CommerceError, DEFAULT_CURRENCY, DEFAULT_RESERVATION_TTL_MS, newId, notFound, num, precondition, sortedItems, type Quantity } from '../kernel/common.js';
+import {
+  CommerceError,
+  DEFAULT_CURRENCY,
+  DEFAULT_RESERVATION_TTL_MS,
+  newId,
+  notFound,
+  num,
+  precondition,
+  sortedItems,
+  type Quantity,
+} from '../kernel/common.js';
 import { Statement } from '../kernel/statement.js';
 
 export interface StockLevel {
@@ -82,7 +92,16 @@ const AVAILABLE = '(p.on_hand - (h.reserved_total - p.released_total))';
 function level(row: ProductRow): StockLevel {
   const onHand = num(row.on_hand);
   const reserved = num(row.reserved);
-  return { sku: row.sku, name: row.name, price: num(row.price), currency: row.currency, onHand, reserved, available: onHand - reserved, updatedAt: row.updated_at };
+  return {
+    sku: row.sku,
+    name: row.name,
+    price: num(row.price),
+    currency: row.currency,
+    onHand,
+    reserved,
+    available: onHand - reserved,
+    updatedAt: row.updated_at,
+  };
 }
 
 /**
@@ -231,7 +250,9 @@ export class Inventory {
       );
       if (changed === 0) {
         const [current] = await this.levels([sku], tx);
-        throw precondition(`SKU ${sku} has ${current!.onHand} on hand, ${current!.reserved} reserved: removing ${-delta} would leave less than is reserved (at most ${current!.available} can be removed)`);
+        throw precondition(
+          `SKU ${sku} has ${current!.onHand} on hand, ${current!.reserved} reserved: removing ${-delta} would leave less than is reserved (at most ${current!.available} can be removed)`,
+        );
       }
       await tx.run(LEDGER, [sku, delta, reason, actor, at]);
       return (await this.levels([sku], tx))[0]!;
@@ -250,12 +271,24 @@ export class Inventory {
   async reserve(
     tx: Sql,
     items: readonly Quantity[],
-    options: { id?: string; now?: Date; expiresAt?: string; ttlMs?: number; orderId?: string; skusChecked?: boolean; beforeTaking?: (reservation: ReservationRecord) => Promise<void> } = {},
+    options: {
+      id?: string;
+      now?: Date;
+      expiresAt?: string;
+      ttlMs?: number;
+      orderId?: string;
+      skusChecked?: boolean;
+      beforeTaking?: (reservation: ReservationRecord) => Promise<void>;
+    } = {},
   ): Promise<ReservationRecord> {
     const now = options.now ?? this.now();
     const at = now.toISOString();
     const sorted = sortedItems(items);
-    if (!options.skusChecked) await this.levels(sorted.map((item) => item.sku), tx);
+    if (!options.skusChecked)
+      await this.levels(
+        sorted.map((item) => item.sku),
+        tx,
+      );
     const id = options.id ?? newId('res');
     const expiresAt = options.expiresAt ?? new Date(now.getTime() + (options.ttlMs ?? DEFAULT_RESERVATION_TTL_MS)).toISOString();
     // Before the reservation's items, whose reference to stock_holds takes a key-share lock on these rows (PostgreSQL):
@@ -341,7 +374,10 @@ export class Inventory {
    * active any more or has expired.
    */
   async hold(tx: Sql, id: string): Promise<boolean> {
-    const changed = await tx.run(`UPDATE reservations SET state = 'held', updated_at = $2 WHERE id = $1 AND ${rowCheck("state = 'active' AND expires_at > $2")}`, [id, this.now().toISOString()]);
+    const changed = await tx.run(
+      `UPDATE reservations SET state = 'held', updated_at = $2 WHERE id = $1 AND ${rowCheck("state = 'active' AND expires_at > $2")}`,
+      [id, this.now().toISOString()],
+    );
     return changed === 1;
   }
 
@@ -430,7 +466,10 @@ export class Inventory {
 
   /** Active reservations past their time, oldest first. */
   async due(limit = 100): Promise<string[]> {
-    const rows = await this.sql.all<{ id: string }>("SELECT id FROM reservations WHERE state = 'active' AND expires_at <= $1 ORDER BY expires_at LIMIT CAST($2 AS INTEGER)", [this.now().toISOString(), limit]);
+    const rows = await this.sql.all<{ id: string }>(
+      "SELECT id FROM reservations WHERE state = 'active' AND expires_at <= $1 ORDER BY expires_at LIMIT CAST($2 AS INTEGER)",
+      [this.now().toISOString(), limit],
+    );
     return rows.map((row) => row.id);
   }
 
@@ -441,6 +480,14 @@ export class Inventory {
       'SELECT id, sku, delta, on_hand, reason, actor, at FROM stock_movements WHERE sku = $1 ORDER BY id DESC LIMIT CAST($2 AS INTEGER)',
       [sku, limit],
     );
-    return rows.map((row) => ({ id: num(row.id), sku: row.sku, delta: num(row.delta), onHand: num(row.on_hand), reason: row.reason, actor: row.actor, at: row.at }));
+    return rows.map((row) => ({
+      id: num(row.id),
+      sku: row.sku,
+      delta: num(row.delta),
+      onHand: num(row.on_hand),
+      reason: row.reason,
+      actor: row.actor,
+      at: row.at,
+    }));
   }
 }

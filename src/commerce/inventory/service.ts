@@ -11,7 +11,7 @@ import type { Inventory, ReservationRecord, StockLevel, StockMovement } from './
 const MAX_TTL_SECONDS = 86_400;
 const MAX_STOCK = 1_000_000_000;
 
-export function stockLevelMessage(level: StockLevel) {
+function stockLevelMessage(level: StockLevel) {
   return {
     sku: level.sku,
     name: level.name,
@@ -24,7 +24,7 @@ export function stockLevelMessage(level: StockLevel) {
   };
 }
 
-export function reservationMessage(reservation: ReservationRecord) {
+function reservationMessage(reservation: ReservationRecord) {
   return {
     id: reservation.id,
     state: reservation.state.toUpperCase(),
@@ -37,7 +37,15 @@ export function reservationMessage(reservation: ReservationRecord) {
 }
 
 function movementMessage(movement: StockMovement) {
-  return { id: movement.id, sku: movement.sku, delta: movement.delta, on_hand: movement.onHand, reason: movement.reason, actor: movement.actor, at: timestampOf(movement.at) };
+  return {
+    id: movement.id,
+    sku: movement.sku,
+    delta: movement.delta,
+    on_hand: movement.onHand,
+    reason: movement.reason,
+    actor: movement.actor,
+    at: timestampOf(movement.at),
+  };
 }
 
 export interface InventoryServiceOptions {
@@ -59,7 +67,7 @@ export class InventoryServiceImpl {
       CheckStock: unary(async (request: { skus: string[] }) => {
         const skus = request.skus ?? [];
         if (skus.length > 100) throw invalid(`skus must name at most 100 SKUs; got ${skus.length}`);
-        skus.forEach((sku, i) => checkSku(sku, `skus[${i}]`));
+        for (const [i, sku] of skus.entries()) checkSku(sku, `skus[${i}]`);
         await this.options.expireDue();
         return { items: (await inventory.levels(skus)).map(stockLevelMessage) };
       }),
@@ -71,19 +79,24 @@ export class InventoryServiceImpl {
         const reservation = await this.options.sql.transaction((tx) => inventory.reserve(tx, items, ttl === 0 ? {} : { ttlMs: ttl * 1000 }));
         return { reservation: reservationMessage(reservation) };
       }),
-      SetStock: unary(async (request: { sku: string; quantity: string; price: string; has_price: boolean; name: string; currency: string; reason: string; keep_quantity: boolean }, principal) => {
-        requireAdmin(principal, 'setting stock');
-        const change = {
-          sku: checkSku(request.sku),
-          quantity: request.keep_quantity ? undefined : integer('quantity', request.quantity, 0, MAX_STOCK),
-          price: request.has_price ? integer('price', request.price, 0, MAX_AMOUNT) : undefined,
-          name: checkText('name', request.name),
-          currency: checkCurrency(request.currency, ''),
-          reason: checkText('reason', request.reason) || 'set',
-          actor: actorOf(principal),
-        };
-        return stockLevelMessage(await inventory.set(change));
-      }),
+      SetStock: unary(
+        async (
+          request: { sku: string; quantity: string; price: string; has_price: boolean; name: string; currency: string; reason: string; keep_quantity: boolean },
+          principal,
+        ) => {
+          requireAdmin(principal, 'setting stock');
+          const change = {
+            sku: checkSku(request.sku),
+            quantity: request.keep_quantity ? undefined : integer('quantity', request.quantity, 0, MAX_STOCK),
+            price: request.has_price ? integer('price', request.price, 0, MAX_AMOUNT) : undefined,
+            name: checkText('name', request.name),
+            currency: checkCurrency(request.currency, ''),
+            reason: checkText('reason', request.reason) || 'set',
+            actor: actorOf(principal),
+          };
+          return stockLevelMessage(await inventory.set(change));
+        },
+      ),
       AdjustStock: unary(async (request: { sku: string; delta: string; reason: string }, principal) => {
         requireAdmin(principal, 'adjusting stock');
         const sku = checkSku(request.sku);
@@ -92,8 +105,12 @@ export class InventoryServiceImpl {
         const reason = checkText('reason', request.reason, { required: true });
         return stockLevelMessage(await inventory.adjust(sku, delta, reason, actorOf(principal)));
       }),
-      ReleaseReservation: unary(async (request: { reservation_id: string }, principal) => this.#end(requiredId('reservation_id', request.reservation_id), principal, 'release')),
-      CommitReservation: unary(async (request: { reservation_id: string }, principal) => this.#end(requiredId('reservation_id', request.reservation_id), principal, 'commit')),
+      ReleaseReservation: unary(async (request: { reservation_id: string }, principal) =>
+        this.#end(requiredId('reservation_id', request.reservation_id), principal, 'release'),
+      ),
+      CommitReservation: unary(async (request: { reservation_id: string }, principal) =>
+        this.#end(requiredId('reservation_id', request.reservation_id), principal, 'commit'),
+      ),
       ListStockMovements: unary(async (request: { sku: string; page_size: number }, principal) => {
         // The ledger names every user's orders: the admin's, as the proto's header says of all but CheckStock.
         requireAdmin(principal, 'reading the stock ledger');
@@ -109,11 +126,17 @@ export class InventoryServiceImpl {
     const { inventory } = this.options;
     const reservation = id ? await inventory.reservation(id) : undefined;
     if (!reservation) throw notFound(`no reservation with id "${(id ?? '').slice(0, 64)}"`);
-    if (reservation.orderId) throw precondition(`reservation ${id} belongs to order ${reservation.orderId}: ${action === 'release' ? 'cancel' : 'pay'} the order instead`);
+    if (reservation.orderId)
+      throw precondition(`reservation ${id} belongs to order ${reservation.orderId}: ${action === 'release' ? 'cancel' : 'pay'} the order instead`);
     await this.options.expireDue();
-    const done = await this.options.sql.transaction((tx) => (action === 'release' ? inventory.release(tx, id) : inventory.commit(tx, id, `reservation ${id} committed`, actorOf(principal))));
+    const done = await this.options.sql.transaction((tx) =>
+      action === 'release' ? inventory.release(tx, id) : inventory.commit(tx, id, `reservation ${id} committed`, actorOf(principal)),
+    );
     const now = (await inventory.reservation(id))!;
-    if (!done) throw precondition(`reservation ${id} is ${now.state.toUpperCase()}: only an ACTIVE reservation can be ${action === 'release' ? 'released' : 'committed'}`);
+    if (!done)
+      throw precondition(
+        `reservation ${id} is ${now.state.toUpperCase()}: only an ACTIVE reservation can be ${action === 'release' ? 'released' : 'committed'}`,
+      );
     return reservationMessage(now);
   }
 }

@@ -86,9 +86,9 @@ let idOffset = 0;
 
 export const DEFAULT_CURRENCY = 'KRW';
 export const MAX_AMOUNT = 1_000_000_000_000;
-export const MAX_QUANTITY = 1_000_000;
-export const MAX_ITEMS = 100;
-export const MAX_REASON = 200;
+const MAX_QUANTITY = 1_000_000;
+const MAX_ITEMS = 100;
+const MAX_REASON = 200;
 /** Toss keeps an Idempotency-Key 15 days (Stripe 24 hours); so do we. */
 export const IDEMPOTENCY_TTL_MS = 15 * 24 * 3_600_000;
 /** A reservation holds its units this long unless committed or released. */

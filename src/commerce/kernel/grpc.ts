@@ -12,13 +12,13 @@ import { CommerceError } from './common.js';
 import { wasReplayed } from './idempotency.js';
 
 /** Response metadata of an answer to an idempotency key seen before (Stripe's `Idempotent-Replayed` header). */
-export const REPLAYED_METADATA = 'idempotent-replayed';
+const REPLAYED_METADATA = 'idempotent-replayed';
 
 export type Authenticate = (metadata: grpc.Metadata) => Promise<Principal>;
 export type InternalLog = (message: string, fields?: Record<string, unknown>) => void;
 
 /** Any error as a gRPC status: the domain's refusals by name, the store's outages as UNAVAILABLE, the rest INTERNAL without details. */
-export function commerceStatus(error: unknown): { code: grpc.status; details: string } {
+function commerceStatus(error: unknown): { code: grpc.status; details: string } {
   if (error instanceof RpcError) return { code: error.code, details: error.message };
   if (error instanceof CommerceError) return { code: grpc.status[error.code], details: error.message };
   return unavailableStatus(error) ?? { code: grpc.status.INTERNAL, details: 'internal error' };
@@ -41,7 +41,8 @@ export function unaryFactory(authenticate: Authenticate, log: InternalLog | unde
           },
           (error: unknown) => {
             const status = commerceStatus(error);
-            if (status.code === grpc.status.INTERNAL) log?.('commerce service internal error', { error: error instanceof Error ? (error.stack ?? error.message) : String(error) });
+            if (status.code === grpc.status.INTERNAL)
+              log?.('commerce service internal error', { error: error instanceof Error ? (error.stack ?? error.message) : String(error) });
             callback(status);
           },
         );

@@ -179,7 +179,7 @@ export function completeAllSql(s: Statement, scope: KeyScope, answers: string): 
 }
 
 /** Stores `response` as the final answer of the key that made the resource `resource` (an SQL expression: a placeholder, or a subquery). */
-export function completeSql(s: Statement, scope: KeyScope, resource: string, response: unknown): string {
+function completeSql(s: Statement, scope: KeyScope, resource: string, response: unknown): string {
   return `UPDATE idempotency_keys SET response = ${s.$(JSON.stringify(response))} WHERE scope = ${s.$(scope)} AND resource_id = ${resource}`;
 }
 

@@ -20,7 +20,7 @@
 import { isDeadlock } from '../../store/errors.js';
 
 /** The most items one write takes. */
-export const WRITTEN_TOGETHER = 64;
+const WRITTEN_TOGETHER = 64;
 
 interface Waiting<T, R> {
   item: T;
@@ -69,8 +69,12 @@ export class Together<T, R> {
     batch.sort((a, b) => (a.keys[0] < b.keys[0] ? -1 : a.keys[0] > b.keys[0] ? 1 : 0));
     this.#write(batch.map((waiting) => waiting.item))
       .then(
-        (results) => batch.forEach((waiting, i) => waiting.answer(results[i] as R)),
-        (error: unknown) => batch.forEach((waiting) => waiting.fail(error)),
+        (results) => {
+          for (const [i, waiting] of batch.entries()) waiting.answer(results[i] as R);
+        },
+        (error: unknown) => {
+          for (const waiting of batch) waiting.fail(error);
+        },
       )
       .finally(() => this.#next());
   }

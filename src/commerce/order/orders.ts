@@ -56,11 +56,11 @@ import { PostgresSteps } from './postgres-steps.js';
 const PAID_CANCEL_NEEDS_ADMIN = (id: string, status: string) =>
   `order ${id} is ${status}: cancelling a paid order refunds it, and refunds need the admin token (ask the shop to cancel it)`;
 
-export { ORDER_STATUSES, type OrderItemRecord, type OrderRecord, type OrderStatus } from './order-rows.js';
+export type { OrderItemRecord, OrderRecord, OrderStatus } from './order-rows.js';
 
-export const ORDER_PAID = 'order.paid';
-export const ORDER_CANCELLED = 'order.cancelled';
-export const ORDER_REFUNDED = 'order.refunded';
+const ORDER_PAID = 'order.paid';
+const ORDER_CANCELLED = 'order.cancelled';
+const ORDER_REFUNDED = 'order.refunded';
 
 /** The states of a paid order: refunds move it among them; a cancel moves it on to CANCELLED. */
 const PAID_STATES: readonly OrderStatus[] = ['PAID', 'PARTIALLY_REFUNDED', 'REFUNDED'];
@@ -168,11 +168,15 @@ export class Orders {
    * stock is short while one was due (or units came free meanwhile), what
    * is due is expired and the order is tried once more.
    */
-  async create(caller: Caller, request: { items: readonly { sku?: string; quantity?: string | number }[]; userId?: string | number; key: string }): Promise<OrderRecord> {
+  async create(
+    caller: Caller,
+    request: { items: readonly { sku?: string; quantity?: string | number }[]; userId?: string | number; key: string },
+  ): Promise<OrderRecord> {
     const items = checkItems(request.items);
     const key = checkKey(request.key);
     const named = integer('user_id', request.userId, 0, Number.MAX_SAFE_INTEGER);
-    if (named !== 0 && !caller.isAdmin && named !== caller.userId) throw new CommerceError('PERMISSION_DENIED', 'only the admin token may order for another user');
+    if (named !== 0 && !caller.isAdmin && named !== caller.userId)
+      throw new CommerceError('PERMISSION_DENIED', 'only the admin token may order for another user');
     const userId = named !== 0 ? named : caller.userId;
     const claim = { scope: 'order.create' as const, owner: actorOf(caller), key, hash: requestHash({ userId, items: sortedItems(items) }) };
     if (caller.isAdmin && named !== 0 && !(await this.#sql.one('SELECT id FROM users WHERE id = $1', [named]))) throw notFound(`no user with id ${named}`);
@@ -269,7 +273,13 @@ export class Orders {
     }
     const currencies = [...new Set(levels.map((level) => level!.currency))];
     if (currencies.length > 1) return precondition(`the items are priced in different currencies (${currencies.join(', ')}): order them separately`);
-    const priced = items.map((item, i) => ({ sku: item.sku, name: levels[i]!.name, quantity: item.quantity, unitPrice: levels[i]!.price, amount: levels[i]!.price * item.quantity }));
+    const priced = items.map((item, i) => ({
+      sku: item.sku,
+      name: levels[i]!.name,
+      quantity: item.quantity,
+      unitPrice: levels[i]!.price,
+      amount: levels[i]!.price * item.quantity,
+    }));
     const total = priced.reduce((sum, item) => sum + item.amount, 0);
     if (!Number.isSafeInteger(total) || total > MAX_AMOUNT) return invalid(`the order's total would be ${total}, above ${MAX_AMOUNT}`);
     return { items: priced, total, currency: currencies[0]! };
@@ -310,7 +320,8 @@ export class Orders {
     }
     const status = request.status && request.status !== 'ORDER_STATUS_UNSPECIFIED' ? String(request.status) : '';
     if (status) {
-      if (!(ORDER_STATUSES as readonly string[]).includes(status)) throw invalid(`status must be one of ${ORDER_STATUSES.join(', ')}; got ${status.slice(0, 64)}`);
+      if (!(ORDER_STATUSES as readonly string[]).includes(status))
+        throw invalid(`status must be one of ${ORDER_STATUSES.join(', ')}; got ${status.slice(0, 64)}`);
       params.push(status);
       conditions.push(`o.state = $${params.length}`);
     }
@@ -322,7 +333,10 @@ export class Orders {
     }
     params.push(size + 1);
     const where = conditions.length > 0 ? ` WHERE ${conditions.join(' AND ')}` : '';
-    const rows = await this.#sql.all<OrderRow>(`${SELECT_ORDER}${where} ORDER BY o.created_at DESC, o.id DESC LIMIT CAST($${params.length} AS INTEGER)`, params);
+    const rows = await this.#sql.all<OrderRow>(
+      `${SELECT_ORDER}${where} ORDER BY o.created_at DESC, o.id DESC LIMIT CAST($${params.length} AS INTEGER)`,
+      params,
+    );
     const page = rows.slice(0, size);
     const orders: OrderRecord[] = [];
     for (const row of page) orders.push(await this.#withItems(row, this.#sql));
@@ -350,7 +364,9 @@ export class Orders {
     }
     for (let caughtUp = false; ; caughtUp = true) {
       try {
-        return await payments.process(caller, key, hash, (tx, paymentId) => this.#startPayment(tx, caller, { orderId: request.orderId, asked, currency, method }, paymentId, caughtUp));
+        return await payments.process(caller, key, hash, (tx, paymentId) =>
+          this.#startPayment(tx, caller, { orderId: request.orderId, asked, currency, method }, paymentId, caughtUp),
+        );
       } catch (error) {
         if (!(error instanceof Behind)) throw error;
         // Brought up to date outside the payment's transaction, then tried once more (which refuses it as it now stands).
@@ -367,7 +383,13 @@ export class Orders {
    * ran out unexpired, or whose payment is still in progress, is `Behind`
    * (unless `caughtUp`): it is expired, or its payment reconciled, first.
    */
-  async #startPayment(tx: Sql, caller: Caller, ask: { orderId: string; asked: number; currency: string; method: string }, paymentId: string, caughtUp: boolean): Promise<NewPayment> {
+  async #startPayment(
+    tx: Sql,
+    caller: Caller,
+    ask: { orderId: string; asked: number; currency: string; method: string },
+    paymentId: string,
+    caughtUp: boolean,
+  ): Promise<NewPayment> {
     const row = await tx.one<OrderRow>(`${SELECT_ORDER} WHERE o.id = $1`, [ask.orderId]);
     const userId = row && row.user_id !== null ? num(row.user_id) : null;
     if (!row || !mayAccess(caller, userId)) throw notFound(`no order with id "${ask.orderId.slice(0, 64)}"`);
@@ -376,12 +398,18 @@ export class Orders {
     if (!caughtUp && row.state === 'PAYMENT_PENDING' && row.payment_id) throw new Behind(row.reservation_id, row.payment_id);
     const total = num(row.total_amount);
     if (ask.asked !== 0 && ask.asked !== total) {
-      throw precondition(`amount ${ask.asked} is not the order's total ${total} ${row.currency}: an order is paid in full, at its catalogue prices (give 0 or the total)`);
+      throw precondition(
+        `amount ${ask.asked} is not the order's total ${total} ${row.currency}: an order is paid in full, at its catalogue prices (give 0 or the total)`,
+      );
     }
     if (ask.currency && ask.currency !== row.currency) throw precondition(`currency ${ask.currency} is not the order's currency ${row.currency}`);
     if (row.state !== 'RESERVED') throw precondition(`order ${row.id} is ${row.state}: only a RESERVED order can be paid`);
     // The order's row first, then its reservation's: every transaction that moves both takes them in this order, so none deadlocks.
-    const moved = await tx.run("UPDATE orders SET state = 'PAYMENT_PENDING', payment_id = $2, updated_at = $3 WHERE id = $1 AND state = 'RESERVED'", [row.id, paymentId, now]);
+    const moved = await tx.run("UPDATE orders SET state = 'PAYMENT_PENDING', payment_id = $2, updated_at = $3 WHERE id = $1 AND state = 'RESERVED'", [
+      row.id,
+      paymentId,
+      now,
+    ]);
     if (moved === 0) throw new CommerceError('ABORTED', `order ${row.id} changed meanwhile; try again`);
     if (!(await this.options.inventory.hold(tx, row.reservation_id))) {
       throw precondition(`the reservation of order ${row.id} expired at ${row.expires_at}: place the order again`);
@@ -397,7 +425,8 @@ export class Orders {
     const s = new Statement();
     const moved = await tx.one<{ reservation_id: string }>(settleOrderSql(s, s.$(payment.orderId), paid, this.#now().toISOString()), s.params);
     // The order moved to PAYMENT_PENDING with the payment (pay), so it has moved now; had it not, its reservation ends with the payment still.
-    const reservationId = moved?.reservation_id ?? (await tx.one<{ reservation_id: string }>('SELECT reservation_id FROM orders WHERE id = $1', [payment.orderId]))!.reservation_id;
+    const reservationId =
+      moved?.reservation_id ?? (await tx.one<{ reservation_id: string }>('SELECT reservation_id FROM orders WHERE id = $1', [payment.orderId]))!.reservation_id;
     if (paid) {
       await this.options.publish?.(ORDER_PAID, async () => this.#record(payment.orderId!, tx), tx);
       await this.options.inventory.commit(tx, reservationId, `order ${payment.orderId} paid`, 'system');
@@ -435,10 +464,12 @@ export class Orders {
     if (!payment.orderId) return;
     const full = payment.balance === 0 && payment.refunds.every((refund) => refund.status === 'DONE');
     const state = full ? 'REFUNDED' : 'PARTIALLY_REFUNDED';
-    const moved = await tx.run(
-      "UPDATE orders SET state = $2, updated_at = $3 WHERE id = $1 AND state IN ('PAID', 'PARTIALLY_REFUNDED') AND payment_id = $4",
-      [payment.orderId, state, this.#now().toISOString(), payment.id],
-    );
+    const moved = await tx.run("UPDATE orders SET state = $2, updated_at = $3 WHERE id = $1 AND state IN ('PAID', 'PARTIALLY_REFUNDED') AND payment_id = $4", [
+      payment.orderId,
+      state,
+      this.#now().toISOString(),
+      payment.id,
+    ]);
     if (moved === 1 && full) await this.options.publish?.(ORDER_REFUNDED, async () => this.#record(payment.orderId!, tx), tx);
   }
 
@@ -462,7 +493,11 @@ export class Orders {
     if (paid && order.paymentId) {
       const payment = await this.options.payments.record(order.paymentId);
       if (payment && payment.balance > 0) {
-        await this.options.payments.refund({ isAdmin: true, userId: null }, { paymentId: payment.id, amount: 0, reason: `order cancelled: ${reason}`, key: `order-cancel:${order.id}` }, 'system');
+        await this.options.payments.refund(
+          { isAdmin: true, userId: null },
+          { paymentId: payment.id, amount: 0, reason: `order cancelled: ${reason}`, key: `order-cancel:${order.id}` },
+          'system',
+        );
       }
     } else if (order.status !== 'RESERVED') {
       throw precondition(`order ${order.id} is ${order.status}: only a RESERVED, PAID, PARTIALLY_REFUNDED or REFUNDED order can be cancelled`);
@@ -471,7 +506,11 @@ export class Orders {
       const at = this.#now().toISOString();
       // From where it stood, or for a paid order from any paid state: the cancel's own refund has just moved it among them.
       const from = paid ? `state IN (${PAID_STATES.map((state) => `'${state}'`).join(', ')})` : "state = 'RESERVED'";
-      const changed = await tx.run(`UPDATE orders SET state = 'CANCELLED', cancelled_at = $2, cancel_reason = $3, updated_at = $2 WHERE id = $1 AND ${from}`, [order.id, at, reason]);
+      const changed = await tx.run(`UPDATE orders SET state = 'CANCELLED', cancelled_at = $2, cancel_reason = $3, updated_at = $2 WHERE id = $1 AND ${from}`, [
+        order.id,
+        at,
+        reason,
+      ]);
       if (changed === 0) return false;
       await this.options.publish?.(ORDER_CANCELLED, async () => this.#record(order.id, tx), tx);
       if (!paid) await this.options.inventory.release(tx, order.reservationId);
@@ -488,7 +527,10 @@ export class Orders {
     const expired = await this.#sql
       .transaction(async (tx) => {
         // The order first, then its reservation (see pay); a reservation that is not due, or not active, undoes the order's move.
-        await tx.run("UPDATE orders SET state = 'EXPIRED', updated_at = $2 WHERE reservation_id = $1 AND state = 'RESERVED'", [reservationId, this.#now().toISOString()]);
+        await tx.run("UPDATE orders SET state = 'EXPIRED', updated_at = $2 WHERE reservation_id = $1 AND state = 'RESERVED'", [
+          reservationId,
+          this.#now().toISOString(),
+        ]);
         if (!(await this.options.inventory.release(tx, reservationId, 'expired'))) throw new NotExpired();
         return true;
       })

@@ -18,7 +18,10 @@ export interface OrderFilter {
 }
 
 function fingerprint(filter: OrderFilter): string {
-  return createHash('sha256').update(`order.v1.ListOrders\u0000status\u0000${filter.status}\u0000user_id\u0000${filter.userId}`).digest('base64url').slice(0, 11);
+  return createHash('sha256')
+    .update(`order.v1.ListOrders\u0000status\u0000${filter.status}\u0000user_id\u0000${filter.userId}`)
+    .digest('base64url')
+    .slice(0, 11);
 }
 
 /** The token of the page after the order (`createdAt`, `id`) in the list of `filter`. */

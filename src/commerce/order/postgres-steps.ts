@@ -21,7 +21,7 @@
  */
 import { isCheckViolation } from '../../store/errors.js';
 import { rowCheck, type Sql } from '../../store/sql.js';
-import { newId, num, type Caller } from '../kernel/common.js';
+import { newId, type Caller } from '../kernel/common.js';
 import type { IdempotencyKeys } from '../kernel/idempotency.js';
 import { Statement } from '../kernel/statement.js';
 import { Together } from '../kernel/together.js';
@@ -37,9 +37,7 @@ interface Claim {
 }
 
 export class PostgresSteps {
-  constructor(
-    private readonly options: { sql: Sql; now: () => Date; keys: IdempotencyKeys; inventory: Inventory; payments: Payments },
-  ) {}
+  constructor(private readonly options: { sql: Sql; now: () => Date; keys: IdempotencyKeys; inventory: Inventory; payments: Payments }) {}
 
   /**
    * Places `order`, priced from the catalogue as it was read just before:
@@ -134,7 +132,11 @@ export class PostgresSteps {
    * caller's, not payable as asked, or its reservation has run out, or
    * when the key was used before.
    */
-  async startPayment(caller: Caller, ask: { orderId: string; asked: number; currency: string; method: string }, claim: Claim): Promise<PaymentRecord | undefined> {
+  async startPayment(
+    caller: Caller,
+    ask: { orderId: string; asked: number; currency: string; method: string },
+    claim: Claim,
+  ): Promise<PaymentRecord | undefined> {
     const s = new Statement();
     const id = newId('pay');
     const now = s.$(this.options.now().toISOString());

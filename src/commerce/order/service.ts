@@ -11,7 +11,7 @@ import { requiredId } from '../kernel/common.js';
 import type { Payments } from '../payment/payments.js';
 import type { OrderRecord, Orders } from './orders.js';
 
-export function orderMessage(order: OrderRecord) {
+function orderMessage(order: OrderRecord) {
   return {
     id: order.id,
     user_id: order.userId ?? 0,
@@ -53,10 +53,17 @@ export class OrderServiceImpl {
       // The order's service pays orders only (its contract: "order_id is required"); a payment without one is PaymentService's.
       ProcessPayment: unary(processPayment(orders, payments, { orderRequired: true })),
       ListOrders: unary(async (request: { page_size: number; page_token: string; status: string; user_id: string }, principal) => {
-        const page = await orders.list(principal, { pageSize: request.page_size, pageToken: request.page_token, status: request.status, userId: request.user_id });
+        const page = await orders.list(principal, {
+          pageSize: request.page_size,
+          pageToken: request.page_token,
+          status: request.status,
+          userId: request.user_id,
+        });
         return { orders: page.orders.map(orderMessage), next_page_token: page.nextPageToken };
       }),
-      CancelOrder: unary(async (request: { order_id: string; reason: string }, principal) => orderMessage(await orders.cancel(principal, requiredId('order_id', request.order_id), request.reason))),
+      CancelOrder: unary(async (request: { order_id: string; reason: string }, principal) =>
+        orderMessage(await orders.cancel(principal, requiredId('order_id', request.order_id), request.reason)),
+      ),
     };
   }
 }

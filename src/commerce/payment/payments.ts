@@ -18,13 +18,29 @@
  * Domain module: nothing here prints or reads the environment.
  */
 import { rowCheck, type Sql } from '../../store/sql.js';
-import { actorOf, checkCurrency, checkKey, DEFAULT_CURRENCY, checkText, CommerceError, integer, mayAccess, MAX_AMOUNT, newId, notFound, num, precondition, requestHash, type Caller } from '../kernel/common.js';
+import {
+  actorOf,
+  checkCurrency,
+  checkKey,
+  DEFAULT_CURRENCY,
+  checkText,
+  CommerceError,
+  integer,
+  mayAccess,
+  MAX_AMOUNT,
+  newId,
+  notFound,
+  num,
+  precondition,
+  requestHash,
+  type Caller,
+} from '../kernel/common.js';
 import { completeAllSql, type IdempotencyKeys } from '../kernel/idempotency.js';
 import { Statement } from '../kernel/statement.js';
 import { Together } from '../kernel/together.js';
 import { ProviderTimeoutError, type ChargeResult, type PaymentProvider } from './provider.js';
 
-export type PaymentStatus = 'IN_PROGRESS' | 'DONE' | 'ABORTED' | 'CANCELED' | 'PARTIAL_CANCELED';
+type PaymentStatus = 'IN_PROGRESS' | 'DONE' | 'ABORTED' | 'CANCELED' | 'PARTIAL_CANCELED';
 
 export interface RefundRecord {
   id: string;
@@ -73,8 +89,8 @@ export interface NewPayment {
   method: string;
 }
 
-export const PAYMENT_REFUNDED = 'payment.refunded';
-export const NO_ANSWER = 'the provider did not answer; the outcome is reconciled by the same idempotency key: retry with it';
+const PAYMENT_REFUNDED = 'payment.refunded';
+const NO_ANSWER = 'the provider did not answer; the outcome is reconciled by the same idempotency key: retry with it';
 
 /** Writes a webhook event in the caller's transaction (the outbox); a no-op without webhooks, where `data` is not even called. */
 export type Publish = (event: string, data: () => Promise<unknown>, tx: Sql) => Promise<void>;
@@ -114,8 +130,7 @@ export interface SettleHook {
 export type RefundHook = (tx: Sql, payment: PaymentRecord) => Promise<void>;
 
 /** Why a user token may not refund (Stripe's rule: a refund is the merchant's act). */
-export const REFUND_NEEDS_ADMIN =
-  "refunds need the admin token: a refund is the merchant's act, not the buyer's (ask the shop to refund)";
+const REFUND_NEEDS_ADMIN = "refunds need the admin token: a refund is the merchant's act, not the buyer's (ask the shop to refund)";
 
 export interface PaymentRow {
   id: string;
@@ -172,7 +187,6 @@ export class Payments {
   #onSettle: SettleHook = { inTransaction: async () => undefined, pieces: () => [] };
   #onRefund: RefundHook = async () => undefined;
 
-
   constructor(private readonly options: PaymentsOptions) {
     this.#sql = options.sql;
     this.#now = options.now;
@@ -222,7 +236,13 @@ export class Payments {
     const amount = integer('amount', request.amount, 1, MAX_AMOUNT);
     const currency = checkCurrency(request.currency, DEFAULT_CURRENCY);
     const method = this.checkMethod(request.method);
-    return this.process(caller, key, requestHash({ order: null, amount, currency, method }), async () => ({ orderId: null, userId: null, amount, currency, method }));
+    return this.process(caller, key, requestHash({ order: null, amount, currency, method }), async () => ({
+      orderId: null,
+      userId: null,
+      amount,
+      currency,
+      method,
+    }));
   }
 
   /**
@@ -232,22 +252,31 @@ export class Payments {
    * and locks what is paid for), then asks the provider.
    */
   async process(caller: Caller, key: string, hash: string, prepare: (tx: Sql, paymentId: string) => Promise<NewPayment>): Promise<PaymentOutcome> {
-    return this.#keys.once(this.#sql, { scope: 'payment.process', owner: actorOf(caller), key, hash }, {
-      plan: async (tx) => {
-        const id = newId('pay');
-        return { id, run: async () => this.#record(tx, id, await prepare(tx, id)) };
+    return this.#keys.once(
+      this.#sql,
+      { scope: 'payment.process', owner: actorOf(caller), key, hash },
+      {
+        plan: async (tx) => {
+          const id = newId('pay');
+          return { id, run: async () => this.#record(tx, id, await prepare(tx, id)) };
+        },
+        // The payment as it was just written: charged without reading it back.
+        finish: (payment) => this.charge(payment),
+        resume: (id) => this.reconcile(id),
       },
-      // The payment as it was just written: charged without reading it back.
-      finish: (payment) => this.charge(payment),
-      resume: (id) => this.reconcile(id),
-    });
+    );
   }
 
   /** Records a payment IN_PROGRESS (in the transaction its key is claimed in). */
   async #record(tx: Sql, id: string, payment: NewPayment): Promise<PaymentRecord> {
     const s = new Statement();
     const row = await tx.one<PaymentRow>(
-      this.recordSql(s, id, payment.method, { orderId: s.$(payment.orderId), userId: s.$(payment.userId), amount: s.$(payment.amount), currency: s.$(payment.currency) }),
+      this.recordSql(s, id, payment.method, {
+        orderId: s.$(payment.orderId),
+        userId: s.$(payment.userId),
+        amount: s.$(payment.amount),
+        currency: s.$(payment.currency),
+      }),
       s.params,
     );
     return paymentRecord(row!, []);
@@ -308,7 +337,16 @@ export class Payments {
     } else {
       const update = `UPDATE payments SET status = $1, balance = $2, provider_reference = $3, failure_code = $4, failure_message = $5, approved_at = $6, updated_at = $7
         WHERE id = $8 AND ${rowCheck("status = 'IN_PROGRESS'")}`;
-      const params = [settled.status, settled.balance, settled.providerReference, settled.failureCode, settled.failureMessage, settled.approvedAt, at, payment.id];
+      const params = [
+        settled.status,
+        settled.balance,
+        settled.providerReference,
+        settled.failureCode,
+        settled.failureMessage,
+        settled.approvedAt,
+        at,
+        payment.id,
+      ];
       settledNow = await this.#sql.transaction(async (tx) => {
         if ((await tx.run(update, params)) === 0) return false;
         await this.#keys.complete(tx, 'payment.process', payment.id, outcome);
@@ -371,7 +409,11 @@ export class Payments {
    * user token is PERMISSION_DENIED before anything is read). `owner`
    * overrides the key's owner (the order's cancel refunds as "system").
    */
-  async refund(caller: Caller, request: { paymentId: string; amount: string | number; reason: string; key: string }, owner = actorOf(caller)): Promise<RefundOutcome> {
+  async refund(
+    caller: Caller,
+    request: { paymentId: string; amount: string | number; reason: string; key: string },
+    owner = actorOf(caller),
+  ): Promise<RefundOutcome> {
     if (!caller.isAdmin) throw new CommerceError('PERMISSION_DENIED', REFUND_NEEDS_ADMIN);
     const key = checkKey(request.key);
     const reason = checkText('reason', request.reason, { required: true });
@@ -379,29 +421,36 @@ export class Payments {
     const hash = requestHash({ payment: request.paymentId, amount: asked, reason });
     let payment = await this.get(caller, request.paymentId);
     if (payment.status === 'IN_PROGRESS') payment = (await this.reconcile(payment.id)).payment;
-    return this.#keys.once(this.#sql, { scope: 'payment.refund', owner, key, hash }, {
-      plan: async (tx) => {
-        const id = newId('ref');
-        const run = async () => {
-          const current = (await this.record(payment.id, tx))!;
-          if (current.status !== 'DONE' && current.status !== 'PARTIAL_CANCELED') {
-            throw precondition(`payment ${current.id} is ${current.status}: only a DONE or PARTIAL_CANCELED payment can be refunded`);
-          }
-          const amount = asked === 0 ? current.balance : asked;
-          if (amount === 0) throw precondition(`payment ${current.id} has nothing left to refund (balance 0)`);
-          const at = this.#now().toISOString();
-          const taken = await tx.run('UPDATE payments SET balance = balance - $2, updated_at = $3 WHERE id = $1 AND balance >= $2', [current.id, amount, at]);
-          if (taken === 0) throw precondition(`a refund of ${amount} ${current.currency} is more than the balance of payment ${current.id} (${current.balance} ${current.currency})`);
-          // Numbered in the order they were made (the balance's UPDATE above holds the payment's row until commit).
-          await tx.run(
-            "INSERT INTO refunds (id, payment_id, position, amount, reason, status, created_at, updated_at) VALUES ($1, $2, (SELECT COUNT(*) + 1 FROM refunds WHERE payment_id = $2), $3, $4, 'PENDING', $5, $5)",
-            [id, current.id, amount, reason, at],
-          );
-        };
-        return { id, run };
+    return this.#keys.once(
+      this.#sql,
+      { scope: 'payment.refund', owner, key, hash },
+      {
+        plan: async (tx) => {
+          const id = newId('ref');
+          const run = async () => {
+            const current = (await this.record(payment.id, tx))!;
+            if (current.status !== 'DONE' && current.status !== 'PARTIAL_CANCELED') {
+              throw precondition(`payment ${current.id} is ${current.status}: only a DONE or PARTIAL_CANCELED payment can be refunded`);
+            }
+            const amount = asked === 0 ? current.balance : asked;
+            if (amount === 0) throw precondition(`payment ${current.id} has nothing left to refund (balance 0)`);
+            const at = this.#now().toISOString();
+            const taken = await tx.run('UPDATE payments SET balance = balance - $2, updated_at = $3 WHERE id = $1 AND balance >= $2', [current.id, amount, at]);
+            if (taken === 0)
+              throw precondition(
+                `a refund of ${amount} ${current.currency} is more than the balance of payment ${current.id} (${current.balance} ${current.currency})`,
+              );
+            // Numbered in the order they were made (the balance's UPDATE above holds the payment's row until commit).
+            await tx.run(
+              "INSERT INTO refunds (id, payment_id, position, amount, reason, status, created_at, updated_at) VALUES ($1, $2, (SELECT COUNT(*) + 1 FROM refunds WHERE payment_id = $2), $3, $4, 'PENDING', $5, $5)",
+              [id, current.id, amount, reason, at],
+            );
+          };
+          return { id, run };
+        },
+        resume: (id) => this.#refundAtProvider(id),
       },
-      resume: (id) => this.#refundAtProvider(id),
-    });
+    );
   }
 
   async #refundRecord(refundId: string, sql: Sql = this.#sql): Promise<{ payment: PaymentRecord; refund: RefundRecord }> {
@@ -425,7 +474,10 @@ export class Payments {
       const at = this.#now().toISOString();
       if ((await tx.run(`UPDATE refunds SET status = 'DONE', updated_at = $2 WHERE id = $1 AND ${rowCheck("status = 'PENDING'")}`, [refundId, at])) === 1) {
         settledNow = true;
-        await tx.run("UPDATE payments SET status = CASE WHEN balance = 0 THEN 'CANCELED' ELSE 'PARTIAL_CANCELED' END, updated_at = $2 WHERE id = $1", [payment.id, at]);
+        await tx.run("UPDATE payments SET status = CASE WHEN balance = 0 THEN 'CANCELED' ELSE 'PARTIAL_CANCELED' END, updated_at = $2 WHERE id = $1", [
+          payment.id,
+          at,
+        ]);
         const outcome = await this.#refundRecord(refundId, tx);
         await this.options.publish?.(PAYMENT_REFUNDED, async () => outcome, tx);
         await this.#onRefund(tx, outcome.payment);

@@ -49,7 +49,7 @@ export interface PaymentProvider {
 }
 
 /** The sandbox's test methods and what each does. */
-export const SANDBOX_METHODS = {
+const SANDBOX_METHODS = {
   test_approve: { outcome: 'approved' },
   test_decline_insufficient_funds: { outcome: 'declined', code: 'INSUFFICIENT_FUNDS', message: 'the card has not enough funds' },
   test_decline_card_declined: { outcome: 'declined', code: 'CARD_DECLINED', message: 'the card issuer declined the payment' },
@@ -92,7 +92,16 @@ export class SandboxProvider implements PaymentProvider {
       (await this.sql.one<ChargeRow>(
         `INSERT INTO sandbox_charges (key, amount, currency, method, outcome, failure_code, reference, answered, created_at)
          VALUES ($1, $2, $3, $4, $5, $6, $7, 0, $8) ON CONFLICT (key) DO NOTHING RETURNING ${CHARGE_COLUMNS}`,
-        [request.key, request.amount, request.currency, request.method, method.outcome, 'code' in method ? method.code : null, newId('sbx'), this.now().toISOString()],
+        [
+          request.key,
+          request.amount,
+          request.currency,
+          request.method,
+          method.outcome,
+          'code' in method ? method.code : null,
+          newId('sbx'),
+          this.now().toISOString(),
+        ],
       )) ?? (await this.sql.one<ChargeRow>(`SELECT ${CHARGE_COLUMNS} FROM sandbox_charges WHERE key = $1`, [request.key]))!;
     if (num(row.amount) !== request.amount) {
       return { outcome: 'declined', code: 'IDEMPOTENCY_MISMATCH', message: `key ${request.key} charged ${num(row.amount)} before, not ${request.amount}` };

@@ -28,7 +28,7 @@ function refundMessage(refund: RefundRecord) {
   return { id: refund.id, amount: refund.amount, reason: refund.reason, status: refund.status, created_at: timestampOf(refund.createdAt) };
 }
 
-export function paymentMessage(payment: PaymentRecord) {
+function paymentMessage(payment: PaymentRecord) {
   return {
     id: payment.id,
     order_id: payment.orderId ?? '',
@@ -49,7 +49,7 @@ export function paymentMessage(payment: PaymentRecord) {
   };
 }
 
-export function paymentResponse(outcome: PaymentOutcome) {
+function paymentResponse(outcome: PaymentOutcome) {
   return { payment: paymentMessage(outcome.payment), message: outcome.message };
 }
 
@@ -57,7 +57,13 @@ export function paymentResponse(outcome: PaymentOutcome) {
 export function processPayment(orders: PaysOrders, payments: Payments, options: { orderRequired?: boolean } = {}) {
   return (request: PaymentRequestMessage, principal: Principal) =>
     (request.order_id || options.orderRequired
-      ? orders.pay(principal, { orderId: requiredId('order_id', request.order_id), amount: request.amount, currency: request.currency, method: request.method, key: request.idempotency_key })
+      ? orders.pay(principal, {
+          orderId: requiredId('order_id', request.order_id),
+          amount: request.amount,
+          currency: request.currency,
+          method: request.method,
+          key: request.idempotency_key,
+        })
       : payments.processStandalone(principal, { amount: request.amount, currency: request.currency, method: request.method, key: request.idempotency_key })
     ).then(paymentResponse);
 }
@@ -77,10 +83,17 @@ export class PaymentServiceImpl {
     return {
       ProcessPayment: unary(processPayment(orders, payments)),
       RefundPayment: unary(async (request: { payment_id: string; amount: string; reason: string; idempotency_key: string }, principal) => {
-        const outcome = await payments.refund(principal, { paymentId: requiredId('payment_id', request.payment_id), amount: request.amount, reason: request.reason, key: request.idempotency_key });
+        const outcome = await payments.refund(principal, {
+          paymentId: requiredId('payment_id', request.payment_id),
+          amount: request.amount,
+          reason: request.reason,
+          key: request.idempotency_key,
+        });
         return { payment: paymentMessage(outcome.payment), refund: refundMessage(outcome.refund) };
       }),
-      GetPayment: unary(async (request: { payment_id: string }, principal) => paymentMessage(await payments.get(principal, requiredId('payment_id', request.payment_id)))),
+      GetPayment: unary(async (request: { payment_id: string }, principal) =>
+        paymentMessage(await payments.get(principal, requiredId('payment_id', request.payment_id))),
+      ),
     };
   }
 }

@@ -25,6 +25,8 @@ export function tracedProvider(provider: PaymentProvider, telemetry: Telemetry):
         return result;
       }),
     refund: (request: RefundRequest) =>
-      telemetry.inSpan(`payment provider refund`, { kind: SPAN_KIND.CLIENT, attributes: attributes('refund', request.currency) }, () => provider.refund(request)),
+      telemetry.inSpan(`payment provider refund`, { kind: SPAN_KIND.CLIENT, attributes: attributes('refund', request.currency) }, () =>
+        provider.refund(request),
+      ),
   };
 }

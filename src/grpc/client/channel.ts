@@ -20,7 +20,7 @@ import { serviceCallError, type ErrorContext } from './errors.js';
 export const DEFAULT_DEADLINE_MS = 10_000;
 
 /** Keepalive and load balancing of the spec's reference client (Limits table). */
-export const CHANNEL_OPTIONS: grpc.ChannelOptions = {
+const CHANNEL_OPTIONS: grpc.ChannelOptions = {
   'grpc.keepalive_time_ms': 10_000,
   'grpc.keepalive_timeout_ms': 3_000,
   'grpc.keepalive_permit_without_calls': 1,
@@ -41,7 +41,7 @@ export interface ConnectOptions {
   telemetry?: Telemetry | undefined;
 }
 
-export function credentialsOf(options: ConnectOptions): grpc.ChannelCredentials {
+function credentialsOf(options: ConnectOptions): grpc.ChannelCredentials {
   if (!options.tls) return grpc.credentials.createInsecure();
   const ca = options.ca ? Buffer.from(readPem(options.ca, '--ca')) : null;
   return grpc.credentials.createSsl(ca);
@@ -92,7 +92,8 @@ export class ServiceConnection {
   client<T extends grpc.Client>(name: ServiceName): T {
     const { Client } = serviceDefinition(name);
     const first = this.#clients[0];
-    const credentials = (this.#credentials ??= credentialsOf(this.#options));
+    this.#credentials ??= credentialsOf(this.#options);
+    const credentials = this.#credentials;
     const telemetry = this.#options.telemetry;
     const traced = telemetry ? { interceptors: [clientTracingInterceptor(telemetry)] } : {};
     const client = first

@@ -12,8 +12,22 @@ export const STORE_UNAVAILABLE_DETAILS = 'the database is unavailable, try again
 
 /** The gRPC status codes by number, as grpc-js names them. */
 const STATUS_NAMES = [
-  'OK', 'CANCELLED', 'UNKNOWN', 'INVALID_ARGUMENT', 'DEADLINE_EXCEEDED', 'NOT_FOUND', 'ALREADY_EXISTS', 'PERMISSION_DENIED',
-  'RESOURCE_EXHAUSTED', 'FAILED_PRECONDITION', 'ABORTED', 'OUT_OF_RANGE', 'UNIMPLEMENTED', 'INTERNAL', 'UNAVAILABLE', 'DATA_LOSS',
+  'OK',
+  'CANCELLED',
+  'UNKNOWN',
+  'INVALID_ARGUMENT',
+  'DEADLINE_EXCEEDED',
+  'NOT_FOUND',
+  'ALREADY_EXISTS',
+  'PERMISSION_DENIED',
+  'RESOURCE_EXHAUSTED',
+  'FAILED_PRECONDITION',
+  'ABORTED',
+  'OUT_OF_RANGE',
+  'UNIMPLEMENTED',
+  'INTERNAL',
+  'UNAVAILABLE',
+  'DATA_LOSS',
   'UNAUTHENTICATED',
 ] as const;
 
@@ -25,12 +39,11 @@ export interface StatusError extends Error {
   details: string;
 }
 
-
 export const NOT_REACHED_HINT = 'is `miniapp serve` running? check --addr/grpc-addr';
-const TOKEN_HINT = '`miniapp serve` writes its admin token to the profile\'s grpc-token; or pass --token';
+const TOKEN_HINT = "`miniapp serve` writes its admin token to the profile's grpc-token; or pass --token";
 
 /** A failed call of a service of serve other than authentication and reachability; `code` is the status name. */
-export class ServiceCallError extends MiniappError {
+class ServiceCallError extends MiniappError {
   override readonly code: string;
   constructor(status: string, message: string, options: ErrorOptions = {}) {
     super(message, options);
@@ -38,7 +51,7 @@ export class ServiceCallError extends MiniappError {
   }
 }
 
-export function statusName(code: number): string {
+function statusName(code: number): string {
   return STATUS_NAMES[code] ?? `STATUS_${code}`;
 }
 
@@ -77,11 +90,14 @@ export function serviceCallError(error: unknown, context: ErrorContext): unknown
         cause: error,
       });
     case Status.DEADLINE_EXCEEDED:
-      return new UpstreamError(`${name}: no answer from ${context.service ?? 'the user service'} at ${context.address} within ${formatDuration(context.deadlineMs)}`, {
-        code: name,
-        hint: 'raise --deadline (e.g. --deadline 30s), or check the load of the server',
-        cause: error,
-      });
+      return new UpstreamError(
+        `${name}: no answer from ${context.service ?? 'the user service'} at ${context.address} within ${formatDuration(context.deadlineMs)}`,
+        {
+          code: name,
+          hint: 'raise --deadline (e.g. --deadline 30s), or check the load of the server',
+          cause: error,
+        },
+      );
     default:
       return new ServiceCallError(name, `${name}: ${details}`, { cause: error });
   }
@@ -151,4 +167,3 @@ export function statusOf(error: unknown): string | undefined {
   if (error instanceof ServiceCallError || error instanceof AuthError || error instanceof UpstreamError) return error.code;
   return undefined;
 }
-

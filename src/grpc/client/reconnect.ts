@@ -13,7 +13,7 @@
 import { statusOf } from './errors.js';
 
 /** Statuses after which a stream that was connected tries again. */
-export const RECONNECT_STATUSES: ReadonlySet<string> = new Set(['UNAVAILABLE', 'DEADLINE_EXCEEDED', 'CANCELLED']);
+const RECONNECT_STATUSES: ReadonlySet<string> = new Set(['UNAVAILABLE', 'DEADLINE_EXCEEDED', 'CANCELLED']);
 
 export interface Reconnectable {
   /** Resolves once connected (rejects past the connect time limit). */

@@ -17,7 +17,7 @@ export function clientTracingInterceptor(telemetry: Telemetry): grpc.Interceptor
       attributes: { 'rpc.system': 'grpc', 'rpc.service': name.slice(0, slash), 'rpc.method': name.slice(slash + 1) },
     });
     return new grpc.InterceptingCall(nextCall(options), {
-      start(metadata, listener, next) {
+      start(metadata, _listener, next) {
         const traceparent = span && telemetry.traceparent(span);
         if (traceparent) metadata.set('traceparent', traceparent);
         next(

@@ -15,10 +15,7 @@
 import { connect, constants } from 'node:http2';
 import { Status, type StatusError } from './errors.js';
 
-export type UnaryOutcome =
-  | { kind: 'answer'; message: Buffer }
-  | { kind: 'status'; error: StatusError }
-  | { kind: 'unreached'; reason: string };
+export type UnaryOutcome = { kind: 'answer'; message: Buffer } | { kind: 'status'; error: StatusError } | { kind: 'unreached'; reason: string };
 
 export interface UnaryCallOptions {
   /** HOST:PORT, as grpc-js takes it ([::1]:50051 for IPv6). */
@@ -59,10 +56,7 @@ export function unaryCall(options: UnaryCallOptions): Promise<UnaryOutcome> {
       session.destroy();
       resolve(outcome);
     };
-    const timer = setTimeout(
-      () => finish({ kind: 'status', error: statusError(Status.DEADLINE_EXCEEDED, 'Deadline exceeded') }),
-      options.deadlineMs,
-    );
+    const timer = setTimeout(() => finish({ kind: 'status', error: statusError(Status.DEADLINE_EXCEEDED, 'Deadline exceeded') }), options.deadlineMs);
     session.on('error', (error: Error) => finish({ kind: 'unreached', reason: error.message }));
     session.on('goaway', () => finish({ kind: 'unreached', reason: 'the server went away' }));
 

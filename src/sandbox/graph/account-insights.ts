@@ -130,7 +130,8 @@ export function accountInsights(request: FastifyRequest, account: SandboxAccount
     return {
       data: metrics.map((name) => {
         const id = `${account.id}/insights/${name}/lifetime`;
-        if (spec(name).lifetime === 'distribution') return { name, period, values: [{ value: data.audience(account.id, name), end_time: endTime }], ...title(name), id };
+        if (spec(name).lifetime === 'distribution')
+          return { name, period, values: [{ value: data.audience(account.id, name), end_time: endTime }], ...title(name), id };
         if (!totals) throw shouldBe([name], 'metric_type=total_value');
         if (breakdown === undefined || !DEMOGRAPHIC_BREAKDOWNS.includes(breakdown)) {
           throw oauth(100, `(#100) The parameter breakdown must be one of ${DEMOGRAPHIC_BREAKDOWNS.join(' | ')}`);
@@ -180,7 +181,13 @@ export function accountInsights(request: FastifyRequest, account: SandboxAccount
       const base = { name, period, ...title(name), id: `${account.id}/insights/${name}/${period}` };
       if (totals) {
         const value = over(name, days[0]!, days.length);
-        return { ...base, total_value: breakdown === undefined ? { value } : { value, breakdowns: [{ dimension_keys: [breakdown], results: split(value, `${account.id}:${name}:${since}`, BREAKDOWN_VALUES[breakdown]!) }] } };
+        return {
+          ...base,
+          total_value:
+            breakdown === undefined
+              ? { value }
+              : { value, breakdowns: [{ dimension_keys: [breakdown], results: split(value, `${account.id}:${name}:${since}`, BREAKDOWN_VALUES[breakdown]!) }] },
+        };
       }
       return { ...base, values: days.map((day) => ({ value: over(name, day - (window - 1) * DAY_MS, window), end_time: graphTimestamp(day + DAY_MS) })) };
     }),

@@ -353,16 +353,12 @@ export function createGraphData(options: GraphDataOptions): GraphData {
   ];
   const accounts: SandboxAccount[] = specs.map((spec) => {
     // Newest first, one post every 17 hours back from the anchor.
-    const media = Array.from({ length: spec.media }, (_, i) =>
-      buildMedia(spec.id, spec.username, i, kindOf(i), anchorMs - (i + 1) * 17 * 3_600_000),
-    );
+    const media = Array.from({ length: spec.media }, (_, i) => buildMedia(spec.id, spec.username, i, kindOf(i), anchorMs - (i + 1) * 17 * 3_600_000));
     if (spec.id === MAIN_ACCOUNT_ID) {
       for (const item of media.slice(Math.max(0, media.length - preBusiness))) item.preBusiness = true;
     }
     // Stories 1 to 20 hours old: all alive at the anchor, gone a day later.
-    const stories = [1, 3, 6, 10, 20].map((hours, i) =>
-      buildMedia(spec.id, spec.username, i, 'STORY', anchorMs - hours * 3_600_000),
-    );
+    const stories = [1, 3, 6, 10, 20].map((hours, i) => buildMedia(spec.id, spec.username, i, 'STORY', anchorMs - hours * 3_600_000));
     return {
       id: spec.id,
       name: spec.name,

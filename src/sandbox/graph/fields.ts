@@ -41,7 +41,10 @@ function parseOne(text: string): FieldRequest {
   const [, name, modifierText, braces] = match;
   const modifiers: Record<string, string[]> = {};
   for (const [, modifier, args] of modifierText!.matchAll(/\.([A-Za-z_]+)\(([^()]*)\)/g)) {
-    modifiers[modifier!] = args!.split(',').map((arg) => arg.trim()).filter(Boolean);
+    modifiers[modifier!] = args!
+      .split(',')
+      .map((arg) => arg.trim())
+      .filter(Boolean);
   }
   return { name: name!, modifiers, children: braces === undefined ? undefined : parseFields(braces.slice(1, -1)) };
 }

@@ -10,7 +10,10 @@ import { isRetiredAt, retiredFrom } from './metric-schedule.js';
 import { oauth, type Caller } from './request.js';
 
 export function metricList(text: string | undefined): string[] {
-  const metrics = (text ?? '').split(',').map((m) => m.trim()).filter(Boolean);
+  const metrics = (text ?? '')
+    .split(',')
+    .map((m) => m.trim())
+    .filter(Boolean);
   if (metrics.length === 0) throw oauth(100, '(#100) The parameter metric is required');
   return metrics;
 }

@@ -24,7 +24,7 @@
 export type GraphMount = 'spec' | 'facebook' | 'instagram';
 
 /** The version from which Meta refuses each retired metric (media and account names alike). */
-export const META_RETIRED_AT: Readonly<Record<string, number>> = {
+const META_RETIRED_AT: Readonly<Record<string, number>> = {
   audience_city: 18,
   audience_country: 18,
   audience_gender_age: 18,
@@ -44,13 +44,13 @@ export const META_RETIRED_AT: Readonly<Record<string, number>> = {
 };
 
 /** Account metrics Meta answers only as totals (metric_type=total_value) from this version on; daily values before. */
-export const META_TOTALS_ONLY_FROM: Readonly<Record<string, number>> = {
+const META_TOTALS_ONLY_FROM: Readonly<Record<string, number>> = {
   profile_views: 21,
   website_clicks: 21,
 };
 
 /** The spec's metric names (spec 001, "Metrics"): on the spec's mount, not retired before this version. */
-export const SPEC_METRIC_NAMES: ReadonlySet<string> = new Set([
+const SPEC_METRIC_NAMES: ReadonlySet<string> = new Set([
   'impressions',
   'reach',
   'saved',
@@ -70,7 +70,7 @@ export const SPEC_METRIC_NAMES: ReadonlySet<string> = new Set([
   'audience_country',
   'audience_gender_age',
 ]);
-export const SPEC_RETIREMENT_FLOOR = 22;
+const SPEC_RETIREMENT_FLOOR = 22;
 
 function onMount(version: number | undefined, metric: string, mount: GraphMount): number | undefined {
   if (version === undefined) return undefined;

@@ -3,7 +3,16 @@
  * children), IG User, and a Facebook page with its linked account; a field
  * a node does not have is Meta's error 100 naming the node type.
  */
-import { MAIN_ACCOUNT_ID, SANDBOX_GRAPH_TOKENS, SANDBOX_PAGES, seedHash, type GraphData, type SandboxAccount, type SandboxChild, type SandboxMedia } from './data.js';
+import {
+  MAIN_ACCOUNT_ID,
+  SANDBOX_GRAPH_TOKENS,
+  SANDBOX_PAGES,
+  seedHash,
+  type GraphData,
+  type SandboxAccount,
+  type SandboxChild,
+  type SandboxMedia,
+} from './data.js';
 import type { FieldRequest } from './fields.js';
 import { insightsFieldMetrics, mediaInsights } from './insights.js';
 import { oauth, type Caller } from './request.js';

@@ -75,8 +75,8 @@ export interface GraphRouteOptions {
 }
 
 /** The three ways of finding the business account, each mounted at its own path by graphShapes. */
-export const GRAPH_SHAPES: Readonly<Record<GraphMount, string>> = { spec: '/graph', facebook: '/facebook', instagram: '/instagram' };
-export type GraphShape = GraphMount;
+const GRAPH_SHAPES: Readonly<Record<GraphMount, string>> = { spec: '/graph', facebook: '/facebook', instagram: '/instagram' };
+type GraphShape = GraphMount;
 
 /**
  * The graph API in its three shapes, sharing data, rate limit and counter:
@@ -178,7 +178,10 @@ export async function graphRoutes(app: FastifyInstance, options: GraphRouteOptio
       const own = data.account(caller.accounts[0]!)!;
       const fields = fieldsOf(query);
       const extraFields = fields.filter((f) => f.name === 'user_id' || f.name === 'account_type');
-      const rendered = renderAccount(own, fields.filter((f) => !extraFields.includes(f)));
+      const rendered = renderAccount(
+        own,
+        fields.filter((f) => !extraFields.includes(f)),
+      );
       for (const field of extraFields) rendered[field.name] = field.name === 'user_id' ? own.id : 'BUSINESS';
       return rendered;
     }
@@ -196,7 +199,9 @@ export async function graphRoutes(app: FastifyInstance, options: GraphRouteOptio
     }
     if (objectId === 'me') {
       if (edge === undefined) {
-        return caller.token === SANDBOX_GRAPH_TOKENS.user ? { id: '100000000000001', name: 'Sandbox User' } : { id: '100000000000002', name: 'Sandbox Studio Page' };
+        return caller.token === SANDBOX_GRAPH_TOKENS.user
+          ? { id: '100000000000001', name: 'Sandbox User' }
+          : { id: '100000000000002', name: 'Sandbox Studio Page' };
       }
       if (edge !== 'social_business_accounts') throw oauth(100, `(#100) Tried accessing nonexisting field (${edge}) on node type (User)`);
       const visible = data.accounts.filter((account) => reaches(account.id));
@@ -229,7 +234,7 @@ export async function graphRoutes(app: FastifyInstance, options: GraphRouteOptio
     const child = data.child(objectId);
     if (child && reaches(child.accountId)) {
       if (edge === undefined) return renderChild(child, fieldsOf(query));
-      if (edge === 'insights') throw oauth(100, '(#100) Insights are not available for the items of a carousel album; read the album\'s insights');
+      if (edge === 'insights') throw oauth(100, "(#100) Insights are not available for the items of a carousel album; read the album's insights");
       throw oauth(100, `(#100) Tried accessing nonexisting field (${edge}) on node type (IGMedia)`);
     }
     throw nonexistingObject(objectId);

@@ -18,13 +18,3 @@ export function checkAppUrl(text: string, what = '--app-url'): URL {
   }
   return url;
 }
-
-/** An origin (scheme://host[:port]) as given by --cors-origin or a browser, or undefined when it is not one. */
-export function originOf(text: string): string | undefined {
-  try {
-    const url = new URL(text);
-    return (url.protocol === 'http:' || url.protocol === 'https:') && url.origin === text.replace(/\/$/, '') ? url.origin : undefined;
-  } catch {
-    return undefined;
-  }
-}

@@ -11,7 +11,7 @@ import { fileURLToPath } from 'node:url';
 import { join } from 'node:path';
 
 /** web/host/ of the package: two folders up from src/sandbox/host/ and from dist/sandbox/host/ alike. */
-export const HOST_ASSETS_DIR = fileURLToPath(new URL('../../../web/host/', import.meta.url));
+const HOST_ASSETS_DIR = fileURLToPath(new URL('../../../web/host/', import.meta.url));
 
 export interface Asset {
   body: string;
@@ -25,7 +25,7 @@ const TYPES: Record<string, string> = {
 };
 
 /** The files the routes serve, by name; the pages are served at their own paths, the rest at /host/NAME. */
-export const PAGE_FILES = ['index.html', 'login.html', 'demo.html'] as const;
+const PAGE_FILES = ['index.html', 'login.html', 'demo.html'] as const;
 export const SCRIPT_AND_STYLE_FILES = ['host.css', 'host.js', 'consent.js', 'api.js', 'login.js', 'demo.css', 'demo.js', 'app-login.js'] as const;
 
 export function loadAssets(dir = HOST_ASSETS_DIR): Map<string, Asset> {

@@ -37,7 +37,7 @@ export interface HostPageOptions {
 }
 
 /** What the panel can make the next appLogin() calls do instead of logging in. */
-export const FORCED_FAILURES = {
+const FORCED_FAILURES = {
   cancel: { code: 'USER_CANCELLED', message: 'the user cancelled the login' },
   network: { code: 'NETWORK_ERROR', message: 'a network error interrupted the login' },
   'no-host': { code: 'NOT_IN_HOST_APP', message: 'appLogin() is not running inside the host app' },
@@ -123,119 +123,125 @@ export async function hostRoutes(app: FastifyInstance, options: HostPageOptions)
     void reply.headers({ 'content-type': asset.type, 'cache-control': 'no-cache' });
     if (name === 'app-login.js') {
       // Imported by a mini-app on another origin (its dev server): a module script is fetched with CORS.
-      void reply.headers({ 'access-control-allow-origin': '*', 'cross-origin-resource-policy': 'cross-origin' }).removeHeader('access-control-allow-credentials');
+      void reply
+        .headers({ 'access-control-allow-origin': '*', 'cross-origin-resource-policy': 'cross-origin' })
+        .removeHeader('access-control-allow-credentials');
     }
     return reply.send(asset.body);
   });
 
-  app.register(async (api) => {
-    api.addHook('onRequest', async (request, reply) => {
-      refuseOtherSites(request);
-      void reply.header('cache-control', 'no-store');
-    });
+  app.register(
+    async (api) => {
+      api.addHook('onRequest', async (request, reply) => {
+        refuseOtherSites(request);
+        void reply.header('cache-control', 'no-store');
+      });
 
-    const describeUser = (userKey: number) => {
-      const user = state.user(userKey)!;
-      return { userKey, name: user.name, connected: state.isConnected(userKey), agreedTerms: user.agreedTerms };
-    };
-    const known = (userKey: number) => {
-      if (!state.user(userKey)) throw new HttpError(404, 'USER_NOT_FOUND', `no sandbox user ${userKey}: create one with POST /host/api/users`);
-      return userKey;
-    };
-
-    api.get('/state', async (request) => {
-      const after = (request.query as Record<string, unknown>).after ?? '0';
-      if (typeof after !== 'string' || !/^\d{1,15}$/.test(after)) throw new HttpError(400, 'INVALID_QUERY', 'after must be the sequence number of the last event seen (0 for all)');
-      const target = options.callback.current;
-      return {
-        users: state.users().map((user) => describeUser(user.userKey)),
-        selected: selected ?? null,
-        terms: state.terms,
-        failure,
-        callback: target ? { url: redactUrl(target.url), method: target.method } : null,
-        appUrl: options.appUrl ?? null,
-        events: state.journal.since(Number(after)),
-        last: state.journal.last,
+      const describeUser = (userKey: number) => {
+        const user = state.user(userKey)!;
+        return { userKey, name: user.name, connected: state.isConnected(userKey), agreedTerms: user.agreedTerms };
       };
-    });
+      const known = (userKey: number) => {
+        if (!state.user(userKey)) throw new HttpError(404, 'USER_NOT_FOUND', `no sandbox user ${userKey}: create one with POST /host/api/users`);
+        return userKey;
+      };
 
-    api.post('/users', async (request, reply) => {
-      const body = input(request);
-      const user = state.createUser(body.userKey === undefined ? undefined : userKeyOf(body.userKey));
-      selected = user.userKey;
-      return reply.code(201).send(describeUser(user.userKey));
-    });
+      api.get('/state', async (request) => {
+        const after = (request.query as Record<string, unknown>).after ?? '0';
+        if (typeof after !== 'string' || !/^\d{1,15}$/.test(after))
+          throw new HttpError(400, 'INVALID_QUERY', 'after must be the sequence number of the last event seen (0 for all)');
+        const target = options.callback.current;
+        return {
+          users: state.users().map((user) => describeUser(user.userKey)),
+          selected: selected ?? null,
+          terms: state.terms,
+          failure,
+          callback: target ? { url: redactUrl(target.url), method: target.method } : null,
+          appUrl: options.appUrl ?? null,
+          events: state.journal.since(Number(after)),
+          last: state.journal.last,
+        };
+      });
 
-    api.post('/select', async (request) => {
-      selected = known(userKeyOf(input(request).userKey));
-      return describeUser(selected);
-    });
+      api.post('/users', async (request, reply) => {
+        const body = input(request);
+        const user = state.createUser(body.userKey === undefined ? undefined : userKeyOf(body.userKey));
+        selected = user.userKey;
+        return reply.code(201).send(describeUser(user.userKey));
+      });
 
-    api.post('/failure', async (request) => {
-      const given = input(request).failure;
-      if (given !== 'none' && !(typeof given === 'string' && Object.hasOwn(FORCED_FAILURES, given))) {
-        throw new HttpError(400, 'INVALID_FIELD', `failure must be one of none, ${Object.keys(FORCED_FAILURES).join(', ')}`);
-      }
-      failure = given as Failure;
-      return { failure };
-    });
+      api.post('/select', async (request) => {
+        selected = known(userKeyOf(input(request).userKey));
+        return describeUser(selected);
+      });
 
-    /** Who asks for a code, and where it goes: the frame of the host page, or a login window opened by a page at `origin`. */
-    const caller = (request: FastifyRequest, body: Record<string, unknown>) => {
-      const via = body.via;
-      if (via !== 'frame' && via !== 'popup') throw new HttpError(400, 'INVALID_FIELD', 'via must be frame (the host page) or popup (the login window)');
-      const origin = body.origin;
-      if (typeof origin !== 'string' || !origin) throw new HttpError(400, 'MISSING_FIELD', 'origin is required: the origin of the mini-app the code goes to');
-      const allowed = [ownOrigin(request), ...(options.appOrigins ?? [])];
-      if (via === 'popup' && !allowed.includes(origin)) {
-        throw new HttpError(
-          403,
-          'ORIGIN_NOT_ALLOWED',
-          `a page at ${origin} may not log in through this host: allowed are ${allowed.join(', ')} (start serve with --cors-origin ${origin}, or --app-url)`,
-        );
-      }
-      return `appLogin() from ${origin} (${via === 'frame' ? 'in the host page' : 'login window'})`;
-    };
+      api.post('/failure', async (request) => {
+        const given = input(request).failure;
+        if (given !== 'none' && !(typeof given === 'string' && Object.hasOwn(FORCED_FAILURES, given))) {
+          throw new HttpError(400, 'INVALID_FIELD', `failure must be one of none, ${Object.keys(FORCED_FAILURES).join(', ')}`);
+        }
+        failure = given as Failure;
+        return { failure };
+      });
 
-    api.post('/login', async (request) => {
-      const body = input(request);
-      const who = caller(request, body);
-      if (failure !== 'none') {
-        const forced = FORCED_FAILURES[failure];
-        state.journal.add('app-login-failed', selected ?? null, `${who} rejected with ${forced.code}, as the panel asks`, false);
-        return { outcome: 'rejected', ...forced };
-      }
-      let userKey: number;
-      if (body.userKey !== undefined) userKey = known(userKeyOf(body.userKey));
-      else userKey = selected ?? state.createUser().userKey;
-      selected ??= userKey;
-      if (state.needsConsent(userKey) && body.agreedTerms === undefined) {
-        return { outcome: 'consent', user: describeUser(userKey), terms: state.terms };
-      }
-      const issued = state.login(userKey, body.agreedTerms);
-      return { outcome: 'code', userKey, authorizationCode: issued.authorizationCode, referrer: 'SANDBOX', consented: issued.consented ?? null };
-    });
+      /** Who asks for a code, and where it goes: the frame of the host page, or a login window opened by a page at `origin`. */
+      const caller = (request: FastifyRequest, body: Record<string, unknown>) => {
+        const via = body.via;
+        if (via !== 'frame' && via !== 'popup') throw new HttpError(400, 'INVALID_FIELD', 'via must be frame (the host page) or popup (the login window)');
+        const origin = body.origin;
+        if (typeof origin !== 'string' || !origin) throw new HttpError(400, 'MISSING_FIELD', 'origin is required: the origin of the mini-app the code goes to');
+        const allowed = [ownOrigin(request), ...(options.appOrigins ?? [])];
+        if (via === 'popup' && !allowed.includes(origin)) {
+          throw new HttpError(
+            403,
+            'ORIGIN_NOT_ALLOWED',
+            `a page at ${origin} may not log in through this host: allowed are ${allowed.join(', ')} (start serve with --cors-origin ${origin}, or --app-url)`,
+          );
+        }
+        return `appLogin() from ${origin} (${via === 'frame' ? 'in the host page' : 'login window'})`;
+      };
 
-    api.post('/cancel', async (request) => {
-      const body = input(request);
-      const who = caller(request, body);
-      const userKey = body.userKey === undefined ? null : userKeyOf(body.userKey);
-      state.journal.add('app-login-failed', userKey, `${who} cancelled on the consent screen (USER_CANCELLED)`, false);
-      return { outcome: 'rejected', code: 'USER_CANCELLED', message: 'the user cancelled the login on the consent screen' };
-    });
+      api.post('/login', async (request) => {
+        const body = input(request);
+        const who = caller(request, body);
+        if (failure !== 'none') {
+          const forced = FORCED_FAILURES[failure];
+          state.journal.add('app-login-failed', selected ?? null, `${who} rejected with ${forced.code}, as the panel asks`, false);
+          return { outcome: 'rejected', ...forced };
+        }
+        let userKey: number;
+        if (body.userKey !== undefined) userKey = known(userKeyOf(body.userKey));
+        else userKey = selected ?? state.createUser().userKey;
+        selected ??= userKey;
+        if (state.needsConsent(userKey) && body.agreedTerms === undefined) {
+          return { outcome: 'consent', user: describeUser(userKey), terms: state.terms };
+        }
+        const issued = state.login(userKey, body.agreedTerms);
+        return { outcome: 'code', userKey, authorizationCode: issued.authorizationCode, referrer: 'SANDBOX', consented: issued.consented ?? null };
+      });
 
-    api.post('/remove', async (request) => {
-      const body = input(request);
-      const userKey = known(userKeyOf(body.userKey));
-      const reason = body.reason;
-      if (!isKnownUnlinkReason(typeof reason === 'string' ? reason : undefined)) {
-        throw new HttpError(400, 'INVALID_FIELD', `reason must be one of ${UNLINK_REASON_NAMES.join(', ')}`);
-      }
-      if (!state.isConnected(userKey)) {
-        throw new HttpError(409, 'NO_CONNECTION', `user ${userKey} has no login connection to remove: log in first`);
-      }
-      const removal = await removeConnection(state, options.callback.current, userKey, reason as string);
-      return { ...removal, callback: removal.callback && { ...removal.callback, url: redactUrl(removal.callback.url) } };
-    });
-  }, { prefix: '/api' });
+      api.post('/cancel', async (request) => {
+        const body = input(request);
+        const who = caller(request, body);
+        const userKey = body.userKey === undefined ? null : userKeyOf(body.userKey);
+        state.journal.add('app-login-failed', userKey, `${who} cancelled on the consent screen (USER_CANCELLED)`, false);
+        return { outcome: 'rejected', code: 'USER_CANCELLED', message: 'the user cancelled the login on the consent screen' };
+      });
+
+      api.post('/remove', async (request) => {
+        const body = input(request);
+        const userKey = known(userKeyOf(body.userKey));
+        const reason = body.reason;
+        if (!isKnownUnlinkReason(typeof reason === 'string' ? reason : undefined)) {
+          throw new HttpError(400, 'INVALID_FIELD', `reason must be one of ${UNLINK_REASON_NAMES.join(', ')}`);
+        }
+        if (!state.isConnected(userKey)) {
+          throw new HttpError(409, 'NO_CONNECTION', `user ${userKey} has no login connection to remove: log in first`);
+        }
+        const removal = await removeConnection(state, options.callback.current, userKey, reason as string);
+        return { ...removal, callback: removal.callback && { ...removal.callback, url: redactUrl(removal.callback.url) } };
+      });
+    },
+    { prefix: '/api' },
+  );
 }

@@ -18,11 +18,7 @@ export interface CallbackResult {
   error?: string;
 }
 
-export async function sendUnlinkCallback(
-  target: CallbackTarget,
-  event: { userKey: number; referrer: string },
-  timeoutMs = 5_000,
-): Promise<CallbackResult> {
+export async function sendUnlinkCallback(target: CallbackTarget, event: { userKey: number; referrer: string }, timeoutMs = 5_000): Promise<CallbackResult> {
   const headers: Record<string, string> = {};
   if (target.basicAuth) headers.authorization = `Basic ${Buffer.from(target.basicAuth).toString('base64')}`;
   const url = new URL(target.url);

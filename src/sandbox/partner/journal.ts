@@ -28,7 +28,7 @@ export interface JournalEntry {
   ok: boolean;
 }
 
-export const JOURNAL_CAPACITY = 500;
+const JOURNAL_CAPACITY = 500;
 
 /** The first characters of a code or token, enough to tell them apart in a log and never enough to use. */
 export function shortened(secret: string): string {

@@ -26,6 +26,11 @@ export async function removeConnection(state: PartnerState, target: CallbackTarg
   const ok = callback.error === undefined && callback.status !== undefined && callback.status < 300;
   const outcome = callback.error ? `failed: ${callback.error}` : `answered HTTP ${callback.status}`;
   // The URL as a log may keep it: a query or a password in it is not for the page.
-  state.journal.add('callback', userKey, `removal callback ${target.method} ${redactUrl(target.url)} {userKey: ${userKey}, referrer: ${reason}} ${outcome}`, ok);
+  state.journal.add(
+    'callback',
+    userKey,
+    `removal callback ${target.method} ${redactUrl(target.url)} {userKey: ${userKey}, referrer: ${reason}} ${outcome}`,
+    ok,
+  );
   return { userKey, reason, callback };
 }

@@ -86,67 +86,81 @@ export async function partnerRoutes(app: FastifyInstance, options: PartnerRouteO
     const failure =
       error instanceof PartnerFailure
         ? error
-        : new PartnerFailure(error.statusCode && error.statusCode < 500 ? error.statusCode : 500, error.statusCode && error.statusCode < 500 ? 'BAD_REQUEST' : 'INTERNAL_ERROR', error.message);
+        : new PartnerFailure(
+            error.statusCode && error.statusCode < 500 ? error.statusCode : 500,
+            error.statusCode && error.statusCode < 500 ? 'BAD_REQUEST' : 'INTERNAL_ERROR',
+            error.message,
+          );
     void reply.status(failure.status).send(failureBody(failure, options.errorShape));
   });
 
-  app.register(async (partner) => {
-    partner.addHook('onRequest', async () => {
-      options.stats.partnerCalls++;
-      if (options.delayMs > 0) await sleep(options.delayMs);
-    });
+  app.register(
+    async (partner) => {
+      partner.addHook('onRequest', async () => {
+        options.stats.partnerCalls++;
+        if (options.delayMs > 0) await sleep(options.delayMs);
+      });
 
-    partner.post('/generate-token', async (request) => {
-      const { authorizationCode, referrer } = body(request);
-      return success(withScopes(state.generateToken(authorizationCode, referrer), separator));
-    });
+      partner.post('/generate-token', async (request) => {
+        const { authorizationCode, referrer } = body(request);
+        return success(withScopes(state.generateToken(authorizationCode, referrer), separator));
+      });
 
-    partner.post('/refresh-token', async (request) => success(withScopes(state.refreshToken(body(request).refreshToken), separator)));
+      partner.post('/refresh-token', async (request) => success(withScopes(state.refreshToken(body(request).refreshToken), separator)));
 
-    partner.get('/login-me', async (request) => {
-      const user = state.authenticate(bearer(request));
-      state.journal.add('user-info-read', user.userKey, `user info of ${user.userKey} read (login-me), agreedTerms: ${user.agreedTerms.join(', ') || 'none'}`);
-      return success(encryptUserInfo(withScopes({ ...user }, separator), options.key, options.aad));
-    });
+      partner.get('/login-me', async (request) => {
+        const user = state.authenticate(bearer(request));
+        state.journal.add(
+          'user-info-read',
+          user.userKey,
+          `user info of ${user.userKey} read (login-me), agreedTerms: ${user.agreedTerms.join(', ') || 'none'}`,
+        );
+        return success(encryptUserInfo(withScopes({ ...user }, separator), options.key, options.aad));
+      });
 
-    partner.post('/access/remove-by-access-token', async (request) => {
-      const user = state.authenticate(bearer(request));
-      state.disconnect(user.userKey, 'removed by the backend (remove-by-access-token)');
-      return success({ userKey: user.userKey });
-    });
+      partner.post('/access/remove-by-access-token', async (request) => {
+        const user = state.authenticate(bearer(request));
+        state.disconnect(user.userKey, 'removed by the backend (remove-by-access-token)');
+        return success({ userKey: user.userKey });
+      });
 
-    partner.post('/access/remove-by-user-key', async (request) => {
-      // The spec asks for a Bearer token, and one that is sent is checked. The vendor's API reference lists only the
-      // body ({ userKey }) and its example server sends no Authorization: under mutual TLS the client certificate
-      // authenticates the caller.
-      const byCertificate = request.headers.authorization === undefined && options.mutualTls === true && certifiedPeer(request);
-      if (!byCertificate) state.authenticate(bearer(request));
-      const userKey = userKeyOf(body(request).userKey);
-      state.disconnect(userKey, 'removed by the backend (remove-by-user-key)');
-      return success({ userKey });
-    });
-  }, { prefix: partnerPrefix });
+      partner.post('/access/remove-by-user-key', async (request) => {
+        // The spec asks for a Bearer token, and one that is sent is checked. The vendor's API reference lists only the
+        // body ({ userKey }) and its example server sends no Authorization: under mutual TLS the client certificate
+        // authenticates the caller.
+        const byCertificate = request.headers.authorization === undefined && options.mutualTls === true && certifiedPeer(request);
+        if (!byCertificate) state.authenticate(bearer(request));
+        const userKey = userKeyOf(body(request).userKey);
+        state.disconnect(userKey, 'removed by the backend (remove-by-user-key)');
+        return success({ userKey });
+      });
+    },
+    { prefix: partnerPrefix },
+  );
 
-  app.register(async (admin) => {
-    admin.post('/login', async (request) => {
-      const login = state.login(userKeyOf(body(request).userKey));
-      return { authorizationCode: login.authorizationCode, referrer: login.referrer, expiresAt: new Date(login.expiresAt).toISOString() };
-    });
+  app.register(
+    async (admin) => {
+      admin.post('/login', async (request) => {
+        const login = state.login(userKeyOf(body(request).userKey));
+        return { authorizationCode: login.authorizationCode, referrer: login.referrer, expiresAt: new Date(login.expiresAt).toISOString() };
+      });
 
-    admin.post('/unlink', async (request) => {
-      const input = body(request);
-      const userKey = userKeyOf(input.userKey);
-      const reason = typeof input.reason === 'string' && input.reason ? input.reason : 'UNLINK';
-      return removeConnection(state, options.callback.current, userKey, reason);
-    });
+      admin.post('/unlink', async (request) => {
+        const input = body(request);
+        const userKey = userKeyOf(input.userKey);
+        const reason = typeof input.reason === 'string' && input.reason ? input.reason : 'UNLINK';
+        return removeConnection(state, options.callback.current, userKey, reason);
+      });
 
-    admin.post('/advance', async (request) => {
-      const ms = body(request).ms;
-      if (typeof ms !== 'number' || !Number.isFinite(ms) || ms < 0) {
-        throw new PartnerFailure(400, 'BAD_REQUEST', 'ms must be a non-negative number of milliseconds');
-      }
-      options.clock.advance(ms);
-      return { now: new Date(options.clock.now()).toISOString(), offsetMs: options.clock.offsetMs };
-    });
-  }, { prefix: '/__sandbox' });
+      admin.post('/advance', async (request) => {
+        const ms = body(request).ms;
+        if (typeof ms !== 'number' || !Number.isFinite(ms) || ms < 0) {
+          throw new PartnerFailure(400, 'BAD_REQUEST', 'ms must be a non-negative number of milliseconds');
+        }
+        options.clock.advance(ms);
+        return { now: new Date(options.clock.now()).toISOString(), offsetMs: options.clock.offsetMs };
+      });
+    },
+    { prefix: '/__sandbox' },
+  );
 }

@@ -20,14 +20,14 @@ import { Journal, shortened } from './journal.js';
 
 export { PartnerFailure } from './failure.js';
 
-export const CODE_TTL_MS = 10 * 60_000;
-export const ACCESS_TTL_MS = 60 * 60_000;
-export const REFRESH_TTL_MS = 14 * 24 * 60 * 60_000;
+const CODE_TTL_MS = 10 * 60_000;
+const ACCESS_TTL_MS = 60 * 60_000;
+const REFRESH_TTL_MS = 14 * 24 * 60 * 60_000;
 /** The required tags of the default terms: what `miniapp sandbox login` agrees to for a first-time user. */
 export const REQUIRED_TERMS = requiredTags(DEFAULT_TERMS);
 export const GRANTED_SCOPE = 'user_ci user_name user_phone user_birthday user_gender user_nationality user_email user_key';
 /** The userKey of the first user made without one. */
-export const FIRST_USER_KEY = 1001;
+const FIRST_USER_KEY = 1001;
 
 export interface PartnerStateOptions {
   /** The consent screen's terms (default DEFAULT_TERMS). */
@@ -139,12 +139,22 @@ export class PartnerState {
     if (typeof referrer !== 'string' || !referrer) throw new PartnerFailure(400, 'BAD_REQUEST', 'referrer is required');
     const grant = this.#codes.get(code);
     if (!grant || grant.retired || grant.expiresAt <= this.clock.now() || !this.#connected.has(grant.userKey)) {
-      const why = !grant ? 'unknown' : grant.retired ? 'already used or revoked' : grant.expiresAt <= this.clock.now() ? 'expired' : 'its connection was removed';
+      const why = !grant
+        ? 'unknown'
+        : grant.retired
+          ? 'already used or revoked'
+          : grant.expiresAt <= this.clock.now()
+            ? 'expired'
+            : 'its connection was removed';
       this.journal.add('exchange-refused', grant?.userKey ?? null, `generate-token refused code ${shortened(code)}: ${why} (invalid_grant)`, false);
       throw new PartnerFailure(400, 'invalid_grant', 'authorization code is expired or already used');
     }
     grant.retired = true;
-    this.journal.add('code-exchanged', grant.userKey, `code ${shortened(code)} of ${grant.userKey} exchanged for tokens (generate-token, referrer ${referrer})`);
+    this.journal.add(
+      'code-exchanged',
+      grant.userKey,
+      `code ${shortened(code)} of ${grant.userKey} exchanged for tokens (generate-token, referrer ${referrer})`,
+    );
     return this.#issue(grant.userKey);
   }
 

@@ -30,7 +30,9 @@ export function parseTerm(text: string, required: boolean, flag: string): Term {
   const tag = (at < 0 ? text : text.slice(0, at)).trim();
   const title = at < 0 ? '' : text.slice(at + 1).trim();
   if (!TAG.test(tag)) {
-    throw new Error(`${flag} must be TAG=TITLE, the tag of letters, digits, _ . - (at most 64), such as terms_service_required=Terms of service; got "${text}"`);
+    throw new Error(
+      `${flag} must be TAG=TITLE, the tag of letters, digits, _ . - (at most 64), such as terms_service_required=Terms of service; got "${text}"`,
+    );
   }
   // Control characters would reach the consent screen and the terminal.
   if (!title || title.length > MAX_TITLE || /[\p{Cc}]/u.test(title)) {

@@ -31,13 +31,15 @@ async function get(path: string, query: Record<string, string>, options: { mount
 }
 
 const insights = (query: Record<string, string>, options?: Parameters<typeof get>[2]) => get(`/${MAIN_ACCOUNT_ID}/insights`, query, options);
-const errorOf = async (query: Record<string, string>, options?: Parameters<typeof get>[2]) => ((await insights(query, options)).body.error ?? {}) as { code?: number; message?: string };
+const errorOf = async (query: Record<string, string>, options?: Parameters<typeof get>[2]) =>
+  ((await insights(query, options)).body.error ?? {}) as { code?: number; message?: string };
 
 const data = createGraphData({ now: NOW, media: 20 });
 const until = startOfUtcDay(NOW);
 const since = until - 7 * DAY_MS;
 const range = { since: String(since / 1000), until: String(until / 1000) };
-const sum = (metric: string, from: number, days: number) => Array.from({ length: days }, (_, i) => data.daily(MAIN_ACCOUNT_ID, metric, from + i * DAY_MS)).reduce((a, b) => a + b, 0);
+const sum = (metric: string, from: number, days: number) =>
+  Array.from({ length: days }, (_, i) => data.daily(MAIN_ACCOUNT_ID, metric, from + i * DAY_MS)).reduce((a, b) => a + b, 0);
 
 describe('account insights as Meta serves them today', () => {
   it('answers views, accounts_engaged and total_interactions as totals with metric_type=total_value, and only so', async () => {
@@ -51,9 +53,22 @@ describe('account insights as Meta serves them today', () => {
     ]);
     expect(body.data[0]).toMatchObject({ period: 'day', title: 'Views' });
     expect(await errorOf({ metric: 'reach,views,accounts_engaged', period: 'day', ...range })).toEqual(
-      expect.objectContaining({ code: 100, message: '(#100) The following metrics (views,accounts_engaged) should be specified with parameter metric_type=total_value' }),
+      expect.objectContaining({
+        code: 100,
+        message: '(#100) The following metrics (views,accounts_engaged) should be specified with parameter metric_type=total_value',
+      }),
     );
-    for (const metric of ['likes', 'comments', 'shares', 'saves', 'replies', 'follows_and_unfollows', 'profile_links_taps', 'website_clicks', 'profile_views']) {
+    for (const metric of [
+      'likes',
+      'comments',
+      'shares',
+      'saves',
+      'replies',
+      'follows_and_unfollows',
+      'profile_links_taps',
+      'website_clicks',
+      'profile_views',
+    ]) {
       const { body: total } = await insights({ metric, period: 'day', metric_type: 'total_value', ...range });
       expect(total.data[0].total_value.value, metric).toBe(sum(metric, since, 7));
     }
@@ -71,7 +86,11 @@ describe('account insights as Meta serves them today', () => {
   });
 
   it('answers reach and impressions by day, week and days_28, each value covering the days that end with it', async () => {
-    for (const [period, days] of [['day', 1], ['week', 7], ['days_28', 28]] as const) {
+    for (const [period, days] of [
+      ['day', 1],
+      ['week', 7],
+      ['days_28', 28],
+    ] as const) {
       const { body } = await insights({ metric: 'reach,impressions', period, ...range }, { version: 'v21.0' });
       const [reach, impressions] = body.data;
       expect(reach.period).toBe(period);
@@ -89,7 +108,13 @@ describe('account insights as Meta serves them today', () => {
   it('answers online followers and the demographics of followers, engaged and reached audiences for the lifetime', async () => {
     const { body } = await insights({ metric: 'online_followers', period: 'lifetime' });
     expect(Object.keys(body.data[0].values[0].value)).toHaveLength(24);
-    const engaged = await insights({ metric: 'engaged_audience_demographics', period: 'lifetime', metric_type: 'total_value', breakdown: 'country', timeframe: 'this_month' });
+    const engaged = await insights({
+      metric: 'engaged_audience_demographics',
+      period: 'lifetime',
+      metric_type: 'total_value',
+      breakdown: 'country',
+      timeframe: 'this_month',
+    });
     const kr = data.audience(MAIN_ACCOUNT_ID, 'audience_country').KR!;
     expect(engaged.body.data[0].total_value.breakdowns[0].results).toContainEqual({ dimension_values: ['KR'], value: Math.round(kr * 0.3) });
     expect((await errorOf({ metric: 'reached_audience_demographics', period: 'lifetime', breakdown: 'country' })).message).toBe(
@@ -102,7 +127,7 @@ describe('account insights as Meta serves them today', () => {
 });
 
 describe('retired metrics, version by version', () => {
-  it('on Meta\'s hosts: audience_* from v18.0, profile_views by day from v21.0, impressions from v22.0', async () => {
+  it("on Meta's hosts: audience_* from v18.0, profile_views by day from v21.0, impressions from v22.0", async () => {
     const at = (version: string, query: Record<string, string>) => insights(query, { version, now: EARLIER });
     const audience = { metric: 'audience_country', period: 'lifetime' };
     expect((await at('v17.0', audience)).body.data[0].name).toBe('audience_country');
@@ -114,16 +139,22 @@ describe('retired metrics, version by version', () => {
 
     const daily = { metric: 'profile_views', period: 'day', ...range };
     expect((await at('v20.0', daily)).body.data[0].values).toHaveLength(7);
-    expect((await at('v21.0', daily)).body.error.message).toBe('(#100) The following metrics (profile_views) should be specified with parameter metric_type=total_value');
+    expect((await at('v21.0', daily)).body.error.message).toBe(
+      '(#100) The following metrics (profile_views) should be specified with parameter metric_type=total_value',
+    );
     expect((await at('v21.0', { ...daily, metric_type: 'total_value' })).body.data[0].total_value.value).toBe(sum('profile_views', since, 7));
 
     const impressions = { metric: 'impressions,reach', period: 'day', ...range };
     expect((await at('v21.0', impressions)).body.data).toHaveLength(2);
-    expect((await at('v22.0', impressions)).body.error.message).toBe('(#100) Starting from version v22.0 and above, the impressions metric is no longer supported');
-    expect((await at('v25.0', impressions)).body.error.message).toBe('(#100) Starting from version v22.0 and above, the impressions metric is no longer supported');
+    expect((await at('v22.0', impressions)).body.error.message).toBe(
+      '(#100) Starting from version v22.0 and above, the impressions metric is no longer supported',
+    );
+    expect((await at('v25.0', impressions)).body.error.message).toBe(
+      '(#100) Starting from version v22.0 and above, the impressions metric is no longer supported',
+    );
   });
 
-  it('on the spec\'s mount: the spec\'s own names until v22.0, as the spec (v18.0) names them', async () => {
+  it("on the spec's mount: the spec's own names until v22.0, as the spec (v18.0) names them", async () => {
     const at = (version: string, query: Record<string, string>) => insights(query, { version, now: EARLIER, mount: 'graph' });
     expect((await at('v21.0', { metric: 'audience_country', period: 'lifetime' })).body.data).toHaveLength(1);
     expect((await at('v21.0', { metric: 'profile_views,impressions', period: 'day', ...range })).body.data).toHaveLength(2);
@@ -150,8 +181,12 @@ describe('retired metrics, version by version', () => {
     expect(engagement).toContain('total_interactions');
     expect((await at('v20.0', video.id, 'video_views')).body.data).toHaveLength(1);
     expect((await at('v21.0', video.id, 'video_views')).body.error.code).toBe(100);
-    expect((await at('v22.0', image.id, 'impressions')).body.error.message).toBe('(#100) Starting from version v22.0 and above, the impressions metric is no longer supported for the queried media');
-    expect((await at('v22.0', video.id, 'impressions')).body.error.message).toBe('(#100) The Media Insights API does not support the impressions metric for this media product type');
+    expect((await at('v22.0', image.id, 'impressions')).body.error.message).toBe(
+      '(#100) Starting from version v22.0 and above, the impressions metric is no longer supported for the queried media',
+    );
+    expect((await at('v22.0', video.id, 'impressions')).body.error.message).toBe(
+      '(#100) The Media Insights API does not support the impressions metric for this media product type',
+    );
     expect((await at('v25.0', video.id, 'views,total_interactions')).body.data).toHaveLength(2);
   });
 });

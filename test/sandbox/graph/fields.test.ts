@@ -44,12 +44,18 @@ describe('graph sandbox: default fields of the libraries', () => {
   });
 
   it('answers every IG Media field: owner, album children with their fields, video thumbnails', async () => {
-    const fields = 'caption,comments_count,id,children,like_count,media_type,media_url,owner,permalink,timestamp,username,media_product_type,ig_id,is_comment_enabled,shortcode,thumbnail_url';
+    const fields =
+      'caption,comments_count,id,children,like_count,media_type,media_url,owner,permalink,timestamp,username,media_product_type,ig_id,is_comment_enabled,shortcode,thumbnail_url';
     const album = media.find((m) => m.kind === 'CAROUSEL_ALBUM')!;
     const answer = await get(`/${album.id}`, { fields });
     expect(answer.owner).toEqual({ id: MAIN_ACCOUNT_ID });
     expect(answer.children.data).toEqual(album.children!.map((c) => ({ id: c.id })));
-    expect(answer).toMatchObject({ media_product_type: 'FEED', shortcode: album.fields.shortcode, ig_id: album.fields.ig_id, is_comment_enabled: album.fields.is_comment_enabled });
+    expect(answer).toMatchObject({
+      media_product_type: 'FEED',
+      shortcode: album.fields.shortcode,
+      ig_id: album.fields.ig_id,
+      is_comment_enabled: album.fields.is_comment_enabled,
+    });
     expect(answer.thumbnail_url).toBeUndefined();
     const video = media.find((m) => m.kind === 'VIDEO')!;
     expect((await get(`/${video.id}`, { fields })).thumbnail_url).toBe(video.fields.thumbnail_url);
@@ -65,7 +71,11 @@ describe('graph sandbox: default fields of the libraries', () => {
   });
 
   it('names Meta node types in errors', async () => {
-    expect((await get(`/${MAIN_ACCOUNT_ID}`, { fields: 'colour' })).error.message).toBe('(#100) Tried accessing nonexisting field (colour) on node type (IGUser)');
-    expect((await get(`/${media[0]!.id}`, { fields: 'colour' })).error.message).toBe('(#100) Tried accessing nonexisting field (colour) on node type (IGMedia)');
+    expect((await get(`/${MAIN_ACCOUNT_ID}`, { fields: 'colour' })).error.message).toBe(
+      '(#100) Tried accessing nonexisting field (colour) on node type (IGUser)',
+    );
+    expect((await get(`/${media[0]!.id}`, { fields: 'colour' })).error.message).toBe(
+      '(#100) Tried accessing nonexisting field (colour) on node type (IGMedia)',
+    );
   });
 });

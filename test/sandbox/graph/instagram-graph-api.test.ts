@@ -50,7 +50,7 @@ class TotalValueInsightsRequest extends GetPageDayInsightsRequest {
 }
 
 describe('instagram-graph-api against the sandbox', () => {
-  it('finds the account through the user\'s pages (graph.facebook.com), with the pages\' default fields', async () => {
+  it("finds the account through the user's pages (graph.facebook.com), with the pages' default fields", async () => {
     const pages = (await new GetAuthorizedFacebookPagesRequest(SANDBOX_GRAPH_TOKENS.user).execute()).getAuthorizedFacebookPages();
     expect(pages.map((page) => page.id)).toEqual([SANDBOX_PAGES.main, SANDBOX_PAGES.second, SANDBOX_PAGES.unlinked]);
     expect(pages[0]).toMatchObject({ name: 'Sandbox Studio Page', access_token: SANDBOX_GRAPH_TOKENS.page });
@@ -129,9 +129,10 @@ describe('instagram-graph-api against the sandbox', () => {
     const totals = await new TotalValueInsightsRequest(SANDBOX_GRAPH_TOKENS.page, MAIN_ACCOUNT_ID, ...(metrics as DayMetric[]))
       .withRange(new Date(since), new Date(until))
       .execute();
-    const sum = (metric: string) => Array.from({ length: 14 }, (_, i) => graph.data.daily(MAIN_ACCOUNT_ID, metric, since + i * DAY_MS)).reduce((a, b) => a + b, 0);
-    expect(totals.getMetrics().map((metric) => [metric.getMetricName(), (metric.getMetricData() as { total_value?: { value: number } }).total_value?.value])).toEqual(
-      metrics.map((metric) => [metric, sum(metric)]),
-    );
+    const sum = (metric: string) =>
+      Array.from({ length: 14 }, (_, i) => graph.data.daily(MAIN_ACCOUNT_ID, metric, since + i * DAY_MS)).reduce((a, b) => a + b, 0);
+    expect(
+      totals.getMetrics().map((metric) => [metric.getMetricName(), (metric.getMetricData() as { total_value?: { value: number } }).total_value?.value]),
+    ).toEqual(metrics.map((metric) => [metric, sum(metric)]));
   });
 });

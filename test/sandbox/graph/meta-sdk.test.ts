@@ -41,7 +41,7 @@ describe('facebook-nodejs-business-sdk against the sandbox (graph.facebook.com s
     expect(FacebookAdsApi.GRAPH).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/facebook$/);
   });
 
-  it('finds the Instagram accounts through the user\'s pages, and a page\'s linked account', async () => {
+  it("finds the Instagram accounts through the user's pages, and a page's linked account", async () => {
     const pages = await new User('me').getAccounts([Page.Fields.id!, Page.Fields.name!, `${Page.Fields.instagram_business_account}{id,username,name}`]);
     expect(pages.hasNext()).toBe(false);
     expect(pages.map((page) => [page.id, (page.instagram_business_account as { id: string } | undefined)?.id])).toEqual([
@@ -53,8 +53,10 @@ describe('facebook-nodejs-business-sdk against the sandbox (graph.facebook.com s
     expect(page.instagram_business_account).toEqual({ id: MAIN_ACCOUNT_ID });
   });
 
-  it('reads the IG User with the SDK\'s own field names', async () => {
-    const fields = ['biography', 'followers_count', 'follows_count', 'id', 'ig_id', 'media_count', 'name', 'profile_picture_url', 'username', 'website'].map((f) => IGUser.Fields[f]!);
+  it("reads the IG User with the SDK's own field names", async () => {
+    const fields = ['biography', 'followers_count', 'follows_count', 'id', 'ig_id', 'media_count', 'name', 'profile_picture_url', 'username', 'website'].map(
+      (f) => IGUser.Fields[f]!,
+    );
     const user = await new IGUser(MAIN_ACCOUNT_ID).get(fields);
     const account = graph.data.account(MAIN_ACCOUNT_ID)!;
     expect(user.exportAllData()).toEqual({
@@ -71,10 +73,23 @@ describe('facebook-nodejs-business-sdk against the sandbox (graph.facebook.com s
     });
   });
 
-  it('reads every media item, page by page to the end, with the SDK\'s field names', async () => {
+  it("reads every media item, page by page to the end, with the SDK's field names", async () => {
     const fields = [
-      'id', 'caption', 'comments_count', 'ig_id', 'is_comment_enabled', 'like_count', 'media_product_type', 'media_type',
-      'media_url', 'owner', 'permalink', 'shortcode', 'thumbnail_url', 'timestamp', 'username',
+      'id',
+      'caption',
+      'comments_count',
+      'ig_id',
+      'is_comment_enabled',
+      'like_count',
+      'media_product_type',
+      'media_type',
+      'media_url',
+      'owner',
+      'permalink',
+      'shortcode',
+      'thumbnail_url',
+      'timestamp',
+      'username',
     ].map((f) => IGMedia.Fields[f]!);
     let cursor = await new IGUser(MAIN_ACCOUNT_ID).getMedia(fields, { limit: 25 });
     const seen = [...cursor];
@@ -93,7 +108,7 @@ describe('facebook-nodejs-business-sdk against the sandbox (graph.facebook.com s
     expect(video.thumbnail_url).toEqual(expect.stringMatching(/_thumb\.jpg$/));
   });
 
-  it('reads a media item\'s insights', async () => {
+  it("reads a media item's insights", async () => {
     const item = graph.data.account(MAIN_ACCOUNT_ID)!.media.find((m) => m.kind === 'IMAGE')!;
     const { reach, saved, views, total_interactions } = InstagramInsightsResult.Metric;
     const insights = await new IGMedia(item.id).getInsights([], { metric: [reach, saved, views, total_interactions].join(',') });
@@ -113,7 +128,8 @@ describe('facebook-nodejs-business-sdk against the sandbox (graph.facebook.com s
     const until = startOfUtcDay(NOW);
     const since = until - 14 * DAY_MS;
     const range = { since: Math.floor(since / 1000), until: Math.floor(until / 1000) };
-    const sum = (metric: string) => Array.from({ length: 14 }, (_, i) => graph.data.daily(MAIN_ACCOUNT_ID, metric, since + i * DAY_MS)).reduce((a, b) => a + b, 0);
+    const sum = (metric: string) =>
+      Array.from({ length: 14 }, (_, i) => graph.data.daily(MAIN_ACCOUNT_ID, metric, since + i * DAY_MS)).reduce((a, b) => a + b, 0);
     const totals = await new IGUser(MAIN_ACCOUNT_ID).getInsights([], {
       metric: 'views,accounts_engaged,total_interactions,profile_views',
       period: InstagramInsightsResult.Period.day,

@@ -7,14 +7,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { randomBytes } from 'node:crypto';
 import { buildSandbox, type Sandbox } from '../../../src/sandbox/server.js';
 import { SandboxClock } from '../../../src/sandbox/clock.js';
-import {
-  DAY_MS,
-  MAIN_ACCOUNT_ID,
-  SANDBOX_GRAPH_TOKENS,
-  SECOND_ACCOUNT_ID,
-  createGraphData,
-  startOfUtcDay,
-} from '../../../src/sandbox/graph/data.js';
+import { DAY_MS, MAIN_ACCOUNT_ID, SANDBOX_GRAPH_TOKENS, SECOND_ACCOUNT_ID, createGraphData, startOfUtcDay } from '../../../src/sandbox/graph/data.js';
 
 const NOW = Date.parse('2026-11-21T12:00:00Z');
 const TOKEN = SANDBOX_GRAPH_TOKENS.page;
@@ -107,7 +100,11 @@ describe('graph sandbox: routes', () => {
       query = Object.fromEntries(next.searchParams);
     }
     expect(pages).toBe(3);
-    expect(ids).toEqual(createGraphData({ now: NOW, media: 250 }).account(MAIN_ACCOUNT_ID)!.media.map((m) => m.id));
+    expect(ids).toEqual(
+      createGraphData({ now: NOW, media: 250 })
+        .account(MAIN_ACCOUNT_ID)!
+        .media.map((m) => m.id),
+    );
   });
 
   it('expands insights.metric(...) on every item of a page, and refuses insights{...}', async () => {
@@ -169,10 +166,21 @@ describe('graph sandbox: routes', () => {
     expect(Date.parse(reach.values[0].end_time.replace('+0000', 'Z'))).toBe(since + DAY_MS);
     expect(body.paging.next).toEqual(expect.any(String));
 
-    const tooLong = await get(`/${MAIN_ACCOUNT_ID}/insights`, { metric: 'reach', period: 'day', since: String((until - 31 * DAY_MS) / 1000), until: String(until / 1000) });
+    const tooLong = await get(`/${MAIN_ACCOUNT_ID}/insights`, {
+      metric: 'reach',
+      period: 'day',
+      since: String((until - 31 * DAY_MS) / 1000),
+      until: String(until / 1000),
+    });
     expect(tooLong.body.error.message).toBe('(#100) There cannot be more than 30 days (2592000 s) between since and until');
 
-    const totals = await get(`/${MAIN_ACCOUNT_ID}/insights`, { metric: 'follower_count', period: 'day', metric_type: 'total_value', since: String(since / 1000), until: String(until / 1000) });
+    const totals = await get(`/${MAIN_ACCOUNT_ID}/insights`, {
+      metric: 'follower_count',
+      period: 'day',
+      metric_type: 'total_value',
+      since: String(since / 1000),
+      until: String(until / 1000),
+    });
     expect(totals.body.data[0].total_value.value).toBe(
       Array.from({ length: 30 }, (_, i) => data.daily(MAIN_ACCOUNT_ID, 'follower_count', since + i * DAY_MS)).reduce((a, b) => a + b, 0),
     );
@@ -185,8 +193,16 @@ describe('graph sandbox: routes', () => {
     expect(body.data[0].values[0].value).toEqual(data.audience(MAIN_ACCOUNT_ID, 'audience_country'));
     const mixed = await get(`/${MAIN_ACCOUNT_ID}/insights`, { metric: 'reach,audience_city', period: 'day' });
     expect(mixed.body.error.message).toContain('audience_city');
-    const demo = await get(`/${MAIN_ACCOUNT_ID}/insights`, { metric: 'follower_demographics', period: 'lifetime', metric_type: 'total_value', breakdown: 'country' });
-    expect(demo.body.data[0].total_value.breakdowns[0].results).toContainEqual({ dimension_values: ['KR'], value: data.audience(MAIN_ACCOUNT_ID, 'audience_country').KR });
+    const demo = await get(`/${MAIN_ACCOUNT_ID}/insights`, {
+      metric: 'follower_demographics',
+      period: 'lifetime',
+      metric_type: 'total_value',
+      breakdown: 'country',
+    });
+    expect(demo.body.data[0].total_value.breakdowns[0].results).toContainEqual({
+      dimension_values: ['KR'],
+      value: data.audience(MAIN_ACCOUNT_ID, 'audience_country').KR,
+    });
   });
 
   it('hides the second account from the page token and stories after 24 hours', async () => {

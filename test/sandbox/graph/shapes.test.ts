@@ -29,21 +29,37 @@ describe('graph sandbox: account discovery shapes', () => {
   it('graph.facebook.com: the user token lists its pages with their linked accounts; a page token is its page', async () => {
     const pages = await get('/facebook/v24.0/me/accounts', { fields: 'id,name,instagram_business_account{id,username,name}' }, SANDBOX_GRAPH_TOKENS.user);
     expect(pages.data).toEqual([
-      { id: SANDBOX_PAGES.main, name: 'Sandbox Studio Page', instagram_business_account: { id: MAIN_ACCOUNT_ID, username: 'sandbox.studio', name: 'Sandbox Studio' } },
-      { id: SANDBOX_PAGES.second, name: 'Sandbox Shop Page', instagram_business_account: { id: SECOND_ACCOUNT_ID, username: 'sandbox.shop', name: 'Sandbox Shop' } },
+      {
+        id: SANDBOX_PAGES.main,
+        name: 'Sandbox Studio Page',
+        instagram_business_account: { id: MAIN_ACCOUNT_ID, username: 'sandbox.studio', name: 'Sandbox Studio' },
+      },
+      {
+        id: SANDBOX_PAGES.second,
+        name: 'Sandbox Shop Page',
+        instagram_business_account: { id: SECOND_ACCOUNT_ID, username: 'sandbox.shop', name: 'Sandbox Shop' },
+      },
       { id: SANDBOX_PAGES.unlinked, name: 'Sandbox Notes Page' },
     ]);
     expect(await get(`/facebook/v24.0/${SANDBOX_PAGES.second}`, { fields: 'instagram_business_account' }, SANDBOX_GRAPH_TOKENS.user)).toEqual({
       id: SANDBOX_PAGES.second,
       instagram_business_account: { id: SECOND_ACCOUNT_ID },
     });
-    expect(await get('/facebook/v24.0/me', IG)).toEqual({ id: SANDBOX_PAGES.main, instagram_business_account: { id: MAIN_ACCOUNT_ID, username: 'sandbox.studio', name: 'Sandbox Studio' } });
+    expect(await get('/facebook/v24.0/me', IG)).toEqual({
+      id: SANDBOX_PAGES.main,
+      instagram_business_account: { id: MAIN_ACCOUNT_ID, username: 'sandbox.studio', name: 'Sandbox Studio' },
+    });
     expect((await get('/facebook/v24.0/me/accounts')).error.message).toBe('(#100) Tried accessing nonexisting field (accounts) on node type (Page)');
     expect((await get('/facebook/v24.0/me/social_business_accounts', {}, SANDBOX_GRAPH_TOKENS.user)).error).toMatchObject({ code: 100 });
   });
 
   it('graph.instagram.com: me is the professional account, and its edges work through me', async () => {
-    expect(await get('/instagram/v24.0/me', { fields: 'user_id,username,name' })).toEqual({ id: MAIN_ACCOUNT_ID, user_id: MAIN_ACCOUNT_ID, username: 'sandbox.studio', name: 'Sandbox Studio' });
+    expect(await get('/instagram/v24.0/me', { fields: 'user_id,username,name' })).toEqual({
+      id: MAIN_ACCOUNT_ID,
+      user_id: MAIN_ACCOUNT_ID,
+      username: 'sandbox.studio',
+      name: 'Sandbox Studio',
+    });
     expect((await get('/instagram/v24.0/me/media', { fields: 'id', limit: '5' })).data).toHaveLength(5);
     expect((await get('/instagram/v24.0/me/accounts')).error.message).toBe('(#100) Tried accessing nonexisting field (accounts) on node type (IGUser)');
     expect((await get('/instagram/v24.0/me', IG)).error).toMatchObject({ code: 100 });

@@ -38,7 +38,18 @@ describe.each(BACKENDS)('on %s', (backend) => {
 
   describe('create, get, update, delete', () => {
     it('creates a user and prints it as JSON with created_at in ISO 8601', async () => {
-      const result = await users(['create', '--username', 'alice', '--email', 'alice@example.com', '--password', 'correct-horse', '--full-name', 'Alice A', '--json']);
+      const result = await users([
+        'create',
+        '--username',
+        'alice',
+        '--email',
+        'alice@example.com',
+        '--password',
+        'correct-horse',
+        '--full-name',
+        'Alice A',
+        '--json',
+      ]);
       expect(result.code, result.stderr).toBe(0);
       const user = JSON.parse(result.stdout);
       expect(user).toEqual({
@@ -192,7 +203,7 @@ describe.each(BACKENDS)('on %s', (backend) => {
       const result = await users(['list'], { env: { MINIAPP_GRPC_TOKEN: 'mat_wrong' } });
       expect(result.code).toBe(4);
       expect(result.stderr).toContain('UNAUTHENTICATED: invalid or expired token');
-      expect(result.stderr).toContain("grpc-token; or pass --token");
+      expect(result.stderr).toContain('grpc-token; or pass --token');
     });
 
     it('exits 4 with a wrong token from every streaming command too', async () => {
@@ -227,7 +238,7 @@ describe.each(BACKENDS)('on %s', (backend) => {
       expect(badAddr.code).toBe(2);
     });
 
-    it('refuses an empty --token (an unset variable in a script) instead of falling back to the profile\'s admin token', async () => {
+    it("refuses an empty --token (an unset variable in a script) instead of falling back to the profile's admin token", async () => {
       const created = await create('kurt');
       expect((await cli.sb.run(['config', 'set', 'grpc-token', cli.server.token])).code).toBe(0);
       expect((await cli.sb.run(['config', 'set', 'grpc-addr', cli.server.address])).code).toBe(0);
@@ -300,7 +311,10 @@ describe.each(BACKENDS)('on %s', (backend) => {
       });
       try {
         const env = { MINIAPP_GRPC_ADDR: tls.grpc!.address, MINIAPP_GRPC_TOKEN: tls.adminToken! };
-        const created = await cli.sb.run(['users', 'create', '--username', 'tina', '--email', 'tina@example.com', '--password', 'correct-horse', '--ca', pki.caCert, '--json'], { env });
+        const created = await cli.sb.run(
+          ['users', 'create', '--username', 'tina', '--email', 'tina@example.com', '--password', 'correct-horse', '--ca', pki.caCert, '--json'],
+          { env },
+        );
         expect(created.code, created.stderr).toBe(0);
         const caFile = join(cli.sb.root, 'ca.pem');
         writeFileSync(caFile, pki.read(pki.caCert));

@@ -17,7 +17,7 @@ import { Capture, Sandbox, type RunOptions, type RunResult } from '../../helpers
 import { useBackendStore, type BackendStore } from '../../helpers/backend-store.js';
 import type { Backend } from '../../helpers/postgres.js';
 
-export const NOW = new Date('2026-11-21T12:00:00Z');
+const NOW = new Date('2026-11-21T12:00:00Z');
 
 export interface UserServer {
   running: RunningServe;
@@ -144,7 +144,7 @@ export async function waitFor(condition: () => boolean, what: string, timeoutMs 
  * A terminal's output side: what is written is kept in `text`. A stream, not
  * just an object with `write`, as a prompt pipes its output into it.
  */
-export class TerminalCapture extends Writable {
+class TerminalCapture extends Writable {
   text = '';
   readonly isTTY = true;
   readonly columns = 120;
@@ -170,7 +170,12 @@ export interface LiveRun {
  * test presses. `terminal`: stdin, stdout and stderr are all a terminal
  * (the person types on stdin).
  */
-export function runLive(sb: Sandbox, argv: string[], env: Record<string, string>, options: { tty?: boolean; terminal?: boolean; columns?: number } = {}): LiveRun {
+export function runLive(
+  sb: Sandbox,
+  argv: string[],
+  env: Record<string, string>,
+  options: { tty?: boolean; terminal?: boolean; columns?: number } = {},
+): LiveRun {
   const stdin = new PassThrough();
   const stdout = options.terminal ? new TerminalCapture() : new Capture(options.tty ?? false, options.columns);
   const stderr = options.terminal ? new TerminalCapture() : new Capture(options.tty ?? false, options.columns);

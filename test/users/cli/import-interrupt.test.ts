@@ -38,7 +38,10 @@ async function users(): Promise<number> {
 
 function fileOf(rows: number): string {
   const file = join(sb.root, 'users.jsonl');
-  writeFileSync(file, `${Array.from({ length: rows }, (_, i) => JSON.stringify({ username: `user${i}`, email: `user${i}@example.com`, password: 'correct-horse' })).join('\n')}\n`);
+  writeFileSync(
+    file,
+    `${Array.from({ length: rows }, (_, i) => JSON.stringify({ username: `user${i}`, email: `user${i}@example.com`, password: 'correct-horse' })).join('\n')}\n`,
+  );
   return file;
 }
 
@@ -50,10 +53,11 @@ async function until(condition: () => Promise<boolean> | boolean, what: string):
   throw new Error(`never saw ${what}`);
 }
 
-const INTERRUPTED = /error: interrupted \(SIGINT\): (\d+) rows? sent, (\d+) created, (\d+) failed, as serve answered for every row sent; the rest of \S+ was not sent\n/;
+const INTERRUPTED =
+  /error: interrupted \(SIGINT\): (\d+) rows? sent, (\d+) created, (\d+) failed, as serve answered for every row sent; the rest of \S+ was not sent\n/;
 
 describe('users bulk-create interrupted', () => {
-  it('stops sending at once, waits for serve\'s answer to what was sent, clears its line, and prints counts that are true', { timeout: 120_000 }, async () => {
+  it("stops sending at once, waits for serve's answer to what was sent, clears its line, and prints counts that are true", { timeout: 120_000 }, async () => {
     const file = fileOf(2000);
     const live = runLive(sb, ['users', 'bulk-create', file], env, { terminal: true });
     await until(async () => (await users()) >= 20, 'the first users created');
@@ -89,7 +93,10 @@ describe('users bulk-create interrupted', () => {
     live.interrupt();
     expect(await live.done).toBe(130);
     const text = plain(live.stderr.text);
-    const cancelled = /error: interrupted \(SIGINT, then cancelled\): (\d+) rows? sent, (\d+) created, (\d+) failed; (\d+) rows? sent had no answer when the call was cancelled, and serve may have created some of them; the rest of \S+ was not sent\n/.exec(text);
+    const cancelled =
+      /error: interrupted \(SIGINT, then cancelled\): (\d+) rows? sent, (\d+) created, (\d+) failed; (\d+) rows? sent had no answer when the call was cancelled, and serve may have created some of them; the rest of \S+ was not sent\n/.exec(
+        text,
+      );
     const answered = INTERRUPTED.exec(text);
     // Which of the two depends on whether serve answered the last row before the second Ctrl-C; either is true.
     expect(cancelled ?? answered, text.slice(-600)).not.toBeNull();
@@ -109,14 +116,18 @@ describe('users bulk-create interrupted', () => {
     const first = runLive(sb, ['users', 'bulk-create', file], env, { terminal: true });
     await until(async () => (await users()) >= 20, 'the first users created');
     first.interrupt();
-    const said = INTERRUPTED.exec(plain((await first.done, first.stderr.text)));
+    await first.done;
+    const said = INTERRUPTED.exec(plain(first.stderr.text));
     const made = Number(said![2]);
     const again = runLive(sb, ['users', 'bulk-create', file, '--skip-existing'], env, { terminal: true });
     await until(async () => (await users()) >= made + 20, 'more users created');
     again.interrupt();
     expect(await again.done).toBe(130);
     const text = plain(again.stderr.text);
-    const counted = /error: interrupted \(SIGINT\): (\d+) rows sent, (\d+) created, (\d+) skipped already there, (\d+) failed, as serve answered for every row sent/.exec(text);
+    const counted =
+      /error: interrupted \(SIGINT\): (\d+) rows sent, (\d+) created, (\d+) skipped already there, (\d+) failed, as serve answered for every row sent/.exec(
+        text,
+      );
     expect(counted, text.slice(-600)).not.toBeNull();
     expect(Number(counted![3])).toBe(made);
     expect(Number(counted![4])).toBe(0);

@@ -83,7 +83,9 @@ describe.each(BACKENDS)('on %s', (backend) => {
       expect(JSON.parse(result.stdout)).toEqual({
         created: 1,
         failed: 1,
-        failures: [{ line: 3, index: null, status: 'INVALID_ARGUMENT', message: 'not sent: the quote opened on line 3 is not closed before the end of the input' }],
+        failures: [
+          { line: 3, index: null, status: 'INVALID_ARGUMENT', message: 'not sent: the quote opened on line 3 is not closed before the end of the input' },
+        ],
       });
       const table = await users(['bulk-create', '-'], { stdin: 'username,email,password\nbroken2,"unterminated\n' });
       expect(table.stdout).toBe('2\t\tINVALID_ARGUMENT\tnot sent: the quote opened on line 2 is not closed before the end of the input\n');
@@ -128,7 +130,13 @@ describe.each(BACKENDS)('on %s', (backend) => {
         older.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (error, bound) => (error ? reject(error) : resolve(bound))),
       );
       try {
-        const rows = [good('ann'), good('ben'), 'not json', JSON.stringify({ username: 'ann', email: 'ann2@example.com', password: 'correct-horse' }), good('cid')];
+        const rows = [
+          good('ann'),
+          good('ben'),
+          'not json',
+          JSON.stringify({ username: 'ann', email: 'ann2@example.com', password: 'correct-horse' }),
+          good('cid'),
+        ];
         const result = await users(['bulk-create', '-', '--json'], { env: { MINIAPP_GRPC_ADDR: `127.0.0.1:${port}` }, stdin: rows.join('\n') });
         expect(result.code).toBe(1);
         expect(plain(result.stderr)).toContain('warning: the server has no ImportUsers (an older miniapp serve): sending with BulkCreateUsers');
@@ -150,7 +158,9 @@ describe.each(BACKENDS)('on %s', (backend) => {
 
   describe('sync progress on a terminal', () => {
     it('counts answered requests of the file total, with applied and failed, and shows each failure as it comes', async () => {
-      const lines = Array.from({ length: 60 }, (_, i) => JSON.stringify({ ref: `r${i}`, upsert: { username: `sam${i}`, email: `sam${i}@example.com`, password: 'correct-horse' } }));
+      const lines = Array.from({ length: 60 }, (_, i) =>
+        JSON.stringify({ ref: `r${i}`, upsert: { username: `sam${i}`, email: `sam${i}@example.com`, password: 'correct-horse' } }),
+      );
       lines.push(JSON.stringify({ ref: 'gone', delete: 999 }), '{"ref":"bad","upsert":{"username":5}}');
       const file = join(cli.sb.root, 'changes.jsonl');
       writeFileSync(file, `${lines.join('\n')}\n`);

@@ -12,13 +12,29 @@ describe.each(BACKENDS)('on %s', (backend) => {
   const cli = useUsersCli(backend);
 
   function users(argv: string[], options: { stdin?: string; env?: Record<string, string> } = {}) {
-    return cli.sb.run(['users', ...argv, '--json'], { env: { ...cli.server.env, ...options.env }, stdin: options.stdin, tty: true, stdinTTY: options.stdin === undefined ? true : false });
+    return cli.sb.run(['users', ...argv, '--json'], {
+      env: { ...cli.server.env, ...options.env },
+      stdin: options.stdin,
+      tty: true,
+      stdinTTY: options.stdin === undefined,
+    });
   }
 
-  const userShape = { id: expect.any(Number), username: expect.any(String), email: expect.any(String), full_name: expect.any(String), is_active: expect.any(Boolean), roles: expect.any(Array), created_at: expect.stringMatching(/Z$/) };
+  const userShape = {
+    id: expect.any(Number),
+    username: expect.any(String),
+    email: expect.any(String),
+    full_name: expect.any(String),
+    is_active: expect.any(Boolean),
+    roles: expect.any(Array),
+    created_at: expect.stringMatching(/Z$/),
+  };
 
   function jsonLines(text: string): unknown[] {
-    return text.trimEnd().split('\n').map((line) => JSON.parse(line) as unknown);
+    return text
+      .trimEnd()
+      .split('\n')
+      .map((line) => JSON.parse(line) as unknown);
   }
 
   describe('--json on every users command', () => {
@@ -50,7 +66,9 @@ describe.each(BACKENDS)('on %s', (backend) => {
       const other = await users(['create', '--username', 'cid', '--email', 'cid@example.com', '--password', 'correct-horse']);
       expect(other.code).toBe(0);
       expect(await watch.done).toBe(0);
-      expect(jsonLines(watch.stdout.text)).toEqual([{ sequence: expect.any(Number), type: 'CREATED', user: { ...userShape, username: 'cid' }, timestamp: expect.stringMatching(/Z$/) }]);
+      expect(jsonLines(watch.stdout.text)).toEqual([
+        { sequence: expect.any(Number), type: 'CREATED', user: { ...userShape, username: 'cid' }, timestamp: expect.stringMatching(/Z$/) },
+      ]);
       expect(watch.stderr.text).toBe('');
 
       const deleted = await users(['delete', '1']);
@@ -93,7 +111,14 @@ describe.each(BACKENDS)('on %s', (backend) => {
         expect(result.code, `${argv.join(' ')}: ${result.stderr}`).toBe(code);
         const lines = result.stderr.trimEnd().split('\n');
         expect(lines, argv.join(' ')).toHaveLength(1);
-        expect(JSON.parse(lines[0]!), argv.join(' ')).toEqual({ error: { code: expect.any(String), exitCode: code, message: expect.any(String), ...(JSON.parse(lines[0]!).error.hint ? { hint: expect.any(String) } : {}) } });
+        expect(JSON.parse(lines[0]!), argv.join(' ')).toEqual({
+          error: {
+            code: expect.any(String),
+            exitCode: code,
+            message: expect.any(String),
+            ...(JSON.parse(lines[0]!).error.hint ? { hint: expect.any(String) } : {}),
+          },
+        });
       }
     });
   });

@@ -15,7 +15,12 @@ describe.each(BACKENDS)('on %s', (backend) => {
     const raw = rawClient(cli.server.address);
     try {
       for (let i = 1; i <= 45; i++) {
-        await rawUnary(raw, 'CreateUser', { username: `user${String(i).padStart(2, '0')}`, email: `user${i}@example.com`, password: 'correct-horse', full_name: '' });
+        await rawUnary(raw, 'CreateUser', {
+          username: `user${String(i).padStart(2, '0')}`,
+          email: `user${i}@example.com`,
+          password: 'correct-horse',
+          full_name: '',
+        });
       }
     } finally {
       raw.close();
@@ -78,10 +83,14 @@ describe.each(BACKENDS)('on %s', (backend) => {
       expect(tableNames(first.stdout)).toEqual(['user01', 'user10', 'user11', 'user12']);
       const footer = plain(first.stderr).trim().replace('\n  ', ' ');
       const token = /--page-token ([\w-]{28})$/.exec(footer)?.[1];
-      expect(footer).toBe(`1-4 of 11 users (page 1 of 3); --all for every user; next page: miniapp users list --filter 'user1 ' --page-size 4 --addr ${cli.server.address} --page-token ${token}`);
+      expect(footer).toBe(
+        `1-4 of 11 users (page 1 of 3); --all for every user; next page: miniapp users list --filter 'user1 ' --page-size 4 --addr ${cli.server.address} --page-token ${token}`,
+      );
       const second = await users(['list', '--filter', 'user1 ', '--page-size', '4', '--page-token', token!], { tty: true });
       expect(tableNames(second.stdout)).toEqual(['user13', 'user14', 'user15', 'user16']);
-      expect(plain(second.stderr).trim().replace('\n  ', ' ')).toMatch(/^4 more of 11 users; --all for every user; next page: miniapp users list --filter 'user1 ' --page-size 4 --page-token [\w-]{28}$/);
+      expect(plain(second.stderr).trim().replace('\n  ', ' ')).toMatch(
+        /^4 more of 11 users; --all for every user; next page: miniapp users list --filter 'user1 ' --page-size 4 --page-token [\w-]{28}$/,
+      );
 
       // Scripts start with an empty token and follow next_page_token until it is empty.
       const pages: string[][] = [];
@@ -101,7 +110,12 @@ describe.each(BACKENDS)('on %s', (backend) => {
       expect(tokens.at(-1)).toBe('');
       const piped = await users(['list', '--page-size', '20', '--page-token', tokens[0]!]);
       expect([piped.code, piped.stderr]).toEqual([0, '']);
-      expect(piped.stdout.trimEnd().split('\n').map((line) => line.split('\t')[1])).toEqual(pages[1]);
+      expect(
+        piped.stdout
+          .trimEnd()
+          .split('\n')
+          .map((line) => line.split('\t')[1]),
+      ).toEqual(pages[1]);
 
       for (const [argv, message] of [
         [['list', '--all', '--page-token', token!], '--all lists every user from the first: leave out --page-token'],

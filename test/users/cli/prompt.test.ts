@@ -42,7 +42,13 @@ describe.each(BACKENDS)('on %s', (backend) => {
     it('never asks without a terminal or under CI: a usage error that says how to pass it (exit 2)', async () => {
       const piped = await cli.sb.run([...create('quin'), '--json'], { env: cli.server.env, stdin: 'correct-horse\n' });
       expect(piped.code).toBe(2);
-      expect(JSON.parse(piped.stderr)).toMatchObject({ error: { code: 'USAGE', exitCode: 2, message: expect.stringContaining('no password: give --password, or --password - with the password piped on stdin') } });
+      expect(JSON.parse(piped.stderr)).toMatchObject({
+        error: {
+          code: 'USAGE',
+          exitCode: 2,
+          message: expect.stringContaining('no password: give --password, or --password - with the password piped on stdin'),
+        },
+      });
       const ci = await cli.sb.run(create('rita'), { env: { ...cli.server.env, CI: 'true' }, tty: true, stdinTTY: true });
       expect(ci.code).toBe(2);
       expect(ci.stderr).toContain('nothing is asked: CI is set');

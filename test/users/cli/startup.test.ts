@@ -13,7 +13,8 @@ import { ROOT as root, traceLoads } from '../../helpers/launcher.js';
 let home: string;
 
 beforeAll(() => {
-  if (!existsSync(join(root, 'dist', 'cli', 'commands', 'users', 'index.js'))) throw new Error('dist/ is missing the users commands: run `npm run build` (npm test does)');
+  if (!existsSync(join(root, 'dist', 'cli', 'commands', 'users', 'index.js')))
+    throw new Error('dist/ is missing the users commands: run `npm run build` (npm test does)');
   home = mkdtempSync(join(tmpdir(), 'miniapp-users-bin-'));
 });
 afterAll(() => rmSync(home, { recursive: true, force: true }));
@@ -28,7 +29,7 @@ const grpcOrHeavy = /node_modules\/(@grpc|protobufjs|csv-parse|conf|ora|chalk|cl
 const commandFile = /dist\/cli\/commands\/users\/(?!index\.js|shared\.js)[a-z-]+\.js/;
 
 describe('miniapp users start-up', () => {
-  it('`users --help` loads the group\'s wiring, no command file and no gRPC module', () => {
+  it("`users --help` loads the group's wiring, no command file and no gRPC module", () => {
     const { loaded, stdout } = loads(['users', '--help']);
     expect(stdout).toContain('Usage: miniapp users');
     expect(loaded.some((url) => url.includes('dist/cli/commands/users/index.js'))).toBe(true);
@@ -43,7 +44,7 @@ describe('miniapp users start-up', () => {
 
   it('`miniapp --help` lists the users group without loading it', () => {
     const { loaded, stdout } = loads(['--help']);
-    expect(stdout).toMatch(/\n  users +the gRPC user service/);
+    expect(stdout).toMatch(/\n {2}users +the gRPC user service/);
     expect(loaded.filter((url) => url.includes('dist/cli/commands/users/') || grpcOrHeavy.test(url))).toEqual([]);
   });
 });

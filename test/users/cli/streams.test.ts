@@ -30,7 +30,12 @@ describe.each(BACKENDS)('on %s', (backend) => {
   }
 
   async function createRaw(raw: RawClient, name: string): Promise<User> {
-    const response = await rawUnary<{ user: User }>(raw, 'CreateUser', { username: name, email: `${name}@example.com`, password: 'correct-horse', full_name: '' });
+    const response = await rawUnary<{ user: User }>(raw, 'CreateUser', {
+      username: name,
+      email: `${name}@example.com`,
+      password: 'correct-horse',
+      full_name: '',
+    });
     return response.user;
   }
 
@@ -132,7 +137,7 @@ describe.each(BACKENDS)('on %s', (backend) => {
       const file = join(cli.sb.root, 'users.jsonl');
       writeFileSync(
         file,
-        [
+        `${[
           good('amy'),
           JSON.stringify({ username: 'shorty', email: 'shorty@example.com', password: 'short' }),
           '',
@@ -141,7 +146,7 @@ describe.each(BACKENDS)('on %s', (backend) => {
           good('bea'),
           JSON.stringify({ username: 'typo', email: 'typo@example.com', password: 'correct-horse', fullname: 'T' }),
           good('amy').replace('amy@', 'amy2@'),
-        ].join('\n') + '\n',
+        ].join('\n')}\n`,
       );
       const result = await users(['bulk-create', file, '--json']);
       expect(result.code).toBe(1);
@@ -186,7 +191,9 @@ describe.each(BACKENDS)('on %s', (backend) => {
       live.interrupt();
       expect(await live.done).toBe(130);
       const said = plain(live.stderr.text);
-      expect(said).toContain('error: interrupted (SIGINT): 3 rows sent, 3 created, 0 failed, as serve answered for every row sent; the rest of stdin was not sent');
+      expect(said).toContain(
+        'error: interrupted (SIGINT): 3 rows sent, 3 created, 0 failed, as serve answered for every row sent; the rest of stdin was not sent',
+      );
       expect(said).toContain('to go on, run it again with --skip-existing');
 
       const file = join(cli.sb.root, 'again.jsonl');
@@ -206,7 +213,8 @@ describe.each(BACKENDS)('on %s', (backend) => {
     });
 
     it('reads CSV with a header row, quoted fields and a short row', async () => {
-      const csv = 'username,email,password,full_name\r\nfay,fay@example.com,correct-horse,"Fay, ""the"" First"\r\ngus,gus@example.com\r\nhal,hal@example.com,correct-horse,"two\r\nlines"\r\n';
+      const csv =
+        'username,email,password,full_name\r\nfay,fay@example.com,correct-horse,"Fay, ""the"" First"\r\ngus,gus@example.com\r\nhal,hal@example.com,correct-horse,"two\r\nlines"\r\n';
       const result = await users(['bulk-create', '-', '--json'], { stdin: csv });
       expect(result.code).toBe(1);
       const report = JSON.parse(result.stdout);
@@ -258,7 +266,10 @@ describe.each(BACKENDS)('on %s', (backend) => {
         { ref: 'd2', delete: 2 },
       ]
         .map((line) => JSON.stringify(line))
-        .concat(['{"ref":"bad","upsert":{"username":5}}', JSON.stringify({ ref: 'c2', upsert: { username: 'new2', email: 'new2@example.com', password: 'correct-horse' } })])
+        .concat([
+          '{"ref":"bad","upsert":{"username":5}}',
+          JSON.stringify({ ref: 'c2', upsert: { username: 'new2', email: 'new2@example.com', password: 'correct-horse' } }),
+        ])
         .join('\n');
       const result = await users(['sync', '-', '--json'], { stdin: input });
       expect(result.code).toBe(1);

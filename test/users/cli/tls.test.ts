@@ -21,7 +21,8 @@ const root = fileURLToPath(new URL('../../..', import.meta.url));
 const bin = join(root, 'bin', 'miniapp.cjs');
 
 beforeAll(() => {
-  if (!existsSync(join(root, 'dist', 'cli', 'commands', 'users', 'index.js'))) throw new Error('dist/ is missing the users commands: run `npm run build` (npm test does)');
+  if (!existsSync(join(root, 'dist', 'cli', 'commands', 'users', 'index.js')))
+    throw new Error('dist/ is missing the users commands: run `npm run build` (npm test does)');
 });
 
 let sb: Sandbox;
@@ -50,7 +51,11 @@ describe('--tls against a server without TLS', () => {
   afterEach(() => server.close());
 
   it('is one line saying the server does not speak TLS, exit 5, for a call and for a stream', async () => {
-    for (const args of [['users', 'list', '--tls'], ['users', 'watch', '--count', '1', '--tls'], ['users', 'get', '1', '--tls', '--json']]) {
+    for (const args of [
+      ['users', 'list', '--tls'],
+      ['users', 'watch', '--count', '1', '--tls'],
+      ['users', 'get', '1', '--tls', '--json'],
+    ]) {
       const result = await miniapp(args, server.env);
       expect(result.code, result.stderr).toBe(5);
       const lines = result.stderr.trimEnd().split('\n');
@@ -79,7 +84,10 @@ describe('TLS to an IP address', () => {
 
   it('connects and prints nothing on stderr: no deprecation warning about an IP as the TLS server name, nor any other', async () => {
     const env = { MINIAPP_GRPC_ADDR: tls.grpc!.address, MINIAPP_GRPC_TOKEN: tls.adminToken };
-    const created = await miniapp(['users', 'create', '--username', 'tina', '--email', 'tina@example.com', '--password', 'correct-horse', '--ca', pki.caCert, '--json'], env);
+    const created = await miniapp(
+      ['users', 'create', '--username', 'tina', '--email', 'tina@example.com', '--password', 'correct-horse', '--ca', pki.caCert, '--json'],
+      env,
+    );
     expect(created.code, created.stderr).toBe(0);
     expect(created.stderr).toBe('');
     const listed = await miniapp(['users', 'list', '--ca', pki.caCert, '--json'], env);

@@ -27,7 +27,8 @@ export async function runChat(cc: CommandContext, command: Command): Promise<voi
   })();
   try {
     await client.ready();
-    if (cc.io.stdin.isTTY && !cc.out.json) cc.out.info(cc.out.errColor.dim(`joined [${room}] on ${client.address}; type a line to send it, Ctrl-D or Ctrl-C to leave`));
+    if (cc.io.stdin.isTTY && !cc.out.json)
+      cc.out.info(cc.out.errColor.dim(`joined [${room}] on ${client.address}; type a line to send it, Ctrl-D or Ctrl-C to leave`));
     await client.chat({
       room,
       lines,

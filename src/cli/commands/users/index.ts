@@ -49,7 +49,9 @@ export function registerUsers(program: Command, bind: Bind): void {
     )
     .action(lazy(bind, () => import('./create.js').then((m) => m.runCreate)));
 
-  withConnection(users.command('get').description('show one user').argument('<id>', 'user id')).action(lazy(bind, () => import('./get.js').then((m) => m.runGet)));
+  withConnection(users.command('get').description('show one user').argument('<id>', 'user id')).action(
+    lazy(bind, () => import('./get.js').then((m) => m.runGet)),
+  );
 
   withConnection(
     users
@@ -66,7 +68,9 @@ export function registerUsers(program: Command, bind: Bind): void {
     .addHelpText('after', '\nExamples:\n  miniapp users update 3 --full-name "Alice Liddell"\n  miniapp users update 3 --active false --roles editor,viewer')
     .action(lazy(bind, () => import('./update.js').then((m) => m.runUpdate)));
 
-  withConnection(users.command('delete').description('delete a user').argument('<id>', 'user id')).action(lazy(bind, () => import('./delete.js').then((m) => m.runDelete)));
+  withConnection(users.command('delete').description('delete a user').argument('<id>', 'user id')).action(
+    lazy(bind, () => import('./delete.js').then((m) => m.runDelete)),
+  );
 
   withConnection(
     users
@@ -104,7 +108,7 @@ export function registerUsers(program: Command, bind: Bind): void {
           'the user and the timestamp); when the stream breaks (the server restarts, the load balancer moves it), ' +
           'reconnects with back-off and resumes after the last change printed: none is missed or printed twice; Ctrl-C stops',
       )
-      .option('--user-id <id>', 'only this user\'s changes')
+      .option('--user-id <id>', "only this user's changes")
       .option('--types <list>', 'only these kinds: created,updated,deleted')
       .option('--count <n>', 'exit after this many events')
       .option('--resume-after <sequence>', 'start after this change (the sequence of the last one seen) instead of from now on'),
@@ -166,7 +170,7 @@ export function registerUsers(program: Command, bind: Bind): void {
   withConnection(
     users
       .command('chat')
-      .summary('join a chat room: stdin lines out, the others\' messages in')
+      .summary("join a chat room: stdin lines out, the others' messages in")
       .description('join a chat room: each line of stdin is a message; prints what the others say ([room] sender: text); ends with stdin or Ctrl-C')
       .option('--room <name>', 'the room', 'general'),
   )

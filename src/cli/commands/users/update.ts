@@ -14,11 +14,26 @@ export async function runUpdate(cc: CommandContext, command: Command): Promise<v
   const flags = command.opts<ConnectionFlags & { username?: string; email?: string; fullName?: string; active?: string; roles?: string }>();
   const user: Partial<UserMessage> = {};
   const paths: UpdatePath[] = [];
-  if (flags.username !== undefined) (user.username = flags.username, paths.push('username'));
-  if (flags.email !== undefined) (user.email = flags.email, paths.push('email'));
-  if (flags.fullName !== undefined) (user.full_name = flags.fullName, paths.push('full_name'));
-  if (flags.active !== undefined) (user.is_active = parseBoolean(flags.active, '--active'), paths.push('is_active'));
-  if (flags.roles !== undefined) (user.roles = parseList(flags.roles), paths.push('roles'));
+  if (flags.username !== undefined) {
+    user.username = flags.username;
+    paths.push('username');
+  }
+  if (flags.email !== undefined) {
+    user.email = flags.email;
+    paths.push('email');
+  }
+  if (flags.fullName !== undefined) {
+    user.full_name = flags.fullName;
+    paths.push('full_name');
+  }
+  if (flags.active !== undefined) {
+    user.is_active = parseBoolean(flags.active, '--active');
+    paths.push('is_active');
+  }
+  if (flags.roles !== undefined) {
+    user.roles = parseList(flags.roles);
+    paths.push('roles');
+  }
   if (paths.length === 0) {
     throw new UsageError('nothing to update: give at least one of --username, --email, --full-name, --active, --roles');
   }

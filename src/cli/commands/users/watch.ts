@@ -10,7 +10,6 @@ import { EVENT_TYPES, type EventTypeName } from '../../../users/user-record.js';
 import { printable } from '../../render/printable.js';
 import { textWidths } from '../../render/cells.js';
 
-
 function typesOf(text: string): EventTypeName[] {
   const types = parseList(text).map((type) => type.toUpperCase());
   const unknown = types.filter((type) => !(EVENT_TYPES as readonly string[]).includes(type));
@@ -135,7 +134,18 @@ export async function runWatch(cc: CommandContext, command: Command): Promise<vo
       const u = json.user;
       cc.out.line(
         // The sequence last: scripts that cut the older columns keep working.
-        [json.timestamp ?? '', json.type, u?.id ?? '', u?.username ?? '', u?.email ?? '', u?.full_name ?? '', u?.is_active ?? '', u?.roles.join(',') ?? '', u?.created_at ?? '', json.sequence ?? '']
+        [
+          json.timestamp ?? '',
+          json.type,
+          u?.id ?? '',
+          u?.username ?? '',
+          u?.email ?? '',
+          u?.full_name ?? '',
+          u?.is_active ?? '',
+          u?.roles.join(',') ?? '',
+          u?.created_at ?? '',
+          json.sequence ?? '',
+        ]
           .map((cell) => String(cell).replace(/[\t\r\n]+/g, ' '))
           .join('\t'),
       );
