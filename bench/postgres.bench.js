@@ -19,7 +19,10 @@
  *    URL, answered from the list cache while the posts are unchanged; on
  *    PostgreSQL the version is known without asking while serve holds its
  *    lease, store/version-lease.ts) and uncached (every request a distinct
- *    URL).
+ *    URL). Uncached, the PostgreSQL instance is also measured against a
+ *    floor doing the same work (page-floor.js: a bare Fastify route that
+ *    runs serve's page statement through pg on the same database and sends
+ *    its bytes), in the same alternating rounds.
  * 3. BulkCreateUsers of 10,000 users through the client stream (hashing at
  *    cost 10 dominates both).
  * 4. Two instances on one PostgreSQL, the GetUser load split across both
@@ -28,8 +31,11 @@
  *
  * Every answer is checked before timing; a failed call fails the benchmark.
  * The targets of rows 1 and 2 are issue 22's (GetUser at least 0.85x,
- * the blog list at least 0.9x cached and 0.7x uncached); those of rows 3
- * and 4 are this file's own, what the design should give (see each row's
+ * the blog list at least 0.9x cached) and issue 43's (uncached at least
+ * 0.8x the page floor); uncached against SQLite is a reference without a
+ * target (issue 22's 0.7x measured in-process SQLite against a database
+ * over a socket, work the floor now does too); those of rows 3 and 4 are
+ * this file's own, what the design should give (see each row's
  * note). The blog rows' notes also give the CPU a request costs on each
  * side, by thread: serve, the load generator, the other threads, and
  * PostgreSQL (cpu-split.js, from /proc; left out where there is none).
@@ -49,6 +55,7 @@ import { cpuPerOperation, cpuSnapshot, describeCpu } from './cpu-split.js';
 import { startEmbeddedPostgres } from '../test/helpers/embedded-postgres.js';
 import { bulkRows, loadGetUser } from './users.bench.js';
 import { authorTokens, fetchPage, load, pathOf, seed } from './blog.bench.js';
+import { startPageFloor } from './page-floor.js';
 
 const ROOT = dirname(dirname(fileURLToPath(import.meta.url)));
 const dist = (path) => import(pathToFileURL(join(ROOT, 'dist', path)).href);
@@ -73,7 +80,13 @@ async function startInstance({ store }) {
   return { info: { address: running.grpc.address, url: running.url, token: running.adminToken }, close: () => running.close() };
 }
 
-await runRoleIfWorker(ROLE_FLAG, { instance: startInstance });
+/** The uncached page's floor (page-floor.js) on the database of the PostgreSQL instance. */
+async function startPageFloorRole({ url, poolSize }) {
+  const floor = await startPageFloor({ url, poolSize });
+  return { info: { url: floor.url }, close: () => floor.close() };
+}
+
+await runRoleIfWorker(ROLE_FLAG, { instance: startInstance, pageFloor: startPageFloorRole });
 
 // ---------------------------------------------------------------- main thread
 
@@ -194,17 +207,28 @@ export default async function postgresBench(ctx) {
       expectBody[name] = (await fetchPage(side.url, 1, postCount)).text;
       await load(autocannon, { url: side.url, path, seconds: warmupSeconds, connections, expectBody: expectBody[name], label: `${name} warm-up` });
     }
+    // The uncached page's floor: a bare Fastify route running serve's statement on the same database, checked to answer the same page.
+    const floorRole = spawnRole(new URL(import.meta.url), ROLE_FLAG, 'pageFloor', { url: stores.postgres.url, poolSize: stores.postgres.poolSize });
+    roles.push(floorRole);
+    const pageFloor = await floorRole.ready;
+    const floorPage = JSON.parse(await (await fetch(`${pageFloor.url}${path}&nocache=check`)).text());
+    const servePage = JSON.parse((await fetchPage(sides.postgres.url, 1, postCount)).text);
+    if (floorPage.count !== servePage.count || JSON.stringify(floorPage.results) !== JSON.stringify(servePage.results)) {
+      throw new Error(`the page floor answered another page than serve: count ${floorPage.count}, ${floorPage.results?.length} results`);
+    }
+    await load(autocannon, { url: pageFloor.url, path, seconds: warmupSeconds, connections, distinct: true, label: 'page floor warm-up' });
+    const servers = { ...sides, floor: pageFloor };
     const blogRuns = { cached: {}, uncached: {} };
-    const blogCpu = { cached: { postgres: [], sqlite: [] }, uncached: { postgres: [], sqlite: [] } };
+    const blogCpu = { cached: { postgres: [], sqlite: [] }, uncached: { postgres: [], sqlite: [], floor: [] } };
     for (const kind of ['cached', 'uncached']) {
       const measured = await alternate(
-        ['postgres', 'sqlite'],
+        kind === 'cached' ? ['postgres', 'sqlite'] : ['postgres', 'floor', 'sqlite'],
         Math.min(rounds, 2),
         async (name) => {
-          const cpuOf = () => cpuSnapshot({ serveThread: sides[name].osThread, postgresPid: name === 'postgres' ? pg.pid() : undefined });
+          const cpuOf = () => cpuSnapshot({ serveThread: servers[name].osThread, postgresPid: name === 'sqlite' ? undefined : pg.pid() });
           const before = cpuOf();
           const run = await load(autocannon, {
-            url: sides[name].url,
+            url: servers[name].url,
             path,
             seconds,
             connections,
@@ -223,13 +247,32 @@ export default async function postgresBench(ctx) {
         .map((name) => describeCpu(`a request on ${name === 'postgres' ? 'PostgreSQL' : 'SQLite'}`, blogCpu[kind][name]))
         .filter(Boolean)
         .join('; ');
+      if (kind === 'uncached') {
+        const floorCpu = describeCpu("a request on the page floor ('serve' = the floor's thread)", blogCpu.uncached.floor);
+        rows.push({
+          name: `blog GET ${path} uncached on PostgreSQL, ${postCount} posts, vs a bare route running its statement`,
+          value: measured.medians.postgres,
+          unit: 'req/s',
+          floorName: 'bare Fastify route: the same statement through pg, its bytes sent',
+          floorValue: measured.medians.floor,
+          target: 0.8,
+          better: 'higher',
+          note:
+            `rounds: serve ${list(measured.results.postgres)}, floor ${list(measured.results.floor)} req/s; p99 serve ${p99('postgres')} ms, floor ${p99('floor')} ms; ` +
+            `every request a distinct URL; the floor runs serve's page statement (prepared by name, a pool of ${stores.postgres.poolSize}) on serve's database and sends ` +
+            `count, next, previous and the results as the database wrote them; its page checked equal to serve's before timing; ` +
+            `autocannon ${connections} connections, ${seconds} s x ${Math.min(rounds, 2)} rounds alternating with serve on SQLite; target 0.8x is issue 43's` +
+            `${cpu ? `; ${cpu}` : ''}${floorCpu ? `; ${floorCpu}` : ''}`,
+        });
+      }
       rows.push({
         name: `blog GET ${path} ${kind} on PostgreSQL, ${postCount} posts`,
         value: measured.medians.postgres,
         unit: 'req/s',
         floorName: `the same on SQLite (data dir)`,
         floorValue: measured.medians.sqlite,
-        target: kind === 'cached' ? 0.9 : 0.7,
+        // Uncached, the floor above bounds it; this ratio stays as a reference (issue 22's target was 0.7x).
+        target: kind === 'cached' ? 0.9 : null,
         better: 'higher',
         note:
           `rounds: PostgreSQL ${list(measured.results.postgres)}, SQLite ${list(measured.results.sqlite)} req/s; p99 PostgreSQL ${p99('postgres')} ms, SQLite ${p99('sqlite')} ms; ` +
@@ -237,7 +280,9 @@ export default async function postgresBench(ctx) {
             ? "on PostgreSQL the posts' version is known without a round trip while the instance holds its lease (every write waits until each instance holding one has heard of it, so no instance serves a page older than a write acknowledged by another); SQLite reads its own counters in-process; "
             : 'every request a distinct URL: one statement on each backend (the page as JSON written by the database, on PostgreSQL joined from the JSON of each post stored when it was written, its kept count, and on PostgreSQL the version it was read at); ') +
           `${kind === 'cached' ? `seeded through the API at ${seeded.postgres.toFixed(0)} posts/s on PostgreSQL, ${seeded.sqlite.toFixed(0)} on SQLite; ` : ''}` +
-          `autocannon ${connections} connections, ${seconds} s x ${Math.min(rounds, 2)} rounds alternating; targets from issue 22${cpu ? `; ${cpu}` : ''}`,
+          `autocannon ${connections} connections, ${seconds} s x ${Math.min(rounds, 2)} rounds alternating; ` +
+          `${kind === 'cached' ? 'target from issue 22' : "a reference without a target (issue 22's was 0.7x): in-process SQLite reads what PostgreSQL answers over a socket from another process; the row above bounds it by a floor doing the same work"}` +
+          `${cpu ? `; ${cpu}` : ''}`,
       });
     }
 

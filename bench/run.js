@@ -14,6 +14,10 @@
  * same run, `ratio` is value / floorValue (computed here when omitted),
  * `better` is 'lower' (times: pass when ratio <= target) or 'higher'
  * (throughput: pass when ratio >= target), and `note` is optional text.
+ * A row with `target: null` is a reference: a ratio kept for comparison
+ * with earlier runs, bound by no target. It is printed with target "-" and
+ * result "ref", never a pass or a miss (`better` is still required: it says
+ * which way is good).
  *
  * Benchmarks are reports, not tests: a missed target is printed loudly but
  * the exit code stays 0. A benchmark that cannot run at all (it threw) is a
@@ -50,7 +54,10 @@ How to read a section:
   floor (lower is better), ">= 0.80x" at least 0.8 times (higher is better).
   **result** says whether this run met it. A miss is a finding to look
   into, not a failed build; one miss on a noisy machine can be noise, so
-  rerun before drawing conclusions.
+  rerun before drawing conclusions. A row with target "-" and result
+  "ref" is a reference: a ratio kept to compare with earlier runs, with no
+  target of its own (its floor does other work than the value, so the
+  ratio bounds nothing).
 - Medians are over the paired runs listed; the notes give the p10-p90
   spread, a quick gauge of how noisy the run was.
 `;
@@ -78,21 +85,24 @@ function checkRow(row, file) {
   for (const field of ['name', 'unit', 'floorName']) {
     if (typeof row[field] !== 'string' || !row[field]) throw new Error(`${where}: ${field} must be a non-empty string`);
   }
-  for (const field of ['value', 'floorValue', 'target']) {
+  for (const field of ['value', 'floorValue']) {
     if (!Number.isFinite(row[field])) throw new Error(`${where}: ${field} must be a finite number`);
   }
+  // null (not merely missing) marks a reference: a forgotten target must not pass silently as one.
+  if (row.target !== null && !Number.isFinite(row.target)) throw new Error(`${where}: target must be a finite number, or null for a reference row`);
   if (row.floorValue <= 0) throw new Error(`${where}: floorValue must be positive`);
   // No default: guessing the direction wrong would turn every miss into a pass.
   if (row.better !== 'lower' && row.better !== 'higher') throw new Error(`${where}: better must be 'lower' or 'higher'`);
   const ratio = row.ratio ?? row.value / row.floorValue;
   if (!Number.isFinite(ratio)) throw new Error(`${where}: ratio must be a finite number`);
-  const pass = row.better === 'lower' ? ratio <= row.target : ratio >= row.target;
-  return { ...row, ratio, pass, file };
+  const reference = row.target === null;
+  const pass = reference ? undefined : row.better === 'lower' ? ratio <= row.target : ratio >= row.target;
+  return { ...row, ratio, pass, reference, file };
 }
 
 const formatValue = (value, unit) => `${value.toFixed(value < 100 ? 2 : 1)} ${unit}`;
-const formatTarget = (row) => `${row.better === 'lower' ? '<=' : '>='} ${row.target.toFixed(2)}x`;
-const formatResult = (row) => (row.pass ? 'pass' : 'MISS');
+const formatTarget = (row) => (row.reference ? '-' : `${row.better === 'lower' ? '<=' : '>='} ${row.target.toFixed(2)}x`);
+const formatResult = (row) => (row.reference ? 'ref' : row.pass ? 'pass' : 'MISS');
 
 function cells(row) {
   return [
@@ -138,7 +148,7 @@ function markdownSection({ date, command, runs, warmup, rows, failures }) {
     lines.push(`| ${HEADERS.join(' | ')} |`, `|${HEADERS.map(() => '---').join('|')}|`);
     for (const row of rows) {
       const [name, value, floorName, floorValue, ratio, target] = cells(row).map(mdCell);
-      const result = row.pass ? 'pass' : '**MISS**';
+      const result = row.reference ? 'ref' : row.pass ? 'pass' : '**MISS**';
       lines.push(`| \`${name}\` | ${value} | \`${floorName}\` | ${floorValue} | ${ratio} | ${target} | ${result} |`);
     }
     lines.push('');
@@ -205,13 +215,15 @@ async function main() {
     const notes = rows.filter((row) => row.note);
     if (notes.length > 0) console.log(`\n${notes.map((row) => `${row.name}: ${row.note}`).join('\n')}`);
   }
-  const misses = rows.filter((row) => !row.pass);
+  const targeted = rows.filter((row) => !row.reference);
+  const misses = targeted.filter((row) => !row.pass);
   if (misses.length > 0) {
-    console.log(`\nMISSED ${misses.length} of ${rows.length} targets:`);
+    console.log(`\nMISSED ${misses.length} of ${targeted.length} targets:`);
     for (const row of misses) console.log(`  ${row.name}: ${row.ratio.toFixed(2)}x the floor, target ${formatTarget(row)}`);
-  } else if (rows.length > 0) {
-    console.log(`\nall ${rows.length} targets met`);
+  } else if (targeted.length > 0) {
+    console.log(`\nall ${targeted.length} targets met`);
   }
+  if (targeted.length < rows.length) console.log(`${rows.length - targeted.length} reference row(s) without a target`);
   if (failures.length > 0) console.log(`\n${failures.length} benchmark(s) failed to run: ${failures.map((f) => f.file).join(', ')}`);
 
   if (!(await exists(RESULTS))) await writeFile(RESULTS, RESULTS_HEADER);

@@ -36,6 +36,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { benchServe, envNumber, median } from './lib.js';
 import { runRoleIfWorker, spawnRole } from './worker-roles.js';
+import { cpuPerOperation, cpuSnapshot, describeCpu } from './cpu-split.js';
 
 const ROOT = dirname(dirname(fileURLToPath(import.meta.url)));
 const dist = (path) => import(pathToFileURL(join(ROOT, 'dist', path)).href);
@@ -228,10 +229,13 @@ export default async function users(ctx) {
       await loadGetUser(clients[name], { seconds: warmupSeconds, concurrency, id: '1' });
     }
     const results = { real: [], floor: [] };
+    const cpu = { real: [], floor: [] };
     for (let round = 0; round < rounds; round++) {
       const order = round % 2 === 0 ? ['real', 'floor'] : ['floor', 'real'];
       for (const name of order) {
+        const before = cpuSnapshot({ serveThread: infos[name].osThread });
         const rate = await loadGetUser(clients[name], { seconds, concurrency, id: String(1 + (round % 5)) });
+        cpu[name].push(cpuPerOperation(before, cpuSnapshot({ serveThread: infos[name].osThread }), Math.round(rate * seconds)));
         results[name].push(rate);
         ctx.log(`round ${round + 1} ${name}: ${rate.toFixed(0)} calls/s`);
       }
@@ -242,7 +246,12 @@ export default async function users(ctx) {
       note:
         `rounds: real ${results.real.map((r) => r.toFixed(0)).join(', ')}; floor ${results.floor.map((r) => r.toFixed(0)).join(', ')} calls/s; ` +
         `the CLI's client, ${concurrency} unary calls in flight over one channel, ${seconds} s x ${rounds} rounds alternating, median of rounds; ` +
-        `each server on its own worker thread, the generator on the main thread, ${cores} cores`,
+        `each server on its own worker thread, the generator on the main thread, ${cores} cores` +
+        // Where a call's CPU goes on each side ("serve" is the server's thread: the floor's in its rounds), calls counted as rate x seconds.
+        [describeCpu('a call on the real server', cpu.real), describeCpu("a call on the floor ('serve' = the floor's thread)", cpu.floor)]
+          .filter(Boolean)
+          .map((text) => `; ${text}`)
+          .join(''),
     };
   } finally {
     for (const client of Object.values(clients)) client.close();
