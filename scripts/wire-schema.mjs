@@ -15,7 +15,8 @@
  * A field is { no, name } and one of t (a scalar type, by its number in
  * descriptor.proto: 1 double ... 18 sint64), e (an enum) or m (a message),
  * with list: 1 for a repeated field, map: K (the key's scalar type) for a
- * map, whose value t/e/m describes, and oneof: NAME for a member of a oneof.
+ * map, whose value t/e/m describes, and oneof: NAME for a member of a oneof
+ * (`_<field>` for a proto3 `optional` field, as the loader names it).
  */
 import { readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -58,6 +59,8 @@ function addMessage(desc) {
     else if (field.fieldKind === 'map') Object.assign(entry, { map: field.mapKey }, valueSpec(field.mapKind, field));
     else Object.assign(entry, valueSpec(field.fieldKind, field));
     if (field.oneof) entry.oneof = field.oneof.name;
+    // A proto3 `optional` field: the loader (protobufjs) sees it in a oneof of its own named `_<field>`.
+    else if (field.proto.proto3Optional) entry.oneof = `_${field.name}`;
     fields.push(entry);
   }
 }
