@@ -14,10 +14,15 @@
  * - `miniapp token show` and `miniapp config get base-url`: the two commands
  *   that read the profile (stored tokens, one setting) from the config file
  *   the bench writes beforehand; reading loads no `conf`.
- * - `miniapp users get 1 --json`: a gRPC client command against a running
- *   `miniapp serve` (memory store) that the bench starts and stops outside
- *   the timing, with one user created through the CLI beforehand; the
- *   address and admin token come from the profile, where serve stores them.
+ * - The one-shot gRPC client commands, `miniapp users get 1 --json`,
+ *   `users list --json`, `orders list --json`, `inventory stock --json` and
+ *   `monitor metrics --count 1 --json`, against a running `miniapp serve`
+ *   (memory store) that the bench starts and stops outside the timing, with
+ *   a user, a SKU with stock and an order created through the CLI
+ *   beforehand; the address and admin token come from the profile, where
+ *   serve stores them. Each makes its one call on the light path (node:http2
+ *   and the compiled message schema, src/grpc/client/light-call.ts), without
+ *   grpc-js; each is checked once for what it prints.
  */
 import { spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -168,6 +173,57 @@ async function startServe(env) {
   };
 }
 
+/** How the gRPC client commands run. */
+const GRPC_WHY =
+  'one call over node:http2, its messages encoded and decoded from the compiled schema (no grpc-js, no proto loading); serve (memory store) started by the bench, not counted; ';
+
+/** Fails unless `value` is true, naming the command and what it printed. */
+function expectPrinted(value, label, stdout) {
+  if (!value) throw new Error(`${label} printed something else: ${stdout.slice(0, 300)}`);
+}
+
+/** The one-shot gRPC client commands, each with a check of what it prints against the data the bench put in place. */
+function grpcCommands(cli, orderId) {
+  return [
+    {
+      side: cli('users', 'get', '1', '--json'),
+      check: (stdout, label) => {
+        const user = JSON.parse(stdout);
+        expectPrinted(user.id === 1 && user.username === 'bench', label, stdout);
+      },
+    },
+    {
+      side: cli('users', 'list', '--json'),
+      check: (stdout, label) => {
+        const users = JSON.parse(stdout);
+        expectPrinted(users.length === 1 && users[0].username === 'bench', label, stdout);
+      },
+    },
+    {
+      side: cli('orders', 'list', '--json'),
+      check: (stdout, label) => {
+        const orders = JSON.parse(stdout);
+        expectPrinted(orders.length === 1 && orders[0].id === orderId && orders[0].items[0].quantity === 2, label, stdout);
+      },
+    },
+    {
+      side: cli('inventory', 'stock', '--json'),
+      check: (stdout, label) => {
+        const levels = JSON.parse(stdout);
+        expectPrinted(levels.length === 1 && levels[0].sku === 'MUG' && levels[0].on_hand === 10 && levels[0].reserved === 2, label, stdout);
+      },
+    },
+    {
+      side: cli('monitor', 'metrics', '--count', '1', '--json'),
+      check: (stdout, label) => {
+        const lines = stdout.trim().split('\n');
+        const snapshot = JSON.parse(lines[0]);
+        expectPrinted(lines.length === 1 && snapshot.service.startsWith('miniapp') && Object.keys(snapshot.metrics).length > 10, label, stdout);
+      },
+    },
+  ];
+}
+
 export default async function startup(ctx) {
   const tempDir = mkdtempSync(join(tmpdir(), 'miniapp-bench-'));
   try {
@@ -202,19 +258,20 @@ export default async function startup(ctx) {
     ctx.log('miniapp config get base-url');
     const configResult = await pairedRuns({ a: configGet, b: floor, runs: ctx.runs, warmup: ctx.warmup });
 
-    ctx.log('miniapp users get 1 --json (against a running serve)');
+    ctx.log('the gRPC client commands (against a running serve)');
     const stopServe = await startServe(env); // with the decrypt key and AAD that its relay needs
-    let usersResult;
+    const grpcResults = [];
     try {
-      runOnce({
-        cmd: NODE,
-        args: [BIN, 'users', 'create', '--username', 'bench', '--email', 'bench@example.com', '--password', 'bench-password-1'],
-        env: plainEnv,
-      });
-      const usersGet = { cmd: NODE, args: [BIN, 'users', 'get', '1', '--json'], env: plainEnv };
-      const user = JSON.parse(runOnce(usersGet));
-      if (user.id !== 1 || user.username !== 'bench') throw new Error(`users get 1 --json gave ${JSON.stringify(user)}`);
-      usersResult = await pairedRuns({ a: usersGet, b: floor, runs: ctx.runs, warmup: ctx.warmup });
+      const cli = (...args) => ({ cmd: NODE, args: [BIN, ...args], env: plainEnv });
+      runOnce(cli('users', 'create', '--username', 'bench', '--email', 'bench@example.com', '--password', 'bench-password-1'));
+      runOnce(cli('inventory', 'set', 'MUG', '--quantity', '10', '--price', '12000', '--name', 'Mug'));
+      const order = JSON.parse(runOnce(cli('orders', 'create', '--item', 'MUG:2', '--idempotency-key', 'bench-order', '--json')));
+      for (const { side, check } of grpcCommands(cli, order.id)) {
+        const label = `miniapp ${side.args.slice(1).join(' ')}`;
+        check(runOnce(side), label);
+        ctx.log(label);
+        grpcResults.push({ label, result: await pairedRuns({ a: side, b: floor, runs: ctx.runs, warmup: ctx.warmup }) });
+      }
     } finally {
       await stopServe();
     }
@@ -226,12 +283,7 @@ export default async function startup(ctx) {
       row('miniapp decrypt --json', decryptResult, 1.4, `${QUICK}; node:crypto alone adds about 6 ms; `),
       row('miniapp token show', tokenResult, 1.25, `${QUICK}; the stored tokens read from the config file without conf; `),
       row('miniapp config get base-url', configResult, 1.25, `${QUICK}; the setting read from the config file without conf; `),
-      row(
-        'miniapp users get 1 --json (serve running)',
-        usersResult,
-        2.0,
-        'one GetUser over node:http2 with the two messages encoded by hand (no grpc-js, no proto loading); serve (memory store) started by the bench, not counted; ',
-      ),
+      ...grpcResults.map(({ label, result }) => row(`${label} (serve running)`, result, 1.4, GRPC_WHY)),
     ];
   } finally {
     rmSync(tempDir, { recursive: true, force: true });

@@ -28,7 +28,7 @@ const FLOORS: readonly (readonly string[])[] = [
 
 /** The floors inside the folders that have floors of their own, top first. */
 const INNER_FLOORS: Readonly<Record<string, readonly (readonly string[])[]>> = {
-  'commerce/': [['commerce.ts', 'client.ts'], ['order/'], ['payment/', 'inventory/'], ['kernel/']],
+  'commerce/': [['commerce.ts', 'client.ts'], ['client-light.ts'], ['order/'], ['payment/', 'inventory/'], ['kernel/']],
   'cli/': [
     ['main.ts', 'quick.ts'],
     ['program.ts'],

@@ -11,6 +11,7 @@
 import type * as grpc from '@grpc/grpc-js';
 import type { Timestamp } from '../grpc/protos.js';
 import { ServiceConnection, type ConnectOptions } from '../grpc/client/channel.js';
+import { COMMERCE_SERVICE } from './client-light.js';
 
 export interface StockLevelMessage {
   sku: string;
@@ -93,7 +94,7 @@ export class CommerceClient {
   readonly #connection: ServiceConnection;
 
   constructor(options: ConnectOptions) {
-    this.#connection = new ServiceConnection(options, 'the commerce services of `miniapp serve`');
+    this.#connection = new ServiceConnection(options, COMMERCE_SERVICE);
   }
 
   /** One connection for the three services: the later clients ride on the first one's channel. */

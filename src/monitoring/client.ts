@@ -6,6 +6,7 @@
 import * as grpc from '@grpc/grpc-js';
 import { channelReady, ServiceConnection, type ConnectOptions } from '../grpc/client/channel.js';
 import type { ChatMessage, LogEntry, LogRequest, MetricData, MetricsRequest } from './service.js';
+import { MONITORING_SERVICE as SERVICE } from './client-light.js';
 
 export type { ChatMessage, LogEntry, LogLevelEnum, MetricData } from './service.js';
 
@@ -14,8 +15,6 @@ interface RawMonitoringClient extends grpc.Client {
   StreamLogs(request: Partial<LogRequest>, metadata: grpc.Metadata, options: grpc.CallOptions): grpc.ClientReadableStream<LogEntry>;
   Chat(metadata: grpc.Metadata, options: grpc.CallOptions): grpc.ClientDuplexStream<Partial<ChatMessage>, ChatMessage>;
 }
-
-const SERVICE = 'the monitoring service of `miniapp serve`';
 
 export class MonitoringClient {
   readonly #connection: ServiceConnection;

@@ -66,14 +66,8 @@ export interface BulkCreateFailure {
   message: string;
 }
 
-/**
- * ListUsers' initial metadata: the users matching the filter on all pages,
- * the page size applied (0 = all), and the page token of the next page
- * (absent on the last page).
- */
-export const LIST_TOTAL_HEADER = 'x-total-count';
-export const LIST_PAGE_SIZE_HEADER = 'x-page-size';
-export const LIST_NEXT_PAGE_TOKEN_HEADER = 'x-next-page-token';
+/** ListUsers' initial metadata (in a module without grpc-js, for the light path of `users list`). */
+export { LIST_NEXT_PAGE_TOKEN_HEADER, LIST_PAGE_SIZE_HEADER, LIST_TOTAL_HEADER } from './user-wire.js';
 /**
  * The response header of WatchUserChanges, sent as the watch goes live:
  * the sequence it delivers changes after, so that a client that sees no

@@ -8,7 +8,8 @@ import type { Bind } from '../command.js';
 import type { CommandContext } from '../context.js';
 import { UsageError } from '../../errors.js';
 import { withConnection, type ConnectionFlags } from '../connect/grpc-connection.js';
-import { checkSkuArgument, COMMERCE_HELP, printStock, STOCK_COLUMNS, stockJson, withCommerce } from '../views/commerce-view.js';
+import { checkSkuArgument, COMMERCE_HELP, printStock, readCommerce, STOCK_COLUMNS, stockJson, withCommerce } from '../views/commerce-view.js';
+import type { StockLevelMessage } from '../../commerce/client.js';
 import { parseInteger } from '../flags.js';
 
 export function registerInventory(program: Command, bind: Bind): void {
@@ -57,7 +58,10 @@ export function registerInventory(program: Command, bind: Bind): void {
 
 async function runStock(cc: CommandContext, command: Command): Promise<void> {
   const skus = (command.processedArgs[0] as string[]).map(checkSkuArgument);
-  const levels = await withCommerce(cc, command.opts<ConnectionFlags>(), (client) => client.checkStock(skus));
+  const read = { path: '/inventory.v1.InventoryService/CheckStock', request: { skus } };
+  const { items: levels } = await readCommerce<{ items: StockLevelMessage[] }>(cc, command.opts<ConnectionFlags>(), read, async (client) => ({
+    items: await client.checkStock(skus),
+  }));
   cc.out.table(levels.map(stockJson), STOCK_COLUMNS);
 }
 

@@ -12,7 +12,9 @@ import { parseDuration } from '../../duration.js';
 import { connectionOf, reconnectNotice, withConnection, type ConnectionFlags } from '../connect/grpc-connection.js';
 import { destroyInput, linesOf } from '../terminal/input.js';
 import { parseWholeNumber } from '../flags.js';
-import type { ChatMessage, LogEntry, LogLevelEnum, MonitoringClient } from '../../monitoring/client.js';
+import type { ChatMessage, LogEntry, LogLevelEnum, MetricData, MonitoringClient } from '../../monitoring/client.js';
+import type { MetricsRequest } from '../../monitoring/service.js';
+import type { LightStreamEnd } from '../../grpc/client/light-call.js';
 import type { Timestamp } from '../../grpc/protos.js';
 
 /** A tail of every line serve keeps, however many it keeps (the server sends at most that many; an int32). */
@@ -177,36 +179,74 @@ async function runMetrics(cc: CommandContext, command: Command): Promise<void> {
   const screen = cc.out.human ? await import('../views/metrics-screen.js') : undefined;
   let previous: { at: number; metrics: Record<string, number> } | undefined;
   let received = 0;
+  const request = () => ({ name_prefixes: flags.name, interval_ms: interval, count: snapshots === undefined ? 0 : snapshots - received });
+  const show = (data: MetricData) => {
+    received++;
+    if (!screen) {
+      cc.out.line(JSON.stringify({ service: data.service_name, timestamp: iso(data.timestamp), metrics: data.metrics }));
+      return;
+    }
+    const at = Date.parse(iso(data.timestamp)) || Date.now();
+    const stdout = cc.io.stdout as { columns?: number; rows?: number };
+    const lines = screen.metricsFrame({
+      data,
+      at,
+      previous,
+      intervalMs: interval,
+      buckets: Boolean(flags.buckets),
+      width: stdout.columns || 100,
+      height: stdout.rows || undefined,
+      color: cc.out.color,
+    });
+    // Redrawn in place, like `watch`.
+    cc.out.write(screen.frameText(lines, previous === undefined));
+    previous = { at, metrics: data.metrics };
+  };
+  // A bounded stream (--count) is first asked for on the light path, without grpc-js; grpc-js follows it on where that
+  // cannot (TLS, tracing, serve not reached) or the stream ends or breaks before the count is reached.
+  if (snapshots !== undefined) {
+    const end = await lightMetricsShown(cc, flags, request(), show);
+    if (end === 'aborted' || (end !== 'unreached' && received >= snapshots)) return;
+  }
   // Across reconnections, --count counts every snapshot shown; a stream the server ends before then is followed again.
   await following(cc, flags, async (client, signal) => {
-    await client.metrics(
-      { name_prefixes: flags.name, interval_ms: interval, count: snapshots === undefined ? 0 : snapshots - received },
-      (data) => {
-        received++;
-        if (!screen) {
-          cc.out.line(JSON.stringify({ service: data.service_name, timestamp: iso(data.timestamp), metrics: data.metrics }));
-          return;
-        }
-        const at = Date.parse(iso(data.timestamp)) || Date.now();
-        const stdout = cc.io.stdout as { columns?: number; rows?: number };
-        const lines = screen.metricsFrame({
-          data,
-          at,
-          previous,
-          intervalMs: interval,
-          buckets: Boolean(flags.buckets),
-          width: stdout.columns || 100,
-          height: stdout.rows || undefined,
-          color: cc.out.color,
-        });
-        // Redrawn in place, like `watch`.
-        cc.out.write(screen.frameText(lines, previous === undefined));
-        previous = { at, metrics: data.metrics };
-      },
-      signal,
-    );
+    await client.metrics(request(), show, signal);
     return snapshots !== undefined && received >= snapshots ? 'done' : 'again';
   });
+}
+
+/**
+ * StreamMetrics on the light path (monitoring/client-light.ts), the snapshots
+ * shown as they come, until the server ends the stream or Ctrl-C / SIGTERM
+ * (a normal end, 'aborted'); 'unreached' when grpc-js must make the call
+ * (also on TLS or tracing); a status that ends following throws as grpc-js's would.
+ */
+async function lightMetricsShown(
+  cc: CommandContext,
+  flags: ConnectionFlags,
+  request: Partial<MetricsRequest>,
+  show: (data: MetricData) => void,
+): Promise<LightStreamEnd> {
+  const connection = await connectionOf(cc, flags, { service: SERVICE });
+  const [{ lightPathServes }, { lightMetrics }] = await Promise.all([import('../../grpc/client/light-call.js'), import('../../monitoring/client-light.js')]);
+  if (!lightPathServes(connection)) return 'unreached';
+  let released = false;
+  const controller = new AbortController();
+  void cc.waitForShutdown().then(() => controller.abort());
+  const end = await lightMetrics(
+    connection,
+    request,
+    (data) => {
+      // Connected, the stream runs: warnings are written as they come from now on, as following() does.
+      if (!released) cc.out.releaseWarnings();
+      released = true;
+      show(data);
+    },
+    connection.deadlineMs ?? 10_000,
+    controller.signal,
+  );
+  if (end !== 'unreached' && !released) cc.out.releaseWarnings();
+  return end;
 }
 
 // ------------------------------------------------------------------ dashboard

@@ -21,6 +21,7 @@ import {
   orderJson,
   printOrder,
   printPayment,
+  readCommerce,
   withCommerce,
 } from '../views/commerce-view.js';
 
@@ -131,10 +132,14 @@ async function runGet(cc: CommandContext, command: Command): Promise<void> {
   const id = checkIdArgument(command.processedArgs[0] as string, 'ord');
   // A refund moves money, not stock: a REFUNDED order keeps its units sold until cancelled (which restocks), so its
   // payment's state is shown beside it.
-  const { order, payment } = await withCommerce(cc, command.opts<ConnectionFlags>(), async (client) => {
-    const order = await client.getOrder(id);
-    return { order, payment: order.payment_id ? await client.getPayment(order.payment_id) : undefined };
-  });
+  const flags = command.opts<ConnectionFlags>();
+  const order = await readCommerce(cc, flags, { path: '/order.v1.OrderService/GetOrder', request: { order_id: id } }, (client) => client.getOrder(id));
+  const paymentId = order.payment_id;
+  const payment = paymentId
+    ? await readCommerce(cc, flags, { path: '/payment.v1.PaymentService/GetPayment', request: { payment_id: paymentId } }, (client) =>
+        client.getPayment(paymentId),
+      )
+    : undefined;
   printOrder(cc.out, order, undefined, payment);
   if (!cc.out.json && order.status === 'REFUNDED') {
     cc.out.info(
@@ -148,13 +153,12 @@ async function runList(cc: CommandContext, command: Command): Promise<void> {
   const status = flags.status?.toUpperCase();
   if (status !== undefined && !STATUSES.includes(status)) throw new UsageError(`--status must be one of ${STATUSES.join(', ')}; got "${flags.status}"`);
   const limit = parseInteger(flags.limit, '--limit', 1, 100);
-  const page = await withCommerce(cc, flags, (client) =>
-    client.listOrders({
-      page_size: limit,
-      status: status ?? 'ORDER_STATUS_UNSPECIFIED',
-      user_id: flags.user === undefined ? '0' : parseId(flags.user, '--user'),
-    }),
-  );
+  const request = {
+    page_size: limit,
+    status: status ?? 'ORDER_STATUS_UNSPECIFIED',
+    user_id: flags.user === undefined ? '0' : parseId(flags.user, '--user'),
+  };
+  const page = await readCommerce(cc, flags, { path: '/order.v1.OrderService/ListOrders', request }, (client) => client.listOrders(request));
   cc.out.table(page.orders.map(orderJson), ORDER_COLUMNS);
 }
 

@@ -8,7 +8,7 @@ import type { Bind } from '../command.js';
 import type { CommandContext } from '../context.js';
 import { UsageError } from '../../errors.js';
 import { withConnection, type ConnectionFlags } from '../connect/grpc-connection.js';
-import { checkIdArgument, COMMERCE_HELP, idempotencyKeyOf, money, printPayment, withCommerce } from '../views/commerce-view.js';
+import { checkIdArgument, COMMERCE_HELP, idempotencyKeyOf, money, printPayment, readCommerce, withCommerce } from '../views/commerce-view.js';
 import { parseInteger } from '../flags.js';
 
 export function registerPayments(program: Command, bind: Bind): void {
@@ -44,7 +44,8 @@ export function registerPayments(program: Command, bind: Bind): void {
 
 async function runGet(cc: CommandContext, command: Command): Promise<void> {
   const id = checkIdArgument(command.processedArgs[0] as string, 'pay');
-  printPayment(cc.out, await withCommerce(cc, command.opts<ConnectionFlags>(), (client) => client.getPayment(id)));
+  const read = { path: '/payment.v1.PaymentService/GetPayment', request: { payment_id: id } };
+  printPayment(cc.out, await readCommerce(cc, command.opts<ConnectionFlags>(), read, (client) => client.getPayment(id)));
 }
 
 async function runRefund(cc: CommandContext, command: Command): Promise<void> {

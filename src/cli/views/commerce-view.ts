@@ -55,6 +55,24 @@ export async function withCommerce<T>(cc: CommandContext, flags: ConnectionFlags
   }
 }
 
+/**
+ * A read (it changes nothing) on the light path (grpc/client/light-call.ts:
+ * node:http2, no grpc-js): the answer of `path` (/package.Service/Method),
+ * or the server's status as the same typed error; through the grpc-js
+ * client (`run`) when the light path cannot make it (TLS, tracing, or the
+ * call did not reach an answering server, which grpc-js then words).
+ */
+export async function readCommerce<T>(
+  cc: CommandContext,
+  flags: ConnectionFlags,
+  read: { path: string; request: object },
+  run: (client: CommerceClient) => Promise<T>,
+): Promise<T> {
+  const connection = await connectionOf(cc, flags, { service: SERVICE });
+  const { lightCommerceRead } = await import('../../commerce/client-light.js');
+  return (await lightCommerceRead<T>(connection, read.path, read.request)) ?? (await withCommerce(cc, flags, run));
+}
+
 const RETRY_WITH_KEY = 'to retry safely, run the same command with --idempotency-key ';
 /** Keys made for a command run with --json, which carries them in its error (withCommerce) rather than in a line of its own. */
 const unsaidKeys = new WeakMap<CommandContext, string>();

@@ -15,9 +15,9 @@ import type { Telemetry } from '../../telemetry/telemetry.js';
 import { clientTracingInterceptor } from './tracing.js';
 import { readPem } from '../../login/pem.js';
 import { serviceDefinition, type ServiceName } from '../protos.js';
-import { serviceCallError, type ErrorContext } from './errors.js';
+import { DEFAULT_DEADLINE_MS, serviceCallError, type ErrorContext } from './errors.js';
 
-export const DEFAULT_DEADLINE_MS = 10_000;
+export { DEFAULT_DEADLINE_MS } from './errors.js';
 
 /** Keepalive and load balancing of the spec's reference client (Limits table). */
 const CHANNEL_OPTIONS: grpc.ChannelOptions = {

@@ -10,6 +10,9 @@ import { formatDuration } from '../../duration.js';
 /** How the details of an UNAVAILABLE that serve sends for its database begin (grpc/status.ts): the server answered, its database did not. */
 export const STORE_UNAVAILABLE_DETAILS = 'the database is unavailable, try again shortly';
 
+/** The time limit of a call when --deadline does not say (the light path and grpc-js alike). */
+export const DEFAULT_DEADLINE_MS = 10_000;
+
 /** The gRPC status codes by number, as grpc-js names them. */
 const STATUS_NAMES = [
   'OK',

@@ -1,10 +1,12 @@
 /**
- * One unary gRPC call over node:http2, for the one-shot client commands
- * (`miniapp users get`): the whole of such a command is one request and one
- * answer, and loading grpc-js (and a proto loader) costs several times what
- * starting Node does. Plain-text channels only; what grpc-js adds for a
- * long-lived channel (keepalive pings, round_robin across addresses,
- * reconnection) does not apply to one call.
+ * One gRPC call over node:http2, for the one-shot client commands
+ * (`miniapp users get`, `users list`, `orders list`, `inventory stock`,
+ * `monitor metrics --count N`): the whole of such a command is one request
+ * and its answer (one message, or the messages of a server stream), and
+ * loading grpc-js (and a proto loader) costs several times what starting
+ * Node does. Plain-text channels only; what grpc-js adds for a long-lived
+ * channel (round_robin across addresses, reconnection) does not apply to
+ * one call, and its keepalive is done here for calls that may last.
  *
  * The result says which of three things happened: an answer, a gRPC status
  * from the server, or that the call never reached a server that answered
@@ -12,10 +14,17 @@
  * retries the last kind through grpc-js, whose messages for an unreachable
  * server are the ones users know; so only idempotent calls come here.
  */
-import { connect, constants } from 'node:http2';
+import { connect, constants, type IncomingHttpHeaders } from 'node:http2';
 import { Status, type StatusError } from './errors.js';
 
-export type UnaryOutcome = { kind: 'answer'; message: Buffer } | { kind: 'status'; error: StatusError } | { kind: 'unreached'; reason: string };
+export type UnaryOutcome =
+  | { kind: 'answer'; messages: Buffer[]; headers: IncomingHttpHeaders }
+  | { kind: 'status'; error: StatusError; received: number }
+  | { kind: 'unreached'; reason: string; received: number }
+  /** `onMessage` threw: what it threw. */
+  | { kind: 'failed'; error: unknown }
+  /** `signal` aborted the call. */
+  | { kind: 'aborted' };
 
 export interface UnaryCallOptions {
   /** HOST:PORT, as grpc-js takes it ([::1]:50051 for IPv6). */
@@ -25,8 +34,20 @@ export interface UnaryCallOptions {
   message: Uint8Array;
   /** Sent as `authorization: Bearer <token>` when given. */
   token?: string | undefined;
-  deadlineMs: number;
+  /** Time limit of the whole call (sent as grpc-timeout); none when undefined. */
+  deadlineMs?: number | undefined;
+  /** For a call without a deadline: time limit of the server's first answer (its response headers). */
+  connectMs?: number | undefined;
+  /** Each message as it comes (a server stream shown as it goes); without it, the answer holds them all. */
+  onMessage?: ((message: Buffer) => void) | undefined;
+  /** Pings the server every so often and gives up on it when a ping goes unanswered, as grpc-js's keepalive does. */
+  keepaliveMs?: number | undefined;
+  /** Cancels the call (Ctrl-C). */
+  signal?: AbortSignal | undefined;
 }
+
+/** How long a keepalive ping may go unanswered (grpc-js's time-out of the channel's keepalive). */
+const KEEPALIVE_TIMEOUT_MS = 3_000;
 
 function statusError(code: number, details: string): StatusError {
   return Object.assign(new Error(`${code} ${details}`), { code, details });
@@ -48,17 +69,40 @@ function decodeMessage(text: string): string {
 export function unaryCall(options: UnaryCallOptions): Promise<UnaryOutcome> {
   return new Promise((resolve) => {
     let settled = false;
+    let received = 0;
     const session = connect(`http://${options.address}`);
+    const timers: NodeJS.Timeout[] = [];
+    const abort = () => finish({ kind: 'aborted' });
     const finish = (outcome: UnaryOutcome) => {
       if (settled) return;
       settled = true;
-      clearTimeout(timer);
+      for (const timer of timers) clearTimeout(timer);
+      options.signal?.removeEventListener('abort', abort);
       session.destroy();
       resolve(outcome);
     };
-    const timer = setTimeout(() => finish({ kind: 'status', error: statusError(Status.DEADLINE_EXCEEDED, 'Deadline exceeded') }), options.deadlineMs);
-    session.on('error', (error: Error) => finish({ kind: 'unreached', reason: error.message }));
-    session.on('goaway', () => finish({ kind: 'unreached', reason: 'the server went away' }));
+    if (options.signal?.aborted) return finish({ kind: 'aborted' });
+    options.signal?.addEventListener('abort', abort, { once: true });
+    if (options.deadlineMs !== undefined) {
+      timers.push(
+        setTimeout(() => finish({ kind: 'status', error: statusError(Status.DEADLINE_EXCEEDED, 'Deadline exceeded'), received }), options.deadlineMs),
+      );
+    }
+    session.on('error', (error: Error) => finish({ kind: 'unreached', reason: error.message, received }));
+    session.on('goaway', () => finish({ kind: 'unreached', reason: 'the server went away', received }));
+    if (options.keepaliveMs !== undefined) {
+      const every = options.keepaliveMs;
+      const ping = () => {
+        const lost = setTimeout(() => finish({ kind: 'unreached', reason: 'keepalive ping unanswered', received }), KEEPALIVE_TIMEOUT_MS);
+        timers.push(lost);
+        session.ping((error) => {
+          clearTimeout(lost);
+          if (error) finish({ kind: 'unreached', reason: error.message, received });
+          else if (!settled) timers.push(setTimeout(ping, every));
+        });
+      };
+      session.once('connect', () => timers.push(setTimeout(ping, every)));
+    }
 
     const frame = Buffer.alloc(5 + options.message.length);
     frame.writeUInt32BE(options.message.length, 1);
@@ -68,14 +112,25 @@ export function unaryCall(options: UnaryCallOptions): Promise<UnaryOutcome> {
       [constants.HTTP2_HEADER_PATH]: options.path,
       [constants.HTTP2_HEADER_CONTENT_TYPE]: 'application/grpc',
       te: 'trailers',
-      'grpc-timeout': grpcTimeout(options.deadlineMs),
+      ...(options.deadlineMs !== undefined ? { 'grpc-timeout': grpcTimeout(options.deadlineMs) } : {}),
       'grpc-accept-encoding': 'identity',
       ...(options.token ? { authorization: `Bearer ${options.token}` } : {}),
     });
+    if (options.deadlineMs === undefined && options.connectMs !== undefined) {
+      const waiting = setTimeout(
+        () => finish({ kind: 'status', error: statusError(Status.DEADLINE_EXCEEDED, 'could not connect in time'), received }),
+        options.connectMs,
+      );
+      timers.push(waiting);
+      stream.once('response', () => clearTimeout(waiting));
+    }
     let answered = false;
-    const chunks: Buffer[] = [];
+    let responseHeaders: IncomingHttpHeaders = {};
+    const messages: Buffer[] = [];
+    let pending: Buffer = Buffer.alloc(0);
+    let broken: string | undefined;
     let status: { code: number; details: string } | undefined;
-    const readStatus = (headers: Record<string, unknown>) => {
+    const readStatus = (headers: IncomingHttpHeaders) => {
       const code = headers['grpc-status'];
       if (code === undefined) return;
       status = { code: Number(code), details: decodeMessage(String(headers['grpc-message'] ?? '')) };
@@ -83,25 +138,46 @@ export function unaryCall(options: UnaryCallOptions): Promise<UnaryOutcome> {
     stream.on('response', (headers) => {
       const type = String(headers[constants.HTTP2_HEADER_CONTENT_TYPE] ?? '');
       if (Number(headers[constants.HTTP2_HEADER_STATUS]) !== 200 || !type.startsWith('application/grpc')) {
-        finish({ kind: 'unreached', reason: `HTTP ${headers[constants.HTTP2_HEADER_STATUS]} ${type}` });
+        finish({ kind: 'unreached', reason: `HTTP ${headers[constants.HTTP2_HEADER_STATUS]} ${type}`, received });
         return;
       }
       answered = true;
+      responseHeaders = headers;
       readStatus(headers);
     });
     stream.on('trailers', (trailers) => readStatus(trailers));
-    stream.on('data', (chunk: Buffer) => chunks.push(chunk));
-    stream.on('error', (error: Error) => finish({ kind: 'unreached', reason: error.message }));
-    stream.on('close', () => {
-      if (!answered) return finish({ kind: 'unreached', reason: 'the stream closed without an answer' });
-      if (!status) return finish({ kind: 'unreached', reason: 'no grpc-status' });
-      if (status.code !== 0) return finish({ kind: 'status', error: statusError(status.code, status.details) });
-      const body = Buffer.concat(chunks);
-      const length = body.length >= 5 ? body.readUInt32BE(1) : -1;
-      if (length < 0 || body[0] !== 0 || body.length !== 5 + length) {
-        return finish({ kind: 'unreached', reason: 'an answer that is not one uncompressed message' });
+    // Length-prefixed messages, split across DATA frames as the server pleases.
+    stream.on('data', (chunk: Buffer) => {
+      if (broken) return;
+      pending = pending.length === 0 ? chunk : Buffer.concat([pending, chunk]);
+      while (pending.length >= 5) {
+        if (pending[0] !== 0) {
+          broken = 'a compressed message, which was not asked for';
+          return;
+        }
+        const length = pending.readUInt32BE(1);
+        if (pending.length < 5 + length) break;
+        const message = pending.subarray(5, 5 + length);
+        pending = pending.subarray(5 + length);
+        received++;
+        if (!options.onMessage) messages.push(message);
+        else {
+          try {
+            options.onMessage(message);
+          } catch (error) {
+            finish({ kind: 'failed', error });
+            return;
+          }
+        }
       }
-      finish({ kind: 'answer', message: body.subarray(5) });
+    });
+    stream.on('error', (error: Error) => finish({ kind: 'unreached', reason: error.message, received }));
+    stream.on('close', () => {
+      if (!answered) return finish({ kind: 'unreached', reason: 'the stream closed without an answer', received });
+      if (broken || pending.length > 0) return finish({ kind: 'unreached', reason: broken ?? 'a message cut short', received });
+      if (!status) return finish({ kind: 'unreached', reason: 'no grpc-status', received });
+      if (status.code !== 0) return finish({ kind: 'status', error: statusError(status.code, status.details), received });
+      finish({ kind: 'answer', messages, headers: responseHeaders });
     });
     stream.end(frame);
   });

@@ -6,7 +6,11 @@ import { UsageError } from '../../../errors.js';
 import { parseWholeNumber } from '../../flags.js';
 import { grouped } from '../../render/grouped.js';
 import { USER_COLUMNS, userJson } from '../../views/grpc-user-view.js';
-import { DEFAULT_PAGE_SIZE, withClient } from './shared.js';
+import { DEFAULT_PAGE_SIZE, lightRead, withClient } from './shared.js';
+import type { UserMessage } from '../../../users/proto.js';
+import { LIST_NEXT_PAGE_TOKEN_HEADER, LIST_PAGE_SIZE_HEADER, LIST_TOTAL_HEADER } from '../../../users/user-wire.js';
+import type { UserPage } from '../../../users/client.js';
+import type { LightAnswer } from '../../../grpc/client/light-call.js';
 
 const plural = (count: number, one: string, many = `${one}s`) => `${grouped(count)} ${count === 1 ? one : many}`;
 
@@ -28,7 +32,9 @@ export async function runList(cc: CommandContext, command: Command): Promise<voi
   const paged = !flags.all && askedSize !== 0 && (flags.page !== undefined || askedSize !== undefined || flags.pageToken !== undefined || cc.out.human);
   if (page > 1 && !paged) throw new UsageError('--page needs a page size: with --page-size 0 every user is on page 1');
   const pageSize = paged ? (askedSize ?? DEFAULT_PAGE_SIZE) : 0;
-  const result = await withClient(cc, flags, (client) => client.listUsers({ page, page_size: pageSize, filter: flags.filter ?? '', page_token: token }));
+  const request = { page, page_size: pageSize, filter: flags.filter ?? '', page_token: token };
+  const answer = await lightRead<UserMessage>(cc, flags, '/user.v1.UserService/ListUsers', request);
+  const result = answer ? pageOf(answer) : await withClient(cc, flags, (client) => client.listUsers(request));
   const size = result.pageSize ?? pageSize;
   if (paged && size < pageSize) cc.out.warn(`--page-size ${pageSize} is more than the server gives at once: ${size} users a page`);
   const rows = result.users.map(userJson);
@@ -44,6 +50,22 @@ export async function runList(cc: CommandContext, command: Command): Promise<voi
     if (at > 0) cc.out.note(footer.slice(0, at).trimEnd(), next);
     else cc.out.note(footer);
   }
+}
+
+/** A count the server sent in the response headers, if it sent one (as the grpc-js client reads it). */
+function countOf(headers: LightAnswer<UserMessage>['headers'], name: string): number | undefined {
+  const text = String([headers[name]].flat()[0] ?? '');
+  return /^\d+$/.test(text) ? Number(text) : undefined;
+}
+
+/** ListUsers' answer on the light path as the grpc-js client gives it (users/client.ts listUsers). */
+function pageOf({ messages, headers }: LightAnswer<UserMessage>): UserPage {
+  return {
+    users: messages,
+    total: countOf(headers, LIST_TOTAL_HEADER),
+    pageSize: countOf(headers, LIST_PAGE_SIZE_HEADER),
+    nextPageToken: String([headers[LIST_NEXT_PAGE_TOKEN_HEADER]].flat()[0] ?? ''),
+  };
 }
 
 interface Where {
