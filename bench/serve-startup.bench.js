@@ -86,7 +86,12 @@ async function startTimed(args, env) {
   child.stdout.setEncoding('utf8').on('data', keep);
   child.stderr.setEncoding('utf8').on('data', keep);
   let exited = false;
-  const exit = new Promise((resolve) => child.once('exit', (code, signal) => resolve(((exited = true), code ?? signal))));
+  const exit = new Promise((resolve) =>
+    child.once('exit', (code, signal) => {
+      exited = true;
+      resolve(code ?? signal);
+    }),
+  );
   const stop = async () => {
     if (!exited) {
       child.kill('SIGTERM');
