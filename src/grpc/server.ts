@@ -8,7 +8,7 @@
 import * as grpc from '@grpc/grpc-js';
 import { HealthImplementation } from 'grpc-health-check';
 import type { Counter, Histogram } from 'prom-client';
-import { serviceDefinition, type ServiceName } from './protos.js';
+import { serviceDefinitions, type ServiceName } from './protos.js';
 import { addReflection } from './reflection.js';
 import { RequestCheckingServer, type CallObserver, type ObserveCall } from './request-check.js';
 import { failStream, goCodeName, rpcType, SHUTTING_DOWN, statusName } from './status.js';
@@ -242,7 +242,8 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
     ...(options.telemetry ? { interceptors: [tracingInterceptor(options.telemetry)] } : {}),
     rates: options.rates,
   });
-  for (const service of options.services) server.addService(serviceDefinition(service.name).service, service.handlers);
+  const definitions = serviceDefinitions(options.services.map((service) => service.name));
+  options.services.forEach((service, i) => server.addService(definitions[i]!.service, service.handlers));
   const names = options.services.map((service) => service.name);
   const health = new HealthImplementation({ '': 'SERVING', ...Object.fromEntries(names.map((name) => [name, 'SERVING'])) });
   const healthWatches = addHealth(server, health);
