@@ -83,7 +83,10 @@ export function addReflection(server: grpc.Server, services: readonly string[], 
   // server is given each method's path and kind now, and its (de)serializers, which need them, read them when called.
   // An empty package gives the protocol's service definitions without indexing anything.
   let protocol: ReturnType<typeof servicesOf> | undefined;
-  const codec = (method: string) => (protocol ??= servicesOf(new ReflectionService({}, { services: [] }))).get(method)!.definition.ServerReflectionInfo!;
+  const codec = (method: string) => {
+    protocol ??= servicesOf(new ReflectionService({}, { services: [] }));
+    return protocol.get(method)!.definition.ServerReflectionInfo!;
+  };
   for (const method of REFLECTION_METHODS) {
     const definition: grpc.ServiceDefinition = {
       ServerReflectionInfo: {
