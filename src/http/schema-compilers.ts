@@ -16,9 +16,11 @@
  * app starts, and compiling them all there (a new ajv, its meta-schema, every
  * route's schemas: about 150 ms of CPU) was the largest part of serve's time
  * to ready. What Fastify gets at start is a stand-in that compiles the real
- * function the first time a request needs it (or when `compilePending`
- * runs them, as serve does once it is listening), then calls it: the same
- * schema, the same checks, the same answers, later.
+ * function the first time a request needs it, then calls it: the same
+ * schema, the same checks, the same answers. The first request that needs
+ * a validator pays for ajv (about 60 ms, once per process); compiling ahead
+ * in the background after start was tried and dropped: it held the event
+ * loop in the first requests' way instead.
  */
 import { createRequire } from 'node:module';
 import type AjvCompiler from '@fastify/ajv-compiler';
@@ -36,9 +38,6 @@ interface RouteSchema {
 
 type Factory = (externalSchemas: unknown, options: unknown) => (route: RouteSchema) => unknown;
 
-/** Compiled functions not called yet, in the order Fastify asked for them (see compilePending). */
-const pending = new Set<() => unknown>();
-
 /**
  * A function that compiles `compile()` on its first call (or property read) and is that function from then on:
  * called with the same arguments, and with ajv's `errors` and `schemaEnv` read through (Fastify reads both).
@@ -48,7 +47,6 @@ function compiledOnFirstUse(compile: () => unknown): unknown {
   const real = () => {
     if (made === undefined) {
       made = compile() as (...args: unknown[]) => unknown;
-      pending.delete(real);
     }
     return made;
   };
@@ -62,27 +60,7 @@ function compiledOnFirstUse(compile: () => unknown): unknown {
   };
   // Fastify passes ajv's validators their parent data when they have a schemaEnv (so that a root value can change).
   Object.defineProperty(standIn, 'schemaEnv', { get: () => (real() as { schemaEnv?: unknown }).schemaEnv });
-  pending.add(real);
   return standIn;
-}
-
-/**
- * Compiles what Fastify was given and no request has used yet, one function per turn of the event loop, so that
- * requests in between are answered; resolves when none is left, or `stop()` says to stop (a closing server).
- * A schema that does not compile is left to its first request, which then fails as it would have at start.
- */
-export async function compilePending(stop: () => boolean = () => false): Promise<void> {
-  while (pending.size > 0 && !stop()) {
-    await new Promise<void>((resolve) => setImmediate(resolve));
-    const next = pending.values().next().value;
-    if (next === undefined || stop()) break;
-    pending.delete(next);
-    try {
-      next();
-    } catch {
-      // Its first request meets the error.
-    }
-  }
 }
 
 /** `factory()`, its compiled functions kept by schema, part, status, content type, shared schemas and options. */

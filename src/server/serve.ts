@@ -19,7 +19,6 @@ import { DEFAULT_PARTNER_PREFIX } from '../login/partner-prefix.js';
 import { HOST_PREFIX } from '../sandbox/host/routes.js';
 import type { Term } from '../sandbox/partner/terms.js';
 import { buildServer, type LogSink } from './app.js';
-import { compilePending } from '../http/schema-compilers.js';
 import { createMetrics } from './metrics.js';
 import { UserStore } from '../users/user-store.js';
 import { UserChangeLog } from '../users/change-log.js';
@@ -497,10 +496,7 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
     // the answer) held it, and the process, for as long as it liked. At the deadline, or at `hurry`, every connection
     // is closed; the close then ends at once.
     const closeHttpConnections = () => app.server.closeAllConnections();
-    // Set once the HTTP server starts closing: compiling ahead stops (compilePending below).
-    let closing = false;
     const stopHttp = once(async () => {
-      closing = true;
       const deadline = setTimeout(closeHttpConnections, options.shutdownDeadlineMs ?? DEFAULT_SHUTDOWN_DEADLINE_MS);
       try {
         await app.close();
@@ -513,9 +509,6 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
     for (const warning of warnings) appLog.warn({ component: 'store' }, warning);
     await app.listen({ host: options.host, port: options.port });
     readiness.start();
-    // Route schemas are compiled at their first request (http/schema-compilers.ts); those not used yet, from now on,
-    // one per turn of the event loop, so that first requests find them ready.
-    void compilePending(() => closing);
     const url = urlOf(app, options.host);
     serviceName = `miniapp ${url}`;
     let stopWebhooks: (() => Promise<void>) | undefined;
