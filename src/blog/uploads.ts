@@ -13,7 +13,8 @@ import { existsSync, mkdirSync, mkdtempSync, renameSync, rmSync, writeFileSync }
 import { readFile, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { imageSize } from 'image-size';
+import { createRequire } from 'node:module';
+import type { imageSize as ImageSize } from 'image-size';
 import type { Sql } from '../store/sql.js';
 import type { Store } from '../store/store.js';
 
@@ -54,10 +55,15 @@ export interface ImageStore {
   close(): Promise<void>;
 }
 
+/** image-size, loaded at the first image to recognise rather than when serve starts (it is 26 modules). */
+let imageSize: typeof ImageSize | undefined;
+const requireCjs = createRequire(import.meta.url);
+
 /** What kind of image the bytes are, or undefined for anything but JPEG, PNG and WebP. */
 export function recogniseImage(bytes: Buffer): { ext: string; mime: string; width: number; height: number } | undefined {
   let info;
   try {
+    imageSize ??= (requireCjs('image-size') as { imageSize: typeof ImageSize }).imageSize;
     info = imageSize(new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength));
   } catch {
     return undefined;

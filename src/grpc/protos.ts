@@ -46,23 +46,35 @@ interface Loaded {
 
 const loaded = new Map<string, Loaded>();
 
-/** One .proto file (path under PROTO_ROOT) and what it imports, loaded once. */
-function loadProtoFile(file: string): Loaded {
-  let entry = loaded.get(file);
-  if (!entry) {
-    const definition = protoLoader.loadSync(file, LOADER_OPTIONS);
-    entry = { definition, grpcObject: grpc.loadPackageDefinition(definition) };
-    loaded.set(file, entry);
-  }
-  return entry;
+/**
+ * .proto files (paths under PROTO_ROOT) and what they import, loaded once: those not loaded yet in one go, so that
+ * the files they share (google/protobuf/*, common messages) are parsed once for all of them.
+ */
+function loadProtoFiles(files: readonly string[]): void {
+  const missing = [...new Set(files)].filter((file) => !loaded.has(file));
+  if (missing.length === 0) return;
+  const definition = protoLoader.loadSync(missing, LOADER_OPTIONS);
+  const entry = { definition, grpcObject: grpc.loadPackageDefinition(definition) };
+  for (const file of missing) loaded.set(file, entry);
+}
+
+function lookUp(name: ServiceName): { service: grpc.ServiceDefinition; Client: grpc.ServiceClientConstructor } {
+  let node: unknown = loaded.get(SERVICE_FILES[name])!.grpcObject;
+  for (const part of name.split('.')) node = (node as Record<string, unknown>)[part];
+  const Client = node as grpc.ServiceClientConstructor;
+  return { service: Client.service, Client };
 }
 
 /** The grpc-js service definition of a service, and its generic client constructor. */
 export function serviceDefinition(name: ServiceName): { service: grpc.ServiceDefinition; Client: grpc.ServiceClientConstructor } {
-  let node: unknown = loadProtoFile(SERVICE_FILES[name]).grpcObject;
-  for (const part of name.split('.')) node = (node as Record<string, unknown>)[part];
-  const Client = node as grpc.ServiceClientConstructor;
-  return { service: Client.service, Client };
+  loadProtoFiles([SERVICE_FILES[name]]);
+  return lookUp(name);
+}
+
+/** The definitions of several services (a server's), their files loaded together. */
+export function serviceDefinitions(names: readonly ServiceName[]): { service: grpc.ServiceDefinition; Client: grpc.ServiceClientConstructor }[] {
+  loadProtoFiles(names.map((name) => SERVICE_FILES[name]));
+  return names.map(lookUp);
 }
 
 export interface Timestamp {

@@ -18,6 +18,9 @@ import { FileDescriptorProtoSchema } from '@bufbuild/protobuf/wkt';
 import { DESCRIPTOR_SET } from './protos.js';
 import { readDescriptorSet } from './descriptor-set.js';
 
+/** The one method of the protocol's two versions, v1 and v1alpha. */
+const REFLECTION_METHODS = ['/grpc.reflection.v1.ServerReflection/ServerReflectionInfo', '/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo'];
+
 /** grpc.status.INVALID_ARGUMENT, as the reflection protocol's error_code carries it. */
 const INVALID_ARGUMENT = 3;
 const REQUEST_KINDS = 'list_services, file_by_filename, file_containing_symbol, file_containing_extension or all_extension_numbers_of_type';
@@ -66,7 +69,8 @@ function servicesOf(reflection: ReflectionService): Map<string, { definition: gr
  * The index of every file and symbol is built at the first reflection call,
  * not at start-up (about 150 ms of CPU that most runs of serve never need):
  * the server is given the protocol's services at once, each handing its
- * streams to the indexed service once there is one.
+ * streams to the indexed service once there is one. The protocol's own
+ * messages are loaded at the first call too.
  */
 export function addReflection(server: grpc.Server, services: readonly string[], path = DESCRIPTOR_SET): void {
   let indexed: ReturnType<typeof servicesOf> | undefined;
@@ -75,8 +79,27 @@ export function addReflection(server: grpc.Server, services: readonly string[], 
     const definition = Object.fromEntries([...descriptorFiles(path)].map(([name, bytes]) => [name, { fileDescriptorProtos: [bytes] }]));
     return servicesOf(new ReflectionService(definition as never, { services: [...services] }));
   };
+  // The protocol's own messages are loaded (by @grpc/reflection, from its .proto files) at the first call too: the
+  // server is given each method's path and kind now, and its (de)serializers, which need them, read them when called.
   // An empty package gives the protocol's service definitions without indexing anything.
-  for (const [method, { definition }] of servicesOf(new ReflectionService({}, { services: [] }))) {
+  let protocol: ReturnType<typeof servicesOf> | undefined;
+  const codec = (method: string) => {
+    protocol ??= servicesOf(new ReflectionService({}, { services: [] }));
+    return protocol.get(method)!.definition.ServerReflectionInfo!;
+  };
+  for (const method of REFLECTION_METHODS) {
+    const definition: grpc.ServiceDefinition = {
+      ServerReflectionInfo: {
+        path: method,
+        requestStream: true,
+        responseStream: true,
+        originalName: 'serverReflectionInfo',
+        requestSerialize: (value: unknown) => codec(method).requestSerialize(value),
+        requestDeserialize: (bytes: Buffer) => codec(method).requestDeserialize(bytes),
+        responseSerialize: (value: unknown) => codec(method).responseSerialize(value),
+        responseDeserialize: (bytes: Buffer) => codec(method).responseDeserialize(bytes),
+      },
+    };
     server.addService(definition, {
       ServerReflectionInfo: (stream: grpc.ServerDuplexStream<unknown, unknown>) => {
         indexed ??= index();

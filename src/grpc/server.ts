@@ -6,9 +6,9 @@
  * graceful shutdown with a deadline.
  */
 import * as grpc from '@grpc/grpc-js';
-import { HealthImplementation } from 'grpc-health-check';
 import type { Counter, Histogram } from 'prom-client';
-import { serviceDefinition, type ServiceName } from './protos.js';
+import { serviceDefinitions, type ServiceName } from './protos.js';
+import { HealthService } from './health.js';
 import { addReflection } from './reflection.js';
 import { RequestCheckingServer, type CallObserver, type ObserveCall } from './request-check.js';
 import { failStream, goCodeName, rpcType, SHUTTING_DOWN, statusName } from './status.js';
@@ -91,7 +91,7 @@ export interface RunningGrpcServer {
   server: grpc.Server;
   port: number;
   address: string;
-  health: HealthImplementation;
+  health: HealthService;
   /** Every service the server answers, by full name (what reflection lists). */
   services: string[];
   /** SERVING or NOT_SERVING for the server and every service (readiness: the database answers, or not). */
@@ -242,10 +242,13 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
     ...(options.telemetry ? { interceptors: [tracingInterceptor(options.telemetry)] } : {}),
     rates: options.rates,
   });
-  for (const service of options.services) server.addService(serviceDefinition(service.name).service, service.handlers);
   const names = options.services.map((service) => service.name);
-  const health = new HealthImplementation({ '': 'SERVING', ...Object.fromEntries(names.map((name) => [name, 'SERVING'])) });
-  const healthWatches = addHealth(server, health);
+  // Every service's protos, the health service's with them, loaded in one go.
+  const [healthDefinition, ...definitions] = serviceDefinitions([HEALTH_SERVICE, ...names]);
+  for (const [i, service] of options.services.entries()) server.addService(definitions[i]!.service, service.handlers);
+  const health = new HealthService({ '': 'SERVING', ...Object.fromEntries(names.map((name) => [name, 'SERVING' as const])) });
+  server.addService(healthDefinition!.service, health.handlers());
+  const healthWatches = health.watches;
   const all = [...names, HEALTH_SERVICE, ...REFLECTION_SERVICES];
   addReflection(server, all);
 
@@ -295,48 +298,4 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
       }),
     cancelAll: () => (forced ? forced() : server.forceShutdown()),
   };
-}
-
-/** The longest service name a health Check's NOT_FOUND repeats (a name is the client's, of any length up to the 4 MiB limit). */
-const MAX_ECHOED_NAME = 200;
-
-/**
- * grpc.health.v1.Health from grpc-health-check, with two changes: its open
- * Watch calls are kept (returned), so that shutdown can end them, and
- * Check's NOT_FOUND names at most MAX_ECHOED_NAME characters of the
- * service asked for (it repeated the whole name into the status trailer;
- * past about 8 KB, a grpcio client heard RESOURCE_EXHAUSTED instead).
- */
-function addHealth(server: grpc.Server, health: HealthImplementation): Set<grpc.ServerWritableStream<unknown, unknown>> {
-  let definition: grpc.ServiceDefinition | undefined;
-  let handlers: grpc.UntypedServiceImplementation | undefined;
-  health.addToServer({
-    addService: (service: grpc.ServiceDefinition, implementation: grpc.UntypedServiceImplementation) => {
-      definition = service;
-      handlers = implementation;
-    },
-  } as unknown as grpc.Server);
-  const check = handlers!.check as grpc.handleUnaryCall<{ service?: string }, unknown>;
-  const watch = handlers!.watch as grpc.handleServerStreamingCall<{ service?: string }, unknown>;
-  const watches = new Set<grpc.ServerWritableStream<unknown, unknown>>();
-  server.addService(definition!, {
-    ...handlers,
-    check: (call: grpc.ServerUnaryCall<{ service?: string }, unknown>, callback: grpc.sendUnaryData<unknown>) =>
-      check(call, (error, value) => {
-        const name = call.request.service ?? '';
-        if (error && name.length > MAX_ECHOED_NAME) {
-          return callback({ ...error, details: `Health status unknown for service ${name.slice(0, MAX_ECHOED_NAME)}… (${name.length} characters)` }, value);
-        }
-        callback(error, value);
-      }),
-    watch: (call: grpc.ServerWritableStream<{ service?: string }, unknown>) => {
-      watches.add(call);
-      const forget = () => watches.delete(call);
-      call.once('cancelled', forget);
-      call.once('close', forget);
-      call.once('finish', forget);
-      watch(call);
-    },
-  });
-  return watches;
 }

@@ -11,9 +11,23 @@
  * schemas of its app and the compiler options, which make up the key; it
  * keeps no state between calls (ajv's `errors` is set and read within one
  * synchronous validation).
+ *
+ * Compiled on first use: Fastify asks for every route's functions when the
+ * app starts, and compiling them all there (a new ajv, its meta-schema, every
+ * route's schemas: about 150 ms of CPU) was the largest part of serve's time
+ * to ready. What Fastify gets at start is a stand-in that compiles the real
+ * function the first time a request needs it, then calls it: the same
+ * schema, the same checks, the same answers. The first request that needs
+ * a validator pays for ajv (about 60 ms, once per process); compiling ahead
+ * in the background after start was tried and dropped: it held the event
+ * loop in the first requests' way instead.
  */
-import AjvCompiler from '@fastify/ajv-compiler';
-import SerializerSelector from '@fastify/fast-json-stringify-compiler';
+import { createRequire } from 'node:module';
+import type AjvCompiler from '@fastify/ajv-compiler';
+import type SerializerSelector from '@fastify/fast-json-stringify-compiler';
+
+/** Both compilers are loaded when the first function is compiled, not when serve starts (ajv alone is about 30 ms). */
+const requireCjs = createRequire(import.meta.url);
 
 interface RouteSchema {
   schema?: unknown;
@@ -24,23 +38,51 @@ interface RouteSchema {
 
 type Factory = (externalSchemas: unknown, options: unknown) => (route: RouteSchema) => unknown;
 
-/** `factory`, its compiled functions kept by schema, part, status, content type, shared schemas and options. */
-function keeping<F>(factory: F): F {
+/**
+ * A function that compiles `compile()` on its first call (or property read) and is that function from then on:
+ * called with the same arguments, and with ajv's `errors` and `schemaEnv` read through (Fastify reads both).
+ */
+function compiledOnFirstUse(compile: () => unknown): unknown {
+  let made: ((...args: unknown[]) => unknown) | undefined;
+  const real = () => {
+    if (made === undefined) {
+      made = compile() as (...args: unknown[]) => unknown;
+    }
+    return made;
+  };
+  const standIn = function (this: unknown, ...args: unknown[]) {
+    const fn = real();
+    try {
+      return fn.apply(this, args);
+    } finally {
+      (standIn as { errors?: unknown }).errors = (fn as { errors?: unknown }).errors;
+    }
+  };
+  // Fastify passes ajv's validators their parent data when they have a schemaEnv (so that a root value can change).
+  Object.defineProperty(standIn, 'schemaEnv', { get: () => (real() as { schemaEnv?: unknown }).schemaEnv });
+  return standIn;
+}
+
+/** `factory()`, its compiled functions kept by schema, part, status, content type, shared schemas and options. */
+function keeping(factory: () => Factory): Factory {
   const compiled = new Map<string, unknown>();
-  const build = factory as unknown as Factory;
-  return ((externalSchemas: unknown, options: unknown) => {
-    const compile = build(externalSchemas, options);
+  return (externalSchemas: unknown, options: unknown) => {
+    // The compiler (a new ajv, or fast-json-stringify's options) is built once a function of this context is compiled.
+    let compile: ((route: RouteSchema) => unknown) | undefined;
     const context = JSON.stringify([externalSchemas, options]);
     return (route: RouteSchema) => {
       const key = JSON.stringify([route.httpPart ?? null, route.httpStatus ?? null, route.contentType ?? null, route.schema ?? null]) + context;
       let made = compiled.get(key);
       if (made === undefined) {
-        made = compile(route);
+        made = compiledOnFirstUse(() => {
+          compile ??= factory()(externalSchemas, options);
+          return compile(route);
+        });
         compiled.set(key, made);
       }
       return made;
     };
-  }) as unknown as F;
+  };
 }
 
 /**
@@ -54,17 +96,32 @@ const BODY_AJV_OPTIONS = { coerceTypes: false, removeAdditional: false } as cons
 
 type ValidatorFactory = (externalSchemas: unknown, options: { customOptions?: object } | undefined) => (route: RouteSchema) => unknown;
 
-function bodiesAsSent<F>(factory: F): F {
-  const build = factory as unknown as ValidatorFactory;
-  return ((externalSchemas: unknown, options: { customOptions?: object } | undefined) => {
-    const text = build(externalSchemas, options);
-    const bodies = build(externalSchemas, { ...options, customOptions: { ...options?.customOptions, ...BODY_AJV_OPTIONS } });
-    return (route: RouteSchema) => (route.httpPart === 'body' ? bodies(route) : text(route));
-  }) as unknown as F;
+function bodiesAsSent(build: ValidatorFactory): Factory {
+  return (externalSchemas: unknown, options: unknown) => {
+    const given = options as { customOptions?: object } | undefined;
+    // Each ajv is made when a schema of its kind is first compiled.
+    let text: ((route: RouteSchema) => unknown) | undefined;
+    let bodies: ((route: RouteSchema) => unknown) | undefined;
+    return (route: RouteSchema) => {
+      if (route.httpPart === 'body') {
+        bodies ??= build(externalSchemas, { ...given, customOptions: { ...given?.customOptions, ...BODY_AJV_OPTIONS } });
+        return bodies(route);
+      }
+      text ??= build(externalSchemas, given);
+      return text(route);
+    };
+  };
 }
+
+let ajvFactory: Factory | undefined;
+let serializerFactory: Factory | undefined;
 
 /** For `Fastify({ schemaController: { compilersFactory } })`. */
 export const compilersFactory = {
-  buildValidator: keeping(bodiesAsSent(AjvCompiler())),
-  buildSerializer: keeping(SerializerSelector()),
+  buildValidator: keeping(() => (ajvFactory ??= bodiesAsSent((requireCjs('@fastify/ajv-compiler') as () => ValidatorFactory)()))) as unknown as ReturnType<
+    typeof AjvCompiler
+  >,
+  buildSerializer: keeping(() => (serializerFactory ??= (requireCjs('@fastify/fast-json-stringify-compiler') as () => Factory)())) as unknown as ReturnType<
+    typeof SerializerSelector
+  >,
 };

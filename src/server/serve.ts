@@ -222,7 +222,9 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
       });
       cleanups.push(() => telemetry!.shutdown());
     }
-    const opened = await openStore(
+    // PostgreSQL's connection and migration are round trips: the embedded sandbox, which needs no database, is built
+    // and listening meanwhile (SQLite opens before openStore returns: nothing overlaps there).
+    const opening = openStore(
       options.store.kind === 'postgres'
         ? {
             ...options.store,
@@ -231,19 +233,13 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
           }
         : options.store,
     );
-    cleanups.push(() => opened.close(options.shutdownDeadlineMs));
-    // Every repository gets the store through this: with tracing on, each statement and transaction is a span.
-    const store: Store = telemetry ? { ...opened, sql: new TracedSql(opened.sql, telemetry) } : opened;
-    if (options.store.kind === 'postgres') {
-      const budget = await connectionBudget(store.sql, { instance, poolSize: options.store.poolSize ?? DEFAULT_POOL_SIZE });
-      if (budget.warning) warnings.push(budget.warning);
-    }
-    // The gRPC health service follows the database: NOT_SERVING while it cannot answer.
-    let grpcHealth: ((serving: boolean) => void) | undefined;
-    const readiness = new Readiness({ store, onChange: (ready) => grpcHealth?.(ready) });
-    cleanups.push(() => readiness.stop());
-    const events = new UnlinkEventStore(store.sql);
-
+    // Awaited below; a failure meanwhile (the sandbox's) must not leave the store's own failure unhandled.
+    opening.catch(() => undefined);
+    // Closed with the rest, once opened, whatever fails after this.
+    cleanups.push(async () => {
+      const store = await opening.catch(() => undefined);
+      await store?.close(options.shutdownDeadlineMs);
+    });
     let sandbox: Sandbox | undefined;
     let embedded: EmbeddedSandbox | undefined;
     let upstream = options.upstream;
@@ -262,6 +258,19 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
       embedded = { url, partnerUrl: `${url}${DEFAULT_PARTNER_PREFIX}`, key: keyText, aad: aadText, generated };
       upstream = { baseUrl: url, pathPrefix: DEFAULT_PARTNER_PREFIX, tls: {} };
     }
+    const opened = await opening;
+    // Every repository gets the store through this: with tracing on, each statement and transaction is a span.
+    const store: Store = telemetry ? { ...opened, sql: new TracedSql(opened.sql, telemetry) } : opened;
+    if (options.store.kind === 'postgres') {
+      const budget = await connectionBudget(store.sql, { instance, poolSize: options.store.poolSize ?? DEFAULT_POOL_SIZE });
+      if (budget.warning) warnings.push(budget.warning);
+    }
+    // The gRPC health service follows the database: NOT_SERVING while it cannot answer.
+    let grpcHealth: ((serving: boolean) => void) | undefined;
+    const readiness = new Readiness({ store, onChange: (ready) => grpcHealth?.(ready) });
+    cleanups.push(() => readiness.stop());
+    const events = new UnlinkEventStore(store.sql);
+
     if (!keyText || !aadText) {
       throw new ConfigError(`${keyText ? 'decrypt-aad' : 'decrypt-key'} is not set: /api/auth/me could not decrypt the personal fields`, {
         hint: 'set decrypt-key and decrypt-aad (`miniapp config set ...` or MINIAPP_DECRYPT_KEY / MINIAPP_DECRYPT_AAD)',

@@ -88,17 +88,40 @@ type GraphShape = GraphMount;
  * its base URL pointed at one of them.
  */
 export async function graphShapes(app: FastifyInstance, options: GraphRouteOptions): Promise<void> {
+  // Anchored now, built at the first request that reads it: serve starts this sandbox, and most runs never call it.
+  const now = options.clock.now();
   const data =
     options.data ??
-    createGraphData({
-      now: options.clock.now(),
-      ...(options.media === undefined ? {} : { media: options.media }),
-      ...(options.preBusinessMedia === undefined ? {} : { preBusinessMedia: options.preBusinessMedia }),
-    });
+    builtOnFirstUse(() =>
+      createGraphData({
+        now,
+        ...(options.media === undefined ? {} : { media: options.media }),
+        ...(options.preBusinessMedia === undefined ? {} : { preBusinessMedia: options.preBusinessMedia }),
+      }),
+    );
   const limiter = new RateLimiter(options.rateLimit ?? DEFAULT_RATE_LIMIT);
   for (const [shape, prefix] of Object.entries(GRAPH_SHAPES) as [GraphShape, string][]) {
     await app.register(graphRoutes, { ...options, prefix, data, limiter, shape });
   }
+}
+
+/** The data `build` makes, made when first read: the same accounts, media and values, later. */
+function builtOnFirstUse(build: () => GraphData): GraphData {
+  let made: GraphData | undefined;
+  const data = () => (made ??= build());
+  return {
+    get anchorMs() {
+      return data().anchorMs;
+    },
+    get accounts() {
+      return data().accounts;
+    },
+    account: (id) => data().account(id),
+    media: (id) => data().media(id),
+    child: (id) => data().child(id),
+    daily: (accountId, metric, dayStartMs) => data().daily(accountId, metric, dayStartMs),
+    audience: (accountId, metric) => data().audience(accountId, metric),
+  };
 }
 
 const STORY_TTL_MS = DAY_MS;

@@ -73,3 +73,19 @@ describe('graph sandbox: account discovery shapes', () => {
     expect((await sandbox!.app.inject({ method: 'GET', url: '/__sandbox/stats' })).json().graphCalls).toBe(stats.graphCalls + 2);
   });
 });
+
+describe('graph sandbox: data built at the first request', () => {
+  it('anchors the media at the clock of the start, however late the first request comes', async () => {
+    const { createGraphData } = await import('../../../src/sandbox/graph/data.js');
+    const clock = new SandboxClock(() => NOW);
+    sandbox = await buildSandbox({ key: randomBytes(32), aad: randomBytes(8), clock, graph: { media: 30 } });
+    clock.advance(3 * 86_400_000);
+    const params = new URLSearchParams({ access_token: SANDBOX_GRAPH_TOKENS.page, fields: 'id,timestamp', limit: '5' });
+    const listed = (await sandbox.app.inject({ method: 'GET', url: `/graph/v24.0/${MAIN_ACCOUNT_ID}/media?${params}` })).json() as {
+      data: { id: string; timestamp: string }[];
+    };
+    const expected = createGraphData({ now: NOW, media: 30 });
+    expect(listed.data).toHaveLength(5);
+    for (const item of listed.data) expect(item.timestamp).toBe(expected.media(item.id)?.fields.timestamp);
+  });
+});
