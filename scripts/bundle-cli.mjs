@@ -16,10 +16,15 @@
  *   `__dirname` or `import.meta` in a package fails the build, so a new one
  *   cannot slip through.
  * - Code reached through a dynamic `import()` (each command group, each
- *   command's action, serve, the packages loaded on first use) goes into
- *   chunks of its own, loaded when reached; packages are grouped into one
- *   chunk per family (grpc, fastify, ...), named so that a start-up test can
- *   tell which families a command loaded.
+ *   command's action, serve, tracing, the packages loaded on first use)
+ *   goes into chunks of its own, loaded when reached, and every other module
+ *   into a chunk shared by exactly the ones that need it (rolldown's own
+ *   split, no manual groups): serve loads no tracing SDK while traces are
+ *   off, `users list` no HTTP server. Manual groups by package family were
+ *   tried and dropped: with their dependencies they pulled the SDK into serve
+ *   (debug and semver, shared with swagger), without them they made chunks
+ *   that require each other in a cycle, one reading an export of the other
+ *   before it was set (serve failed to start).
  * - Every chunk sits in dist/bundle/, two levels below the package root.
  *   A path the compiled modules take relative to `import.meta.url`
  *   (`new URL('../../proto', import.meta.url)`, the host page's web/host/,
@@ -141,19 +146,6 @@ const commanderAsImport = {
   },
 };
 
-/** The chunk of a family of packages: the name of its first package that matches. */
-const FAMILIES = [
-  ['grpc', /^(@grpc\/|protobufjs$|@protobufjs\/|long$|lodash\.camelcase$|grpc-health-check$)/],
-  ['protobuf-es', /^@bufbuild\//],
-  ['otel', /^(@opentelemetry\/|require-in-the-middle$|import-in-the-middle$|module-details-from-path$|shimmer$|semver$)/],
-  ['pg', /^(pg|pg-.+|pgpass|postgres-.+|split2)$/],
-  ['undici', /^undici$/],
-  [
-    'swagger',
-    /^(@fastify\/swagger|@fastify\/swagger-ui|@fastify\/static|json-schema-resolver|yaml|openapi-types|@fastify\/send|send|content-disposition|glob|@fastify\/accept-negotiator|mime|fastq)$/,
-  ],
-];
-
 rmSync(OUT, { recursive: true, force: true });
 const bundle = await rolldown({
   input: { main: join(DIST, 'cli', 'main.js') },
@@ -171,15 +163,6 @@ const { output } = await bundle.write({
   format: 'cjs',
   entryFileNames: '[name].cjs',
   chunkFileNames: '[name]-[hash].cjs',
-  codeSplitting: {
-    groups: FAMILIES.map(([name, pattern]) => ({
-      name,
-      test: (id) => {
-        const pkg = packageOf(id);
-        return pkg !== undefined && pattern.test(pkg.name);
-      },
-    })),
-  },
   comments: false,
   minify: { compress: true, mangle: { keepNames: true } },
 });
