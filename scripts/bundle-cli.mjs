@@ -122,6 +122,30 @@ const compiledPaths = {
   },
 };
 
+/**
+ * A module that a compiled module imports both statically and with `import()`
+ * (serve's command: drain.js for its constants, then for drainAndClose at the
+ * first signal) is loaded already: the `import()` becomes its namespace, where
+ * rolldown would make a facade chunk that the signal then has to read from
+ * disk (gone, if the package was replaced under a running serve).
+ */
+const loadedImports = {
+  name: 'loaded-imports',
+  transform(code, id) {
+    if (!posixPath(id).startsWith(`${posixPath(DIST)}/`)) return null;
+    const statics = new Set([...code.matchAll(/^import [^;]*? from '(\.[^']+)';$/gm)].map((match) => match[1]));
+    let count = 0;
+    const out = code.replace(/\bimport\('(\.[^']+)'\)/g, (call, path) => {
+      if (!statics.has(path)) return call;
+      count++;
+      return `Promise.resolve(__loaded${count})`;
+    });
+    if (count === 0) return null;
+    const names = [...code.matchAll(/\bimport\('(\.[^']+)'\)/g)].map((match) => match[1]).filter((path) => statics.has(path));
+    return `${names.map((path, index) => `import * as __loaded${index + 1} from '${path}';`).join('\n')}\n${out}`;
+  },
+};
+
 /** `__dirname` in a package's module: the vendored copy of its folder; in a package not listed, an error. */
 const vendoredFiles = {
   name: 'vendored-files',
@@ -151,7 +175,7 @@ const bundle = await rolldown({
   input: { main: join(DIST, 'cli', 'main.js') },
   platform: 'node',
   external: (id) => BUILTINS.has(id) || EXTERNAL.has(id) || [...EXTERNAL].some((name) => id.startsWith(`${name}/`)),
-  plugins: [commanderAsImport, compiledPaths, vendoredFiles],
+  plugins: [commanderAsImport, compiledPaths, loadedImports, vendoredFiles],
   preserveEntrySignatures: 'allow-extension',
   logLevel: 'warn',
   onLog(level, log, report) {
