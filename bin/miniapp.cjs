@@ -2,10 +2,11 @@
 'use strict';
 // Launcher: sets the exit code, nothing else. The quick path (a CommonJS
 // bundle, see src/cli/quick.ts) serves `--help`, `config get`, `token show`
-// and `decrypt` without starting Node's ESM loader; for everything else it
-// returns undefined untouched and the full CLI (dist/cli/main.js) runs.
+// and `decrypt`; for everything else it returns undefined untouched and the
+// full CLI runs, bundled to CommonJS as well (dist/bundle/, see
+// scripts/bundle-cli.mjs): neither starts Node's ESM loader.
 const argv = process.argv.slice(2);
 const quick = require('../dist/quick/cli.cjs').quickCli(argv);
-(quick ?? import('../dist/cli/main.js').then((cli) => cli.main(argv))).then((code) => {
+(quick ?? require('../dist/bundle/main.cjs').main(argv)).then((code) => {
   process.exitCode = code;
 });

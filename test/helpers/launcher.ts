@@ -5,9 +5,9 @@
  * environment but PATH.
  */
 import { spawnSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { existsSync, readFileSync } from 'node:fs';
+import { basename, join } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 
 export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 export const BIN = join(ROOT, 'bin', 'miniapp.cjs');
@@ -43,9 +43,35 @@ export function launch(home: string, args: readonly string[], options: LaunchOpt
   return { code: result.status, stdout: result.stdout, stderr: result.stderr };
 }
 
+/** The modules in each chunk of the full CLI's bundle (dist/bundle/), as scripts/bundle-cli.mjs records them. */
+function bundleModules(): Record<string, string[]> {
+  const file = join(ROOT, 'dist', 'bundle-modules.json');
+  if (!existsSync(file)) throw new Error('dist/bundle-modules.json is missing: run `npm run build` (npm test does)');
+  return JSON.parse(readFileSync(file, 'utf8')) as Record<string, string[]>;
+}
+
+/**
+ * What a traced process (test/fixtures/trace-loads.mjs) loaded, one specifier
+ * or URL an entry. A chunk of the full CLI's bundle (`require:./serve-HASH.cjs`)
+ * counts as every module bundled into it: its entry is followed by their file
+ * URLs, as the ESM build's loads would show them, so a test names the modules
+ * it expects or forbids and not the chunks they happen to sit in.
+ */
+export function readTrace(file: string): string[] {
+  const chunks = bundleModules();
+  return readFileSync(file, 'utf8')
+    .split('\n')
+    .filter(Boolean)
+    .flatMap((entry) => {
+      const chunk = /^require:(?:\.\.\/dist\/bundle\/|\.\/)([^/]+\.cjs)$/.exec(entry)?.[1];
+      const modules = chunk === undefined ? undefined : chunks[basename(chunk)];
+      return modules ? [entry, ...modules.map((path) => pathToFileURL(path).href)] : [entry];
+    });
+}
+
 /**
  * Runs the launcher with every module load traced (test/fixtures/trace-loads.mjs)
- * and gives what it loaded, one specifier or URL an entry; fails unless it exits 0.
+ * and gives what it loaded (readTrace); fails unless it exits 0.
  */
 export function traceLoads(home: string, args: readonly string[], options: LaunchOptions = {}): { loaded: string[]; result: Launched } {
   const trace = join(home, `trace-${Math.random().toString(36).slice(2)}.txt`);
@@ -55,5 +81,5 @@ export function traceLoads(home: string, args: readonly string[], options: Launc
     nodeArgs: ['--import', join(ROOT, 'test', 'fixtures', 'trace-loads.mjs'), ...(options.nodeArgs ?? [])],
   });
   if (result.code !== 0) throw new Error(`miniapp ${args.join(' ')} exited ${result.code}: ${result.stderr}`);
-  return { loaded: readFileSync(trace, 'utf8').split('\n').filter(Boolean), result };
+  return { loaded: readTrace(trace), result };
 }

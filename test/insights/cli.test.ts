@@ -6,6 +6,7 @@
 import { describe, expect, it } from 'vitest';
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { readTrace } from '../helpers/launcher.js';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -372,7 +373,7 @@ describe('start-up', () => {
       expect(result.status, result.stderr).toBe(0);
       expect(result.stdout).toContain('Usage: miniapp insights');
       expect(result.stdout).toContain('media-item');
-      const loaded = readFileSync(trace, 'utf8').split('\n');
+      const loaded = readTrace(trace);
       expect(loaded.some((url) => url.includes('dist/cli/commands/insights.js'))).toBe(true);
       expect(
         loaded.filter((url) => /node_modules\/undici\/|dist\/insights\/(client|media|account|throttle)\.js|node_modules\/(chalk|ora|cli-table3)\//.test(url)),

@@ -8,7 +8,8 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createServer, type Server } from 'node:http';
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { readTrace } from '../helpers/launcher.js';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -478,7 +479,7 @@ describe('the CLI', () => {
       );
       expect(result.status, result.stderr).toBe(2);
       expect(result.stderr).toContain('--metrics-prefix');
-      const loaded = readFileSync(trace, 'utf8').split('\n');
+      const loaded = readTrace(trace);
       expect(loaded.some((line) => line.includes('dist/cli/commands/serve.js'))).toBe(true);
       expect(loaded.filter((line) => /prom-client|fastify|dist\/server\/serve\.js/.test(line))).toEqual([]);
     } finally {
@@ -515,7 +516,7 @@ describe('the CLI', () => {
       child.stderr.on('data', (chunk) => (stderr += chunk));
       const exit = await new Promise<number | null>((resolve) => child.once('exit', resolve));
       expect(exit, stderr).toBe(0);
-      const loaded = readFileSync(trace, 'utf8').split('\n');
+      const loaded = readTrace(trace);
       expect(loaded.some((line) => line.includes('dist/login/partner-client.js'))).toBe(true);
       expect(loaded.filter((line) => line.includes('prom-client'))).toEqual([]);
     } finally {
