@@ -120,6 +120,7 @@ async function following(
   cc: CommandContext,
   flags: ConnectionFlags,
   run: (client: MonitoringClient, signal: AbortSignal, reconnected: boolean) => Promise<'done' | 'again'>,
+  lostBefore?: string,
 ): Promise<void> {
   const connection = await connectionOf(cc, flags, { service: SERVICE });
   const [{ MonitoringClient }, { quietGrpcLogs }, { withReconnects }] = await Promise.all([
@@ -134,6 +135,7 @@ async function following(
   try {
     await withReconnects({
       signal: controller.signal,
+      lostBefore,
       connect: () => {
         const client = new MonitoringClient(connection);
         return { client, ready: () => client.ready(connection.deadlineMs ?? 10_000), close: () => client.close() };
@@ -204,15 +206,23 @@ async function runMetrics(cc: CommandContext, command: Command): Promise<void> {
   };
   // A bounded stream (--count) is first asked for on the light path, without grpc-js; grpc-js follows it on where that
   // cannot (TLS, tracing, serve not reached) or the stream ends or breaks before the count is reached.
+  let lostBefore: string | undefined;
   if (snapshots !== undefined) {
     const end = await lightMetricsShown(cc, flags, request(), show);
-    if (end === 'aborted' || (end !== 'unreached' && received >= snapshots)) return;
+    if (end.kind === 'aborted' || (end.kind !== 'unreached' && received >= snapshots)) return;
+    // Lost once connected: followed on as grpc-js's own stream would be, after the same notice and wait.
+    if (end.kind === 'lost') lostBefore = end.reason;
   }
   // Across reconnections, --count counts every snapshot shown; a stream the server ends before then is followed again.
-  await following(cc, flags, async (client, signal) => {
-    await client.metrics(request(), show, signal);
-    return snapshots !== undefined && received >= snapshots ? 'done' : 'again';
-  });
+  await following(
+    cc,
+    flags,
+    async (client, signal) => {
+      await client.metrics(request(), show, signal);
+      return snapshots !== undefined && received >= snapshots ? 'done' : 'again';
+    },
+    lostBefore,
+  );
 }
 
 /**
@@ -229,7 +239,7 @@ async function lightMetricsShown(
 ): Promise<LightStreamEnd> {
   const connection = await connectionOf(cc, flags, { service: SERVICE });
   const [{ lightPathServes }, { lightMetrics }] = await Promise.all([import('../../grpc/client/light-call.js'), import('../../monitoring/client-light.js')]);
-  if (!lightPathServes(connection)) return 'unreached';
+  if (!lightPathServes(connection)) return { kind: 'unreached' };
   let released = false;
   const controller = new AbortController();
   void cc.waitForShutdown().then(() => controller.abort());
@@ -245,7 +255,7 @@ async function lightMetricsShown(
     connection.deadlineMs ?? 10_000,
     controller.signal,
   );
-  if (end !== 'unreached' && !released) cc.out.releaseWarnings();
+  if (end.kind !== 'unreached' && !released) cc.out.releaseWarnings();
   return end;
 }
 

@@ -65,7 +65,7 @@ export async function lightCall<T>(connection: ConnectOptions, path: string, req
 }
 
 /** How a followed stream on the light path ended (see lightStream). */
-export type LightStreamEnd = 'ended' | 'lost' | 'unreached' | 'aborted';
+export type LightStreamEnd = { kind: 'ended' | 'unreached' | 'aborted' } | { kind: 'lost'; reason: string };
 
 /**
  * A server stream shown as it comes (`monitor metrics --count N`): each
@@ -73,7 +73,7 @@ export type LightStreamEnd = 'ended' | 'lost' | 'unreached' | 'aborted';
  * but `connectMs` for the server's first answer and grpc-js's keepalive.
  * Resolves 'ended' when the server ended the stream, 'aborted' on `signal`, 'lost' when it broke
  * after it was answered (a status grpc-js's followers reconnect on, or the
- * connection lost) and 'unreached' when it never was answered, so that the
+ * connection lost; with the reason, as grpc-js's error would say it) and 'unreached' when it never was answered, so that the
  * caller follows the stream on with grpc-js; throws any other status as
  * the typed error, and a connection that did not answer within
  * `connectMs` as grpc-js's client says it.
@@ -95,14 +95,15 @@ export async function lightStream<T>(
     signal: options.signal,
     onMessage: (bytes) => options.onMessage(decodeMessage<T>(method.output, bytes)),
   });
-  if (outcome.kind === 'answer') return 'ended';
-  if (outcome.kind === 'aborted') return 'aborted';
+  if (outcome.kind === 'answer') return { kind: 'ended' };
+  if (outcome.kind === 'aborted') return { kind: 'aborted' };
   if (outcome.kind === 'failed') throw outcome.error;
-  if (outcome.kind === 'unreached') return outcome.received > 0 ? 'lost' : 'unreached';
+  if (outcome.kind === 'unreached') return outcome.received > 0 ? { kind: 'lost', reason: outcome.reason } : { kind: 'unreached' };
   const error = serviceCallError(outcome.error, contextOf(connection, options.service));
   // What grpc-js's followers reconnect on (reconnect.ts), once the server has answered.
   const again = (error as { code?: unknown }).code;
   const connected = outcome.received > 0 || outcome.error.details !== 'could not connect in time';
-  if (connected && (again === 'UNAVAILABLE' || again === 'DEADLINE_EXCEEDED' || again === 'CANCELLED')) return 'lost';
+  if (connected && (again === 'UNAVAILABLE' || again === 'DEADLINE_EXCEEDED' || again === 'CANCELLED'))
+    return { kind: 'lost', reason: error instanceof Error ? error.message : String(error) };
   throw error;
 }

@@ -34,6 +34,11 @@ export interface ReconnectOptions<Client extends Reconnectable> {
   /** First wait before reconnecting (default 250 ms), doubled per failed attempt up to `maxDelayMs` (10 s). */
   baseDelayMs?: number | undefined;
   maxDelayMs?: number | undefined;
+  /**
+   * The stream was connected, on another client (the light path), and lost for this reason: the first attempt
+   * is a reconnection, after its notice and the first wait, as if it had been lost here.
+   */
+  lostBefore?: string | undefined;
 }
 
 function sleep(ms: number, signal: AbortSignal): Promise<void> {
@@ -73,9 +78,15 @@ export async function withReconnects<Client extends Reconnectable>(options: Reco
   const base = options.baseDelayMs ?? 250;
   const max = Math.max(base, options.maxDelayMs ?? 10_000);
   const { signal } = options;
-  let connectedBefore = false;
+  let connectedBefore = options.lostBefore !== undefined;
   let delay = base;
   let attempt = 0;
+  if (options.lostBefore !== undefined) {
+    attempt++;
+    options.onRetry?.({ attempt, delayMs: delay, reason: options.lostBefore });
+    await sleep(delay, signal);
+    delay = Math.min(delay * 2, max);
+  }
   while (!signal.aborted) {
     const client = options.connect();
     let reason: string;

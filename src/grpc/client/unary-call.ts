@@ -70,6 +70,7 @@ export function unaryCall(options: UnaryCallOptions): Promise<UnaryOutcome> {
   return new Promise((resolve) => {
     let settled = false;
     let received = 0;
+    let answered = false;
     const session = connect(`http://${options.address}`);
     const timers: NodeJS.Timeout[] = [];
     const abort = () => finish({ kind: 'aborted' });
@@ -89,7 +90,11 @@ export function unaryCall(options: UnaryCallOptions): Promise<UnaryOutcome> {
       );
     }
     session.on('error', (error: Error) => finish({ kind: 'unreached', reason: error.message, received }));
-    session.on('goaway', () => finish({ kind: 'unreached', reason: 'the server went away', received }));
+    // A GOAWAY lets the streams it names run to their end (a draining serve ends its streams with their status
+    // after it): an answered call waits for its own end; one not yet answered was not taken.
+    session.on('goaway', () => {
+      if (!answered) finish({ kind: 'unreached', reason: 'the server went away', received });
+    });
     if (options.keepaliveMs !== undefined) {
       const every = options.keepaliveMs;
       const ping = () => {
@@ -124,7 +129,6 @@ export function unaryCall(options: UnaryCallOptions): Promise<UnaryOutcome> {
       timers.push(waiting);
       stream.once('response', () => clearTimeout(waiting));
     }
-    let answered = false;
     let responseHeaders: IncomingHttpHeaders = {};
     const messages: Buffer[] = [];
     let pending: Buffer = Buffer.alloc(0);
