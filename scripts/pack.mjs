@@ -27,7 +27,7 @@ const STAGE = join(ROOT, 'dist', 'package');
 /** Required at run time by the bundles, installed beside them. */
 const RUNTIME_DEPENDENCIES = ['better-sqlite3'];
 /** What ships, from the repository: files and folders. */
-const SHIPPED = ['bin/miniapp.cjs', 'dist/quick', 'dist/bundle', 'proto', 'web', 'README.md', 'LICENSE'];
+const SHIPPED = ['bin/miniapp.cjs', 'bin/compile-cache.cjs', 'dist/quick', 'dist/bundle', 'proto', 'web', 'README.md', 'LICENSE'];
 
 const destination = resolve(process.argv[2] ?? process.cwd());
 const manifest = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8'));
