@@ -142,7 +142,9 @@ class Lease {
   /** Why the connection cannot be trusted any more (undefined while it can). */
   doubt: string | undefined;
   /** Statements of this lease run one after the other (pg would queue them, with a deprecation warning). */
-  #chain: Promise<unknown> = Promise.resolve();
+  #chain: Promise<unknown> | undefined;
+  /** Statements sent or waiting their turn and not yet answered. */
+  #pending = 0;
 
   constructor(
     readonly client: PoolClient,
@@ -175,12 +177,27 @@ class Lease {
   }
 
   query(text: string, params: readonly Param[] | undefined, named: boolean): Promise<QueryResult> {
-    const run = this.#chain.then(() => {
+    const send = () => {
       if (this.doubt !== undefined) throw new StoreUnavailableError(this.doubt, { reason: 'timeout' });
       const name = named && params !== undefined ? statementName(text) : undefined;
       return this.client.query(name ? { name, text, values: params as unknown[] } : { text, values: params as unknown[] | undefined });
-    });
-    this.#chain = run.catch(() => undefined);
+    };
+    // Nothing in flight (a lease's usual case, one statement at a time): sent now, without a turn through the chain.
+    let run: Promise<QueryResult>;
+    if (this.#pending > 0) run = this.#chain!.then(send);
+    else {
+      try {
+        run = send();
+      } catch (error) {
+        run = Promise.reject(error);
+      }
+    }
+    this.#pending++;
+    const settled = run.then(
+      () => void this.#pending--,
+      () => void this.#pending--,
+    );
+    this.#chain = settled;
     return run;
   }
 }
