@@ -279,33 +279,35 @@ export class PostgresPool {
   }
 
   /** A connection, within `deadline` (the wait for a free slot and the connection's set-up included). */
-  async acquire(deadline: number, budgetMs: number): Promise<Lease> {
+  acquire(deadline: number, budgetMs: number): Promise<Lease> {
     const remaining = deadline - Date.now();
-    if (remaining <= 0) throw this.timeoutError(budgetMs, 'waiting for a connection');
-    const pending = this.pool.connect();
-    let timer: NodeJS.Timeout | undefined;
-    const late = new Promise<'late'>((resolve) => {
-      timer = setTimeout(() => resolve('late'), remaining);
+    if (remaining <= 0) return Promise.reject(this.timeoutError(budgetMs, 'waiting for a connection'));
+    // One promise settled by whichever comes first, the connection or the deadline (no race of two).
+    return new Promise<Lease>((resolve, reject) => {
+      let late = false;
+      const timer = setTimeout(() => {
+        late = true;
+        reject(this.timeoutError(budgetMs, this.pool.totalCount >= this.max ? `all ${this.max} connections of the pool were busy` : 'connecting'));
+      }, remaining);
+      this.pool.connect().then(
+        (client) => {
+          // The slot came after the deadline: handed straight back.
+          if (late) return client.release();
+          clearTimeout(timer);
+          this.#leased++;
+          resolve(
+            new Lease(client, () => {
+              if (--this.#leased === 0) this.#idle?.();
+            }),
+          );
+        },
+        (error: unknown) => {
+          if (late) return;
+          clearTimeout(timer);
+          reject(postgresError(error));
+        },
+      );
     });
-    try {
-      const outcome = await Promise.race([pending, late]);
-      if (outcome === 'late') {
-        // The slot may still come: hand it straight back then.
-        pending.then(
-          (client) => client.release(),
-          () => undefined,
-        );
-        throw this.timeoutError(budgetMs, this.pool.totalCount >= this.max ? `all ${this.max} connections of the pool were busy` : 'connecting');
-      }
-      this.#leased++;
-      return new Lease(outcome, () => {
-        if (--this.#leased === 0) this.#idle?.();
-      });
-    } catch (error) {
-      throw postgresError(error);
-    } finally {
-      clearTimeout(timer);
-    }
   }
 
   /** Runs one statement on `lease` within `deadline`; past it the connection is destroyed. */
