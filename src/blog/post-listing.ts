@@ -121,7 +121,7 @@ function filterTags(tags: readonly string[] | undefined): string[] {
   return [...new Set((tags ?? []).map((tag) => tag.trim().toLowerCase()).filter(Boolean))];
 }
 
-export function planListing(dialect: Dialect, filter: PostFilter, sort: PostSort): ListingPlan {
+function planListing(dialect: Dialect, filter: PostFilter, sort: PostSort): ListingPlan {
   const postgres = dialect === 'postgres';
   const match = caseless(dialect);
   const descending = sort.startsWith('-');
@@ -323,6 +323,52 @@ export function planListing(dialect: Dialect, filter: PostFilter, sort: PostSort
       };
     },
   };
+}
+
+/** Plans kept, and statements kept in each: enough for the lists a site serves, bounded whatever clients ask for. */
+const KEPT_PLANS = 256;
+const KEPT_PAGES = 32;
+
+/**
+ * planListing, remembered: a plan depends on the dialect, the filter and the
+ * sort alone, and a page's statement (its text and parameters) on the plan
+ * and the page's start, limit, count and shape alone, so the same list asked
+ * for again reuses both instead of writing a kilobyte of SQL afresh (and
+ * hashing it again to find its prepared statement). Pages by number are kept;
+ * a cursor's page (a key of its own) is written each time.
+ */
+export class ListingPlans {
+  readonly #plans = new Map<string, { plan: ListingPlan; pages: Map<string, PageQuery> }>();
+
+  constructor(private readonly dialect: Dialect) {}
+
+  plan(filter: PostFilter, sort: PostSort): ListingPlan {
+    const key = `${sort}\n${JSON.stringify(filter)}`;
+    let kept = this.#plans.get(key);
+    if (kept === undefined) {
+      kept = { plan: planListing(this.dialect, filter, sort), pages: new Map() };
+      this.#plans.set(key, kept);
+      if (this.#plans.size > KEPT_PLANS) this.#plans.delete(this.#plans.keys().next().value!);
+    }
+    const { plan, pages } = kept;
+    return {
+      countKey: plan.countKey,
+      keptCount: plan.keptCount,
+      count: () => plan.count(),
+      page(start, limit, count, shape) {
+        if (!('offset' in start)) return plan.page(start, limit, count, shape);
+        const pageKey = `${start.offset} ${start.fromEnd === true} ${limit} ${count.kind} ${count.kind === 'known' ? count.total : ''} ${shape}`;
+        let query = pages.get(pageKey);
+        if (query === undefined) {
+          query = plan.page(start, limit, count, shape);
+          pages.set(pageKey, query);
+          if (pages.size > KEPT_PAGES) pages.delete(pages.keys().next().value!);
+        }
+        // The parameters are the caller's to keep: a copy.
+        return { text: query.text, params: [...query.params], fromEnd: query.fromEnd };
+      },
+    };
+  }
 }
 
 // ---- cursors as the API carries them

@@ -13,7 +13,7 @@ import type { VersionLease } from '../store/version-lease.js';
 import { FreshRead } from '../store/fresh-read.js';
 import { ListCache } from './list-cache.js';
 import {
-  planListing,
+  ListingPlans,
   POST_COLUMNS,
   type CountSource,
   type ListingPlan,
@@ -176,6 +176,8 @@ export class PostStore {
     return String(row?.value ?? 0);
   });
   readonly #lease: VersionLease | undefined;
+  /** The lists' plans and statements, written once for each list asked for (see ListingPlans). */
+  readonly #plans: ListingPlans;
 
   constructor(
     private readonly sql: Sql,
@@ -183,6 +185,7 @@ export class PostStore {
     options: PostStoreOptions = {},
   ) {
     this.#lease = options.lease;
+    this.#plans = new ListingPlans(sql.dialect);
   }
 
   /**
@@ -327,13 +330,20 @@ export class PostStore {
     // are decoded as list() decodes them (each invalid sequence a U+FFFD) and encoded again, so that no client meets
     // invalid UTF-8. PostgreSQL's text is UTF-8.
     const json = typeof row.json === 'string' ? row.json : isUtf8(row.json) ? row.json : Buffer.from(row.json.toString('utf8'));
-    const page = { json, total: Number(row.total), shown: Number(row.shown), ...ends(row) };
-    const moreBefore = offset === undefined ? Boolean(row.more_before) : offset > 0 && page.total > 0;
+    const total = Number(row.total);
+    const shown = Number(row.shown);
+    const { first, last } = ends(row);
+    const moreBefore = offset === undefined ? Boolean(row.more_before) : offset > 0 && total > 0;
+    // Written out rather than spread: two object spreads a page, on the path of every uncached list.
     return {
-      ...page,
+      json,
+      total,
+      shown,
+      first,
+      last,
       version,
       moreBefore,
-      moreAfter: offset === undefined ? Boolean(row.more_after) : offset + page.shown < page.total,
+      moreAfter: offset === undefined ? Boolean(row.more_after) : offset + shown < total,
       isFirstPage: options.before !== undefined && !moreBefore,
     };
   }
@@ -351,7 +361,7 @@ export class PostStore {
    */
   async #run<T>(filter: PostFilter, options: ListOptions, shape: 'json' | 'rows'): Promise<{ rows: T[]; version: string; start: PageStart }> {
     const { sql } = this;
-    const plan = planListing(sql.dialect, filter, options.sort ?? '-created_at');
+    const plan = this.#plans.plan(filter, options.sort ?? '-created_at');
     const limit = options.limit === undefined ? undefined : Math.max(0, Math.floor(options.limit));
     // SQLite's version is read before the data (an entry is never older than its version); PostgreSQL's comes with it.
     const before = sql.dialect === 'sqlite' ? (options.version ?? (await this.version())) : options.version;
