@@ -257,15 +257,19 @@ export async function fetchPage(url, page, total) {
   return { text, body };
 }
 
+/** The next number of a distinct URL (load's `distinct`), across every call in this process. */
+let distinctUrls = 0;
+
 /**
  * One autocannon run against `url + path`; resolves with { rps, p99, p50, total }
  * and throws on any error, time-out, non-2xx answer or body mismatch.
  */
 export async function load(autocannon, { url, path, seconds, connections, expectBody, label, distinct = false }) {
   const times = [];
-  let n = 0;
-  // distinct: every request a URL of its own (an extra query parameter), so no answer comes from the list cache.
-  const requests = distinct ? [{ setupRequest: (request) => ({ ...request, path: `${path}&nocache=${n++}` }) }] : undefined;
+  // distinct: every request a URL of its own (an extra query parameter), so no answer comes from the list cache. The
+  // numbers go on from call to call: a round that started again at 0 asked for URLs a warm-up or an earlier round had
+  // asked for once, which the cache's doorkeeper admits the second time (serve copied and kept pages the floor never does).
+  const requests = distinct ? [{ setupRequest: (request) => ({ ...request, path: `${path}&nocache=${distinctUrls++}` }) }] : undefined;
   const instance = autocannon({ url: `${url}${path}`, connections, pipelining: 1, duration: seconds, ...(distinct ? { requests } : { expectBody }) });
   instance.on('response', (_client, statusCode, _bytes, responseTime) => {
     if (statusCode >= 200 && statusCode < 300) times.push(responseTime);
