@@ -170,12 +170,31 @@ const commanderAsImport = {
   },
 };
 
+/**
+ * `import()` of Node's own modules, which rolldown keeps as written in CommonJS output, becomes a require in a
+ * promise: a bundle with no `import()` left needs no ESM loader, and the launcher's code cache
+ * (bin/compile-cache.cjs) compiles it as Node would (a script with `import()` needs a loader callback that Node 20
+ * offers only as an experimental warning). Every use reads named members, never `default`. Anything else left
+ * as `import()` fails the build.
+ */
+const builtinImports = {
+  name: 'builtin-imports',
+  renderChunk(code, chunk) {
+    const out = code.replace(/\bimport\((`|'|")([\w:/]+)\1\)/g, (call, quote, id) =>
+      BUILTINS.has(id) ? `Promise.resolve().then(()=>require(${quote}${id}${quote}))` : call,
+    );
+    const left = /\bimport\([^)]{0,60}\)/.exec(out);
+    if (left) throw new Error(`${chunk.fileName}: ${left[0]} is left in the bundle (only Node's own modules are rewritten)`);
+    return out === code ? null : { code: out };
+  },
+};
+
 rmSync(OUT, { recursive: true, force: true });
 const bundle = await rolldown({
   input: { main: join(DIST, 'cli', 'main.js') },
   platform: 'node',
   external: (id) => BUILTINS.has(id) || EXTERNAL.has(id) || [...EXTERNAL].some((name) => id.startsWith(`${name}/`)),
-  plugins: [commanderAsImport, compiledPaths, loadedImports, vendoredFiles],
+  plugins: [commanderAsImport, compiledPaths, loadedImports, vendoredFiles, builtinImports],
   preserveEntrySignatures: 'allow-extension',
   logLevel: 'warn',
   onLog(level, log, report) {

@@ -46,6 +46,17 @@ describe('the launcher compile cache', () => {
     expect(entries(cache)).toEqual(written);
   });
 
+  it('runs the code that loads a module of Node on demand, compiled from the cache as without it', () => {
+    // callbacks list opens the data dir's store through a lazily loaded node:fs (an import() in the source).
+    const cache = freshCache('lazy');
+    const args = ['callbacks', 'list', '--data-dir', join(home, 'no-data-yet')];
+    const first = launch(home, args, { env: { NODE_COMPILE_CACHE: cache } });
+    const second = launch(home, args, { env: { NODE_COMPILE_CACHE: cache } });
+    expect(first.code, first.stderr).toBe(0);
+    expect(first.stderr).toContain('no database');
+    expect(second).toMatchObject({ code: first.code, stdout: first.stdout, stderr: first.stderr });
+  });
+
   it.runIf(OWN_HOOK)('names each entry by the bundle file it holds, and leaves it alone when it was taken', () => {
     const cache = freshCache('names');
     run(cache, ['config', 'list', '--json']);
