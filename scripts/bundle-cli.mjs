@@ -38,6 +38,7 @@ import { cpSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join, posix, relative, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { rolldown } from 'rolldown';
+import { commanderAsImport, lazyChildProcess } from './bundle-plugins.mjs';
 
 const ROOT = dirname(dirname(fileURLToPath(import.meta.url)));
 const DIST = join(ROOT, 'dist');
@@ -161,15 +162,6 @@ const vendoredFiles = {
   },
 };
 
-/** As in the quick path: commander is an ordinary import here (src/cli/commander.ts requires it). */
-const commanderAsImport = {
-  name: 'commander-as-import',
-  load(id) {
-    if (id === join(DIST, 'cli', 'commander.js')) return "export { Command, CommanderError, Option } from 'commander';";
-    return null;
-  },
-};
-
 /**
  * `import()` of Node's own modules, which rolldown keeps as written in CommonJS output, becomes a require in a
  * promise: a bundle with no `import()` left needs no ESM loader, and the launcher's code cache
@@ -194,7 +186,7 @@ const bundle = await rolldown({
   input: { main: join(DIST, 'cli', 'main.js') },
   platform: 'node',
   external: (id) => BUILTINS.has(id) || EXTERNAL.has(id) || [...EXTERNAL].some((name) => id.startsWith(`${name}/`)),
-  plugins: [commanderAsImport, compiledPaths, loadedImports, vendoredFiles, builtinImports],
+  plugins: [commanderAsImport, lazyChildProcess, compiledPaths, loadedImports, vendoredFiles, builtinImports],
   preserveEntrySignatures: 'allow-extension',
   logLevel: 'warn',
   onLog(level, log, report) {

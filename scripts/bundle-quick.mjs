@@ -24,40 +24,11 @@ import { rmSync } from 'node:fs';
 import { dirname, join, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { rolldown } from 'rolldown';
+import { commanderAsImport, lazyChildProcess } from './bundle-plugins.mjs';
 
 const ROOT = dirname(dirname(fileURLToPath(import.meta.url)));
 const OUT = join(ROOT, 'dist', 'quick');
 const BUILTINS = new Set([...builtinModules, ...builtinModules.map((name) => `node:${name}`)]);
-
-/**
- * src/cli/commander.ts loads commander with `require` (cheaper than Node's
- * ESM translation of a CommonJS package); in the bundle it is an ordinary
- * import, so that commander is bundled like everything else.
- */
-const commanderAsImport = {
-  name: 'commander-as-import',
-  load(id) {
-    if (id === join(ROOT, 'dist', 'cli', 'commander.js')) return "export { Command, CommanderError, Option } from 'commander';";
-    return null;
-  },
-};
-
-/**
- * commander requires node:child_process when it loads, for one thing: to
- * spawn a stand-alone executable subcommand, which miniapp does not define.
- * Loading it (with net, dgram and the stream machinery behind it) is the
- * largest single cost of `miniapp --help` after Node itself; in the bundle
- * it is required on first use instead. `childProcess.spawn` is the only use.
- */
-const CHILD_PROCESS = "const childProcess = require('node:child_process');";
-const lazyChildProcess = {
-  name: 'commander-lazy-child-process',
-  transform(code, id) {
-    if (!id.endsWith(join('node_modules', 'commander', 'lib', 'command.js'))) return null;
-    if (!code.includes(CHILD_PROCESS)) throw new Error(`commander changed: ${id} no longer has \`${CHILD_PROCESS}\``);
-    return code.replace(CHILD_PROCESS, "const childProcess = { spawn: (...args) => require('node:child_process').spawn(...args) };");
-  },
-};
 
 rmSync(OUT, { recursive: true, force: true });
 const bundle = await rolldown({
