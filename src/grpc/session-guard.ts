@@ -77,7 +77,7 @@ export interface ClosedSession {
 
 /**
  * Counts, on every session of `server`, the streams it opens and those the
- * client resets (closed with an error code); a
+ * client resets (closed with an error code) before the server wrote a message on them; a
  * session whose resets in one window pass `limits.maxResets` and half its
  * streams gets GOAWAY ENHANCE_YOUR_CALM and is destroyed `graceMs` later.
  */
@@ -126,10 +126,20 @@ export function guardSessions(
       if (closing) return;
       roll();
       streams++;
+      // A client that cancels a stream it has been reading (a watch caught up, a follower stopped) resets it after
+      // the server answered with messages: that is no rapid reset, which costs the server a stream it never gets to
+      // answer. What grpc-js writes on a stream is its messages (headers and trailers go another way).
+      let answered = false;
+      const write = stream.write;
+      stream.write = function writeAnswer(this: http2.ServerHttp2Stream, ...args: Parameters<typeof write>) {
+        answered = true;
+        stream.write = write;
+        return write.apply(this, args);
+      } as typeof write;
       // Not 'aborted': grpc-js often ends its side first (an answer without a token), and Node emits that only
       // while the server's side is open. grpc-js resets no stream itself, so a close with a code is the client's.
       stream.once('close', () => {
-        if (closing || stream.rstCode === http2.constants.NGHTTP2_NO_ERROR) return;
+        if (closing || answered || stream.rstCode === http2.constants.NGHTTP2_NO_ERROR) return;
         roll();
         resets++;
         if (resets > limits.maxResets && resets * 2 > streams) calm();

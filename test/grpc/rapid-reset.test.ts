@@ -173,6 +173,59 @@ describe('rapid reset on the gRPC port', () => {
   }, 30_000);
 });
 
+/**
+ * Streams opened one after another on one session with the admin token, each cancelled once the first message has
+ * come (a metrics follower stopped, a watch caught up): resolves with the GOAWAY codes the session got and the
+ * grpc-status of a last plain call on the same session.
+ */
+async function readThenCancel(address: string, token: string, times: number): Promise<{ goaways: number[]; last?: string }> {
+  const session = http2.connect(`http://${address}`);
+  const goaways: number[] = [];
+  session.on('error', () => undefined);
+  session.on('goaway', (code) => goaways.push(code));
+  const request = (path: string, message: Buffer) => {
+    const stream = session.request({ ':method': 'POST', ':path': path, 'content-type': 'application/grpc', te: 'trailers', authorization: `Bearer ${token}` });
+    const frame = Buffer.alloc(5 + message.length);
+    frame.writeUInt32BE(message.length, 1);
+    message.copy(frame, 5);
+    stream.end(frame);
+    stream.on('error', () => undefined);
+    return stream;
+  };
+  try {
+    for (let i = 0; i < times && goaways.length === 0 && !session.closed; i++) {
+      // MetricsRequest { interval_ms: 100 } (field 2, varint); the first snapshot comes at once.
+      const stream = request('/monitoring.v1.MonitoringService/StreamMetrics', Buffer.from([0x10, 0x64]));
+      await new Promise<void>((resolve) => {
+        stream.once('data', () => resolve());
+        stream.once('close', () => resolve());
+      });
+      stream.close(http2.constants.NGHTTP2_CANCEL);
+    }
+    if (goaways.length > 0 || session.closed) return { goaways };
+    const stream = request('/user.v1.UserService/GetUser', Buffer.from([0x08, 0xbf, 0x84, 0x3d]));
+    const last = await new Promise<string | undefined>((resolve) => {
+      stream.on('response', (headers) => headers['grpc-status'] !== undefined && resolve(String(headers['grpc-status'])));
+      stream.on('trailers', (trailers) => resolve(String(trailers['grpc-status'])));
+      stream.on('close', () => resolve(undefined));
+    });
+    return { goaways, last };
+  } finally {
+    session.destroy();
+  }
+}
+
+describe('a client that cancels streams it has been reading', () => {
+  it('is no rapid reset: 250 streams cancelled after their first message keep the session, which answers on', async () => {
+    const serve: ServeProcess = await startServeProcess({});
+    cleanups.push(() => serve.dispose());
+    // Past the budget of 100 resets in 10 s, every stream of the session reset: without the answered streams left
+    // out, the session is closed with ENHANCE_YOUR_CALM at the 101st.
+    expect(await readThenCancel(serve.info.grpc.address, serve.info.adminToken, 250)).toEqual({ goaways: [], last: '5' });
+    expect(serve.stderr()).not.toContain('ENHANCE_YOUR_CALM');
+  }, 30_000);
+});
+
 describe('AddressPenalties', () => {
   it('refuses an address for the penalty, doubling per strike up to the longest, forgets old strikes, and keeps a bounded table', () => {
     const penalties = new AddressPenalties({ penaltyMs: 10, maxPenaltyMs: 40 }, 2);
