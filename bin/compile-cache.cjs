@@ -2,9 +2,10 @@
 /**
  * A code cache for this package's own bundles (dist/quick, dist/bundle): V8's
  * compiled code of each file is kept after a run and handed back to V8 on
- * the next, which then skips compiling what it already compiled. About a
- * quarter of `miniapp serve`'s start and a tenth of a one-shot command's on
- * Node 20, where nothing else does it.
+ * the next, which then skips compiling what it already compiled: 5-7 % of a
+ * short command's start on Node 20 (paired runs against the same launcher
+ * without it; `serve`'s start, which runs far more than it compiles, moved
+ * within its noise), where nothing else does it.
  *
  * - On Node 22.1 and later, Node's own module compile cache does this
  *   (module.enableCompileCache) and is used instead.
