@@ -97,48 +97,19 @@ function dashboardLines(options: {
   lines.push(c.dim(`${''.padEnd(LABEL)}${'now'.padStart(VALUE)}  ${span > 0 ? `the last ${formatDuration(span)}` : 'waiting for a second snapshot'}`));
   const row = (label: string, value: string, values: (number | undefined)[]) =>
     clip(`${label.padEnd(LABEL)}${value.padStart(VALUE)}  ${c.cyan(options.spark(values.map((v) => (v === undefined ? '' : v))))}`);
-  lines.push(
-    row(
-      'HTTP req/s',
-      rate(last?.httpRate),
-      shown.map((p) => p.httpRate),
-    ),
-  );
-  lines.push(
-    row(
-      'HTTP p99',
-      latency(last?.httpP99),
-      shown.map((p) => p.httpP99),
-    ),
-  );
-  lines.push(
-    row(
-      'gRPC req/s',
-      rate(last?.grpcRate),
-      shown.map((p) => p.grpcRate),
-    ),
-  );
-  lines.push(
-    row(
-      'gRPC p99',
-      latency(last?.grpcP99),
-      shown.map((p) => p.grpcP99),
-    ),
-  );
-  lines.push(
-    row(
-      'orders/min',
-      rate(last?.ordersPerMinute),
-      shown.map((p) => p.ordersPerMinute),
-    ),
-  );
-  lines.push(
-    row(
-      'payments/min',
-      rate(last?.paymentsPerMinute),
-      shown.map((p) => p.paymentsPerMinute),
-    ),
-  );
+  // Each sparkline: its label, how its latest value reads, and the field of a point it plots.
+  const sparklines = [
+    ['HTTP req/s', rate, 'httpRate'],
+    ['HTTP p99', latency, 'httpP99'],
+    ['gRPC req/s', rate, 'grpcRate'],
+    ['gRPC p99', latency, 'grpcP99'],
+    ['orders/min', rate, 'ordersPerMinute'],
+    ['payments/min', rate, 'paymentsPerMinute'],
+  ] as const;
+  for (const [label, format, field] of sparklines) {
+    const values = shown.map((p) => p[field]);
+    lines.push(row(label, format(last?.[field]), values));
+  }
   const window = state.spanMs > 0 ? formatDuration(state.spanMs) : formatDuration(options.intervalMs);
   const n = (value: number | undefined) => (value === undefined ? '-' : String(value));
   lines.push(clip(`${'in flight'.padEnd(LABEL)}HTTP ${n(state.httpInFlight)} · gRPC ${n(state.grpcInFlight)}`));
