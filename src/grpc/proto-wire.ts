@@ -20,7 +20,7 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
 /** A field of the schema: see scripts/wire-schema.mjs. */
-interface Field {
+export interface WireField {
   no: number;
   name: string;
   /** Scalar type, by its number in descriptor.proto. */
@@ -35,8 +35,8 @@ interface Field {
   oneof?: string;
 }
 
-interface Schema {
-  messages: Record<string, Field[]>;
+export interface WireSchema {
+  messages: Record<string, WireField[]>;
   enums: Record<string, Record<string, string>>;
   /** By path (/package.Service/Method): input type, output type, kind ("unary", "server_streaming", ...). */
   methods: Record<string, [input: string, output: string, kind: string]>;
@@ -45,14 +45,15 @@ interface Schema {
 /** Beside the descriptor set, in the package's proto/ (this module is two levels below the package root, as compiled). */
 const SCHEMA_FILE = fileURLToPath(new URL('../../proto/wire-schema.json', import.meta.url));
 
-let schema: Schema | undefined;
+let schema: WireSchema | undefined;
 const enumNumbers = new Map<string, Map<string, number>>();
-const byNumber = new Map<string, Map<number, Field>>();
+const byNumber = new Map<string, Map<number, WireField>>();
 
-function loadSchema(): Schema {
+/** The compiled schema, read once. */
+export function loadSchema(): WireSchema {
   if (!schema) {
     try {
-      schema = JSON.parse(readFileSync(SCHEMA_FILE, 'utf8')) as Schema;
+      schema = JSON.parse(readFileSync(SCHEMA_FILE, 'utf8')) as WireSchema;
     } catch (error) {
       throw new Error(`cannot read the compiled message schema at ${SCHEMA_FILE} (run \`npm run build\`): ${(error as Error).message}`, { cause: error });
     }
@@ -60,13 +61,13 @@ function loadSchema(): Schema {
   return schema;
 }
 
-function fieldsOf(type: string): Field[] {
+function fieldsOf(type: string): WireField[] {
   const fields = loadSchema().messages[type];
   if (!fields) throw new Error(`no message ${type} in ${SCHEMA_FILE}`);
   return fields;
 }
 
-function fieldByNumber(type: string): Map<number, Field> {
+function fieldByNumber(type: string): Map<number, WireField> {
   let map = byNumber.get(type);
   if (!map) {
     map = new Map(fieldsOf(type).map((field) => [field.no, field]));
@@ -105,7 +106,7 @@ const W_I64 = 1;
 const W_LEN = 2;
 const W_I32 = 5;
 
-function wireTypeOf(field: Field): number {
+function wireTypeOf(field: WireField): number {
   if (field.t === undefined) return field.e === undefined ? W_LEN : W_VARINT;
   switch (field.t) {
     case DOUBLE:
@@ -231,7 +232,7 @@ function enumName(type: string, number: number): string | number {
 }
 
 /** One value of a field (an element, for a list): scalar, enum or message. */
-function readValue(reader: Reader, field: Field): unknown {
+function readValue(reader: Reader, field: WireField): unknown {
   if (field.t !== undefined) return readScalar(reader, field.t);
   if (field.e !== undefined) return enumName(field.e, reader.uint32() | 0);
   const length = reader.length();
@@ -240,7 +241,7 @@ function readValue(reader: Reader, field: Field): unknown {
 }
 
 /** The default of a field that is not a list, a map or in a oneof, as the loader fills it. */
-function defaultOf(field: Field): unknown {
+function defaultOf(field: WireField): unknown {
   if (field.m !== undefined) return null;
   if (field.e !== undefined) return enumName(field.e, 0);
   switch (field.t) {
@@ -261,13 +262,13 @@ function defaultOf(field: Field): unknown {
   }
 }
 
-function readMapEntry(reader: Reader, field: Field, into: Record<string, unknown>): void {
+function readMapEntry(reader: Reader, field: WireField, into: Record<string, unknown>): void {
   const length = reader.length();
   const end = reader.take(length) + length;
   const entry = new Reader(reader.bytes, end);
   entry.at = end - length;
-  const keyField: Field = { no: 1, name: 'key', t: field.map! };
-  const valueField: Field = { ...field, no: 2, name: 'value', list: undefined, map: undefined, oneof: undefined } as Field;
+  const keyField: WireField = { no: 1, name: 'key', t: field.map! };
+  const valueField: WireField = { ...field, no: 2, name: 'value', list: undefined, map: undefined, oneof: undefined } as WireField;
   let key: unknown = defaultOf(keyField);
   let value: unknown = field.m !== undefined ? undefined : defaultOf(valueField);
   while (entry.at < end) {
@@ -448,7 +449,7 @@ function enumNumber(type: string, value: unknown, name: string): number {
 }
 
 /** Whether a value is the default that proto3 leaves off the wire. */
-function isDefault(field: Field, value: unknown): boolean {
+function isDefault(field: WireField, value: unknown): boolean {
   if (field.m !== undefined) return false;
   if (field.e !== undefined) return value === 0 || enumNumber(field.e, value, field.name) === 0;
   if (field.t === BYTES) return (value as Uint8Array | string).length === 0;
@@ -457,7 +458,7 @@ function isDefault(field: Field, value: unknown): boolean {
   return typeof value === 'string' ? /^\s*-?0*\s*$/.test(value) : Object.is(Number(value), 0);
 }
 
-function writeValue(writer: Writer, field: Field, value: unknown): void {
+function writeValue(writer: Writer, field: WireField, value: unknown): void {
   if (field.t !== undefined) writeScalar(writer, field.t, value, field.name);
   else if (field.e !== undefined) writer.varint(BigInt(enumNumber(field.e, value, field.name)));
   else writer.lengthDelimited(encodeMessage(field.m!, value as Record<string, unknown>));
@@ -471,8 +472,8 @@ export function encodeMessage(type: string, message: Record<string, unknown>): B
     if (value === undefined || value === null) continue;
     const wireType = wireTypeOf(field);
     if (field.map !== undefined) {
-      const keyField: Field = { no: 1, name: 'key', t: field.map };
-      const valueField = { ...field, no: 2, name: 'value', list: undefined, map: undefined, oneof: undefined } as Field;
+      const keyField: WireField = { no: 1, name: 'key', t: field.map };
+      const valueField = { ...field, no: 2, name: 'value', list: undefined, map: undefined, oneof: undefined } as WireField;
       for (const [key, entryValue] of Object.entries(value as Record<string, unknown>)) {
         const entry = new Writer();
         entry.tag(1, wireTypeOf(keyField));

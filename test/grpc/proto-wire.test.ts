@@ -6,28 +6,12 @@
  * the loader reads as it reads its own encoding. Values are drawn from the
  * schema itself, so a field added to a .proto is covered as it comes.
  */
-import { readFileSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { decodeMessage, encodeMessage, methodOf } from '../../src/grpc/proto-wire.js';
+import { decodeMessage, encodeMessage, loadSchema, methodOf, type WireField } from '../../src/grpc/proto-wire.js';
 import { serviceDefinition, type ServiceName } from '../../src/grpc/protos.js';
 
-interface Field {
-  no: number;
-  name: string;
-  t?: number;
-  e?: string;
-  m?: string;
-  list?: 1;
-  map?: number;
-  oneof?: string;
-}
-const schema = JSON.parse(readFileSync(fileURLToPath(new URL('../../proto/wire-schema.json', import.meta.url)), 'utf8')) as {
-  messages: Record<string, Field[]>;
-  enums: Record<string, Record<string, string>>;
-  methods: Record<string, [string, string, string]>;
-};
+const schema = loadSchema();
 
 const SERVICES: readonly ServiceName[] = [
   'user.v1.UserService',
@@ -72,7 +56,7 @@ function scalar(type: number): fc.Arbitrary<unknown> {
   }
 }
 
-function value(field: Field, depth: number): fc.Arbitrary<unknown> {
+function value(field: WireField, depth: number): fc.Arbitrary<unknown> {
   if (field.t !== undefined) return scalar(field.t);
   if (field.e !== undefined) {
     // A name of the enum, or now and then a number it does not know (kept as a number, as the loader keeps it).
@@ -87,7 +71,7 @@ function value(field: Field, depth: number): fc.Arbitrary<unknown> {
 function message(type: string, depth: number): fc.Arbitrary<Record<string, unknown>> {
   const fields = schema.messages[type]!;
   const plain: Record<string, fc.Arbitrary<unknown>> = {};
-  const oneofs = new Map<string, Field[]>();
+  const oneofs = new Map<string, WireField[]>();
   for (const field of fields) {
     if (field.oneof !== undefined) oneofs.set(field.oneof, [...(oneofs.get(field.oneof) ?? []), field]);
     else if (field.m !== undefined && field.list === undefined && field.map === undefined) {
