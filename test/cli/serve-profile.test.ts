@@ -7,10 +7,11 @@
  * works against a TLS serve without flags. Real serve processes, ports 0.
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Sandbox } from '../helpers/cli.js';
+import { selfSigned } from '../helpers/certs.js';
 import { BIN } from '../helpers/launcher.js';
 
 let sb: Sandbox;
@@ -90,30 +91,9 @@ describe('serve and the profile', () => {
 
   it('carries TLS into the profile: users list works against a TLS serve without --tls or --ca', async () => {
     const dir = join(sb.root, 'pki');
-    execFileSync('mkdir', ['-p', dir]);
-    execFileSync(
-      'openssl',
-      [
-        'req',
-        '-x509',
-        '-newkey',
-        'ec',
-        '-pkeyopt',
-        'ec_paramgen_curve:P-256',
-        '-nodes',
-        '-keyout',
-        'server.key',
-        '-out',
-        'server.crt',
-        '-days',
-        '2',
-        '-subj',
-        '/CN=127.0.0.1',
-        '-addext',
-        'subjectAltName=IP:127.0.0.1',
-      ],
-      { cwd: dir, stdio: 'pipe' },
-    );
+    mkdirSync(dir, { recursive: true });
+    // Self-signed for 127.0.0.1: the certificate serve presents is the CA its profile stores.
+    selfSigned(dir, 'server', ['subjectAltName=IP:127.0.0.1']);
     const { info } = await serve(['--store', 'memory', '--grpc-tls-cert', join(dir, 'server.crt'), '--grpc-tls-key', join(dir, 'server.key')], false);
     expect(info!.grpc.tls).toBe(true);
     expect(info!.profile.saved).toBe(true);

@@ -25,7 +25,8 @@ function openssl(dir: string, args: string[]): void {
   execFileSync('openssl', args, { cwd: dir, stdio: 'pipe' });
 }
 
-function ca(dir: string, name: string): void {
+/** A self-signed certificate `name`.crt and its key in `dir`: a CA, or with `extensions` (-addext) a server's own. */
+export function selfSigned(dir: string, name: string, extensions: string[] = []): void {
   openssl(dir, [
     'req',
     '-x509',
@@ -42,6 +43,7 @@ function ca(dir: string, name: string): void {
     '2',
     '-subj',
     `/CN=${name}`,
+    ...extensions.flatMap((extension) => ['-addext', extension]),
   ]);
 }
 
@@ -82,8 +84,8 @@ function leaf(dir: string, name: string, caName: string, extensions: string): vo
 
 export function makePki(): Pki {
   const dir = mkdtempSync(join(tmpdir(), 'miniapp-pki-'));
-  ca(dir, 'ca');
-  ca(dir, 'rogue-ca');
+  selfSigned(dir, 'ca');
+  selfSigned(dir, 'rogue-ca');
   leaf(dir, 'server', 'ca', 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n');
   leaf(dir, 'client', 'ca', 'extendedKeyUsage=clientAuth\n');
   leaf(dir, 'rogue', 'rogue-ca', 'extendedKeyUsage=clientAuth\n');
