@@ -13,6 +13,7 @@ import * as grpc from '@grpc/grpc-js';
 import { serviceDefinition } from '../../src/grpc/protos.js';
 import { useUserClients } from '../helpers/user-client.js';
 import { BACKENDS } from '../helpers/postgres.js';
+import { grpcFrame, rawGrpcStream } from '../helpers/raw-grpc.js';
 
 describe.each(BACKENDS)('on %s', (backend) => {
   const sessions: http2.ClientHttp2Session[] = [];
@@ -31,15 +32,8 @@ describe.each(BACKENDS)('on %s', (backend) => {
     const session = http2.connect(`http://${fixture.serve.address}`);
     session.on('error', () => {});
     sessions.push(session);
-    const stream = session.request({
-      ':method': 'POST',
-      ':path': path,
-      'content-type': 'application/grpc',
-      te: 'trailers',
-      authorization: `Bearer ${fixture.serve.running.adminToken}`,
-    });
-    stream.on('error', () => {});
-    stream.write(Buffer.concat([Buffer.from([0, 0, 0, 0, joinMessage.length]), joinMessage]));
+    const stream = rawGrpcStream(session, path, fixture.serve.running.adminToken);
+    stream.write(grpcFrame(joinMessage));
     stream.pause();
     /** Reads again, counting gRPC messages until the stream ends; gives the count and the trailers. */
     const resume = () =>

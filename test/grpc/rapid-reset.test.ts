@@ -19,6 +19,7 @@ import { request } from 'undici';
 import { startServeProcess, type ServeProcess } from '../helpers/chaos.js';
 import { userServiceDefinition } from '../../src/users/proto.js';
 import { AddressPenalties } from '../../src/grpc/session-guard.js';
+import { grpcFrame, grpcStatusOf, rawGrpcStream } from '../helpers/raw-grpc.js';
 
 const cleanups: (() => void)[] = [];
 afterEach(() => {
@@ -32,6 +33,9 @@ function connectFrom(address: string, localAddress: string): http2.ClientHttp2Se
   const [host, port] = [address.slice(0, address.lastIndexOf(':')), Number(address.slice(address.lastIndexOf(':') + 1))];
   return http2.connect(`http://${address}`, { createConnection: () => net.connect({ host, port, localAddress }) });
 }
+
+/** GetUserRequest { user_id: 999999 }: field 1, varint; NOT_FOUND (grpc-status 5). */
+const GET_MISSING_USER = Buffer.from([0x08, 0xbf, 0x84, 0x3d]);
 
 /** The attackers' address: another loopback address than the well-behaved clients' 127.0.0.1. */
 const ATTACKER = '127.0.0.2';
@@ -49,22 +53,9 @@ function freshCall(address: string, localAddress: string, token: string): Promis
     session.on('goaway', (code) => (goaway = code));
     session.on('close', () => done({ goaway }));
     try {
-      const stream = session.request({
-        ':method': 'POST',
-        ':path': '/user.v1.UserService/GetUser',
-        'content-type': 'application/grpc',
-        te: 'trailers',
-        authorization: `Bearer ${token}`,
-      });
-      stream.on('error', () => undefined);
-      stream.on('trailers', (trailers) => done({ status: String(trailers['grpc-status']), goaway }));
-      stream.on('response', (headers) => headers['grpc-status'] !== undefined && done({ status: String(headers['grpc-status']), goaway }));
-      // GetUserRequest { user_id: 999999 }: field 1, varint.
-      const message = Buffer.from([0x08, 0xbf, 0x84, 0x3d]);
-      const frame = Buffer.alloc(5 + message.length);
-      frame.writeUInt32BE(message.length, 1);
-      message.copy(frame, 5);
-      stream.end(frame);
+      const stream = rawGrpcStream(session, '/user.v1.UserService/GetUser', token);
+      void grpcStatusOf(stream).then((status) => status !== undefined && done({ status, goaway }));
+      stream.end(grpcFrame(GET_MISSING_USER));
     } catch {
       done({ goaway });
     }
@@ -85,9 +76,7 @@ async function resetFlood(address: string, stopped: () => boolean, goaways: numb
     while (connected && !stopped() && !session.closed && !session.destroyed) {
       for (let i = 0; i < 50 && !session.closed && !session.destroyed; i++) {
         try {
-          const stream = session.request({ ':method': 'POST', ':path': '/user.v1.UserService/GetUser', 'content-type': 'application/grpc', te: 'trailers' });
-          stream.on('error', () => undefined);
-          stream.close(http2.constants.NGHTTP2_CANCEL);
+          rawGrpcStream(session, '/user.v1.UserService/GetUser').close(http2.constants.NGHTTP2_CANCEL);
         } catch {
           break;
         }
@@ -184,12 +173,8 @@ async function readThenCancel(address: string, token: string, times: number): Pr
   session.on('error', () => undefined);
   session.on('goaway', (code) => goaways.push(code));
   const request = (path: string, message: Buffer) => {
-    const stream = session.request({ ':method': 'POST', ':path': path, 'content-type': 'application/grpc', te: 'trailers', authorization: `Bearer ${token}` });
-    const frame = Buffer.alloc(5 + message.length);
-    frame.writeUInt32BE(message.length, 1);
-    message.copy(frame, 5);
-    stream.end(frame);
-    stream.on('error', () => undefined);
+    const stream = rawGrpcStream(session, path, token);
+    stream.end(grpcFrame(message));
     return stream;
   };
   try {
@@ -203,12 +188,7 @@ async function readThenCancel(address: string, token: string, times: number): Pr
       stream.close(http2.constants.NGHTTP2_CANCEL);
     }
     if (goaways.length > 0 || session.closed) return { goaways };
-    const stream = request('/user.v1.UserService/GetUser', Buffer.from([0x08, 0xbf, 0x84, 0x3d]));
-    const last = await new Promise<string | undefined>((resolve) => {
-      stream.on('response', (headers) => headers['grpc-status'] !== undefined && resolve(String(headers['grpc-status'])));
-      stream.on('trailers', (trailers) => resolve(String(trailers['grpc-status'])));
-      stream.on('close', () => resolve(undefined));
-    });
+    const last = await grpcStatusOf(request('/user.v1.UserService/GetUser', GET_MISSING_USER));
     return { goaways, last };
   } finally {
     session.destroy();

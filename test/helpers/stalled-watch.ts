@@ -1,5 +1,6 @@
 /** A raw node:http2 WatchUserChanges stream that never reads until told to (test/users/watch-*.test.ts). */
 import http2 from 'node:http2';
+import { grpcFrame, rawGrpcStream } from './raw-grpc.js';
 
 /**
  * A watch stream of a peer that never reads: its own connection, a 1 KiB window, the stream paused. `resume` reads
@@ -10,15 +11,8 @@ export function stalledWatch(cleanups: (() => void)[], address: string, token: s
   const session = http2.connect(`http://${address}`, { settings: { initialWindowSize: 1024 } });
   session.on('error', () => undefined);
   cleanups.push(() => session.destroy());
-  const stream = session.request({
-    ':method': 'POST',
-    ':path': '/user.v1.UserService/WatchUserChanges',
-    'content-type': 'application/grpc',
-    te: 'trailers',
-    authorization: `Bearer ${token}`,
-  });
-  stream.on('error', () => undefined);
-  stream.end(Buffer.concat([Buffer.from([0, 0, 0, 0, request.length]), request]));
+  const stream = rawGrpcStream(session, '/user.v1.UserService/WatchUserChanges', token);
+  stream.end(grpcFrame(request));
   stream.pause();
   const answered = new Promise<void>((resolve) => stream.once('response', () => resolve()));
   let trailers: http2.IncomingHttpHeaders | undefined;

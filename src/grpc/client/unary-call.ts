@@ -58,6 +58,14 @@ function grpcTimeout(ms: number): string {
   return ms < 1e8 ? `${Math.max(1, Math.ceil(ms))}m` : `${Math.ceil(ms / 1000)}S`;
 }
 
+/** A gRPC message as it goes on the wire: uncompressed (0), its length (4 bytes, big-endian), its bytes. */
+export function grpcFrame(message: Uint8Array): Buffer {
+  const frame = Buffer.alloc(5 + message.length);
+  frame.writeUInt32BE(message.length, 1);
+  frame.set(message, 5);
+  return frame;
+}
+
 function decodeMessage(text: string): string {
   try {
     return decodeURIComponent(text);
@@ -109,9 +117,7 @@ export function unaryCall(options: UnaryCallOptions): Promise<UnaryOutcome> {
       session.once('connect', () => timers.push(setTimeout(ping, every)));
     }
 
-    const frame = Buffer.alloc(5 + options.message.length);
-    frame.writeUInt32BE(options.message.length, 1);
-    frame.set(options.message, 5);
+    const frame = grpcFrame(options.message);
     const stream = session.request({
       [constants.HTTP2_HEADER_METHOD]: 'POST',
       [constants.HTTP2_HEADER_PATH]: options.path,
