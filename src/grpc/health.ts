@@ -29,7 +29,8 @@ interface HealthRequest {
 
 export class HealthService {
   readonly #statuses = new Map<string, ServingStatus>();
-  readonly #watchers = new Map<string, Set<(status: ServingStatus) => void>>();
+  /** The watchers of each name watched now: a name leaves with its last watcher. */
+  readonly watchers = new Map<string, Set<(status: ServingStatus) => void>>();
   /** Watch calls open now. */
   readonly watches = new Set<grpc.ServerWritableStream<unknown, unknown>>();
 
@@ -40,7 +41,7 @@ export class HealthService {
   /** Sets a service's status; every watcher of it is told, changed or not (as the library does). */
   setStatus(service: string, status: ServingStatus): void {
     this.#statuses.set(service, status);
-    for (const watcher of this.#watchers.get(service) ?? []) watcher(status);
+    for (const watcher of this.watchers.get(service) ?? []) watcher(status);
   }
 
   handlers(): grpc.UntypedServiceImplementation {
@@ -58,17 +59,20 @@ export class HealthService {
       watch: (call: grpc.ServerWritableStream<HealthRequest, unknown>) => {
         const name = call.request.service ?? '';
         this.watches.add(call);
-        const forget = () => this.watches.delete(call);
+        const watcher = (status: ServingStatus) => call.write({ status });
+        const watchers = this.watchers.get(name) ?? new Set();
+        this.watchers.set(name, watchers);
+        watchers.add(watcher);
+        // However the call ends: its watcher goes, and with the last one the name (a client picks the names, so a
+        // set kept for each name ever watched grew without bound).
+        const forget = () => {
+          this.watches.delete(call);
+          watchers.delete(watcher);
+          if (watchers.size === 0 && this.watchers.get(name) === watchers) this.watchers.delete(name);
+        };
         call.once('close', forget);
         call.once('finish', forget);
-        const watcher = (status: ServingStatus) => call.write({ status });
-        const watchers = this.#watchers.get(name) ?? new Set();
-        this.#watchers.set(name, watchers);
-        watchers.add(watcher);
-        call.once('cancelled', () => {
-          forget();
-          watchers.delete(watcher);
-        });
+        call.once('cancelled', forget);
         call.write({ status: this.#statuses.get(name) ?? 'SERVICE_UNKNOWN' });
       },
       list: (_call: grpc.ServerUnaryCall<unknown, unknown>, callback: grpc.sendUnaryData<unknown>) => {

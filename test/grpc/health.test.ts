@@ -79,6 +79,22 @@ describe('the health service', () => {
     expect(ours.watches.size).toBe(1);
   });
 
+  it('holds nothing for a name once its last watch has ended, however it ended', () => {
+    // The names are the client's: a set kept for every name ever watched grew by each new one.
+    const ours = new HealthService(initial);
+    const mine = ours.handlers() as Handlers;
+    const ends = ['cancelled', 'close', 'finish'] as const;
+    for (let i = 0; i < 300; i++) {
+      const call = watchCall(`made.up.v${i}.Name`);
+      mine.watch!(call);
+      call.emit(ends[i % ends.length]!);
+    }
+    const kept = watchCall('user.v1.UserService');
+    mine.watch!(kept);
+    expect([...ours.watchers.keys()]).toEqual(['user.v1.UserService']);
+    expect(ours.watches.size).toBe(1);
+  });
+
   it('refuses List past 100 services, as the library does', async () => {
     const many = Object.fromEntries(Array.from({ length: 101 }, (_, i) => [`s${i}.v1.S`, 'SERVING' as const]));
     const mine = new HealthService(many).handlers() as Handlers;
