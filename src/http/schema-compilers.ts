@@ -31,6 +31,8 @@ const requireCjs = createRequire(import.meta.url);
 
 interface RouteSchema {
   schema?: unknown;
+  method?: string;
+  url?: string;
   httpPart?: string;
   httpStatus?: string;
   contentType?: string;
@@ -38,24 +40,55 @@ interface RouteSchema {
 
 type Factory = (externalSchemas: unknown, options: unknown) => (route: RouteSchema) => unknown;
 
+/** Every stand-in's compile, so that a test can compile them all at once (compileEveryStandIn). */
+const standIns = new Set<() => unknown>();
+
+/**
+ * Compiles every schema handed out so far in this process, as Fastify's own compilers do when an app starts, and
+ * gives the failures: a test that builds serve's app and calls this finds a schema that cannot compile, which serve
+ * would only meet at the first request that needs it.
+ */
+export function compileEveryStandIn(): Error[] {
+  const failures: Error[] = [];
+  for (const compile of standIns) {
+    try {
+      compile();
+    } catch (error) {
+      failures.push(error as Error);
+    }
+  }
+  return failures;
+}
+
 /**
  * A function that compiles `compile()` on its first call (or property read) and is that function from then on:
- * called with the same arguments, and with ajv's `errors` and `schemaEnv` read through (Fastify reads both).
+ * called with the same arguments, and with ajv's `errors` and `schemaEnv` read through (Fastify reads both). A
+ * schema that does not compile fails every call with the same error, naming its route, without compiling again.
  */
-function compiledOnFirstUse(compile: () => unknown): unknown {
+function compiledOnFirstUse(compile: () => unknown, route: RouteSchema): unknown {
   let made: ((...args: unknown[]) => unknown) | undefined;
+  let failure: Error | undefined;
   const real = () => {
+    if (failure) throw failure;
     if (made === undefined) {
-      made = compile() as (...args: unknown[]) => unknown;
+      try {
+        made = compile() as (...args: unknown[]) => unknown;
+      } catch (error) {
+        const part = route.httpPart ?? `response ${route.httpStatus ?? ''}`.trim();
+        failure = new Error(`the ${part} schema of ${route.method ?? '?'} ${route.url ?? '?'} does not compile: ${(error as Error).message}`, { cause: error });
+        throw failure;
+      }
     }
     return made;
   };
+  standIns.add(real);
   const standIn = function (this: unknown, ...args: unknown[]) {
     const fn = real();
     try {
       return fn.apply(this, args);
     } finally {
-      (standIn as { errors?: unknown }).errors = (fn as { errors?: unknown }).errors;
+      const errors = (fn as { errors?: unknown }).errors;
+      if ((standIn as { errors?: unknown }).errors !== errors) (standIn as { errors?: unknown }).errors = errors;
     }
   };
   // Fastify passes ajv's validators their parent data when they have a schemaEnv (so that a root value can change).
@@ -77,7 +110,7 @@ function keeping(factory: () => Factory): Factory {
         made = compiledOnFirstUse(() => {
           compile ??= factory()(externalSchemas, options);
           return compile(route);
-        });
+        }, route);
         compiled.set(key, made);
       }
       return made;

@@ -5,7 +5,8 @@
  */
 import { describe, expect, it } from 'vitest';
 import Fastify, { type FastifyInstance } from 'fastify';
-import { compilersFactory } from '../../src/http/schema-compilers.js';
+import { compileEveryStandIn, compilersFactory } from '../../src/http/schema-compilers.js';
+import { startTestServe } from '../helpers/serve.js';
 
 const BODY = {
   type: 'object',
@@ -95,11 +96,29 @@ describe('compiling on first use', () => {
     made.get('/broken', { schema: { querystring: { type: 'object', properties: { a: { type: 'no-such-type' } } } } }, async () => 'never');
     made.get('/fine', { schema: { querystring: QUERY } }, async (request) => request.query);
     await made.ready();
-    expect((await made.inject({ url: '/broken' })).statusCode).toBe(500);
+    const first = await made.inject({ url: '/broken' });
+    const second = await made.inject({ url: '/broken' });
+    expect(first.statusCode).toBe(500);
+    // Compiled once: every request after the first fails the same, naming the route's part.
+    expect(second.body).toBe(first.body);
+    expect(compileEveryStandIn().map((failure) => failure.message)).toContain(
+      'the querystring schema of GET /broken does not compile: schema is invalid: data/properties/a/type must be equal to one of the allowed values, data/properties/a/type must be array, data/properties/a/type must match a schema in anyOf',
+    );
     // The stand-in passes ajv's errors on: the same 400 as compiled at start.
     const refused = await made.inject({ url: '/fine?page=0' });
     expect({ status: refused.statusCode, message: refused.json().message }).toEqual({ status: 400, message: 'querystring/page must be >= 1' });
     expect((await made.inject({ url: '/fine?page=3' })).json()).toEqual({ page: 3 });
     await made.close();
+  });
+
+  it("finds every schema of serve's app compiling, as Fastify's compilers would have at its start", async () => {
+    const serve = await startTestServe({ store: { kind: 'memory' } });
+    try {
+      // Other apps of this process (the /broken route above) may hold schemas of their own: serve's routes are /api, /health, /metrics.
+      const failures = compileEveryStandIn().filter((failure) => !failure.message.includes(' /broken '));
+      expect(failures.map((failure) => failure.message)).toEqual([]);
+    } finally {
+      await serve.close();
+    }
   });
 });
