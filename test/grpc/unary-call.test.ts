@@ -9,6 +9,7 @@ import { once } from 'node:events';
 import { createServer, type Http2Server, type ServerHttp2Stream } from 'node:http2';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
+import { lightCall } from '../../src/grpc/client/light-call.js';
 import { unaryCall, type UnaryCallOptions } from '../../src/grpc/client/unary-call.js';
 
 let server: Http2Server | undefined;
@@ -124,6 +125,50 @@ describe('one gRPC call over node:http2', () => {
     const pending = call(address, { deadlineMs: undefined, signal: controller.signal, onMessage: () => {} });
     setTimeout(() => controller.abort(), 50);
     expect(await pending).toEqual({ kind: 'aborted' });
+  });
+
+  it("ends a call whose message is past grpc-js's 4 MiB limit as grpc-js does, without reading the rest", async () => {
+    const address = await serve((stream) => {
+      stream.respond({ ':status': 200, 'content-type': 'application/grpc' });
+      const prefix = Buffer.alloc(5);
+      prefix.writeUInt32BE(0xfffffff0, 1);
+      stream.write(prefix);
+      stream.write(Buffer.alloc(64 * 1024));
+    });
+    expect(await call(address, { deadlineMs: undefined, connectMs: 5_000, onMessage: () => {} })).toMatchObject({
+      kind: 'status',
+      error: { code: 8, details: 'Received message larger than max (4294967280 vs 4194304)' },
+    });
+  });
+
+  it('keeps no keepalive going for a call that ended before its connection was made', async () => {
+    // Node emits 'connect' for a session destroyed while it connected: a ping on it threw, seconds after the call ended.
+    const address = await serve(() => {});
+    const failures: unknown[] = [];
+    const record = (error: unknown) => failures.push(error);
+    process.on('uncaughtException', record);
+    try {
+      const controller = new AbortController();
+      const pending = call(address, { deadlineMs: undefined, keepaliveMs: 20, signal: controller.signal, onMessage: () => {} });
+      controller.abort();
+      expect(await pending).toEqual({ kind: 'aborted' });
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    } finally {
+      process.off('uncaughtException', record);
+    }
+    expect(failures).toEqual([]);
+  });
+
+  it('makes a message it cannot parse the INTERNAL error grpc-js gives, on the light path, not a failure of miniapp', async () => {
+    const address = await serve((stream) => {
+      stream.respond({ ':status': 200, 'content-type': 'application/grpc' }, { waitForTrailers: true });
+      stream.on('wantTrailers', () => stream.sendTrailers({ 'grpc-status': '0' }));
+      // A User whose field 1 says 16 bytes follow, and none do.
+      stream.end(frames(Buffer.from([0x0a, 0x10])));
+    });
+    await expect(lightCall({ address, deadlineMs: 5_000 }, '/user.v1.UserService/GetUser', { user_id: '1' })).rejects.toThrow(
+      /^INTERNAL: Response message parsing error: /,
+    );
   });
 
   it('says a connection refused is not answered', async () => {

@@ -34,7 +34,7 @@ const STATUS_NAMES = [
   'UNAUTHENTICATED',
 ] as const;
 
-export const Status = { UNIMPLEMENTED: 12, DEADLINE_EXCEEDED: 4, UNAVAILABLE: 14, UNAUTHENTICATED: 16 } as const;
+export const Status = { INTERNAL: 13, RESOURCE_EXHAUSTED: 8, UNIMPLEMENTED: 12, DEADLINE_EXCEEDED: 4, UNAVAILABLE: 14, UNAUTHENTICATED: 16 } as const;
 
 /** What grpc-js hands a failed call: an Error with the status code and its details. */
 export interface StatusError extends Error {

@@ -13,7 +13,7 @@
  */
 import type { IncomingHttpHeaders } from 'node:http2';
 import type { ConnectOptions } from './channel.js';
-import { DEFAULT_DEADLINE_MS, serviceCallError, type ErrorContext } from './errors.js';
+import { DEFAULT_DEADLINE_MS, serviceCallError, Status, type ErrorContext } from './errors.js';
 import { decodeMessage, encodeMessage, methodOf } from '../proto-wire.js';
 import { unaryCall } from './unary-call.js';
 
@@ -29,6 +29,18 @@ export interface LightAnswer<T> {
 /** Whether the light path can make calls on this connection at all. */
 export function lightPathServes(connection: ConnectOptions): boolean {
   return !connection.tls && !connection.telemetry;
+}
+
+/** A message decoded, or what grpc-js says of one it cannot parse (INTERNAL), as the typed error. */
+function decodeAnswer<T>(type: string, bytes: Buffer, context: ErrorContext): T {
+  try {
+    return decodeMessage<T>(type, bytes);
+  } catch (error) {
+    throw serviceCallError(
+      Object.assign(new Error(), { code: Status.INTERNAL, details: `Response message parsing error: ${(error as Error).message}` }),
+      context,
+    );
+  }
 }
 
 function contextOf(connection: ConnectOptions, service: string | undefined): ErrorContext {
@@ -56,7 +68,8 @@ export async function lightCall<T>(connection: ConnectOptions, path: string, req
   if (outcome.kind === 'answer') {
     // A unary answer without its one message is grpc-js's to word.
     if (method.kind === 'unary' && outcome.messages.length !== 1) return undefined;
-    return { messages: outcome.messages.map((bytes) => decodeMessage<T>(method.output, bytes)), headers: outcome.headers };
+    const context = contextOf(connection, service);
+    return { messages: outcome.messages.map((bytes) => decodeAnswer<T>(method.output, bytes, context)), headers: outcome.headers };
   }
   if (outcome.kind === 'status') throw serviceCallError(outcome.error, contextOf(connection, service));
   if (outcome.kind === 'failed') throw outcome.error;
@@ -85,6 +98,7 @@ export async function lightStream<T>(
   options: { service: string; connectMs: number; onMessage: (message: T) => void; signal?: AbortSignal | undefined },
 ): Promise<LightStreamEnd> {
   const method = methodOf(path);
+  const context = contextOf(connection, options.service);
   const outcome = await unaryCall({
     address: connection.address,
     path,
@@ -93,13 +107,18 @@ export async function lightStream<T>(
     connectMs: options.connectMs,
     keepaliveMs: KEEPALIVE_MS,
     signal: options.signal,
-    onMessage: (bytes) => options.onMessage(decodeMessage<T>(method.output, bytes)),
+    onMessage: (bytes) => options.onMessage(decodeAnswer<T>(method.output, bytes, context)),
   });
   if (outcome.kind === 'answer') return { kind: 'ended' };
   if (outcome.kind === 'aborted') return { kind: 'aborted' };
   if (outcome.kind === 'failed') throw outcome.error;
-  if (outcome.kind === 'unreached') return outcome.received > 0 ? { kind: 'lost', reason: outcome.reason } : { kind: 'unreached' };
-  const error = serviceCallError(outcome.error, contextOf(connection, options.service));
+  if (outcome.kind === 'unreached') {
+    if (outcome.received === 0) return { kind: 'unreached' };
+    // Worded as grpc-js's stream says a connection dropped under it.
+    const dropped = Object.assign(new Error(), { code: Status.UNAVAILABLE, details: outcome.reason });
+    return { kind: 'lost', reason: (serviceCallError(dropped, context) as Error).message };
+  }
+  const error = serviceCallError(outcome.error, context);
   // What grpc-js's followers reconnect on (reconnect.ts), once the server has answered.
   const again = (error as { code?: unknown }).code;
   const connected = outcome.received > 0 || outcome.error.details !== 'could not connect in time';

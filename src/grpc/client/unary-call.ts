@@ -46,6 +46,9 @@ export interface UnaryCallOptions {
   signal?: AbortSignal | undefined;
 }
 
+/** The largest message taken, as grpc-js's default (grpc.max_receive_message_length). */
+const MAX_MESSAGE_BYTES = 4 * 1024 * 1024;
+
 /** How long a keepalive ping may go unanswered (grpc-js's time-out of the channel's keepalive). */
 const KEEPALIVE_TIMEOUT_MS = 3_000;
 
@@ -80,12 +83,17 @@ export function unaryCall(options: UnaryCallOptions): Promise<UnaryOutcome> {
     let received = 0;
     let answered = false;
     const session = connect(`http://${options.address}`);
-    const timers: NodeJS.Timeout[] = [];
+    const timers: { clear(): void }[] = [];
+    const after = (ms: number, then: () => void) => {
+      const timer = setTimeout(then, ms);
+      timers.push({ clear: () => clearTimeout(timer) });
+      return timer;
+    };
     const abort = () => finish({ kind: 'aborted' });
     const finish = (outcome: UnaryOutcome) => {
       if (settled) return;
       settled = true;
-      for (const timer of timers) clearTimeout(timer);
+      for (const timer of timers) timer.clear();
       options.signal?.removeEventListener('abort', abort);
       session.destroy();
       resolve(outcome);
@@ -93,9 +101,7 @@ export function unaryCall(options: UnaryCallOptions): Promise<UnaryOutcome> {
     if (options.signal?.aborted) return finish({ kind: 'aborted' });
     options.signal?.addEventListener('abort', abort, { once: true });
     if (options.deadlineMs !== undefined) {
-      timers.push(
-        setTimeout(() => finish({ kind: 'status', error: statusError(Status.DEADLINE_EXCEEDED, 'Deadline exceeded'), received }), options.deadlineMs),
-      );
+      after(options.deadlineMs, () => finish({ kind: 'status', error: statusError(Status.DEADLINE_EXCEEDED, 'Deadline exceeded'), received }));
     }
     session.on('error', (error: Error) => finish({ kind: 'unreached', reason: error.message, received }));
     // A GOAWAY lets the streams it names run to their end (a draining serve ends its streams with their status
@@ -105,16 +111,22 @@ export function unaryCall(options: UnaryCallOptions): Promise<UnaryOutcome> {
     });
     if (options.keepaliveMs !== undefined) {
       const every = options.keepaliveMs;
+      // One timer at a time: the next ping's, or the wait for this one's answer.
+      let keepalive: NodeJS.Timeout | undefined;
+      timers.push({ clear: () => clearTimeout(keepalive) });
       const ping = () => {
-        const lost = setTimeout(() => finish({ kind: 'unreached', reason: 'keepalive ping unanswered', received }), KEEPALIVE_TIMEOUT_MS);
-        timers.push(lost);
+        if (settled || session.destroyed) return;
+        keepalive = setTimeout(() => finish({ kind: 'unreached', reason: 'keepalive ping unanswered', received }), KEEPALIVE_TIMEOUT_MS);
         session.ping((error) => {
-          clearTimeout(lost);
+          clearTimeout(keepalive);
           if (error) finish({ kind: 'unreached', reason: error.message, received });
-          else if (!settled) timers.push(setTimeout(ping, every));
+          else if (!settled) keepalive = setTimeout(ping, every);
         });
       };
-      session.once('connect', () => timers.push(setTimeout(ping, every)));
+      // Node emits 'connect' even for a session destroyed while it connected (a call that ended first).
+      session.once('connect', () => {
+        if (!settled) keepalive = setTimeout(ping, every);
+      });
     }
 
     const frame = grpcFrame(options.message);
@@ -128,16 +140,19 @@ export function unaryCall(options: UnaryCallOptions): Promise<UnaryOutcome> {
       ...(options.token ? { authorization: `Bearer ${options.token}` } : {}),
     });
     if (options.deadlineMs === undefined && options.connectMs !== undefined) {
-      const waiting = setTimeout(
-        () => finish({ kind: 'status', error: statusError(Status.DEADLINE_EXCEEDED, 'could not connect in time'), received }),
-        options.connectMs,
+      const waiting = after(options.connectMs, () =>
+        finish({ kind: 'status', error: statusError(Status.DEADLINE_EXCEEDED, 'could not connect in time'), received }),
       );
-      timers.push(waiting);
       stream.once('response', () => clearTimeout(waiting));
     }
     let responseHeaders: IncomingHttpHeaders = {};
     const messages: Buffer[] = [];
-    let pending: Buffer = Buffer.alloc(0);
+    // What has come of the next message: its chunks, their size, and the size that completes it (its prefix first).
+    let parts: Buffer[] = [];
+    let buffered = 0;
+    let needed = 5;
+    /** Whether the prefix of the next message has been read (`needed` is then the whole message's size). */
+    let prefixed = false;
     let broken: string | undefined;
     let status: { code: number; details: string } | undefined;
     const readStatus = (headers: IncomingHttpHeaders) => {
@@ -156,19 +171,39 @@ export function unaryCall(options: UnaryCallOptions): Promise<UnaryOutcome> {
       readStatus(headers);
     });
     stream.on('trailers', (trailers) => readStatus(trailers));
-    // Length-prefixed messages, split across DATA frames as the server pleases.
+    // Length-prefixed messages, split across DATA frames as the server pleases; the chunks of one are joined once it
+    // is whole, and one past grpc-js's default limit ends the call as grpc-js ends it.
     stream.on('data', (chunk: Buffer) => {
-      if (broken) return;
-      pending = pending.length === 0 ? chunk : Buffer.concat([pending, chunk]);
-      while (pending.length >= 5) {
-        if (pending[0] !== 0) {
-          broken = 'a compressed message, which was not asked for';
-          return;
+      if (broken || settled) return;
+      parts.push(chunk);
+      buffered += chunk.length;
+      while (buffered >= needed) {
+        const data = parts.length === 1 ? parts[0]! : Buffer.concat(parts, buffered);
+        if (!prefixed) {
+          if (data[0] !== 0) {
+            broken = 'a compressed message, which was not asked for';
+            return;
+          }
+          const length = data.readUInt32BE(1);
+          if (length > MAX_MESSAGE_BYTES) {
+            finish({
+              kind: 'status',
+              error: statusError(Status.RESOURCE_EXHAUSTED, `Received message larger than max (${length} vs ${MAX_MESSAGE_BYTES})`),
+              received,
+            });
+            return;
+          }
+          parts = [data];
+          needed = 5 + length;
+          prefixed = true;
+          continue;
         }
-        const length = pending.readUInt32BE(1);
-        if (pending.length < 5 + length) break;
-        const message = pending.subarray(5, 5 + length);
-        pending = pending.subarray(5 + length);
+        const message = data.subarray(5, needed);
+        const rest = data.subarray(needed);
+        parts = rest.length > 0 ? [rest] : [];
+        buffered = rest.length;
+        needed = 5;
+        prefixed = false;
         received++;
         if (!options.onMessage) messages.push(message);
         else {
@@ -184,7 +219,7 @@ export function unaryCall(options: UnaryCallOptions): Promise<UnaryOutcome> {
     stream.on('error', (error: Error) => finish({ kind: 'unreached', reason: error.message, received }));
     stream.on('close', () => {
       if (!answered) return finish({ kind: 'unreached', reason: 'the stream closed without an answer', received });
-      if (broken || pending.length > 0) return finish({ kind: 'unreached', reason: broken ?? 'a message cut short', received });
+      if (broken || buffered > 0) return finish({ kind: 'unreached', reason: broken ?? 'a message cut short', received });
       if (!status) return finish({ kind: 'unreached', reason: 'no grpc-status', received });
       if (status.code !== 0) return finish({ kind: 'status', error: statusError(status.code, status.details), received });
       finish({ kind: 'answer', messages, headers: responseHeaders });
