@@ -8,11 +8,12 @@
  * and loads neither grpc-js nor a proto loader.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { createServer, type AddressInfo } from 'node:net';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { BIN, launch, traceLoads, type Launched } from '../helpers/launcher.js';
+import { BIN, launch, launchAsync, traceLoads, type Launched } from '../helpers/launcher.js';
 
 /** Through grpc-js: a traced command (console exporter, spans on stderr). */
 const GRPC_JS = { OTEL_TRACES_EXPORTER: 'console' };
@@ -138,6 +139,24 @@ describe('one-shot client commands on the light path', () => {
     const light = run(['orders', 'list', '--json', '--addr', '127.0.0.1:1', '--deadline', '3s']);
     expect(light.code).toBe(5);
     expect(light.stderr).toContain('UNAVAILABLE: cannot reach the commerce services of `miniapp serve` at 127.0.0.1:1');
+  });
+
+  it('keep to one --deadline when grpc-js takes over from a light call that waited in vain', async () => {
+    // A server that takes the connection, says nothing, and drops it after 1.2 s: the light call ends unanswered
+    // then, and grpc-js, which must word it, has what is left of the 2 s (it waited a fresh 2 s, and met the drop).
+    const silent = createServer((socket) => {
+      socket.on('error', () => undefined);
+      setTimeout(() => socket.destroy(), 1_200);
+    });
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    try {
+      const address = `127.0.0.1:${(silent.address() as AddressInfo).port}`;
+      const result = await launchAsync(home, ['users', 'get', '1', '--json', '--addr', address, '--deadline', '2s']);
+      expect(result.code).toBe(5);
+      expect(JSON.parse(result.stderr).error.code).toBe('DEADLINE_EXCEEDED');
+    } finally {
+      silent.close();
+    }
   });
 
   it('load neither grpc-js nor a proto loader', { timeout: 30_000 }, () => {

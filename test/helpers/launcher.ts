@@ -4,7 +4,7 @@
  * config and data dir of the test's own and nothing of the caller's
  * environment but PATH.
  */
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -27,20 +27,43 @@ export interface Launched {
   stderr: string;
 }
 
+function launchArgs(args: readonly string[], options: LaunchOptions): string[] {
+  return [...(options.nodeArgs ?? []), options.entry ?? BIN, ...args];
+}
+
+function launchEnv(home: string, options: LaunchOptions): NodeJS.ProcessEnv {
+  return {
+    PATH: process.env.PATH,
+    HOME: home,
+    MINIAPP_CONFIG_DIR: join(home, 'config'),
+    MINIAPP_DATA_DIR: join(home, 'data'),
+    ...options.env,
+  };
+}
+
 export function launch(home: string, args: readonly string[], options: LaunchOptions = {}): Launched {
-  const result = spawnSync(process.execPath, [...(options.nodeArgs ?? []), options.entry ?? BIN, ...args], {
+  const result = spawnSync(process.execPath, launchArgs(args, options), {
     cwd: options.cwd,
     input: options.input ?? '',
     encoding: 'utf8',
-    env: {
-      PATH: process.env.PATH,
-      HOME: home,
-      MINIAPP_CONFIG_DIR: join(home, 'config'),
-      MINIAPP_DATA_DIR: join(home, 'data'),
-      ...options.env,
-    },
+    env: launchEnv(home, options),
   });
   return { code: result.status, stdout: result.stdout, stderr: result.stderr };
+}
+
+/** As launch, without blocking this process meanwhile (for a test that also plays a server the command talks to). */
+export function launchAsync(home: string, args: readonly string[], options: LaunchOptions = {}): Promise<Launched> {
+  const child = spawn(process.execPath, launchArgs(args, options), { cwd: options.cwd, env: launchEnv(home, options) });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
+    stdout += chunk;
+  });
+  child.stderr.setEncoding('utf8').on('data', (chunk: string) => {
+    stderr += chunk;
+  });
+  child.stdin.end(options.input ?? '');
+  return new Promise((resolve) => child.once('close', (code) => resolve({ code, stdout, stderr })));
 }
 
 /** The modules in each chunk of the full CLI's bundle (dist/bundle/), as scripts/bundle-cli.mjs records them. */

@@ -8,6 +8,7 @@ import type { CommandContext } from '../context.js';
 import { AuthError, ConfigError, UsageError } from '../../errors.js';
 import { parseDuration } from '../../duration.js';
 import type { ConnectOptions } from '../../users/client.js';
+import { DEFAULT_DEADLINE_MS } from '../../grpc/client/errors.js';
 
 export interface ConnectionFlags {
   addr?: string;
@@ -67,4 +68,24 @@ export function reconnectNotice(lost: string, { attempt, delayMs, reason }: { at
   return attempt === 1
     ? `${lost} lost (${reason}); reconnecting in ${delayMs} ms (attempt ${attempt})`
     : `still not connected (${reason}); trying again in ${delayMs} ms (attempt ${attempt})`;
+}
+
+/**
+ * A read (it changes nothing) on the light path first (`light`: node:http2, no grpc-js, grpc/client/light-call.ts),
+ * else through grpc-js (`grpcJs`: TLS, tracing, or the light call never reached an answering server, which grpc-js
+ * then words as users know it). grpc-js keeps to what is left of the one deadline: a light call that waited for a
+ * silent server spent part of it, and the command ends within the --deadline its user gave, not twice it.
+ */
+export async function readLightFirst<T>(
+  cc: CommandContext,
+  flags: ConnectionFlags,
+  options: { service?: string },
+  light: (connection: ConnectOptions) => Promise<T | undefined>,
+  grpcJs: (connection: ConnectOptions) => Promise<T>,
+): Promise<T> {
+  const connection = await connectionOf(cc, flags, options);
+  const startedAt = Date.now();
+  const answer = await light(connection);
+  if (answer !== undefined) return answer;
+  return grpcJs({ ...connection, endsBy: startedAt + (connection.deadlineMs ?? DEFAULT_DEADLINE_MS) });
 }

@@ -8,10 +8,11 @@
 import { randomUUID } from 'node:crypto';
 import type { CommandContext } from '../context.js';
 import type { Column, Output } from '../render/output.js';
-import { connectionOf, type ConnectionFlags } from '../connect/grpc-connection.js';
+import { connectionOf, readLightFirst, type ConnectionFlags } from '../connect/grpc-connection.js';
 import { isoOf } from './grpc-user-view.js';
 import { MiniappError, UsageError } from '../../errors.js';
 import type { CommerceClient, OrderMessage, PaymentMessage, StockLevelMessage } from '../../commerce/client.js';
+import type { ConnectOptions } from '../../grpc/client/channel.js';
 
 const SERVICE = 'the commerce services';
 
@@ -36,7 +37,10 @@ export function checkIdArgument(id: string, prefix: 'ord' | 'pay'): string {
 }
 
 export async function withCommerce<T>(cc: CommandContext, flags: ConnectionFlags, run: (client: CommerceClient) => Promise<T>): Promise<T> {
-  const connection = await connectionOf(cc, flags, { service: SERVICE });
+  return commerceOn(cc, await connectionOf(cc, flags, { service: SERVICE }), run);
+}
+
+async function commerceOn<T>(cc: CommandContext, connection: ConnectOptions, run: (client: CommerceClient) => Promise<T>): Promise<T> {
   const [{ CommerceClient }, { quietGrpcLogs }] = await Promise.all([import('../../commerce/client.js'), import('../connect/grpc-logging.js')]);
   await quietGrpcLogs(cc.env);
   const client = new CommerceClient(connection);
@@ -68,9 +72,16 @@ export async function readCommerce<T>(
   read: { path: string; request: object },
   run: (client: CommerceClient) => Promise<T>,
 ): Promise<T> {
-  const connection = await connectionOf(cc, flags, { service: SERVICE });
-  const { lightCommerceRead } = await import('../../commerce/client-light.js');
-  return (await lightCommerceRead<T>(connection, read.path, read.request)) ?? (await withCommerce(cc, flags, run));
+  return readLightFirst(
+    cc,
+    flags,
+    { service: SERVICE },
+    async (connection) => {
+      const { lightCommerceRead } = await import('../../commerce/client-light.js');
+      return lightCommerceRead<T>(connection, read.path, read.request);
+    },
+    (connection) => commerceOn(cc, connection, run),
+  );
 }
 
 const RETRY_WITH_KEY = 'to retry safely, run the same command with --idempotency-key ';

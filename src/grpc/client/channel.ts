@@ -37,6 +37,11 @@ export interface ConnectOptions {
   ca?: string | undefined;
   /** Time limit of each unary call and list; for the other streams, of connecting. */
   deadlineMs?: number | undefined;
+  /**
+   * No call ends later than this (epoch ms): a call made after a light one that never reached an answering server
+   * (light-call.ts) keeps to the command's one deadline. Errors still name `deadlineMs`, the limit the user gave.
+   */
+  endsBy?: number | undefined;
   /** A client span for every call, its traceparent sent along (tracing.ts); none when tracing is off. */
   telemetry?: Telemetry | undefined;
 }
@@ -112,7 +117,7 @@ export class ServiceConnection {
 
   /** The deadline of a call starting now. */
   deadline(): number {
-    return Date.now() + this.deadlineMs;
+    return Math.min(Date.now() + this.deadlineMs, this.#options.endsBy ?? Number.POSITIVE_INFINITY);
   }
 
   /** A failed call as the project's typed error (errors.ts); other errors pass through. */

@@ -6,7 +6,7 @@ import { UsageError } from '../../../errors.js';
 import { parseWholeNumber } from '../../flags.js';
 import { grouped } from '../../render/grouped.js';
 import { USER_COLUMNS, userJson } from '../../views/grpc-user-view.js';
-import { DEFAULT_PAGE_SIZE, lightRead, withClient } from './shared.js';
+import { DEFAULT_PAGE_SIZE, lightRead } from './shared.js';
 import type { UserMessage } from '../../../users/proto.js';
 import { LIST_NEXT_PAGE_TOKEN_HEADER, LIST_PAGE_SIZE_HEADER, LIST_TOTAL_HEADER } from '../../../users/user-wire.js';
 import type { UserPage } from '../../../users/client.js';
@@ -33,8 +33,9 @@ export async function runList(cc: CommandContext, command: Command): Promise<voi
   if (page > 1 && !paged) throw new UsageError('--page needs a page size: with --page-size 0 every user is on page 1');
   const pageSize = paged ? (askedSize ?? DEFAULT_PAGE_SIZE) : 0;
   const request = { page, page_size: pageSize, filter: flags.filter ?? '', page_token: token };
-  const answer = await lightRead<UserMessage>(cc, flags, '/user.v1.UserService/ListUsers', request);
-  const result = answer ? pageOf(answer) : await withClient(cc, flags, (client) => client.listUsers(request));
+  const result = await lightRead<UserMessage, UserPage>(cc, flags, { path: '/user.v1.UserService/ListUsers', request }, pageOf, (client) =>
+    client.listUsers(request),
+  );
   const size = result.pageSize ?? pageSize;
   if (paged && size < pageSize) cc.out.warn(`--page-size ${pageSize} is more than the server gives at once: ${size} users a page`);
   const rows = result.users.map(userJson);
