@@ -206,10 +206,15 @@ async function runMetrics(cc: CommandContext, command: Command): Promise<void> {
   };
   // A bounded stream (--count) is first asked for on the light path, without grpc-js; grpc-js follows it on where that
   // cannot (TLS, tracing, serve not reached) or the stream ends or breaks before the count is reached.
+  // Broken after the last snapshot wanted, before the server's end: done (asked again, it would be for 0, no limit).
+  const enough = () => snapshots !== undefined && received >= snapshots;
   let lostBefore: string | undefined;
   if (snapshots !== undefined) {
-    const end = await lightMetricsShown(cc, flags, request(), show);
-    if (end.kind === 'aborted' || (end.kind !== 'unreached' && received >= snapshots)) return;
+    const end = await lightMetricsShown(cc, flags, request(), show).catch((error: unknown) => {
+      if (enough()) return { kind: 'ended' } as const;
+      throw error;
+    });
+    if (end.kind === 'aborted' || (end.kind !== 'unreached' && enough())) return;
     // Lost once connected: followed on as grpc-js's own stream would be, after the same notice and wait.
     if (end.kind === 'lost') lostBefore = end.reason;
   }
@@ -218,8 +223,12 @@ async function runMetrics(cc: CommandContext, command: Command): Promise<void> {
     cc,
     flags,
     async (client, signal) => {
-      await client.metrics(request(), show, signal);
-      return snapshots !== undefined && received >= snapshots ? 'done' : 'again';
+      try {
+        await client.metrics(request(), show, signal);
+      } catch (error) {
+        if (!enough()) throw error;
+      }
+      return enough() ? 'done' : 'again';
     },
     lostBefore,
   );
