@@ -6,10 +6,10 @@
 // full CLI runs, bundled to CommonJS as well (dist/bundle/, see
 // scripts/bundle-cli.mjs): neither starts Node's ESM loader.
 //
-// Both bundles are compiled with a code cache (bin/compile-cache.cjs): what
-// V8 compiled in one run is reused by the next, as Node 22's module compile
-// cache does (used there instead).
-require('./compile-cache.cjs').enableCompileCache();
+// Where Node has its module compile cache (22.8 and later), it is turned on:
+// V8's code of the bundles kept between runs, in Node's own directory
+// (NODE_COMPILE_CACHE to choose it, NODE_DISABLE_COMPILE_CACHE to turn it off).
+require('node:module').enableCompileCache?.();
 const argv = process.argv.slice(2);
 const quick = require('../dist/quick/cli.cjs').quickCli(argv);
 (quick ?? require('../dist/bundle/main.cjs').main(argv)).then((code) => {

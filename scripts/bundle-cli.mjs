@@ -33,19 +33,13 @@
  * - Minified with names kept, as the quick path is; no source maps (the
  *   package ships no sources to map to).
  */
-import { builtinModules } from 'node:module';
 import { cpSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join, posix, relative, resolve, sep } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { rolldown } from 'rolldown';
-import { commanderAsImport, lazyChildProcess } from './bundle-plugins.mjs';
+import { BUILTINS, commanderAsImport, DYNAMIC_IMPORT_AS_REQUIRE, EXTERNAL, lazyChildProcess, noImportLeft, ROOT } from './bundle-plugins.mjs';
 
-const ROOT = dirname(dirname(fileURLToPath(import.meta.url)));
 const DIST = join(ROOT, 'dist');
 const OUT = join(DIST, 'bundle');
-const BUILTINS = new Set([...builtinModules, ...builtinModules.map((name) => `node:${name}`)]);
-/** Left to `require` at run time: the native driver (a package dependency), and pg's optional native driver, never installed. */
-const EXTERNAL = new Set(['better-sqlite3', 'pg-native']);
 
 /**
  * Packages that read their own files, by path under node_modules, and the
@@ -135,15 +129,14 @@ const loadedImports = {
   transform(code, id) {
     if (!posixPath(id).startsWith(`${posixPath(DIST)}/`)) return null;
     const statics = new Set([...code.matchAll(/^import [^;]*? from '(\.[^']+)';$/gm)].map((match) => match[1]));
-    let count = 0;
+    const loaded = [];
     const out = code.replace(/\bimport\('(\.[^']+)'\)/g, (call, path) => {
       if (!statics.has(path)) return call;
-      count++;
-      return `Promise.resolve(__loaded${count})`;
+      loaded.push(path);
+      return `Promise.resolve(__loaded${loaded.length})`;
     });
-    if (count === 0) return null;
-    const names = [...code.matchAll(/\bimport\('(\.[^']+)'\)/g)].map((match) => match[1]).filter((path) => statics.has(path));
-    return `${names.map((path, index) => `import * as __loaded${index + 1} from '${path}';`).join('\n')}\n${out}`;
+    if (loaded.length === 0) return null;
+    return `${loaded.map((path, index) => `import * as __loaded${index + 1} from '${path}';`).join('\n')}\n${out}`;
   },
 };
 
@@ -157,27 +150,11 @@ const vendoredFiles = {
     const source = code.replace(/\/\*[\s\S]*?\*\//g, '').replace(/^\s*\/\/.*$/gm, '');
     if (!/\b__dirname\b|\bimport\.meta\b/.test(source) || UNREAD.has(pkg.name)) return null;
     if (!(pkg.name in VENDORED)) throw new Error(`${id} reads files relative to itself: vendor what it reads (see VENDORED) or keep it external`);
+    // The vendored files are copied from the top-level copy of the package: a nested one of another version would read them.
+    if (pkg.root !== posixPath(join(ROOT, 'node_modules', pkg.name)))
+      throw new Error(`${id}: a nested copy of ${pkg.name}, whose files are not the vendored ones`);
     if (/\bimport\.meta\b/.test(code)) throw new Error(`${id}: import.meta in a vendored package is not handled`);
     return code.replace(/\b__dirname\b/g, `require('node:path').join(__dirname, ${JSON.stringify(vendoredDir(pkg, id))})`);
-  },
-};
-
-/**
- * `import()` of Node's own modules, which rolldown keeps as written in CommonJS output, becomes a require in a
- * promise: a bundle with no `import()` left needs no ESM loader, and the launcher's code cache
- * (bin/compile-cache.cjs) compiles it as Node would (a script with `import()` needs a loader callback that Node 20
- * offers only as an experimental warning). Every use reads named members, never `default`. Anything else left
- * as `import()` fails the build.
- */
-const builtinImports = {
-  name: 'builtin-imports',
-  renderChunk(code, chunk) {
-    const out = code.replace(/\bimport\((`|'|")([\w:/]+)\1\)/g, (call, quote, id) =>
-      BUILTINS.has(id) ? `Promise.resolve().then(()=>require(${quote}${id}${quote}))` : call,
-    );
-    const left = /\bimport\([^)]{0,60}\)/.exec(out);
-    if (left) throw new Error(`${chunk.fileName}: ${left[0]} is left in the bundle (only Node's own modules are rewritten)`);
-    return out === code ? null : { code: out };
   },
 };
 
@@ -186,7 +163,7 @@ const bundle = await rolldown({
   input: { main: join(DIST, 'cli', 'main.js') },
   platform: 'node',
   external: (id) => BUILTINS.has(id) || EXTERNAL.has(id) || [...EXTERNAL].some((name) => id.startsWith(`${name}/`)),
-  plugins: [commanderAsImport, lazyChildProcess, compiledPaths, loadedImports, vendoredFiles, builtinImports],
+  plugins: [commanderAsImport, lazyChildProcess, compiledPaths, loadedImports, vendoredFiles, noImportLeft],
   preserveEntrySignatures: 'allow-extension',
   logLevel: 'warn',
   onLog(level, log, report) {
@@ -196,6 +173,7 @@ const bundle = await rolldown({
 const { output } = await bundle.write({
   dir: OUT,
   format: 'cjs',
+  ...DYNAMIC_IMPORT_AS_REQUIRE,
   entryFileNames: '[name].cjs',
   chunkFileNames: '[name]-[hash].cjs',
   comments: false,

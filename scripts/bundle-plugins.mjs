@@ -1,11 +1,19 @@
 /**
  * What both bundlers (bundle-quick.mjs, the quick path; bundle-cli.mjs, the
- * whole CLI) do to commander, in one place.
+ * whole CLI) share: what they do to commander, and how they keep Node's ESM
+ * loader out of a run.
  */
+import { builtinModules } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-const ROOT = dirname(dirname(fileURLToPath(import.meta.url)));
+export const ROOT = dirname(dirname(fileURLToPath(import.meta.url)));
+/** Node's own modules, by both names: never bundled. */
+export const BUILTINS = new Set([...builtinModules, ...builtinModules.map((name) => `node:${name}`)]);
+/** Left to `require` at run time and installed beside the bundles: the native driver (pack.mjs ships these). */
+export const RUNTIME_DEPENDENCIES = ['better-sqlite3'];
+/** Left to `require` at run time: the runtime dependencies, and pg's optional native driver, never installed. */
+export const EXTERNAL = new Set([...RUNTIME_DEPENDENCIES, 'pg-native']);
 
 /**
  * src/cli/commander.ts loads commander with `require` (cheaper than Node's
@@ -35,5 +43,22 @@ export const lazyChildProcess = {
     if (!id.endsWith(join('node_modules', 'commander', 'lib', 'command.js'))) return null;
     if (!code.includes(CHILD_PROCESS)) throw new Error(`commander changed: ${id} no longer has \`${CHILD_PROCESS}\``);
     return code.replace(CHILD_PROCESS, "const childProcess = { spawn: (...args) => require('node:child_process').spawn(...args) };");
+  },
+};
+
+/**
+ * Output options: an `import()` (of Node's own modules: the source loads node:tls, node:crypto ... when reached)
+ * becomes a require in a promise, rolldown's own rewrite: CommonJS bundles, so that a command never starts Node's
+ * ESM loader, which an `import()` would.
+ */
+export const DYNAMIC_IMPORT_AS_REQUIRE = { dynamicImportInCjs: false };
+
+/** Fails the build on any `import()` left in a chunk, which would start the ESM loader after all. */
+export const noImportLeft = {
+  name: 'no-import-left',
+  renderChunk(code, chunk) {
+    const left = /\bimport\([^)]{0,60}\)/.exec(code);
+    if (left) throw new Error(`${chunk.fileName}: ${left[0]} is left in the bundle`);
+    return null;
   },
 };

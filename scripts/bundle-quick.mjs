@@ -19,23 +19,19 @@
  *   names of functions and classes kept: a stack trace under --debug still
  *   names them (the ESM build in dist/cli has the readable source and maps).
  */
-import { builtinModules } from 'node:module';
 import { rmSync } from 'node:fs';
-import { dirname, join, sep } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join, sep } from 'node:path';
 import { rolldown } from 'rolldown';
-import { commanderAsImport, lazyChildProcess } from './bundle-plugins.mjs';
+import { BUILTINS, commanderAsImport, DYNAMIC_IMPORT_AS_REQUIRE, lazyChildProcess, noImportLeft, ROOT } from './bundle-plugins.mjs';
 
-const ROOT = dirname(dirname(fileURLToPath(import.meta.url)));
 const OUT = join(ROOT, 'dist', 'quick');
-const BUILTINS = new Set([...builtinModules, ...builtinModules.map((name) => `node:${name}`)]);
 
 rmSync(OUT, { recursive: true, force: true });
 const bundle = await rolldown({
   input: { cli: join(ROOT, 'dist', 'cli', 'quick.js') },
   platform: 'node',
   external: (id) => BUILTINS.has(id),
-  plugins: [commanderAsImport, lazyChildProcess],
+  plugins: [commanderAsImport, lazyChildProcess, noImportLeft],
   // The entry's exports are quickCli and servesQuickly, nothing more is read from it.
   preserveEntrySignatures: 'allow-extension',
   logLevel: 'warn',
@@ -53,6 +49,7 @@ const compiled = (paths) => {
 await bundle.write({
   dir: OUT,
   format: 'cjs',
+  ...DYNAMIC_IMPORT_AS_REQUIRE,
   entryFileNames: '[name].cjs',
   chunkFileNames: '[name]-[hash].cjs',
   /**

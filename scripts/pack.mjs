@@ -4,30 +4,27 @@
  * directory (or in the one given: `npm run package -- DIR`), built from dist/
  * (`npm run build` first).
  *
- * It is packed from a staging folder, dist/package/, that holds only what
+ * It is packed from a staging folder (a temporary one) that holds only what
  * ships: the launcher, the two CommonJS bundles (dist/quick/, dist/bundle/
  * with its vendored files), the protos and their descriptor set, web/, the
  * README and the licence; not the ESM tree of dist/ nor its source maps,
  * which the tests and benchmarks import. Its package.json is written here:
  * no scripts (nothing runs at install but the native driver's own build),
  * no devDependencies, and as dependencies only the packages the bundles
- * leave to `require` (scripts/bundle-cli.mjs's EXTERNAL), at the exact
+ * leave to `require` (RUNTIME_DEPENDENCIES, scripts/bundle-plugins.mjs), at the exact
  * version of the lock file, the one the tests ran against.
  *
  * `npm pack` run in the repository itself is refused (package.json's
  * `prepack`): it would ship the development manifest.
  */
 import { spawnSync } from 'node:child_process';
-import { cpSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { ROOT, RUNTIME_DEPENDENCIES } from './bundle-plugins.mjs';
 
-const ROOT = dirname(dirname(fileURLToPath(import.meta.url)));
-const STAGE = join(ROOT, 'dist', 'package');
-/** Required at run time by the bundles, installed beside them. */
-const RUNTIME_DEPENDENCIES = ['better-sqlite3'];
 /** What ships, from the repository: files and folders. */
-const SHIPPED = ['bin/miniapp.cjs', 'bin/compile-cache.cjs', 'dist/quick', 'dist/bundle', 'proto', 'web', 'README.md', 'LICENSE'];
+const SHIPPED = ['bin/miniapp.cjs', 'dist/quick', 'dist/bundle', 'proto', 'web', 'README.md', 'LICENSE'];
 
 const destination = resolve(process.argv[2] ?? process.cwd());
 const manifest = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8'));
@@ -49,8 +46,8 @@ const dependencies = Object.fromEntries(
   }),
 );
 
-rmSync(STAGE, { recursive: true, force: true });
-mkdirSync(STAGE, { recursive: true });
+// A folder of its own for each run: a test's pack (test/install.test.ts) and a release on one checkout never meet.
+const STAGE = mkdtempSync(join(tmpdir(), 'miniapp-package-'));
 for (const path of SHIPPED) {
   // Not the build's own staging folder, nor a descriptor set's sources' config (buf.yaml is for `npm run build`).
   cpSync(join(ROOT, path), join(STAGE, path), { recursive: true, filter: (source) => !source.endsWith('buf.yaml') });
@@ -70,4 +67,5 @@ writeFileSync(join(STAGE, 'package.json'), `${JSON.stringify(shipped, null, 2)}\
 
 mkdirSync(destination, { recursive: true });
 const pack = spawnSync('npm', ['pack', '--pack-destination', destination], { cwd: STAGE, stdio: 'inherit' });
+rmSync(STAGE, { recursive: true, force: true });
 process.exitCode = pack.status ?? 1;

@@ -98,7 +98,7 @@ describe('npm install -g of the packed package', () => {
       encoding: 'utf8',
     }).stdout.split('\n');
     expect(files.filter((file) => file.endsWith('.map'))).toEqual([]);
-    for (const file of ['bin/miniapp.cjs', 'bin/compile-cache.cjs', 'proto/descriptor-set.binpb', 'web/host/index.html', 'README.md', 'LICENSE'])
+    for (const file of ['bin/miniapp.cjs', 'proto/descriptor-set.binpb', 'web/host/index.html', 'README.md', 'LICENSE'])
       expect(files).toContain(join(installed, file));
     // The one package left beside the bundles took the binary it was handed, rather than compiling SQLite.
     expect(existsSync(join(installed, 'node_modules', 'better-sqlite3', 'build', 'Release', 'better_sqlite3.node'))).toBe(true);
