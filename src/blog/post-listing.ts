@@ -347,9 +347,13 @@ export class ListingPlans {
     let kept = this.#plans.get(key);
     if (kept === undefined) {
       kept = { plan: planListing(this.dialect, filter, sort), pages: new Map() };
-      this.#plans.set(key, kept);
-      if (this.#plans.size > KEPT_PLANS) this.#plans.delete(this.#plans.keys().next().value!);
+      if (this.#plans.size >= KEPT_PLANS) this.#plans.delete(this.#plans.keys().next().value!);
+    } else {
+      // Kept in the order of use, the least recently used first out: a burst of readers' own lists (drafts,
+      // searches) passes through without pushing out the list everyone reads.
+      this.#plans.delete(key);
     }
+    this.#plans.set(key, kept);
     const { plan, pages } = kept;
     return {
       countKey: plan.countKey,
