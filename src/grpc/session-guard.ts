@@ -128,7 +128,9 @@ export function guardSessions(
       streams++;
       // A client that cancels a stream it has been reading (a watch caught up, a follower stopped) resets it after
       // the server answered with messages: that is no rapid reset, which costs the server a stream it never gets to
-      // answer. What grpc-js writes on a stream is its messages (headers and trailers go another way).
+      // answer. What grpc-js writes on a stream is its messages (headers and trailers go another way). nghttp2's own
+      // budget (above) still counts every reset: past about 1,000 in a burst it ends even such a session (GOAWAY
+      // INTERNAL_ERROR), which Node 20 gives no option to raise; the client reconnects as after any lost connection.
       let answered = false;
       const write = stream.write;
       stream.write = function writeAnswer(this: http2.ServerHttp2Stream, ...args: Parameters<typeof write>) {
