@@ -44,6 +44,7 @@ document.getElementById('login').addEventListener('click', async () => {
   out.textContent = JSON.stringify(outcome);
   out.dataset.n = String(++n);
 });
+out.dataset.ready = '';
 </script></head>
 <body><h1>Test mini-app</h1><button id="login" type="button">Log in</button><output id="result"></output></body></html>`;
 }
@@ -150,9 +151,14 @@ export async function startHostRig(extraArgs: string[] = []): Promise<HostRig> {
   };
 }
 
-/** Clicks the mini-app's Log in (in `where`: the host page's frame, or the mini-app's own page) and resolves with what it shows next. */
+/**
+ * Clicks the mini-app's Log in (in `where`: the host page's frame, or the mini-app's own page) and resolves with what
+ * it shows next. Once its script has run (the result marked ready): a click before the module that listens for it
+ * has loaded (a dev server compiling it on a busy machine) does nothing.
+ */
 export async function logIn(where: FrameLocator | Page | Frame): Promise<LoginOutcome> {
   const result = where.locator('#result');
+  await where.locator('#result[data-ready]').waitFor({ state: 'attached', timeout: 15_000 });
   const before = Number((await result.getAttribute('data-n')) ?? '0');
   await where.getByRole('button', { name: 'Log in' }).click();
   const done = where.locator(`#result[data-n="${before + 1}"]`);

@@ -186,7 +186,8 @@ describe("the README's Vite alias", () => {
         '  try { const { authorizationCode, referrer } = await appLogin(); out.textContent = JSON.stringify({ ok: true, referrer, codeIssued: authorizationCode.startsWith("code_") }); }\n' +
         '  catch (error) { out.textContent = JSON.stringify({ ok: false, code: error.code, message: error.message }); }\n' +
         '  out.dataset.n = String(++n);\n' +
-        '});\n',
+        '});\n' +
+        "out.dataset.ready = '';\n",
     );
     const vite = await createServer({
       root,
