@@ -40,6 +40,27 @@ const OWNER = 'admin';
 const PROVIDER = 'sandbox';
 const METHOD = 'test_approve';
 
+/** ProcessPayment's answer for an approved payment, as serve gives it. */
+function approved({ paymentId, orderId, amount, currency, reference, at }) {
+  return {
+    payment: {
+      id: paymentId,
+      orderId,
+      status: 'DONE',
+      amount,
+      balance: amount,
+      currency,
+      method: METHOD,
+      provider: PROVIDER,
+      providerReference: reference,
+      createdAt: at,
+      updatedAt: at,
+      approvedAt: at,
+    },
+    message: 'approved',
+  };
+}
+
 const id = (prefix) => `${prefix}_${randomBytes(12).toString('base64url')}`;
 const timestamp = (iso) => {
   if (!iso) return null;
@@ -232,23 +253,7 @@ async function sqliteBackend(dataDir, { openDatabase }) {
         payment.run({ ...row, reference });
         sold.run(row);
         ledger.run({ ...row, reason: `order ${request.order_id} paid` });
-        const answer = {
-          payment: {
-            id: paymentId,
-            orderId: request.order_id,
-            status: 'DONE',
-            amount: paid.total_amount,
-            balance: paid.total_amount,
-            currency: paid.currency,
-            method: METHOD,
-            provider: PROVIDER,
-            providerReference: reference,
-            createdAt: at,
-            updatedAt: at,
-            approvedAt: at,
-          },
-          message: 'approved',
-        };
+        const answer = approved({ paymentId, orderId: request.order_id, amount: paid.total_amount, currency: paid.currency, reference, at });
         const keyed = claim.run({
           scope: 'payment.process',
           key: request.idempotency_key,
@@ -376,23 +381,7 @@ async function postgresBackend(url, { openStore }) {
       ]);
       if (rows.length === 0) throw new RpcFailure('FAILED_PRECONDITION', `order ${request.order_id} is not RESERVED`);
       const amount = Number(rows[0].amount);
-      return {
-        payment: {
-          id: paymentId,
-          orderId: request.order_id,
-          status: 'DONE',
-          amount,
-          balance: amount,
-          currency: rows[0].currency,
-          method: METHOD,
-          provider: PROVIDER,
-          providerReference: reference,
-          createdAt: at,
-          updatedAt: at,
-          approvedAt: at,
-        },
-        message: 'approved',
-      };
+      return approved({ paymentId, orderId: request.order_id, amount, currency: rows[0].currency, reference, at });
     },
     seed: async ({ sku, quantity, price, name }) => {
       const at = new Date().toISOString();

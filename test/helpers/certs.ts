@@ -25,18 +25,15 @@ function openssl(dir: string, args: string[]): void {
   execFileSync('openssl', args, { cwd: dir, stdio: 'pipe' });
 }
 
+/** openssl req's arguments for a new P-256 key, unencrypted, written to `name`.key. */
+const newKey = (name: string) => ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', `${name}.key`];
+
 /** A self-signed certificate `name`.crt and its key in `dir`: a CA, or with `extensions` (-addext) a server's own. */
 export function selfSigned(dir: string, name: string, extensions: string[] = []): void {
   openssl(dir, [
     'req',
     '-x509',
-    '-newkey',
-    'ec',
-    '-pkeyopt',
-    'ec_paramgen_curve:P-256',
-    '-nodes',
-    '-keyout',
-    `${name}.key`,
+    ...newKey(name),
     '-out',
     `${name}.crt`,
     '-days',
@@ -49,20 +46,7 @@ export function selfSigned(dir: string, name: string, extensions: string[] = [])
 
 function leaf(dir: string, name: string, caName: string, extensions: string): void {
   writeFileSync(join(dir, `${name}.ext`), extensions);
-  openssl(dir, [
-    'req',
-    '-newkey',
-    'ec',
-    '-pkeyopt',
-    'ec_paramgen_curve:P-256',
-    '-nodes',
-    '-keyout',
-    `${name}.key`,
-    '-out',
-    `${name}.csr`,
-    '-subj',
-    `/CN=${name}`,
-  ]);
+  openssl(dir, ['req', ...newKey(name), '-out', `${name}.csr`, '-subj', `/CN=${name}`]);
   openssl(dir, [
     'x509',
     '-req',
