@@ -30,7 +30,7 @@ const destination = resolve(process.argv[2] ?? process.cwd());
 const manifest = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8'));
 const lock = JSON.parse(readFileSync(join(ROOT, 'package-lock.json'), 'utf8'));
 
-for (const path of ['dist/quick/cli.cjs', 'dist/bundle/main.cjs', 'proto/descriptor-set.binpb']) {
+for (const path of ['dist/quick/cli.cjs', 'dist/bundle/main.cjs', 'proto/descriptor-set.binpb', 'proto/loader.json']) {
   if (!existsSync(join(ROOT, path))) {
     console.error(`${path} is missing: run \`npm run build\` first`);
     process.exit(1);

@@ -6,7 +6,6 @@
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest, FastifySchema } from 'fastify';
 import swagger from '@fastify/swagger';
-import swaggerUi from '@fastify/swagger-ui';
 import multipart from '@fastify/multipart';
 import { TokenService, type Principal } from '../auth/tokens.js';
 import type { UserServiceImpl } from '../users/service.js';
@@ -21,6 +20,7 @@ import { SignupLimited } from '../auth/signup-limits.js';
 import { HashingBusy } from '../auth/passwords.js';
 import { docsCsp } from '../http/security-headers.js';
 import { METHOD_NOT_ALLOWED, methodNotAllowed } from '../http/errors.js';
+import { lazyDocsPage } from './docs-page.js';
 import { ApiError, fieldProblems, invalidFields, toApiError, unauthorized } from './api-error.js';
 import {
   bearer,
@@ -204,10 +204,8 @@ export async function blogApi(app: FastifyInstance, options: BlogOptions): Promi
         return { schema: (described ? { ...rest, body: described, consumes: ['multipart/form-data'] } : rest) as FastifySchema, url };
       },
     });
-    // indexPrefix: the page links its assets under the mount, with or without a trailing slash.
-    await app.register(swaggerUi, {
-      routePrefix: '/docs',
-      indexPrefix: mount,
+    // Swagger UI at /docs, built at its first request (docs-page.ts); its page links its assets under the mount.
+    lazyDocsPage(app, {
       uiConfig: { docExpansion: 'list', deepLinking: true },
       theme: { title: `miniapp blog API v${version}: docs` },
       // The page's own policy in place of the API's (which allows nothing): http/security-headers.ts.

@@ -17,8 +17,7 @@
  */
 import type { Http2SecureServer, Http2Server, Http2Session } from 'node:http2';
 import * as grpc from '@grpc/grpc-js';
-import type { DescMessage, FileRegistry } from '@bufbuild/protobuf';
-import { descriptorRegistry } from './descriptor-set.js';
+import { methodOf } from './proto-wire.js';
 import { invalidUtf8Field, MalformedMessageError } from './wire-utf8.js';
 import { isTokenKey, type RequestRates } from '../auth/request-rates.js';
 import { resourceExhausted } from './retry-info.js';
@@ -58,20 +57,21 @@ class RejectedRequest {
   constructor(readonly details: string) {}
 }
 
-/** The request type of a method path such as `/user.v1.UserService/CreateUser`. */
-function inputOf(registry: FileRegistry, path: string): DescMessage {
-  const [, serviceName = '', methodName = ''] = /^\/([^/]+)\/([^/]+)$/.exec(path) ?? [];
-  const method = registry.getService(serviceName)?.methods.find((candidate) => candidate.name === methodName);
-  // A service missing from the compiled protos would go unchecked: refuse to start instead.
-  if (!method) throw new Error(`no descriptor of ${path} in the compiled protos: add its .proto under proto/ and run \`npm run build\``);
-  return method.input;
+/** The request type (full name) of a method path such as `/user.v1.UserService/CreateUser`, from the compiled schema. */
+function inputOf(path: string): string {
+  try {
+    return methodOf(path).input;
+  } catch {
+    // A service missing from the compiled protos would go unchecked: refuse to start instead.
+    throw new Error(`no descriptor of ${path} in the compiled protos: add its .proto under proto/ and run \`npm run build\``);
+  }
 }
 
 /** The definition with each method's deserializer checking the wire bytes first. */
-function checkedService(service: grpc.ServiceDefinition, registry = descriptorRegistry()): grpc.ServiceDefinition {
+function checkedService(service: grpc.ServiceDefinition): grpc.ServiceDefinition {
   const checked: Record<string, grpc.MethodDefinition<unknown, unknown>> = {};
   for (const [name, method] of Object.entries(service as Record<string, grpc.MethodDefinition<unknown, unknown>>)) {
-    const input = inputOf(registry, method.path);
+    const input = inputOf(method.path);
     const decode = method.requestDeserialize;
     checked[name] = {
       ...method,
@@ -82,7 +82,7 @@ function checkedService(service: grpc.ServiceDefinition, registry = descriptorRe
           return decode(bytes);
         } catch (error) {
           const why = error instanceof MalformedMessageError ? `: ${error.message}` : '';
-          return new RejectedRequest(`the request is not a valid ${input.typeName} message${why}`);
+          return new RejectedRequest(`the request is not a valid ${input} message${why}`);
         }
       },
     };

@@ -8,9 +8,11 @@
  * would be stored as `u\uFFFDx@example.com`. The check therefore reads the
  * bytes before they are decoded. Nested messages, repeated fields, map keys
  * and values, and oneof members are all covered; unknown fields are skipped.
+ * Message types are read from the compiled schema (proto/wire-schema.json,
+ * see proto-wire.ts), by their full names.
  */
 import { isUtf8 } from 'node:buffer';
-import { ScalarType, type DescField, type DescMessage } from '@bufbuild/protobuf';
+import { loadSchema, type WireField } from './proto-wire.js';
 
 /** The bytes are not a well-formed encoding of any message. */
 export class MalformedMessageError extends Error {}
@@ -25,12 +27,18 @@ const WIRE_START_GROUP = 3;
 const WIRE_END_GROUP = 4;
 const WIRE_FIXED32 = 5;
 
-const fieldMaps = new WeakMap<DescMessage, Map<number, DescField>>();
+/** descriptor.proto's TYPE_STRING. */
+const STRING = 9;
 
-function fieldsByNumber(message: DescMessage): Map<number, DescField> {
+const fieldMaps = new Map<string, Map<number, WireField>>();
+
+/** The fields of a message type (full name), by number. */
+function fieldsByNumber(message: string): Map<number, WireField> {
   let fields = fieldMaps.get(message);
   if (!fields) {
-    fields = new Map(message.fields.map((field) => [field.number, field]));
+    const declared = loadSchema().messages[message];
+    if (!declared) throw new Error(`no message ${message} in the compiled schema (run \`npm run build\`)`);
+    fields = new Map(declared.map((field) => [field.no, field]));
     fieldMaps.set(message, fields);
   }
   return fields;
@@ -77,11 +85,11 @@ class WireReader {
  * `upsert.user.full_name`; undefined when every string is valid. Throws
  * MalformedMessageError when the bytes are not a message at all.
  */
-export function invalidUtf8Field(bytes: Uint8Array, message: DescMessage): string | undefined {
+export function invalidUtf8Field(bytes: Uint8Array, message: string): string | undefined {
   return walkMessage(new WireReader(bytes, 0, bytes.length), message, '', 0);
 }
 
-function walkMessage(reader: WireReader, message: DescMessage, prefix: string, depth: number): string | undefined {
+function walkMessage(reader: WireReader, message: string, prefix: string, depth: number): string | undefined {
   if (depth > MAX_DEPTH) throw new MalformedMessageError('nested too deeply');
   const fields = fieldsByNumber(message);
   const occurrences = new Map<number, number>();
@@ -99,7 +107,7 @@ function walkMessage(reader: WireReader, message: DescMessage, prefix: string, d
     if (!field) continue;
     const index = occurrences.get(number) ?? 0;
     occurrences.set(number, index + 1);
-    const path = `${prefix}${field.name}${field.fieldKind === 'list' ? `[${index}]` : ''}`;
+    const path = `${prefix}${field.name}${field.list ? `[${index}]` : ''}`;
     const found = checkValue(new WireReader(reader.bytes, start, end), field, path, depth);
     if (found) return found;
   }
@@ -107,21 +115,11 @@ function walkMessage(reader: WireReader, message: DescMessage, prefix: string, d
 }
 
 /** Checks one length-delimited value of `field`. */
-function checkValue(value: WireReader, field: DescField, path: string, depth: number): string | undefined {
-  switch (field.fieldKind) {
-    case 'scalar':
-      return field.scalar === ScalarType.STRING ? checkString(value, path) : undefined;
-    case 'list':
-      if (field.listKind === 'message') return walkMessage(value, field.message, `${path}.`, depth + 1);
-      // Packed numbers and enums have no strings; strings are never packed.
-      return field.listKind === 'scalar' && field.scalar === ScalarType.STRING ? checkString(value, path) : undefined;
-    case 'message':
-      return walkMessage(value, field.message, `${path}.`, depth + 1);
-    case 'map':
-      return checkMapEntry(value, field, path, depth);
-    case 'enum':
-      return undefined;
-  }
+function checkValue(value: WireReader, field: WireField, path: string, depth: number): string | undefined {
+  if (field.map !== undefined) return checkMapEntry(value, field, path, depth);
+  if (field.m !== undefined) return walkMessage(value, field.m, `${path}.`, depth + 1);
+  // A string, one element of a list of strings (never packed), or packed numbers and enums, which hold no strings.
+  return field.t === STRING ? checkString(value, path) : undefined;
 }
 
 function checkString(value: WireReader, path: string): string | undefined {
@@ -129,7 +127,7 @@ function checkString(value: WireReader, path: string): string | undefined {
 }
 
 /** A map entry is a message of key (1) and value (2). */
-function checkMapEntry(entry: WireReader, field: Extract<DescField, { fieldKind: 'map' }>, path: string, depth: number): string | undefined {
+function checkMapEntry(entry: WireReader, field: WireField, path: string, depth: number): string | undefined {
   while (entry.pos < entry.end) {
     const tag = entry.varint();
     const number = Math.floor(tag / 8);
@@ -141,9 +139,9 @@ function checkMapEntry(entry: WireReader, field: Extract<DescField, { fieldKind:
     const [start, end] = entry.delimited();
     const part = new WireReader(entry.bytes, start, end);
     let found: string | undefined;
-    if (number === 1 && field.mapKey === ScalarType.STRING) found = checkString(part, `${path} (a key)`);
-    if (number === 2 && field.mapKind === 'scalar' && field.scalar === ScalarType.STRING) found = checkString(part, `${path} (a value)`);
-    if (number === 2 && field.mapKind === 'message') found = walkMessage(part, field.message, `${path}.`, depth + 1);
+    if (number === 1 && field.map === STRING) found = checkString(part, `${path} (a key)`);
+    if (number === 2 && field.t === STRING) found = checkString(part, `${path} (a value)`);
+    if (number === 2 && field.m !== undefined) found = walkMessage(part, field.m, `${path}.`, depth + 1);
     if (found) return found;
   }
   return undefined;
