@@ -1,7 +1,8 @@
 /**
  * The descriptor set that `npm run build` compiles with buf from every
- * .proto under proto/ (imports included): what reflection serves and what
- * request checks read message types from. Read once per process.
+ * .proto under proto/ (imports included): what reflection serves, and the
+ * google.rpc messages of a refused call's details (retry-info.ts). Read
+ * once per process, at the first of those.
  */
 import { readFileSync } from 'node:fs';
 import { createFileRegistry, fromBinary, type FileRegistry } from '@bufbuild/protobuf';

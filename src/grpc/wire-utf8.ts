@@ -2,7 +2,7 @@
  * Finds string fields that are not valid UTF-8 in an encoded protobuf
  * message, by walking its wire bytes against the message type.
  *
- * proto3 says a string field holds UTF-8; protobuf.js (under proto-loader)
+ * proto3 says a string field holds UTF-8; protobuf.js (protos.ts)
  * decodes invalid bytes to U+FFFD instead of refusing them, so by the time
  * a handler sees the message the evidence is gone and `u\xffx@example.com`
  * would be stored as `u\uFFFDx@example.com`. The check therefore reads the
