@@ -5,7 +5,7 @@
  * OpenAPI description and docs page, so the three never disagree.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest, FastifySchema } from 'fastify';
-import swagger from '@fastify/swagger';
+import type { FastifyDynamicSwaggerOptions } from '@fastify/swagger';
 import multipart from '@fastify/multipart';
 import { TokenService, type Principal } from '../auth/tokens.js';
 import type { UserServiceImpl } from '../users/service.js';
@@ -21,6 +21,7 @@ import { HashingBusy } from '../auth/passwords.js';
 import { docsCsp } from '../http/security-headers.js';
 import { METHOD_NOT_ALLOWED, methodNotAllowed } from '../http/errors.js';
 import { lazyDocsPage } from './docs-page.js';
+import { lazyOpenApi } from './openapi-document.js';
 import { ApiError, fieldProblems, invalidFields, toApiError, unauthorized } from './api-error.js';
 import {
   bearer,
@@ -149,6 +150,35 @@ function profile(user: UserRecord) {
   return { id: user.id, username: user.username, email: user.email, avatar_url: user.avatarUrl, bio: user.bio, created_at: user.createdAt };
 }
 
+/** @fastify/swagger's options for the document of the blog API `version` mounted at `mount`. */
+export function openApiOptions(version: ApiVersion, mount: string, publicUrl: string | undefined): FastifyDynamicSwaggerOptions {
+  return {
+    openapi: {
+      openapi: '3.0.3',
+      info: {
+        title: `miniapp blog API v${version}`,
+        version: API_VERSIONS[version],
+        description: `Posts, users, login and image uploads, served by \`miniapp serve\`.\n${CHANGE_HISTORY}`,
+        license: { name: 'MIT', url: 'https://opensource.org/license/mit' },
+      },
+      // Relative unless serve knows its public URL: the document then works wherever it is fetched from.
+      servers: [{ url: `${publicUrl ?? ''}${mount}`, description: `the v${version} mount of this server` }],
+      components: { securitySchemes: { bearerAuth: { type: 'http', scheme: 'bearer', description: 'access_token from POST /auth/login' } } },
+      tags: [
+        { name: 'posts', description: 'Blog posts: list (filtered and paginated in v2), read, create, change.' },
+        { name: 'users', description: 'Sign-up: the same users as the gRPC user service (user.v1).' },
+        { name: 'auth', description: 'Log in for a Bearer access token.' },
+        { name: 'uploads', description: 'JPEG, PNG and WebP images, stored content-addressed and served under /uploads/.' },
+      ],
+    },
+    // Multipart bodies are read by the handlers, not validated by Fastify; they are described here only.
+    transform: ({ schema, url }) => {
+      const { multipart: described, ...rest } = (schema ?? {}) as FastifySchema & { multipart?: object };
+      return { schema: (described ? { ...rest, body: described, consumes: ['multipart/form-data'] } : rest) as FastifySchema, url };
+    },
+  };
+}
+
 // ---- the plugin ----
 
 export async function blogApi(app: FastifyInstance, options: BlogOptions): Promise<void> {
@@ -178,40 +208,16 @@ export async function blogApi(app: FastifyInstance, options: BlogOptions): Promi
   });
 
   if (options.docs) {
-    const mount = app.prefix;
-    await app.register(swagger, {
-      openapi: {
-        openapi: '3.0.3',
-        info: {
-          title: `miniapp blog API v${version}`,
-          version: API_VERSIONS[version],
-          description: `Posts, users, login and image uploads, served by \`miniapp serve\`.\n${CHANGE_HISTORY}`,
-          license: { name: 'MIT', url: 'https://opensource.org/license/mit' },
-        },
-        // Relative unless serve knows its public URL: the document then works wherever it is fetched from.
-        servers: [{ url: `${options.publicUrl ?? ''}${mount}`, description: `the v${version} mount of this server` }],
-        components: { securitySchemes: { bearerAuth: { type: 'http', scheme: 'bearer', description: 'access_token from POST /auth/login' } } },
-        tags: [
-          { name: 'posts', description: 'Blog posts: list (filtered and paginated in v2), read, create, change.' },
-          { name: 'users', description: 'Sign-up: the same users as the gRPC user service (user.v1).' },
-          { name: 'auth', description: 'Log in for a Bearer access token.' },
-          { name: 'uploads', description: 'JPEG, PNG and WebP images, stored content-addressed and served under /uploads/.' },
-        ],
-      },
-      // Multipart bodies are read by the handlers, not validated by Fastify; they are described here only.
-      transform: ({ schema, url }) => {
-        const { multipart: described, ...rest } = (schema ?? {}) as FastifySchema & { multipart?: object };
-        return { schema: (described ? { ...rest, body: described, consumes: ['multipart/form-data'] } : rest) as FastifySchema, url };
-      },
-    });
-    // Swagger UI at /docs, built at its first request (docs-page.ts); its page links its assets under the mount.
-    lazyDocsPage(app, {
+    // The document and the page are made at their first request (openapi-document.ts, docs-page.ts).
+    const document = lazyOpenApi(app, openApiOptions(version, app.prefix, options.publicUrl));
+    // Swagger UI at /docs; its page links its assets under the mount.
+    lazyDocsPage(app, document, {
       uiConfig: { docExpansion: 'list', deepLinking: true },
       theme: { title: `miniapp blog API v${version}: docs` },
       // The page's own policy in place of the API's (which allows nothing): http/security-headers.ts.
       staticCSP: docsCsp(options.publicUrl ? [new URL(options.publicUrl).origin] : []),
     });
-    app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
+    app.get('/openapi.json', { schema: { hide: true } }, async () => (await document())());
   }
   await app.register(multipart, { limits: { fileSize: MAX_IMAGE_BYTES, files: MAX_IMAGES, fields: 10, parts: MAX_IMAGES + 10 } });
 

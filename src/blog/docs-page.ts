@@ -13,30 +13,30 @@
  * mount's hooks (security headers, limits, logs, metrics) see it as any
  * other. Swagger UI's headers come last: its pages keep their own
  * content-security-policy. The document it shows is the mount's own
- * (`app.swagger()`, from the @fastify/swagger the mount registers).
+ * (openapi-document.ts), made before the page is.
  * What the library does not have is answered by the mount's 404.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { FastifySwaggerUiOptions } from '@fastify/swagger-ui';
+import type { SwaggerDocument } from './openapi-document.js';
 
 /** Headers of the inner answer that belong to its own (absent) connection. */
 const NOT_PASSED_ON = new Set(['connection', 'keep-alive', 'transfer-encoding', 'date']);
 
 /** Registers `/docs` and `/docs/*` on `app` (a mount, with its prefix), served by Swagger UI built on first use. */
-export function lazyDocsPage(app: FastifyInstance, options: Omit<FastifySwaggerUiOptions, 'routePrefix'>): void {
+export function lazyDocsPage(app: FastifyInstance, document: () => Promise<SwaggerDocument>, options: Omit<FastifySwaggerUiOptions, 'routePrefix'>): void {
   const routePrefix = `${app.prefix}/docs`;
   let built: Promise<FastifyInstance> | undefined;
   const build = async (): Promise<FastifyInstance> => {
-    const [{ default: Fastify }, { default: swaggerUi }, { default: fastifyPlugin }] = await Promise.all([
+    const [{ default: Fastify }, { default: swaggerUi }, { default: fastifyPlugin }, swagger] = await Promise.all([
       import('fastify'),
       import('@fastify/swagger-ui'),
       import('fastify-plugin'),
+      document(),
     ]);
     const docs = Fastify({ logger: false });
-    // Swagger UI needs @fastify/swagger registered before it, for its `swagger()`: here that is the mount's.
-    await docs.register(
-      fastifyPlugin(async (instance: FastifyInstance) => void instance.decorate('swagger', app.swagger.bind(app)), { name: '@fastify/swagger' }),
-    );
+    // Swagger UI needs @fastify/swagger registered before it, for its `swagger()`: here that is the mount's document.
+    await docs.register(fastifyPlugin(async (instance: FastifyInstance) => void instance.decorate('swagger', swagger), { name: '@fastify/swagger' }));
     await docs.register(swaggerUi, { ...options, routePrefix });
     await docs.ready();
     return docs;

@@ -67,7 +67,15 @@ export function processContext(options: { io?: (onStdoutClosed: () => void) => I
   if (options.io) {
     io = options.io(onStdoutClosed);
   } else {
-    io = { stdout: quietOnClosedPipe(process.stdout, onStdoutClosed), stderr: quietOnClosedPipe(process.stderr), stdin: process.stdin };
+    io = {
+      stdout: quietOnClosedPipe(process.stdout, onStdoutClosed),
+      stderr: quietOnClosedPipe(process.stderr),
+      // Made when a command first reads it: process.stdin loads Node's file and stream modules, which most commands
+      // (serve among them) never need.
+      get stdin() {
+        return process.stdin;
+      },
+    };
   }
   return {
     io,

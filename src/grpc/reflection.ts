@@ -11,12 +11,13 @@
  * dependencies (grpc/grpc-node#2595, #2958, #3018). Handed the descriptor
  * set's own FileDescriptorProtos instead, it indexes and serves those.
  */
-import type * as grpc from '@grpc/grpc-js';
-import { ReflectionService } from '@grpc/reflection';
+import * as grpc from '@grpc/grpc-js';
+import type { ReflectionService } from '@grpc/reflection';
 import { toBinary } from '@bufbuild/protobuf';
 import { FileDescriptorProtoSchema } from '@bufbuild/protobuf/wkt';
 import { DESCRIPTOR_SET } from './protos.js';
 import { readDescriptorSet } from './descriptor-set.js';
+import { failStream } from './status.js';
 
 /** The one method of the protocol's two versions, v1 and v1alpha. */
 const REFLECTION_METHODS = ['/grpc.reflection.v1.ServerReflection/ServerReflectionInfo', '/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo'];
@@ -61,31 +62,63 @@ function servicesOf(reflection: ReflectionService): Map<string, { definition: gr
   return added;
 }
 
+/** The library's messages as the library reads and writes them: its own codec of the protocol's one method. */
+type Codec = Pick<grpc.MethodDefinition<unknown, unknown>, 'requestDeserialize' | 'responseSerialize'>;
+
+/** Passes raw bytes through: the reflection streams carry bytes, decoded and encoded by the library's codec once it is loaded. */
+const bytes = (value: unknown) => value as Buffer;
+
+/**
+ * The stream as the library's handler sees it: requests decoded and answers encoded with the library's codec. A
+ * request the codec cannot read ends the stream with INVALID_ARGUMENT, as the checked deserializer ends one
+ * (request-check.ts). Messages that came before the handler is given the stream wait in the stream, which is not
+ * read until a 'data' listener is added.
+ */
+function decoded(stream: grpc.ServerDuplexStream<unknown, unknown>, codec: Codec, type: string): grpc.ServerDuplexStream<unknown, unknown> {
+  const on = stream.on.bind(stream);
+  const view = Object.create(stream) as grpc.ServerDuplexStream<unknown, unknown>;
+  view.on = ((event: string, listener: (...args: unknown[]) => void) => {
+    if (event !== 'data') return on(event, listener);
+    return on('data', (raw: Buffer) => {
+      let message: unknown;
+      try {
+        message = codec.requestDeserialize(raw);
+      } catch (error) {
+        failStream(stream, { code: grpc.status.INVALID_ARGUMENT, details: `the request is not a valid ${type} message: ${(error as Error).message}` });
+        return;
+      }
+      listener(message);
+    });
+  }) as typeof stream.on;
+  view.write = ((message: unknown) => stream.write(codec.responseSerialize(message))) as typeof stream.write;
+  view.end = (() => stream.end()) as typeof stream.end;
+  return view;
+}
+
 /**
  * Adds reflection for `services` (full names) to the server. Every file of
  * the descriptor set is available by name and by symbol; list_services
  * answers exactly the given services.
  *
- * The index of every file and symbol is built at the first reflection call,
- * not at start-up (about 150 ms of CPU that most runs of serve never need):
- * the server is given the protocol's services at once, each handing its
- * streams to the indexed service once there is one. The protocol's own
- * messages are loaded at the first call too.
+ * Nothing of it is loaded at start-up: @grpc/reflection (with proto-loader
+ * and protobuf.js's descriptor messages, which it loads when imported), the
+ * protocol's own messages, and the index of every file and symbol (about
+ * 150 ms of CPU) come at the first reflection call, which most runs of
+ * serve never see. The server is given the protocol's two methods at once,
+ * carrying bytes; each stream is handed, once the library is loaded, to the
+ * library's handler through its codec (decoded).
  */
 export function addReflection(server: grpc.Server, services: readonly string[], path = DESCRIPTOR_SET): void {
-  let indexed: ReturnType<typeof servicesOf> | undefined;
-  const index = () => {
+  let loaded: Promise<{ indexed: ReturnType<typeof servicesOf>; codecs: ReturnType<typeof servicesOf> }> | undefined;
+  const load = async () => {
+    const { ReflectionService: Reflection } = await import('@grpc/reflection');
     // The shape @grpc/reflection reads from a package definition: entries carrying fileDescriptorProtos.
-    const definition = Object.fromEntries([...descriptorFiles(path)].map(([name, bytes]) => [name, { fileDescriptorProtos: [bytes] }]));
-    return servicesOf(new ReflectionService(definition as never, { services: [...services] }));
-  };
-  // The protocol's own messages are loaded (by @grpc/reflection, from its .proto files) at the first call too: the
-  // server is given each method's path and kind now, and its (de)serializers, which need them, read them when called.
-  // An empty package gives the protocol's service definitions without indexing anything.
-  let protocol: ReturnType<typeof servicesOf> | undefined;
-  const codec = (method: string) => {
-    protocol ??= servicesOf(new ReflectionService({}, { services: [] }));
-    return protocol.get(method)!.definition.ServerReflectionInfo!;
+    const definition = Object.fromEntries([...descriptorFiles(path)].map(([name, file]) => [name, { fileDescriptorProtos: [file] }]));
+    return {
+      indexed: servicesOf(new Reflection(definition as never, { services: [...services] })),
+      // An empty package gives the protocol's service definitions (their codecs) without indexing anything.
+      codecs: servicesOf(new Reflection({}, { services: [] })),
+    };
   };
   for (const method of REFLECTION_METHODS) {
     const definition: grpc.ServiceDefinition = {
@@ -94,17 +127,26 @@ export function addReflection(server: grpc.Server, services: readonly string[], 
         requestStream: true,
         responseStream: true,
         originalName: 'serverReflectionInfo',
-        requestSerialize: (value: unknown) => codec(method).requestSerialize(value),
-        requestDeserialize: (bytes: Buffer) => codec(method).requestDeserialize(bytes),
-        responseSerialize: (value: unknown) => codec(method).responseSerialize(value),
-        responseDeserialize: (bytes: Buffer) => codec(method).responseDeserialize(bytes),
+        requestSerialize: bytes,
+        requestDeserialize: bytes,
+        responseSerialize: bytes,
+        responseDeserialize: bytes,
       },
     };
+    const type = `${method.split('/')[1]!.replace(/\.ServerReflection$/, '')}.ServerReflectionRequest`;
     server.addService(definition, {
       ServerReflectionInfo: (stream: grpc.ServerDuplexStream<unknown, unknown>) => {
-        indexed ??= index();
-        const handler = indexed.get(method)!.implementation.ServerReflectionInfo as (stream: grpc.ServerDuplexStream<unknown, unknown>) => void;
-        handler(unsetRequestsAnswered(stream));
+        loaded ??= load();
+        loaded.then(
+          ({ indexed, codecs }) => {
+            const handler = indexed.get(method)!.implementation.ServerReflectionInfo as (stream: grpc.ServerDuplexStream<unknown, unknown>) => void;
+            handler(unsetRequestsAnswered(decoded(stream, codecs.get(method)!.definition.ServerReflectionInfo!, type)));
+          },
+          (error: unknown) => {
+            loaded = undefined;
+            failStream(stream, { code: grpc.status.INTERNAL, details: `server reflection could not start: ${(error as Error).message}` });
+          },
+        );
       },
     });
   }

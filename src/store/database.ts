@@ -1,7 +1,7 @@
 /**
  * The SQLite database of `miniapp serve` (better-sqlite3): one file in the
  * data dir, WAL for concurrent readers, and schema migrations versioned in
- * code through `PRAGMA user_version`. Each migration runs in a
+ * code through `PRAGMA user_version`. The pending migrations run in one
  * transaction, so a crash never leaves half a schema.
  */
 import { chmodSync, closeSync, existsSync, openSync } from 'node:fs';
@@ -352,11 +352,14 @@ export function migrate(db: Db): void {
   if (current > latestVersion()) {
     throw new ConfigError(`the database was written by a newer miniapp (schema ${current}, this one knows ${latestVersion()}); upgrade miniapp`);
   }
-  for (const migration of MIGRATIONS) {
-    if (migration.version <= current) continue;
-    db.transaction(() => {
+  const pending = MIGRATIONS.filter((migration) => migration.version > current);
+  if (pending.length === 0) return;
+  // Every pending migration in one transaction: a crash or a failing migration leaves the schema as it was, and a
+  // new database waits for the disk once (synchronous FULL), not once for each of its twenty-odd migrations.
+  db.transaction(() => {
+    for (const migration of pending) {
       db.exec(migration.sql);
       db.pragma(`user_version = ${migration.version}`);
-    })();
-  }
+    }
+  })();
 }

@@ -1,8 +1,9 @@
 /**
- * The reflection services serve registers before their protocol's messages
- * are loaded (src/grpc/reflection.ts): the same paths, kinds and names as
- * @grpc/reflection's own definitions, and (de)serializers that encode and
- * decode as the library's do once called.
+ * The reflection services serve registers before @grpc/reflection is loaded
+ * (src/grpc/reflection.ts): the same paths, kinds and names as the
+ * library's own definitions, carrying the messages' bytes as they are (the
+ * library's codec reads and writes them in the handler, once loaded: the
+ * reflection tests drive that through real clients).
  */
 import { describe, expect, it } from 'vitest';
 import type * as grpc from '@grpc/grpc-js';
@@ -22,7 +23,7 @@ function added(add: (server: grpc.Server) => void): Map<string, grpc.MethodDefin
 }
 
 describe('reflection services registered before their messages are loaded', () => {
-  it("have the library's paths, kinds and names, and encode and decode as its own", () => {
+  it("have the library's paths, kinds and names, and carry the bytes as they are", () => {
     const ours = added((server) => addReflection(server, ['user.v1.UserService']));
     const library = added((server) => new ReflectionService({}, { services: [] }).addToServer(server));
     expect([...ours.keys()].sort()).toEqual([...library.keys()].sort());
@@ -34,16 +35,11 @@ describe('reflection services registered before their messages are loaded', () =
         responseStream: theirs.responseStream,
         originalName: theirs.originalName,
       });
-      const request = { host: 'h', listServices: '*' };
-      const bytes = theirs.requestSerialize(request);
+      const bytes = theirs.requestSerialize({ host: 'h', listServices: '*' });
       expect(bytes.length).toBeGreaterThan(3);
-      expect(mine.requestSerialize(request)).toEqual(bytes);
-      expect(mine.requestDeserialize(bytes)).toEqual(theirs.requestDeserialize(bytes));
-      const answer = { validHost: 'h', listServicesResponse: { service: [{ name: 'user.v1.UserService' }] } };
-      const answerBytes = theirs.responseSerialize(answer);
-      expect(answerBytes.length).toBeGreaterThan(0);
-      expect(mine.responseSerialize(answer)).toEqual(answerBytes);
-      expect(mine.responseDeserialize(answerBytes)).toEqual(theirs.responseDeserialize(answerBytes));
+      for (const codec of [mine.requestSerialize, mine.requestDeserialize, mine.responseSerialize, mine.responseDeserialize]) {
+        expect(codec(bytes)).toBe(bytes);
+      }
     }
   });
 });
