@@ -13,7 +13,7 @@
  * start.
  */
 import { accessSync, constants, readdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { isAbsolute, join, relative } from 'node:path';
+import { isAbsolute, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import protobuf from 'protobufjs';
 
@@ -23,7 +23,6 @@ const OUT = join(PROTO_ROOT, 'loader.json');
 const files = readdirSync(PROTO_ROOT, { recursive: true })
   .filter((path) => path.endsWith('.proto'))
   .filter((path) => /^service\s/m.test(readFileSync(join(PROTO_ROOT, path), 'utf8')))
-  .map((path) => relative(PROTO_ROOT, join(PROTO_ROOT, path)))
   .sort();
 if (!files.includes(join('user', 'v1', 'user.proto'))) throw new Error(`no user/v1/user.proto under ${PROTO_ROOT}`);
 

@@ -23,7 +23,7 @@ const FLOORS: readonly (readonly string[])[] = [
   ['webhooks/', 'http/', 'login/', 'auth/', 'insights/'],
   ['store/', 'transport-error.ts', 'duration.ts'],
   ['telemetry/', 'directories.ts'],
-  ['errors.ts', 'lines.ts', 'csv-records.ts', 'json-syntax.ts', 'url-redaction.ts'],
+  ['errors.ts', 'lines.ts', 'csv-records.ts', 'json-syntax.ts', 'url-redaction.ts', 'lazy-once.ts'],
 ];
 
 /** The floors inside the folders that have floors of their own, top first. */

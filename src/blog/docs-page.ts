@@ -19,6 +19,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { FastifySwaggerUiOptions } from '@fastify/swagger-ui';
 import type { SwaggerDocument } from './openapi-document.js';
+import { lazyOnce } from '../lazy-once.js';
 
 /** Headers of the inner answer that belong to its own (absent) connection. */
 const NOT_PASSED_ON = new Set(['connection', 'keep-alive', 'transfer-encoding', 'date']);
@@ -26,8 +27,7 @@ const NOT_PASSED_ON = new Set(['connection', 'keep-alive', 'transfer-encoding', 
 /** Registers `/docs` and `/docs/*` on `app` (a mount, with its prefix), served by Swagger UI built on first use. */
 export function lazyDocsPage(app: FastifyInstance, document: () => Promise<SwaggerDocument>, options: Omit<FastifySwaggerUiOptions, 'routePrefix'>): void {
   const routePrefix = `${app.prefix}/docs`;
-  let built: Promise<FastifyInstance> | undefined;
-  const build = async (): Promise<FastifyInstance> => {
+  const built = lazyOnce(async (): Promise<FastifyInstance> => {
     const [{ default: Fastify }, { default: swaggerUi }, { default: fastifyPlugin }, swagger] = await Promise.all([
       import('fastify'),
       import('@fastify/swagger-ui'),
@@ -40,13 +40,9 @@ export function lazyDocsPage(app: FastifyInstance, document: () => Promise<Swagg
     await docs.register(swaggerUi, { ...options, routePrefix });
     await docs.ready();
     return docs;
-  };
+  });
   const forward = async (request: FastifyRequest, reply: FastifyReply) => {
-    built ??= build().catch((error: unknown) => {
-      built = undefined;
-      throw error;
-    });
-    const docs = await built;
+    const docs = await built();
     // A HEAD is asked as a GET: Fastify's HEAD answer keeps the GET's length and drops its body.
     const answer = await docs.inject({ method: 'GET', url: request.url, headers: request.headers, payloadAsStream: true });
     const body = answer.stream();

@@ -17,6 +17,7 @@
  */
 import type { FastifyInstance, RouteOptions } from 'fastify';
 import type { FastifyDynamicSwaggerOptions } from '@fastify/swagger';
+import { lazyOnce } from '../lazy-once.js';
 
 /** @fastify/swagger's `swagger()`: the document, or it in YAML with `{ yaml: true }`. */
 export type SwaggerDocument = FastifyInstance['swagger'];
@@ -36,7 +37,7 @@ export function lazyOpenApi(app: FastifyInstance, options: FastifyDynamicSwagger
   app.addHook('onRoute', (route) => {
     if (route.method !== 'HEAD') routes.push(route);
   });
-  const make = async (): Promise<SwaggerDocument> => {
+  return lazyOnce(async (): Promise<SwaggerDocument> => {
     const [{ default: Fastify }, { default: swagger }] = await Promise.all([import('fastify'), import('@fastify/swagger')]);
     const described = Fastify({ logger: false });
     described.setValidatorCompiler(() => () => true);
@@ -47,11 +48,5 @@ export function lazyOpenApi(app: FastifyInstance, options: FastifyDynamicSwagger
     }
     await described.ready();
     return described.swagger.bind(described) as SwaggerDocument;
-  };
-  let made: Promise<SwaggerDocument> | undefined;
-  return () =>
-    (made ??= make().catch((error: unknown) => {
-      made = undefined;
-      throw error;
-    }));
+  });
 }

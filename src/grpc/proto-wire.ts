@@ -67,7 +67,8 @@ function fieldsOf(type: string): WireField[] {
   return fields;
 }
 
-function fieldByNumber(type: string): Map<number, WireField> {
+/** The fields of a message type (full name), by number, read once from the schema. */
+export function fieldByNumber(type: string): Map<number, WireField> {
   let map = byNumber.get(type);
   if (!map) {
     map = new Map(fieldsOf(type).map((field) => [field.no, field]));

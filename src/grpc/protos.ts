@@ -44,7 +44,7 @@ const CONVERSION: protobuf.IConversionOptions = {
 };
 
 /** Every service `serve` offers, by full name. */
-const SERVICES = [
+export const SERVE_SERVICES = [
   'user.v1.UserService',
   'monitoring.v1.MonitoringService',
   'inventory.v1.InventoryService',
@@ -52,10 +52,9 @@ const SERVICES = [
   'order.v1.OrderService',
   'grpc.health.v1.Health',
 ] as const;
-export type ServiceName = (typeof SERVICES)[number];
+export type ServiceName = (typeof SERVE_SERVICES)[number];
 
 let root: protobuf.Root | undefined;
-const types = new Map<string, protobuf.Type>();
 const definitions = new Map<ServiceName, { service: grpc.ServiceDefinition; Client: grpc.ServiceClientConstructor }>();
 
 function loadedRoot(): protobuf.Root {
@@ -72,29 +71,21 @@ function loadedRoot(): protobuf.Root {
   return root;
 }
 
-/** A message type by full name (user.v1.User), protobufjs's. */
-function typeOf(name: string): protobuf.Type {
-  let type = types.get(name);
-  if (!type) {
-    type = loadedRoot().lookupType(name);
-    types.set(name, type);
-  }
-  return type;
-}
-
-/** proto-loader's serializer: a plain object through fromObject, then encoded. */
+/** proto-loader's serializer: a plain object through fromObject, then encoded. The type (full name) is looked up at the first message. */
 function serializer(name: string): (value: object) => Buffer {
+  let type: protobuf.Type | undefined;
   return (value) => {
-    const type = typeOf(name);
+    type ??= loadedRoot().lookupType(name);
     if (Array.isArray(value)) throw new Error(`Failed to serialize message: expected object with ${type.name} structure, got array instead`);
     return type.encode(type.fromObject(value)).finish() as Buffer;
   };
 }
 
-/** proto-loader's deserializer: decoded, then a plain object in the loader's shape. */
+/** proto-loader's deserializer: decoded, then a plain object in the loader's shape. The type is looked up at the first message. */
 function deserializer(name: string): (bytes: Buffer) => object {
+  let type: protobuf.Type | undefined;
   return (bytes) => {
-    const type = typeOf(name);
+    type ??= loadedRoot().lookupType(name);
     return type.toObject(type.decode(bytes), CONVERSION);
   };
 }

@@ -18,6 +18,8 @@ import { FileDescriptorProtoSchema } from '@bufbuild/protobuf/wkt';
 import { DESCRIPTOR_SET } from './protos.js';
 import { readDescriptorSet } from './descriptor-set.js';
 import { failStream } from './status.js';
+import { methodOf } from './proto-wire.js';
+import { lazyOnce } from '../lazy-once.js';
 
 /** The one method of the protocol's two versions, v1 and v1alpha. */
 const REFLECTION_METHODS = ['/grpc.reflection.v1.ServerReflection/ServerReflectionInfo', '/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo'];
@@ -109,8 +111,7 @@ function decoded(stream: grpc.ServerDuplexStream<unknown, unknown>, codec: Codec
  * library's handler through its codec (decoded).
  */
 export function addReflection(server: grpc.Server, services: readonly string[], path = DESCRIPTOR_SET): void {
-  let loaded: Promise<{ indexed: ReturnType<typeof servicesOf>; codecs: ReturnType<typeof servicesOf> }> | undefined;
-  const load = async () => {
+  const loaded = lazyOnce(async () => {
     const { ReflectionService: Reflection } = await import('@grpc/reflection');
     // The shape @grpc/reflection reads from a package definition: entries carrying fileDescriptorProtos.
     const definition = Object.fromEntries([...descriptorFiles(path)].map(([name, file]) => [name, { fileDescriptorProtos: [file] }]));
@@ -119,7 +120,7 @@ export function addReflection(server: grpc.Server, services: readonly string[], 
       // An empty package gives the protocol's service definitions (their codecs) without indexing anything.
       codecs: servicesOf(new Reflection({}, { services: [] })),
     };
-  };
+  });
   for (const method of REFLECTION_METHODS) {
     const definition: grpc.ServiceDefinition = {
       ServerReflectionInfo: {
@@ -133,17 +134,15 @@ export function addReflection(server: grpc.Server, services: readonly string[], 
         responseDeserialize: bytes,
       },
     };
-    const type = `${method.split('/')[1]!.replace(/\.ServerReflection$/, '')}.ServerReflectionRequest`;
+    const { input } = methodOf(method);
     server.addService(definition, {
       ServerReflectionInfo: (stream: grpc.ServerDuplexStream<unknown, unknown>) => {
-        loaded ??= load();
-        loaded.then(
+        loaded().then(
           ({ indexed, codecs }) => {
             const handler = indexed.get(method)!.implementation.ServerReflectionInfo as (stream: grpc.ServerDuplexStream<unknown, unknown>) => void;
-            handler(unsetRequestsAnswered(decoded(stream, codecs.get(method)!.definition.ServerReflectionInfo!, type)));
+            handler(unsetRequestsAnswered(decoded(stream, codecs.get(method)!.definition.ServerReflectionInfo!, input)));
           },
           (error: unknown) => {
-            loaded = undefined;
             failStream(stream, { code: grpc.status.INTERNAL, details: `server reflection could not start: ${(error as Error).message}` });
           },
         );

@@ -12,7 +12,7 @@
  * see proto-wire.ts), by their full names.
  */
 import { isUtf8 } from 'node:buffer';
-import { loadSchema, type WireField } from './proto-wire.js';
+import { fieldByNumber, type WireField } from './proto-wire.js';
 
 /** The bytes are not a well-formed encoding of any message. */
 export class MalformedMessageError extends Error {}
@@ -29,20 +29,6 @@ const WIRE_FIXED32 = 5;
 
 /** descriptor.proto's TYPE_STRING. */
 const STRING = 9;
-
-const fieldMaps = new Map<string, Map<number, WireField>>();
-
-/** The fields of a message type (full name), by number. */
-function fieldsByNumber(message: string): Map<number, WireField> {
-  let fields = fieldMaps.get(message);
-  if (!fields) {
-    const declared = loadSchema().messages[message];
-    if (!declared) throw new Error(`no message ${message} in the compiled schema (run \`npm run build\`)`);
-    fields = new Map(declared.map((field) => [field.no, field]));
-    fieldMaps.set(message, fields);
-  }
-  return fields;
-}
 
 class WireReader {
   constructor(
@@ -91,7 +77,7 @@ export function invalidUtf8Field(bytes: Uint8Array, message: string): string | u
 
 function walkMessage(reader: WireReader, message: string, prefix: string, depth: number): string | undefined {
   if (depth > MAX_DEPTH) throw new MalformedMessageError('nested too deeply');
-  const fields = fieldsByNumber(message);
+  const fields = fieldByNumber(message);
   const occurrences = new Map<number, number>();
   while (reader.pos < reader.end) {
     const tag = reader.varint();

@@ -9,19 +9,10 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { decodeMessage, encodeMessage, methodOf } from '../../src/grpc/proto-wire.js';
-import { serviceDefinition, type ServiceName } from '../../src/grpc/protos.js';
+import { SERVE_SERVICES, serviceDefinition } from '../../src/grpc/protos.js';
 import { message } from '../helpers/wire-arbitraries.js';
 
-const SERVICES: readonly ServiceName[] = [
-  'user.v1.UserService',
-  'monitoring.v1.MonitoringService',
-  'inventory.v1.InventoryService',
-  'payment.v1.PaymentService',
-  'order.v1.OrderService',
-  'grpc.health.v1.Health',
-];
-
-const methods = SERVICES.flatMap((service) =>
+const methods = SERVE_SERVICES.flatMap((service) =>
   Object.entries(serviceDefinition(service).service).map(([name, definition]) => ({ path: `/${service}/${name}`, definition })),
 );
 
