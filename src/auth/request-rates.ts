@@ -20,8 +20,7 @@
  * lookup and a little arithmetic per request; a bucket idle long enough to
  * be full again is forgotten when the map grows past `maxKeys`.
  */
-import { hash } from 'node:crypto';
-import { TokenService } from './tokens.js';
+import { TokenService, tokenHash } from './tokens.js';
 
 export interface RequestRateLimits {
   /** Requests per second a bucket refills with: the sustained rate. */
@@ -49,10 +48,13 @@ interface Bucket {
   at: number;
 }
 
-/** The key of a bearer token (its SHA-256), or undefined for a request without one. */
+/** The key of a token's hash (tokenHash: what the store keeps and TokenService vouches by). */
+const hashRateKey = (hashed: string) => `t:${hashed}`;
+
+/** The key of a bearer token, or undefined for a request without one. */
 function tokenRateKey(authorization: string | undefined): string | undefined {
   const token = authorization === undefined ? undefined : TokenService.bearer(authorization);
-  return token === undefined ? undefined : `t:${hash('sha256', token, 'base64')}`;
+  return token === undefined ? undefined : hashRateKey(tokenHash(token));
 }
 
 const addressRateKey = (address: string) => `a:${address}`;
@@ -76,18 +78,22 @@ export class RequestRates {
     this.#burst = limits.burst;
   }
 
-  /** The key of a request: its bearer token's when that token has authenticated (it has a bucket), else its client address's. */
-  keyOf(authorization: string | undefined, address: string): string {
+  /**
+   * The key of a request: its bearer token's when that token has authenticated (it has a bucket), else its client
+   * address's. `address` may be a function, asked only then (a gRPC peer's address is a system call).
+   */
+  keyOf(authorization: string | undefined, address: string | (() => string)): string {
     const token = tokenRateKey(authorization);
-    return token !== undefined && this.#buckets.has(token) ? token : addressRateKey(address);
+    if (token !== undefined && this.#buckets.has(token)) return token;
+    return addressRateKey(typeof address === 'string' ? address : address());
   }
 
   /**
    * What authentication found of a token: one that authenticates gets a bucket of its own (full, if it had none);
    * one that does not (expired, revoked, made up) loses any it had, and its requests count against their address.
    */
-  vouch(token: string, authenticated: boolean): void {
-    const key = `t:${hash('sha256', token, 'base64')}`;
+  vouch(hashed: string, authenticated: boolean): void {
+    const key = hashRateKey(hashed);
     if (!authenticated) this.#buckets.delete(key);
     else if (!this.#buckets.has(key)) {
       const now = this.now();

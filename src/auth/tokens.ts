@@ -84,8 +84,11 @@ export class TokenService {
     private readonly sql: Sql,
     private readonly now: () => Date = () => new Date(),
     private readonly signals?: Signals,
-    /** Told of each token issued, and what each authentication found (the request rates give a known token a bucket of its own). */
-    private readonly onVerdict?: (token: string, authenticated: boolean) => void,
+    /**
+     * Told of each token issued, and what each authentication found, by the token's hash (tokenHash), which it
+     * has already made (the request rates give a known token a bucket of its own).
+     */
+    private readonly onVerdict?: (hashed: string, authenticated: boolean) => void,
   ) {
     if (sql.dialect === 'postgres') {
       this.#batch = new BatchedRead<string, LookupRow>(async (hashes) => {
@@ -103,8 +106,9 @@ export class TokenService {
    */
   async ensureAdminToken(dataDir: string | undefined, onTightened?: (file: string, mode: number) => void): Promise<string> {
     const token = this.sql.dialect === 'postgres' ? await this.#sharedAdminToken() : adminTokenFile(dataDir, onTightened);
-    await this.sql.run(INSERT, [digest(token), 'admin', null, this.now().toISOString(), null]);
-    this.onVerdict?.(token, true);
+    const hashed = digest(token);
+    await this.sql.run(INSERT, [hashed, 'admin', null, this.now().toISOString(), null]);
+    this.onVerdict?.(hashed, true);
     return token;
   }
 
@@ -120,9 +124,10 @@ export class TokenService {
   async issueUserToken(userId: number, ttlSeconds: number): Promise<{ token: string; expiresIn: number }> {
     const token = newToken();
     const now = this.now();
-    await this.sql.run(INSERT, [digest(token), 'user', userId, now.toISOString(), new Date(now.getTime() + ttlSeconds * 1000).toISOString()]);
+    const hashed = digest(token);
+    await this.sql.run(INSERT, [hashed, 'user', userId, now.toISOString(), new Date(now.getTime() + ttlSeconds * 1000).toISOString()]);
     // Known from the start: its first request already counts by itself, not against an address others may share.
-    this.onVerdict?.(token, true);
+    this.onVerdict?.(hashed, true);
     return { token, expiresIn: ttlSeconds };
   }
 
@@ -147,7 +152,7 @@ export class TokenService {
     const row = this.#batch ? this.#batch.get(hashed) : this.sql.one<LookupRow>(LOOKUP, [hashed]);
     return row.then((found) => {
       const principal = this.#principal(found);
-      this.onVerdict?.(token, principal !== undefined);
+      this.onVerdict?.(hashed, principal !== undefined);
       return principal;
     });
   }

@@ -26,7 +26,7 @@ interface PacedCall {
 export function pace(rates: RequestRates | undefined, call: PacedCall): Promise<void> | undefined {
   if (!rates) return undefined;
   const authorization = call.metadata.get('authorization')[0];
-  const key = rates.keyOf(typeof authorization === 'string' ? authorization : undefined, addressOf(call.getPeer()));
+  const key = rates.keyOf(typeof authorization === 'string' ? authorization : undefined, () => addressOf(call.getPeer()));
   const waitMs = rates.take(key);
   if (waitMs === 0) return undefined;
   return new Promise<void>((resolve) => {

@@ -309,7 +309,7 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
       store.sql,
       options.now,
       store.signals,
-      requestRates && ((token, authenticated) => requestRates.vouch(token, authenticated)),
+      requestRates && ((hashed, authenticated) => requestRates.vouch(hashed, authenticated)),
     );
     const adminToken = await tokens.ensureAdminToken(store.dataDir, (file, mode) =>
       warnings.push(`the admin token file ${file} was mode ${mode.toString(8).padStart(4, '0')}, readable by others: made it 0600`),

@@ -24,6 +24,7 @@ import { collect, newUser, unary, UserClients, type AnyClient } from '../helpers
 import { descriptorRegistry } from '../../src/grpc/descriptor-set.js';
 import { Capture } from '../helpers/cli.js';
 import { RequestRates } from '../../src/auth/request-rates.js';
+import { tokenHash } from '../../src/auth/tokens.js';
 
 /** A clock the test moves. */
 function testClock() {
@@ -337,11 +338,14 @@ describe('RequestRates', () => {
   it('keys a token by itself only once vouched for, and forgets it when it no longer authenticates', () => {
     const rates = new RequestRates({ perSecond: 1, burst: 1 }, () => 0);
     expect(rates.keyOf('Bearer mat_x', '10.0.0.1')).toBe('a:10.0.0.1');
-    rates.vouch('mat_x', true);
+    rates.vouch(tokenHash('mat_x'), true);
     expect(rates.keyOf('bearer   mat_x', '10.0.0.1')).toMatch(/^t:/);
-    rates.vouch('mat_x', false);
+    // The address is asked for only when the token has no bucket.
+    expect(rates.keyOf('Bearer mat_x', () => expect.unreachable('asked for the address'))).toMatch(/^t:/);
+    rates.vouch(tokenHash('mat_x'), false);
     expect(rates.keyOf('Bearer mat_x', '10.0.0.1')).toBe('a:10.0.0.1');
     expect(rates.keyOf(undefined, '10.0.0.1')).toBe('a:10.0.0.1');
+    expect(rates.keyOf('Bearer mat_y', () => '10.0.0.2')).toBe('a:10.0.0.2');
   });
 
   it('refills at its rate up to its burst, and forgets full buckets once it holds too many keys', () => {
