@@ -18,10 +18,13 @@ describe('RequestCheckingServer with an observer', () => {
   let events: Event[];
   let started: string[];
   let releaseSlow: () => void;
+  /** What the BulkCreateUsers handler got: each request's username, and 'end' when the stream ended. */
+  let bulkSeen: string[];
 
   beforeEach(async () => {
     events = [];
     started = [];
+    bulkSeen = [];
     server = new RequestCheckingServer({
       observe: (method): CallObserver => {
         const name = method.path.slice(method.path.lastIndexOf('/') + 1);
@@ -41,6 +44,13 @@ describe('RequestCheckingServer with an observer', () => {
         callback(null, { id: call.request.user_id, username: 'user1' });
       },
       CreateUser: (_call: unknown, callback: grpc.sendUnaryData<unknown>) => callback(null, {}),
+      BulkCreateUsers: (call: grpc.ServerReadableStream<{ username: string }, unknown>, callback: grpc.sendUnaryData<unknown>) => {
+        call.on('data', (request: { username: string }) => bulkSeen.push(request.username));
+        call.on('end', () => {
+          bulkSeen.push('end');
+          callback(null, { created_count: bulkSeen.length - 1 });
+        });
+      },
     });
     const port = await new Promise<number>((resolve, reject) =>
       server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (error, bound) => (error ? reject(error) : resolve(bound))),
@@ -90,6 +100,28 @@ describe('RequestCheckingServer with an observer', () => {
     ]);
     expect(events).toContainEqual(['CreateUser', 'received']);
     expect(events).not.toContainEqual(['CreateUser', 'sent']);
+  });
+
+  it('lets nothing of a stream reach its handler after a message it refused: neither later messages nor the end', async () => {
+    const done = new Promise<{ code: string; details?: string }>((resolve) => {
+      const stream = client.makeClientStreamRequest('/user.v1.UserService/BulkCreateUsers', asIs, asIs, new grpc.Metadata(), (error) =>
+        resolve(error ? { code: grpc.status[error.code]!, details: error.details } : { code: 'OK' }),
+      );
+      // CreateUserRequest { username = "a" }, then { email = "u\xffx" }, then { username = "c" }, then the end.
+      stream.write(Buffer.from([0x0a, 0x01, 0x61]));
+      stream.write(Buffer.from([0x12, 0x03, 0x75, 0xff, 0x78]));
+      stream.write(Buffer.from([0x0a, 0x01, 0x63]));
+      stream.end();
+    });
+    expect(await done).toEqual({ code: 'INVALID_ARGUMENT', details: 'email is not valid UTF-8' });
+    // The client's later message and its end arrive after the status; give them every chance to be passed on.
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(bulkSeen).toEqual(['a']);
+    expect(events.filter(([method]) => method === 'BulkCreateUsers')).toEqual([
+      ['BulkCreateUsers', 'received'],
+      ['BulkCreateUsers', 'received'],
+      ['BulkCreateUsers', 'finished', 'INVALID_ARGUMENT'],
+    ]);
   });
 
   it('observes a call the client cancels as CANCELLED, once, whatever the handler does after', async () => {
