@@ -105,6 +105,9 @@ export interface CallObserver {
 
 export type ObserveCall = (method: grpc.ServerMethodDefinition<unknown, unknown>) => CallObserver;
 
+/** How close to its deadline a call that ends cancelled counts as DEADLINE_EXCEEDED (CheckedCall's #pastDeadline). */
+const DEADLINE_SLACK_MS = 5;
+
 /** What grpc-js passes a call's events to (its InterceptingServerListener, not exported by name). */
 type CallListener = Parameters<grpc.ServerInterceptingCallInterface['start']>[0];
 /** A status as a call sends it (grpc-js's PartialStatusObject, not exported by name). */
@@ -185,7 +188,7 @@ class CheckedCall implements grpc.ServerInterceptingCallInterface, CallListener 
   }
 
   onCancel(): void {
-    this.#finish(grpc.status.CANCELLED);
+    this.#finish(this.#pastDeadline() ? grpc.status.DEADLINE_EXCEEDED : grpc.status.CANCELLED);
     this.#listener!.onCancel();
   }
 
@@ -231,6 +234,18 @@ class CheckedCall implements grpc.ServerInterceptingCallInterface, CallListener 
 
   getMetricsRecorder(): ReturnType<grpc.ServerInterceptingCallInterface['getMetricsRecorder']> {
     return this.next.getMetricsRecorder();
+  }
+
+  /**
+   * Whether the call has run out its deadline. grpc-js ends such a call itself (DEADLINE_EXCEEDED, sent below this
+   * layer) and then reports it cancelled, as it does a client that gives up at its deadline (its RST_STREAM arrives
+   * when the server's copy of the deadline passes: both are the send time, the way over and the timeout). Timers
+   * may fire a little before the wall clock reaches the deadline, hence the slack.
+   */
+  #pastDeadline(): boolean {
+    const deadline = this.next.getDeadline();
+    const ms = deadline instanceof Date ? deadline.getTime() : deadline;
+    return Number.isFinite(ms) && Date.now() >= ms - DEADLINE_SLACK_MS;
   }
 
   #refuse(status: SentStatus): void {

@@ -102,6 +102,16 @@ describe('RequestCheckingServer with an observer', () => {
     expect(events).not.toContainEqual(['CreateUser', 'sent']);
   });
 
+  it('observes a call that runs out its deadline as DEADLINE_EXCEEDED, not CANCELLED', async () => {
+    const ended = await call('/user.v1.UserService/GetUser', getUser(7), new grpc.Metadata(), { deadline: Date.now() + 200 });
+    expect(ended.code).toBe('DEADLINE_EXCEEDED');
+    for (let i = 0; i < 200 && !events.some(([, event]) => event === 'finished'); i++) await new Promise((resolve) => setTimeout(resolve, 10));
+    expect(events).toEqual([
+      ['GetUser', 'received'],
+      ['GetUser', 'finished', 'DEADLINE_EXCEEDED'],
+    ]);
+  });
+
   it('lets nothing of a stream reach its handler after a message it refused: neither later messages nor the end', async () => {
     const done = new Promise<{ code: string; details?: string }>((resolve) => {
       const stream = client.makeClientStreamRequest('/user.v1.UserService/BulkCreateUsers', asIs, asIs, new grpc.Metadata(), (error) =>
