@@ -93,7 +93,8 @@ const INT32 = 5;
 const FIXED64 = 6;
 const FIXED32 = 7;
 const BOOL = 8;
-const STRING = 9;
+/** descriptor.proto's TYPE_STRING (the schema's `t`). */
+export const STRING = 9;
 const BYTES = 12;
 const UINT32 = 13;
 const SFIXED32 = 15;

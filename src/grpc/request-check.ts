@@ -113,10 +113,9 @@ type CallListener = Parameters<grpc.ServerInterceptingCallInterface['start']>[0]
 /** A status as a call sends it (grpc-js's PartialStatusObject, not exported by name). */
 type SentStatus = Parameters<grpc.ServerInterceptingCallInterface['sendStatus']>[0];
 
-/** How a checked call is limited: the metadata bound, the observer of calls, and the request rates. */
+/** How a checked call is limited: the metadata bound and the request rates. */
 interface CheckSettings {
   maxBytes: number;
-  observe: ObserveCall | undefined;
   rates: RequestRates | undefined;
 }
 
@@ -165,8 +164,7 @@ class CheckedCall implements grpc.ServerInterceptingCallInterface, CallListener 
       return;
     }
     if (rates !== undefined && !this.path.startsWith('/grpc.')) {
-      const authorization = metadata.get('authorization')[0];
-      const key = rates.keyOf(typeof authorization === 'string' ? authorization : undefined, () => addressOf(this.next.getPeer()));
+      const key = callRateKey(rates, metadata, () => this.next.getPeer());
       const waitMs = rates.take(key);
       if (waitMs > 0) {
         this.#refuse(resourceExhausted(rateMessage(rates, key, waitMs), waitMs));
@@ -277,11 +275,17 @@ class CheckedCall implements grpc.ServerInterceptingCallInterface, CallListener 
  * and reflection (the grpc.* services) are never limited.
  */
 function requestCheckInterceptor(maxBytes = MAX_METADATA_BYTES, observe?: ObserveCall, rates?: RequestRates): grpc.ServerInterceptor {
-  const settings: CheckSettings = { maxBytes, observe, rates };
+  const settings: CheckSettings = { maxBytes, rates };
   // grpc-js types an interceptor as returning its ServerInterceptingCall class, but uses only the interface it
   // implements (server.ts and the next interceptor call nothing else); test/grpc/request-check.test.ts and the
   // metrics tests drive every method of it through a real server.
   return (method, call) => new CheckedCall(call, method.path, settings, observe?.(method)) as unknown as grpc.ServerInterceptingCall;
+}
+
+/** The request-rate key of a gRPC call (RequestRates.keyOf): its bearer token's, else its peer's address, read only then. */
+export function callRateKey(rates: RequestRates, metadata: grpc.Metadata, peer: () => string): string {
+  const authorization = metadata.get('authorization')[0];
+  return rates.keyOf(typeof authorization === 'string' ? authorization : undefined, () => addressOf(peer()));
 }
 
 /** The address of a peer such as `127.0.0.1:50312` or `[::1]:50312` (grpc-js's getPeer), without its port. */

@@ -10,7 +10,7 @@
  */
 import type * as grpc from '@grpc/grpc-js';
 import type { RequestRates } from '../auth/request-rates.js';
-import { addressOf } from './request-check.js';
+import { callRateKey } from './request-check.js';
 
 interface PacedCall {
   metadata: grpc.Metadata;
@@ -25,8 +25,7 @@ interface PacedCall {
  */
 export function pace(rates: RequestRates | undefined, call: PacedCall): Promise<void> | undefined {
   if (!rates) return undefined;
-  const authorization = call.metadata.get('authorization')[0];
-  const key = rates.keyOf(typeof authorization === 'string' ? authorization : undefined, () => addressOf(call.getPeer()));
+  const key = callRateKey(rates, call.metadata, () => call.getPeer());
   const waitMs = rates.take(key);
   if (waitMs === 0) return undefined;
   return new Promise<void>((resolve) => {

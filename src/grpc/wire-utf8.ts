@@ -12,7 +12,7 @@
  * see proto-wire.ts), by their full names.
  */
 import { isUtf8 } from 'node:buffer';
-import { fieldByNumber, type WireField } from './proto-wire.js';
+import { fieldByNumber, STRING, type WireField } from './proto-wire.js';
 
 /** The bytes are not a well-formed encoding of any message. */
 export class MalformedMessageError extends Error {}
@@ -26,9 +26,6 @@ const WIRE_LENGTH_DELIMITED = 2;
 const WIRE_START_GROUP = 3;
 const WIRE_END_GROUP = 4;
 const WIRE_FIXED32 = 5;
-
-/** descriptor.proto's TYPE_STRING. */
-const STRING = 9;
 
 class WireReader {
   constructor(
